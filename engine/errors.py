@@ -1,0 +1,141 @@
+"""One error hierarchy for everything lakemerge raises on purpose.
+
+Every error names what it is about (table, file, column, option) in its message and keeps it as a field,
+so callers can branch on the type and read the details without parsing text.
+
+Outcome classes for commits follow pyiceberg's split: an error raised before publishing means the commit
+did not land (staged files may be deleted, a retry is safe); ``CommitConflict`` means it cannot land as
+planned; ``CommitOutcomeUnknown`` means the outcome must be checked before anything is deleted.
+"""
+from __future__ import annotations
+
+
+class LakemergeError(Exception):
+    """Base class of every error lakemerge raises deliberately."""
+
+
+# --- catalog -------------------------------------------------------------------------------------------
+class CatalogError(LakemergeError):
+    """A catalog operation failed."""
+
+
+class DatabaseNotFound(CatalogError):
+    def __init__(self, database: str):
+        super().__init__(f"database {database!r} does not exist")
+        self.database = database
+
+
+class DatabaseAlreadyExists(CatalogError):
+    def __init__(self, database: str):
+        super().__init__(f"database {database!r} already exists")
+        self.database = database
+
+
+class TableNotFound(CatalogError):
+    def __init__(self, table: str, detail: str = ""):
+        super().__init__(f"table {table!r} does not exist" + (f": {detail}" if detail else ""))
+        self.table = table
+
+
+class TableAlreadyExists(CatalogError):
+    def __init__(self, table: str):
+        super().__init__(f"table {table!r} already exists")
+        self.table = table
+
+
+class SnapshotNotFound(LakemergeError):
+    def __init__(self, table: str, snapshot_id: int):
+        super().__init__(f"table {table!r} has no snapshot {snapshot_id}")
+        self.table = table
+        self.snapshot_id = snapshot_id
+
+
+# --- input ---------------------------------------------------------------------------------------------
+class InvalidInput(LakemergeError):
+    """Data handed to a write, delete or lookup does not fit the table. Nothing was written."""
+
+    def __init__(self, message: str, *, table: str | None = None, column: str | None = None):
+        prefix = f"table {table!r}: " if table else ""
+        super().__init__(prefix + message)
+        self.table = table
+        self.column = column
+
+
+class SchemaMismatch(InvalidInput):
+    """Columns or types of the input do not match the table schema."""
+
+
+class NullPrimaryKey(InvalidInput):
+    """A primary-key (or partition) column holds a null."""
+
+
+class InvalidRowKind(InvalidInput):
+    """A row kind is not one of +I, -U, +U, -D (or 0..3)."""
+
+
+class InvalidSchema(LakemergeError):
+    """A table definition is not valid (e.g. a primary key column that does not exist)."""
+
+
+class InvalidOption(LakemergeError):
+    def __init__(self, key: str, value: object, reason: str, *, table: str | None = None):
+        where = f"table {table!r}: " if table else ""
+        super().__init__(f"{where}invalid value {value!r} for option {key!r}: {reason}")
+        self.key = key
+        self.value = value
+        self.table = table
+
+
+class UnsupportedFeature(LakemergeError):
+    """A valid Paimon feature that lakemerge does not implement (yet). Nothing was changed."""
+
+
+# --- commit --------------------------------------------------------------------------------------------
+class CommitError(LakemergeError):
+    """A commit did not land. The table is unchanged."""
+
+
+class CommitConflict(CommitError):
+    """The commit conflicts with the table's current state (e.g. it deletes a file that is gone)."""
+
+    def __init__(self, table: str, detail: str):
+        super().__init__(f"commit to table {table!r} conflicts with the latest snapshot: {detail}")
+        self.table = table
+        self.detail = detail
+
+
+class CommitRetriesExhausted(CommitError):
+    def __init__(self, table: str, attempts: int):
+        super().__init__(
+            f"commit to table {table!r} lost the race for a snapshot id {attempts} times; "
+            "nothing was committed, retry later"
+        )
+        self.table = table
+        self.attempts = attempts
+
+
+class CommitOutcomeUnknown(LakemergeError):
+    """The publish step failed in a way that leaves its outcome unknown; staged files are kept."""
+
+    def __init__(self, table: str, snapshot_id: int, cause: BaseException):
+        super().__init__(
+            f"commit to table {table!r}: publishing snapshot {snapshot_id} failed with {cause!r}; "
+            "the snapshot may or may not exist, re-open the table and check before retrying"
+        )
+        self.table = table
+        self.snapshot_id = snapshot_id
+
+
+# --- storage -------------------------------------------------------------------------------------------
+class StorageError(LakemergeError):
+    def __init__(self, path: str, message: str, errno: int | None = None):
+        super().__init__(f"{path}: {message}")
+        self.path = path
+        self.errno = errno
+
+
+class CorruptFile(StorageError):
+    """A file referenced by table metadata is missing, truncated or unreadable."""
+
+    def __init__(self, path: str, message: str):
+        super().__init__(path, f"corrupt or unreadable: {message}")

@@ -1,0 +1,255 @@
+"""Paimon data types: the JSON form of schema files and the mapping to and from Arrow.
+
+``DataType.root`` is one of ROOTS. JSON strings follow Java's ``asSQLString`` (``DECIMAL(10, 2) NOT NULL``,
+``TIMESTAMP(6) WITH LOCAL TIME ZONE``); the pypaimon spellings (``TIMESTAMP_LTZ(6)``, ``INTEGER``) are read too.
+The Arrow mapping is pypaimon's, so both libraries see the same Arrow schema for a table.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pyarrow as pa
+
+from engine.errors import InvalidSchema
+
+MAX_LEN = 2147483647
+
+ROOTS = (
+    "BOOLEAN", "TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE", "DECIMAL",
+    "CHAR", "VARCHAR", "BINARY", "VARBINARY", "DATE", "TIME", "TIMESTAMP", "TIMESTAMP_LTZ",
+    "ARRAY", "MULTISET", "MAP", "ROW",
+)
+INTEGER_ROOTS = ("TINYINT", "SMALLINT", "INT", "BIGINT")
+STRING_ROOTS = ("CHAR", "VARCHAR")
+BINARY_ROOTS = ("BINARY", "VARBINARY")
+NESTED_ROOTS = ("ARRAY", "MULTISET", "MAP", "ROW")
+
+
+@dataclass(frozen=True)
+class DataField:
+    id: int
+    name: str
+    type: "DataType"
+    description: str | None = None
+
+    def to_json(self) -> dict:
+        out: dict[str, Any] = {"id": self.id, "name": self.name, "type": self.type.to_json()}
+        if self.description is not None:
+            out["description"] = self.description
+        return out
+
+    @staticmethod
+    def from_json(obj: dict) -> "DataField":
+        return DataField(int(obj["id"]), obj["name"], DataType.from_json(obj["type"]), obj.get("description"))
+
+
+@dataclass(frozen=True)
+class DataType:
+    root: str
+    nullable: bool = True
+    precision: int | None = None  # DECIMAL, TIME, TIMESTAMP*
+    scale: int | None = None  # DECIMAL
+    length: int | None = None  # CHAR, VARCHAR, BINARY, VARBINARY
+    element: "DataType | None" = None  # ARRAY, MULTISET
+    key: "DataType | None" = None  # MAP
+    value: "DataType | None" = None  # MAP
+    fields: tuple[DataField, ...] = field(default=())  # ROW
+
+    # --- classification -----------------------------------------------------------------------------
+    @property
+    def is_string(self) -> bool:
+        return self.root in STRING_ROOTS
+
+    @property
+    def is_binary(self) -> bool:
+        return self.root in BINARY_ROOTS
+
+    @property
+    def is_nested(self) -> bool:
+        return self.root in NESTED_ROOTS
+
+    @property
+    def is_compact_decimal(self) -> bool:
+        return self.root == "DECIMAL" and (self.precision or 10) <= 18
+
+    @property
+    def is_compact_timestamp(self) -> bool:
+        return self.root in ("TIMESTAMP", "TIMESTAMP_LTZ") and (self.precision if self.precision is not None else 6) <= 3
+
+    def with_nullable(self, nullable: bool) -> "DataType":
+        return replace(self, nullable=nullable)
+
+    # --- JSON ---------------------------------------------------------------------------------------
+    def sql(self) -> str:
+        """Java's ``asSQLString`` for atomic types (without the NOT NULL suffix)."""
+        r = self.root
+        if r == "DECIMAL":
+            return f"DECIMAL({self.precision}, {self.scale})"
+        if r == "VARCHAR":
+            return "STRING" if self.length == MAX_LEN else f"VARCHAR({self.length})"
+        if r == "VARBINARY":
+            return "BYTES" if self.length == MAX_LEN else f"VARBINARY({self.length})"
+        if r in ("CHAR", "BINARY"):
+            return f"{r}({self.length})"
+        if r == "TIME":
+            return f"TIME({self.precision})"
+        if r == "TIMESTAMP":
+            return f"TIMESTAMP({self.precision})"
+        if r == "TIMESTAMP_LTZ":
+            return f"TIMESTAMP({self.precision}) WITH LOCAL TIME ZONE"
+        return r
+
+    def to_json(self) -> Any:
+        suffix = "" if self.nullable else " NOT NULL"
+        if self.root in ("ARRAY", "MULTISET"):
+            return {"type": self.root + suffix, "element": self.element.to_json()}
+        if self.root == "MAP":
+            return {"type": "MAP" + suffix, "key": self.key.to_json(), "value": self.value.to_json()}
+        if self.root == "ROW":
+            return {"type": "ROW" + suffix, "fields": [f.to_json() for f in self.fields]}
+        return self.sql() + suffix
+
+    @staticmethod
+    def from_json(obj: Any) -> "DataType":
+        if isinstance(obj, dict):
+            name, nullable = _strip_not_null(obj["type"])
+            name = name.upper()
+            if name in ("ARRAY", "MULTISET"):
+                return DataType(name, nullable, element=DataType.from_json(obj["element"]))
+            if name == "MAP":
+                return DataType("MAP", nullable, key=DataType.from_json(obj["key"]),
+                                value=DataType.from_json(obj["value"]))
+            if name == "ROW":
+                return DataType("ROW", nullable, fields=tuple(DataField.from_json(f) for f in obj["fields"]))
+            raise InvalidSchema(f"unsupported nested type {obj['type']!r}")
+        return parse_atomic(obj)
+
+    # --- Arrow --------------------------------------------------------------------------------------
+    def to_arrow(self) -> pa.DataType:
+        r = self.root
+        simple = {
+            "BOOLEAN": pa.bool_(), "TINYINT": pa.int8(), "SMALLINT": pa.int16(), "INT": pa.int32(),
+            "BIGINT": pa.int64(), "FLOAT": pa.float32(), "DOUBLE": pa.float64(), "DATE": pa.date32(),
+            "TIME": pa.time32("ms"),
+        }
+        if r in simple:
+            return simple[r]
+        if r in STRING_ROOTS:
+            return pa.string()
+        if r in BINARY_ROOTS:
+            return pa.binary()
+        if r == "DECIMAL":
+            return pa.decimal128(self.precision, self.scale)
+        if r in ("TIMESTAMP", "TIMESTAMP_LTZ"):
+            tz = "UTC" if r == "TIMESTAMP_LTZ" else None
+            return pa.timestamp(timestamp_unit(self.precision), tz=tz)
+        if r in ("ARRAY", "MULTISET"):
+            return pa.list_(pa.field("item", self.element.to_arrow(), nullable=self.element.nullable))
+        if r == "MAP":
+            return pa.map_(pa.field("key", self.key.to_arrow(), nullable=False),
+                           pa.field("value", self.value.to_arrow(), nullable=self.value.nullable))
+        if r == "ROW":
+            return pa.struct([pa.field(f.name, f.type.to_arrow(), nullable=f.type.nullable) for f in self.fields])
+        raise InvalidSchema(f"type {self.sql()} has no Arrow mapping")
+
+    @staticmethod
+    def from_arrow(t: pa.DataType, nullable: bool = True) -> "DataType":
+        if pa.types.is_boolean(t):
+            return DataType("BOOLEAN", nullable)
+        for check, root in ((pa.types.is_int8, "TINYINT"), (pa.types.is_int16, "SMALLINT"),
+                            (pa.types.is_int32, "INT"), (pa.types.is_int64, "BIGINT"),
+                            (pa.types.is_float32, "FLOAT"), (pa.types.is_float64, "DOUBLE"),
+                            (pa.types.is_date32, "DATE")):
+            if check(t):
+                return DataType(root, nullable)
+        if pa.types.is_string(t) or pa.types.is_large_string(t):
+            return DataType("VARCHAR", nullable, length=MAX_LEN)
+        if pa.types.is_fixed_size_binary(t):
+            return DataType("BINARY", nullable, length=t.byte_width)
+        if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+            return DataType("VARBINARY", nullable, length=MAX_LEN)
+        if pa.types.is_decimal(t):
+            if t.precision > 38:
+                raise InvalidSchema(f"DECIMAL precision {t.precision} exceeds Paimon's maximum of 38")
+            return DataType("DECIMAL", nullable, precision=t.precision, scale=t.scale)
+        if pa.types.is_timestamp(t):
+            precision = {"s": 0, "ms": 3, "us": 6, "ns": 9}[t.unit]
+            return DataType("TIMESTAMP_LTZ" if t.tz else "TIMESTAMP", nullable, precision=precision)
+        if pa.types.is_time(t):
+            return DataType("TIME", nullable, precision=0)
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            return DataType("ARRAY", nullable, element=DataType.from_arrow(t.value_type, t.value_field.nullable))
+        if pa.types.is_map(t):
+            return DataType("MAP", nullable, key=DataType.from_arrow(t.key_type, False),
+                            value=DataType.from_arrow(t.item_type, t.item_field.nullable))
+        if pa.types.is_struct(t):
+            fields = tuple(DataField(i, t.field(i).name, DataType.from_arrow(t.field(i).type, t.field(i).nullable))
+                           for i in range(t.num_fields))
+            return DataType("ROW", nullable, fields=fields)
+        raise InvalidSchema(f"Arrow type {t} has no Paimon equivalent")
+
+
+def timestamp_unit(precision: int | None) -> str:
+    p = 6 if precision is None else precision
+    if p == 0:
+        return "s"
+    if p <= 3:
+        return "ms"
+    if p <= 6:
+        return "us"
+    return "ns"
+
+
+def _strip_not_null(text: str) -> tuple[str, bool]:
+    t = text.strip()
+    if t.upper().endswith(" NOT NULL"):
+        return t[: -len(" NOT NULL")].strip(), False
+    if t.upper().endswith(" NULL"):
+        return t[: -len(" NULL")].strip(), True
+    return t, True
+
+
+_ATOMIC = re.compile(r"^([A-Z_]+(?: [A-Z]+)*?)\s*(?:\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\))?(\s+WITH LOCAL TIME ZONE)?$")
+
+
+def parse_atomic(text: str) -> DataType:
+    """Parse an atomic type string such as ``DECIMAL(10, 2) NOT NULL``. Raises InvalidSchema."""
+    body, nullable = _strip_not_null(text)
+    m = _ATOMIC.match(body.upper())
+    if not m:
+        raise InvalidSchema(f"cannot parse Paimon type {text!r}")
+    name, a, b, ltz = m.group(1), m.group(2), m.group(3), m.group(4)
+    a = int(a) if a is not None else None
+    b = int(b) if b is not None else None
+    aliases = {"INTEGER": "INT", "BOOL": "BOOLEAN", "TIMESTAMP WITHOUT TIME ZONE": "TIMESTAMP"}
+    name = aliases.get(name, name)
+    if name in ("BOOLEAN", "TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE", "DATE"):
+        return DataType(name, nullable)
+    if name == "STRING":
+        return DataType("VARCHAR", nullable, length=MAX_LEN)
+    if name == "BYTES":
+        return DataType("VARBINARY", nullable, length=MAX_LEN)
+    if name in ("CHAR", "BINARY"):
+        return DataType(name, nullable, length=a if a is not None else 1)
+    if name in ("VARCHAR", "VARBINARY"):
+        return DataType(name, nullable, length=a if a is not None else 1)
+    if name in ("DECIMAL", "NUMERIC", "DEC"):
+        return DataType("DECIMAL", nullable, precision=a if a is not None else 10, scale=b if b is not None else 0)
+    if name == "TIME":
+        return DataType("TIME", nullable, precision=a if a is not None else 0)
+    if name == "TIMESTAMP":
+        return DataType("TIMESTAMP_LTZ" if ltz else "TIMESTAMP", nullable, precision=a if a is not None else 6)
+    if name in ("TIMESTAMP_LTZ", "TIMESTAMP WITH LOCAL TIME ZONE"):
+        return DataType("TIMESTAMP_LTZ", nullable, precision=a if a is not None else 6)
+    raise InvalidSchema(f"unsupported Paimon type {text!r}")
+
+
+# Convenient constructors (used by tests and callers that build types directly).
+def BIGINT(nullable: bool = True) -> DataType:  # noqa: N802
+    return DataType("BIGINT", nullable)
+
+
+def STRING(nullable: bool = True) -> DataType:  # noqa: N802
+    return DataType("VARCHAR", nullable, length=MAX_LEN)

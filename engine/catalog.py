@@ -1,0 +1,134 @@
+"""The filesystem catalog: ``<warehouse>/<database>.db/<table>/`` as Paimon's FileSystemCatalog lays it out."""
+from __future__ import annotations
+
+import os
+import re
+
+import pyarrow as pa
+
+from engine.errors import (DatabaseAlreadyExists, DatabaseNotFound, InvalidSchema, TableAlreadyExists,
+                           TableNotFound)
+from engine.io.file_io import FileIO, LocalFileIO, local_path
+from engine.paths import TablePaths
+from engine.schema import TableSchema
+from engine.snapshots import SchemaManager
+
+DB_SUFFIX = ".db"
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_\-]*$")
+
+
+def split_identifier(identifier: str) -> tuple[str, str]:
+    """'db.table' -> ('db', 'table'). Raises InvalidSchema for anything else."""
+    parts = identifier.split(".")
+    if len(parts) != 2 or not all(_NAME.match(p) for p in parts):
+        raise InvalidSchema(f"table identifier {identifier!r} must look like 'database.table'")
+    return parts[0], parts[1]
+
+
+class Catalog:
+    """A warehouse directory holding databases and tables.
+
+    ``Catalog(path)`` accepts a local path or file:// URI and creates the directory if missing.
+    """
+
+    def __init__(self, warehouse: str, *, file_io: FileIO | None = None):
+        self.warehouse = local_path(str(warehouse))
+        self.io = file_io or LocalFileIO()
+        self.io.mkdirs(self.warehouse)
+
+    # --- databases ----------------------------------------------------------------------------------
+    def _db_dir(self, database: str) -> str:
+        if not _NAME.match(database):
+            raise InvalidSchema(f"invalid database name {database!r}")
+        return os.path.join(self.warehouse, database + DB_SUFFIX)
+
+    def create_database(self, name: str, ignore_if_exists: bool = False) -> None:
+        path = self._db_dir(name)
+        if os.path.isdir(path):
+            if ignore_if_exists:
+                return
+            raise DatabaseAlreadyExists(name)
+        self.io.mkdirs(path)
+
+    def list_databases(self) -> list[str]:
+        return sorted(n[: -len(DB_SUFFIX)] for n in self.io.list_names(self.warehouse)
+                      if n.endswith(DB_SUFFIX) and os.path.isdir(os.path.join(self.warehouse, n)))
+
+    def drop_database(self, name: str, ignore_if_not_exists: bool = False, cascade: bool = False) -> None:
+        path = self._db_dir(name)
+        if not os.path.isdir(path):
+            if ignore_if_not_exists:
+                return
+            raise DatabaseNotFound(name)
+        if self.list_tables(name) and not cascade:
+            raise InvalidSchema(f"database {name!r} is not empty; pass cascade=True to drop its tables")
+        self.io.delete_tree(path)
+
+    # --- tables -------------------------------------------------------------------------------------
+    def table_path(self, identifier: str) -> str:
+        db, name = split_identifier(identifier)
+        return os.path.join(self._db_dir(db), name)
+
+    def list_tables(self, database: str) -> list[str]:
+        path = self._db_dir(database)
+        if not os.path.isdir(path):
+            raise DatabaseNotFound(database)
+        return sorted(n for n in self.io.list_names(path)
+                      if os.path.isdir(os.path.join(path, n, "schema")))
+
+    def create_table(self, identifier: str, schema: pa.Schema, primary_key, partition_keys=(),
+                     options: dict | None = None, *, comment: str | None = None,
+                     ignore_if_exists: bool = False):
+        """Create a primary-key table and return it.
+
+        Raises: DatabaseNotFound, TableAlreadyExists, InvalidSchema, InvalidOption, UnsupportedFeature.
+        Nothing is written unless the definition is valid.
+        """
+        from engine.table import Table
+
+        db, _ = split_identifier(identifier)
+        if not os.path.isdir(self._db_dir(db)):
+            raise DatabaseNotFound(db)
+        if isinstance(primary_key, str):
+            primary_key = [primary_key]
+        if isinstance(partition_keys, str):
+            partition_keys = [partition_keys]
+        table_schema = TableSchema.create(schema, primary_key, partition_keys, options, comment, table=identifier)
+        table_schema.table_options.require_writable()
+        table_schema.table_options.warn_unknown()
+        root = self.table_path(identifier)
+        paths = TablePaths(root)
+        manager = SchemaManager(self.io, paths, identifier)
+        if manager.ids():
+            if ignore_if_exists:
+                return self.get_table(identifier)
+            raise TableAlreadyExists(identifier)
+        if not manager.commit(table_schema):
+            if ignore_if_exists:
+                return self.get_table(identifier)
+            raise TableAlreadyExists(identifier)
+        return Table(identifier, root, self.io)
+
+    def get_table(self, identifier: str):
+        """Raises TableNotFound if no schema exists for the table."""
+        from engine.table import Table
+
+        root = self.table_path(identifier)
+        if not SchemaManager(self.io, TablePaths(root), identifier).ids():
+            raise TableNotFound(identifier)
+        return Table(identifier, root, self.io)
+
+    def table_exists(self, identifier: str) -> bool:
+        try:
+            self.get_table(identifier)
+            return True
+        except TableNotFound:
+            return False
+
+    def drop_table(self, identifier: str, ignore_if_not_exists: bool = False) -> None:
+        root = self.table_path(identifier)
+        if not SchemaManager(self.io, TablePaths(root), identifier).ids():
+            if ignore_if_not_exists:
+                return
+            raise TableNotFound(identifier)
+        self.io.delete_tree(root)

@@ -1,0 +1,199 @@
+"""Publishing commits as snapshots.
+
+Guarantees (and how they are kept):
+- Atomic visibility: a snapshot becomes visible only when ``snapshot-N`` appears, and it is created with a
+  put-if-absent (temp file + ``os.link``), never by renaming over a file. Every manifest and data file it references
+  is fully written before that.
+- One winner per id: two committers racing for ``snapshot-N`` cannot both succeed; the loser re-reads the latest
+  snapshot, re-checks conflicts and retries with N+1 (up to ``commit.max-retries``, with exponential back-off).
+- No lost acknowledged commit: a new snapshot's base manifest list holds every manifest of its parent, so nothing a
+  previous snapshot made visible is dropped.
+- Exactly once: if a snapshot with the same commit user and identifier was published after the writer's base
+  snapshot, committing again returns that snapshot's id and applies nothing.
+- On any error before publishing, the manifests written for the attempt are deleted and the table is unchanged.
+"""
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from typing import Sequence
+
+from engine.errors import CommitConflict, CommitOutcomeUnknown, CommitRetriesExhausted, StorageError
+from engine.meta import binary_row
+from engine.meta.data_file import SimpleStats
+from engine.meta.manifest import (ADD, ManifestEntry, ManifestFileMeta, encode_manifest, encode_manifest_list)
+from engine.meta.snapshot import COMMIT_KIND_APPEND, Snapshot
+from engine.options import COMMIT_MAX_RETRIES, COMMIT_MAX_RETRY_WAIT, COMMIT_MIN_RETRY_WAIT
+from engine.write.commit_message import CommitMessage
+
+WRITER_VERSION = "lakemerge-0.1.0"
+
+
+class Committer:
+    def __init__(self, table):
+        self.table = table
+
+    # --- public -------------------------------------------------------------------------------------
+    def commit(self, messages: Sequence[CommitMessage], *, commit_kind: str = COMMIT_KIND_APPEND,
+               properties: dict | None = None) -> int | None:
+        """Publish the messages as one snapshot and return its id.
+
+        Empty input publishes nothing and returns the latest snapshot id (None for an empty table).
+        Raises CommitConflict, CommitRetriesExhausted, CommitOutcomeUnknown.
+        """
+        t = self.table
+        messages = list(messages)
+        entries = [ManifestEntry(ADD, m.partition, m.bucket, m.total_buckets, f)
+                   for m in messages for f in m.new_files]
+        if not entries:
+            return t.snapshot_manager.latest_id()
+        users = {(m.commit_user, m.commit_identifier) for m in messages}
+        if len(users) != 1:
+            raise CommitConflict(t.name, "messages from different commit users/identifiers cannot be committed "
+                                 "as one snapshot")
+        commit_user, identifier = users.pop()
+        bases = [m.base_snapshot_id for m in messages if m.base_snapshot_id is not None]
+        base_id = min(bases) if bases else 0
+        schema_id = max(m.schema_id for m in messages)
+
+        opts = t.schema.table_options
+        retries = opts.get(COMMIT_MAX_RETRIES)
+        wait = opts.get(COMMIT_MIN_RETRY_WAIT) / 1000.0
+        max_wait = opts.get(COMMIT_MAX_RETRY_WAIT) / 1000.0
+
+        delta_name, delta_meta = None, None
+        try:
+            for attempt in range(retries + 1):
+                latest = t.snapshot_manager.latest()
+                done = self._already_committed(commit_user, identifier, base_id, latest)
+                if done is not None:
+                    return done
+                self._check_conflicts(entries, latest)
+                if delta_name is None:
+                    delta_name, delta_meta = self._write_manifest(entries, schema_id)
+                published = self._try_publish(latest, delta_meta, entries, commit_user, identifier, commit_kind,
+                                              schema_id, properties)
+                if published is not None:
+                    delta_name = None  # now referenced by a snapshot: never delete
+                    return published
+                time.sleep(min(max_wait, wait * (2 ** attempt)) * (0.5 + random.random()))
+            raise CommitRetriesExhausted(t.name, retries + 1)
+        finally:
+            if delta_name is not None:
+                t.file_io.delete(t.paths.manifest(delta_name))
+
+    # --- steps --------------------------------------------------------------------------------------
+    def _already_committed(self, user: str, identifier: int, base_id: int, latest: Snapshot | None) -> int | None:
+        if latest is None:
+            return None
+        sm = self.table.snapshot_manager
+        for sid in range(latest.id, base_id, -1):
+            try:
+                snap = sm.snapshot(sid)
+            except Exception:  # expired or unreadable snapshots cannot hold a newer commit of ours
+                break
+            if snap.commit_user == user and snap.commit_identifier == identifier:
+                return sid
+        return None
+
+    def _check_conflicts(self, entries: list[ManifestEntry], latest: Snapshot | None) -> None:
+        if latest is None:
+            totals: dict[bytes, int] = {}
+        else:
+            changed = {e.partition for e in entries}
+            totals = {}
+            live = set()
+            for e in self.table.manifests.live_entries(latest):
+                if e.partition in changed:
+                    totals.setdefault(e.partition, e.total_buckets)
+                    live.add(e.identifier)
+            for e in entries:
+                if e.identifier in live:
+                    raise CommitConflict(self.table.name, f"file {e.file.file_name} is already in the table")
+        for e in entries:
+            expected = totals.setdefault(e.partition, e.total_buckets)
+            if expected != e.total_buckets:
+                raise CommitConflict(
+                    self.table.name,
+                    f"partition {self.table.scan().partition_values(e.partition)} has {expected} buckets but the "
+                    f"commit writes with {e.total_buckets}; rescale the partition with an overwrite")
+
+    def _write_manifest(self, entries: list[ManifestEntry], schema_id: int) -> tuple[str, ManifestFileMeta]:
+        t = self.table
+        data = encode_manifest(entries)
+        name = t.paths.new_manifest_name("manifest")
+        t.file_io.mkdirs(t.paths.manifest_dir)
+        t.file_io.write_bytes(t.paths.manifest(name), data)
+        return name, ManifestFileMeta(
+            file_name=name, file_size=len(data), num_added_files=sum(1 for e in entries if e.kind == ADD),
+            num_deleted_files=sum(1 for e in entries if e.kind != ADD),
+            partition_stats=self._partition_stats(entries), schema_id=schema_id,
+            min_bucket=min(e.bucket for e in entries), max_bucket=max(e.bucket for e in entries),
+            min_level=min(e.file.level for e in entries), max_level=max(e.file.level for e in entries))
+
+    def _partition_stats(self, entries: list[ManifestEntry]) -> SimpleStats:
+        s = self.table.schema
+        if not s.partition_keys:
+            return SimpleStats.EMPTY
+        types = [t.with_nullable(True) for t in s.types_of(s.partition_keys)]
+        scan = self.table.scan()
+        rows = [scan.partition_values(p) for p in {e.partition for e in entries}]
+        mins, maxs, nulls = [], [], []
+        for i in range(len(types)):
+            vals = [r[i] for r in rows if r[i] is not None]
+            mins.append(min(vals) if vals else None)
+            maxs.append(max(vals) if vals else None)
+            nulls.append(sum(1 for r in rows if r[i] is None))
+        return SimpleStats(binary_row.serialize_row(mins, types), binary_row.serialize_row(maxs, types),
+                           tuple(nulls))
+
+    def _try_publish(self, latest: Snapshot | None, delta_meta: ManifestFileMeta, entries, user, identifier, kind,
+                     schema_id, properties) -> int | None:
+        """Write this attempt's manifest lists and try to claim the next snapshot id. None if the race was lost."""
+        t = self.table
+        io, paths = t.file_io, t.paths
+        base_metas = t.manifests.data_manifests(latest) if latest is not None else []
+        base_data = encode_manifest_list(base_metas)
+        delta_data = encode_manifest_list([delta_meta])
+        base_name = paths.new_manifest_name("manifest-list")
+        delta_name = paths.new_manifest_name("manifest-list")
+        io.write_bytes(paths.manifest(base_name), base_data)
+        io.write_bytes(paths.manifest(delta_name), delta_data)
+        added = sum(e.file.row_count for e in entries)
+        new_id = 1 if latest is None else latest.id + 1
+        snapshot = Snapshot(
+            id=new_id, schema_id=max(schema_id, latest.schema_id if latest else 0),
+            base_manifest_list=base_name, delta_manifest_list=delta_name, commit_user=user,
+            commit_identifier=identifier, commit_kind=kind, time_millis=int(time.time() * 1000),
+            total_record_count=(latest.total_record_count if latest else 0) + added, delta_record_count=added,
+            base_manifest_list_size=len(base_data), delta_manifest_list_size=len(delta_data),
+            properties=properties or None, uuid=str(uuid.uuid4()), writer_version=WRITER_VERSION,
+            watermark=latest.watermark if latest else None)
+        body = snapshot.to_json().encode()
+        io.mkdirs(paths.snapshot_dir)
+        path = paths.snapshot(new_id)
+        try:
+            won = io.write_if_absent(path, body)
+        except StorageError as e:
+            if io.exists(path):
+                try:
+                    if io.read_bytes(path) == body:
+                        won = True
+                    else:
+                        won = False
+                except OSError:
+                    raise CommitOutcomeUnknown(t.name, new_id, e) from e
+            else:
+                io.delete(paths.manifest(base_name))
+                io.delete(paths.manifest(delta_name))
+                raise
+        if not won:
+            io.delete(paths.manifest(base_name))
+            io.delete(paths.manifest(delta_name))
+            return None
+        try:
+            t.snapshot_manager.write_latest_hint(new_id)
+        except StorageError:
+            pass  # the hint is only a hint; readers fall back to listing
+        return new_id

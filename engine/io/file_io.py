@@ -1,0 +1,157 @@
+"""The file-IO layer every engine read and write goes through.
+
+``LocalFileIO`` guarantees:
+- ``write_if_absent`` is an atomic put-if-absent: the content is written to a temporary file in the same directory,
+  fsynced, then hard-linked to the final name with ``os.link`` (which fails if the name exists, across processes),
+  so a reader sees either no file or the complete file, and two writers can never both win a name.
+- ``overwrite`` replaces a file atomically (temp file + ``os.replace``); used only for hints.
+- OS errors surface as ``StorageError`` naming the path; a missing file read raises ``FileNotFoundError``.
+"""
+from __future__ import annotations
+
+import errno as errno_mod
+import os
+import shutil
+import uuid
+from typing import Protocol
+
+from engine.errors import StorageError
+
+
+def local_path(uri: str) -> str:
+    """Accept a local path or a file:// URI and return an absolute local path."""
+    if uri.startswith("file://"):
+        uri = uri[len("file://"):]
+    elif uri.startswith("file:"):
+        uri = uri[len("file:"):]
+    if "://" in uri:
+        raise StorageError(uri, "only local paths and file:// URIs are supported")
+    return os.path.abspath(uri)
+
+
+class FileIO(Protocol):
+    def read_bytes(self, path: str) -> bytes: ...
+    def write_bytes(self, path: str, data: bytes) -> None: ...
+    def write_if_absent(self, path: str, data: bytes) -> bool: ...
+    def overwrite(self, path: str, data: bytes) -> None: ...
+    def exists(self, path: str) -> bool: ...
+    def size(self, path: str) -> int: ...
+    def list_names(self, directory: str) -> list[str]: ...
+    def mkdirs(self, directory: str) -> None: ...
+    def delete(self, path: str) -> None: ...
+    def delete_tree(self, directory: str) -> None: ...
+
+
+class LocalFileIO:
+    """FileIO on the local filesystem (see the module docstring for guarantees)."""
+
+    def read_bytes(self, path: str) -> bytes:
+        try:
+            with open(path, "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            raise
+        except OSError as e:
+            raise StorageError(path, f"read failed: {e.strerror}", e.errno) from e
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        """Create a new immutable file (data, manifest). Fails if it exists."""
+        self._guard(path, lambda: self._write_new(path, data))
+
+    def write_if_absent(self, path: str, data: bytes) -> bool:
+        """Publish ``data`` under ``path`` only if no file has that name. Returns False if one existed."""
+        directory = os.path.dirname(path)
+        tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4()}.tmp")
+        try:
+            self._write_new(tmp, data, fsync=True)
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                return False
+            self._fsync_dir(directory)
+            return True
+        except OSError as e:
+            raise StorageError(path, f"publish failed: {e.strerror}", e.errno) from e
+        finally:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+    def overwrite(self, path: str, data: bytes) -> None:
+        tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{uuid.uuid4()}.tmp")
+        def run():
+            self._write_new(tmp, data)
+            os.replace(tmp, path)
+        try:
+            self._guard(path, run)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def size(self, path: str) -> int:
+        return self._guard(path, lambda: os.stat(path).st_size)
+
+    def list_names(self, directory: str) -> list[str]:
+        try:
+            return os.listdir(directory)
+        except FileNotFoundError:
+            return []
+        except OSError as e:
+            raise StorageError(directory, f"list failed: {e.strerror}", e.errno) from e
+
+    def mkdirs(self, directory: str) -> None:
+        self._guard(directory, lambda: os.makedirs(directory, exist_ok=True))
+
+    def delete(self, path: str) -> None:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            raise StorageError(path, f"delete failed: {e.strerror}", e.errno) from e
+
+    def delete_tree(self, directory: str) -> None:
+        self._guard(directory, lambda: shutil.rmtree(directory, ignore_errors=False)
+                    if os.path.exists(directory) else None)
+
+    # ---------------------------------------------------------------------------------------------------
+    @staticmethod
+    def _write_new(path: str, data: bytes, fsync: bool = False) -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def _fsync_dir(directory: str) -> None:
+        try:
+            fd = os.open(directory, os.O_RDONLY)
+        except OSError:
+            return
+        try:
+            os.fsync(fd)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def _guard(path: str, fn):
+        try:
+            return fn()
+        except FileNotFoundError:
+            raise
+        except FileExistsError as e:
+            raise StorageError(path, "file already exists", errno_mod.EEXIST) from e
+        except OSError as e:
+            raise StorageError(path, e.strerror or str(e), e.errno) from e

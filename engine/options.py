@@ -1,0 +1,227 @@
+"""Paimon table options as one typed registry: names, types, defaults and validation in one place.
+
+Options are stored as Paimon stores them, a ``str -> str`` map in the schema file. ``TableOptions`` parses that map
+once and exposes typed attributes. Unknown keys are kept (Paimon keeps them) and logged as a warning; a known key with
+an invalid value raises ``InvalidOption`` naming the key.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from engine.errors import InvalidOption, UnsupportedFeature
+
+log = logging.getLogger("lakemerge.options")
+
+
+def parse_bool(v: str) -> bool:
+    s = v.strip().lower()
+    if s in ("true", "false"):
+        return s == "true"
+    raise ValueError("expected true or false")
+
+
+def parse_int(v: str) -> int:
+    return int(v.strip())
+
+
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
+               "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tb": 1 << 40}
+
+
+def parse_memory_size(v: str) -> int:
+    """Paimon MemorySize strings: '128 mb', '64kb', '1048576'."""
+    m = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", v)
+    if not m or m.group(2).lower() not in _SIZE_UNITS:
+        raise ValueError("expected a size such as '128 mb'")
+    return int(m.group(1)) * _SIZE_UNITS[m.group(2).lower()]
+
+
+_DURATION_UNITS = {"ms": 1, "milli": 1, "millis": 1, "s": 1000, "sec": 1000, "second": 1000, "seconds": 1000,
+                   "min": 60_000, "m": 60_000, "minute": 60_000, "minutes": 60_000, "h": 3_600_000,
+                   "hour": 3_600_000, "hours": 3_600_000, "d": 86_400_000, "day": 86_400_000, "days": 86_400_000}
+
+
+def parse_duration_ms(v: str) -> int:
+    m = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", v)
+    if not m:
+        raise ValueError("expected a duration such as '10 s'")
+    unit = m.group(2).lower() or "ms"
+    if unit not in _DURATION_UNITS:
+        raise ValueError(f"unknown duration unit {unit!r}")
+    return int(m.group(1)) * _DURATION_UNITS[unit]
+
+
+def _enum(*values: str) -> Callable[[str], str]:
+    def parse(v: str) -> str:
+        s = v.strip().lower()
+        if s not in values:
+            raise ValueError("expected one of " + ", ".join(values))
+        return s
+    return parse
+
+
+def _field_list(v: str) -> tuple[str, ...]:
+    return tuple(s.strip() for s in v.split(",") if s.strip())
+
+
+@dataclass(frozen=True)
+class Option:
+    key: str
+    parse: Callable[[str], Any]
+    default: Any
+    doc: str
+
+
+_REGISTRY: dict[str, Option] = {}
+
+
+def _opt(key: str, parse: Callable[[str], Any], default: Any, doc: str) -> str:
+    _REGISTRY[key] = Option(key, parse, default, doc)
+    return key
+
+
+BUCKET = _opt("bucket", parse_int, -1, "fixed bucket count (> 0); -1 dynamic, -2 postpone (read only here)")
+BUCKET_KEY = _opt("bucket-key", _field_list, (), "bucket key fields; default: primary key minus partition keys")
+MERGE_ENGINE = _opt("merge-engine", _enum("deduplicate", "partial-update", "aggregation", "first-row"),
+                    "deduplicate", "how records of one key are merged")
+FILE_FORMAT = _opt("file.format", _enum("parquet", "orc", "avro"), "parquet", "data file format")
+FILE_COMPRESSION = _opt("file.compression", _enum("zstd", "snappy", "lz4", "gzip", "none", "uncompressed"),
+                        "zstd", "data file compression")
+ZSTD_LEVEL = _opt("file.compression.zstd-level", parse_int, 1, "zstd level of data files")
+TARGET_FILE_SIZE = _opt("target-file-size", parse_memory_size, 128 << 20, "rolling size of data files")
+WRITE_BUFFER_SIZE = _opt("write-buffer-size", parse_memory_size, 256 << 20, "in-memory write buffer per writer")
+SEQUENCE_FIELD = _opt("sequence.field", _field_list, (), "user fields ordering records of one key")
+SEQUENCE_SORT_ORDER = _opt("sequence.field.sort-order", _enum("ascending", "descending"), "ascending",
+                           "order of sequence.field")
+ROWKIND_FIELD = _opt("rowkind.field", str.strip, None, "string column holding +I/-U/+U/-D")
+IGNORE_DELETE = _opt("ignore-delete", parse_bool, False, "drop -U/-D input rows")
+IGNORE_UPDATE_BEFORE = _opt("ignore-update-before", parse_bool, False, "drop -U input rows")
+CHANGELOG_PRODUCER = _opt("changelog-producer", _enum("none", "input", "lookup", "full-compaction"), "none",
+                          "how changelog files are produced")
+PARTITION_DEFAULT_NAME = _opt("partition.default-name", str, "__DEFAULT_PARTITION__",
+                              "directory name of a null or blank partition value")
+PARTITION_LEGACY_NAME = _opt("partition.legacy-name", parse_bool, True, "render partition values as Java toString")
+STATS_MODE = _opt("metadata.stats-mode", str.strip, "truncate(16)", "value statistics: none|counts|truncate(N)|full")
+COMMIT_MAX_RETRIES = _opt("commit.max-retries", parse_int, 10, "attempts to win a snapshot id")
+COMMIT_MIN_RETRY_WAIT = _opt("commit.min-retry-wait", parse_duration_ms, 10, "first back-off (ms)")
+COMMIT_MAX_RETRY_WAIT = _opt("commit.max-retry-wait", parse_duration_ms, 10_000, "largest back-off (ms)")
+DATA_FILE_PREFIX = _opt("data-file.prefix", str, "data-", "data file name prefix")
+PK_NULLABLE = _opt("primary-key.nullable", parse_bool, False, "allow nulls in primary-key columns (not supported)")
+
+# Paimon options that lakemerge knows by name but that do not change what this version writes or reads.
+# They are kept in the schema (and honoured by Paimon's own readers and writers) without a warning.
+KNOWN_PAIMON_KEYS = frozenset({
+    "num-sorted-run.compaction-trigger", "num-sorted-run.stop-trigger", "num-levels",
+    "compaction.max-size-amplification-percent", "compaction.size-ratio", "compaction.force-up-level-0",
+    "full-compaction.delta-commits", "write-only", "snapshot.num-retained.min", "snapshot.num-retained.max",
+    "snapshot.time-retained", "snapshot.expire.limit", "manifest.target-file-size", "manifest.merge-min-count",
+    "manifest.compression", "manifest.format", "metadata.stats-dense-store", "data-file.thin-mode",
+    "changelog-producer.row-deduplicate", "changelog.num-retained.min", "changelog.num-retained.max",
+    "deletion-vectors.enabled", "dynamic-bucket.target-row-num", "path", "type", "comment", "owner",
+    "scan.mode", "scan.snapshot-id", "scan.timestamp-millis", "scan.tag-name", "consumer-id",
+    "partition.expiration-time", "lookup-wait", "commit.force-compact", "local-merge-buffer-size",
+    "write-buffer-spillable", "sort-spill-buffer-size", "file-index.read.enabled", "bucket-function.type",
+    "sequence.snapshot-ordering", "partial-update.ignore-delete", "first-row.ignore-delete",
+    "deduplicate.ignore-delete", "fields.default-aggregate-function",
+})
+_PER_FIELD = re.compile(r"^fields\.[^.]+\.[a-z0-9.-]+$")
+
+# Merge engines / producers this version implements; the others are valid Paimon values but unsupported here.
+SUPPORTED_MERGE_ENGINES = ("deduplicate",)
+SUPPORTED_CHANGELOG_PRODUCERS = ("none",)
+
+
+class TableOptions:
+    """Typed, validated view of a table's option map.
+
+    Raises:
+        InvalidOption: a known option has a value Paimon would reject.
+    """
+
+    def __init__(self, raw: dict[str, str], *, table: str | None = None):
+        self.raw = {str(k): str(v) for k, v in raw.items()}
+        self.table = table
+        self._values: dict[str, Any] = {}
+        for key, value in self.raw.items():
+            opt = _REGISTRY.get(key)
+            if opt is None:
+                continue
+            try:
+                self._values[key] = opt.parse(value)
+            except ValueError as e:
+                raise InvalidOption(key, value, str(e), table=table) from None
+        self._check()
+
+    def unknown_keys(self) -> list[str]:
+        return sorted(k for k in self.raw if k not in _REGISTRY and k not in KNOWN_PAIMON_KEYS
+                      and not _PER_FIELD.match(k))
+
+    def warn_unknown(self) -> None:
+        for k in self.unknown_keys():
+            log.warning("table %s: option %r is not a Paimon option lakemerge knows; it is kept as given",
+                        self.table, k)
+
+    def get(self, key: str) -> Any:
+        if key in self._values:
+            return self._values[key]
+        return _REGISTRY[key].default
+
+    def _check(self) -> None:
+        bucket = self.get(BUCKET)
+        if bucket == 0 or bucket < -2:
+            raise InvalidOption(BUCKET, self.raw.get(BUCKET), "must be a positive bucket count, -1 or -2",
+                                table=self.table)
+        if self.get(TARGET_FILE_SIZE) <= 0:
+            raise InvalidOption(TARGET_FILE_SIZE, self.raw.get(TARGET_FILE_SIZE), "must be positive",
+                                table=self.table)
+        if self.get(COMMIT_MAX_RETRIES) < 0:
+            raise InvalidOption(COMMIT_MAX_RETRIES, self.raw.get(COMMIT_MAX_RETRIES), "must be >= 0",
+                                table=self.table)
+        mode = self.get(STATS_MODE)
+        if not re.fullmatch(r"none|counts|full|truncate\(\d+\)", mode):
+            raise InvalidOption(STATS_MODE, mode, "expected none, counts, full or truncate(N)", table=self.table)
+
+    def require_writable(self) -> None:
+        """Raise UnsupportedFeature for valid Paimon settings this version cannot write."""
+        where = f"table {self.table!r}: "
+        if self.bucket <= 0:
+            raise UnsupportedFeature(
+                where + f"bucket={self.bucket} (dynamic/postpone bucket mode) cannot be written by lakemerge yet; "
+                "create the table with a fixed bucket count, e.g. options={'bucket': '4'}")
+        if self.merge_engine not in SUPPORTED_MERGE_ENGINES:
+            raise UnsupportedFeature(where + f"merge-engine={self.merge_engine} is not supported yet")
+        if self.get(CHANGELOG_PRODUCER) not in SUPPORTED_CHANGELOG_PRODUCERS:
+            raise UnsupportedFeature(where + f"changelog-producer={self.get(CHANGELOG_PRODUCER)} is not supported yet")
+        if self.get(PK_NULLABLE):
+            raise UnsupportedFeature(where + "primary-key.nullable=true is not supported")
+        if self.get(FILE_FORMAT) != "parquet":
+            raise UnsupportedFeature(where + f"writing file.format={self.get(FILE_FORMAT)} is not supported; "
+                                     "use parquet (orc and avro files are readable)")
+
+    # Frequently used, typed.
+    @property
+    def bucket(self) -> int:
+        return self.get(BUCKET)
+
+    @property
+    def merge_engine(self) -> str:
+        return self.get(MERGE_ENGINE)
+
+    @property
+    def sequence_fields(self) -> tuple[str, ...]:
+        return self.get(SEQUENCE_FIELD)
+
+    @property
+    def sequence_descending(self) -> bool:
+        return self.get(SEQUENCE_SORT_ORDER) == "descending"
+
+    @property
+    def rowkind_field(self) -> str | None:
+        return self.get(ROWKIND_FIELD)
+
+    @property
+    def ignore_delete(self) -> bool:
+        return bool(self.get(IGNORE_DELETE) or self.raw.get("deduplicate.ignore-delete", "").lower() == "true")

@@ -1,0 +1,117 @@
+"""Where a table's files live, named exactly as Paimon names them (format spec §1, §2, §12)."""
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import math
+import os
+import uuid
+
+import numpy as np
+
+from engine.types import DataType
+
+_ESCAPED = set(range(0x00, 0x20)) | {ord(c) for c in "\"#%'*/:=?\\{}[]^"} | {0x7F}
+
+
+def escape_partition_component(text: str) -> str:
+    return "".join(f"%{ord(c):02X}" if ord(c) in _ESCAPED else c for c in text)
+
+
+def _java_float_str(x: float, single: bool) -> str:
+    """Java Float/Double.toString (shortest digits; plain between 1e-3 and 1e7, else d.dddEn)."""
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "Infinity" if x > 0 else "-Infinity"
+    v = np.float32(x) if single else np.float64(x)
+    if x == 0:
+        return "-0.0" if math.copysign(1, x) < 0 else "0.0"
+    if 1e-3 <= abs(x) < 1e7:
+        text = np.format_float_positional(v, unique=True)
+        return text + "0" if text.endswith(".") else text
+    mant, _, exp = np.format_float_scientific(v, unique=True).partition("e")
+    if mant.endswith("."):
+        mant += "0"
+    elif "." not in mant:
+        mant += ".0"
+    return f"{mant}E{int(exp)}"
+
+
+def _java_local_datetime_str(v: dt.datetime, nanos: int | None = None) -> str:
+    text = v.strftime("%Y-%m-%dT%H:%M")
+    nano = nanos if nanos is not None else v.microsecond * 1000
+    if v.second or nano:
+        text += f":{v.second:02d}"
+    if nano:
+        if nano % 1_000_000 == 0:
+            text += f".{nano // 1_000_000:03d}"
+        elif nano % 1000 == 0:
+            text += f".{nano // 1000:06d}"
+        else:
+            text += f".{nano:09d}"
+    return text
+
+
+def partition_value_text(value, dtype: DataType, default_name: str, legacy: bool = True) -> str:
+    """Render one partition value as Paimon does in directory names (before escaping)."""
+    if value is None or (isinstance(value, str) and value.strip() == ""):
+        return default_name
+    root = dtype.root
+    if root == "BOOLEAN":
+        return "true" if value else "false"
+    if root in ("FLOAT", "DOUBLE"):
+        return _java_float_str(float(value), root == "FLOAT")
+    if root == "DATE":
+        if legacy:
+            return str((value - dt.date(1970, 1, 1)).days) if isinstance(value, dt.date) else str(int(value))
+        return value.isoformat()
+    if root == "TIME":
+        if isinstance(value, dt.time):
+            return str(((value.hour * 60 + value.minute) * 60 + value.second) * 1000 + value.microsecond // 1000)
+        return str(value)
+    if root in ("TIMESTAMP", "TIMESTAMP_LTZ"):
+        if isinstance(value, dt.datetime):
+            if value.tzinfo is not None:
+                value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+            return _java_local_datetime_str(value)
+        return str(value)
+    if root == "DECIMAL":
+        return format(decimal.Decimal(value), "f")
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+class TablePaths:
+    """File layout of one table rooted at ``root`` (``<warehouse>/<db>.db/<table>``)."""
+
+    def __init__(self, root: str):
+        self.root = root
+        self.schema_dir = os.path.join(root, "schema")
+        self.snapshot_dir = os.path.join(root, "snapshot")
+        self.manifest_dir = os.path.join(root, "manifest")
+
+    def schema(self, schema_id: int) -> str:
+        return os.path.join(self.schema_dir, f"schema-{schema_id}")
+
+    def snapshot(self, snapshot_id: int) -> str:
+        return os.path.join(self.snapshot_dir, f"snapshot-{snapshot_id}")
+
+    def manifest(self, name: str) -> str:
+        return os.path.join(self.manifest_dir, name)
+
+    @staticmethod
+    def new_manifest_name(kind: str = "manifest") -> str:
+        return f"{kind}-{uuid.uuid4()}-0"
+
+    @staticmethod
+    def partition_dir(names, values, types, default_name: str, legacy: bool = True) -> str:
+        parts = [f"{escape_partition_component(n)}="
+                 f"{escape_partition_component(partition_value_text(v, t, default_name, legacy))}"
+                 for n, v, t in zip(names, values, types)]
+        return "/".join(parts)
+
+    def bucket_dir(self, partition_dir: str, bucket: int) -> str:
+        name = "bucket-postpone" if bucket == -2 else f"bucket-{bucket}"
+        return os.path.join(self.root, partition_dir, name) if partition_dir else os.path.join(self.root, name)

@@ -1,0 +1,101 @@
+"""Point lookups by primary key: per bucket, binary search in each sorted file (lookup kernel).
+
+Contract: the result holds, for every distinct probe key that is live at the snapshot, its merged row (the newest
+record, as ``Table.read`` would return it). Files whose [min key, max key] range holds no probe are not opened.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.errors import InvalidInput
+from engine.merge import order_words, sort_dedupe
+from engine.meta import binary_row
+from engine.read.split_read import RETRACT_KINDS, SplitReader
+from engine.schema import SEQUENCE_NUMBER, VALUE_KIND
+from engine.write.validate import conform, to_arrow_table
+
+
+def lookup_rows(table, keys, snapshot, columns=None) -> pa.Table:
+    schema = table.schema
+    out_cols = list(columns) if columns is not None else list(schema.field_names)
+    unknown = [c for c in out_cols if c not in schema.field_names]
+    if unknown:
+        raise InvalidInput(f"unknown column(s) {unknown}", table=table.name, column=unknown[0])
+    probes = to_arrow_table(keys, table.name)
+    probes = probes.select([c for c in probes.column_names if c in schema.primary_keys])
+    probes, _ = conform(probes, schema, table.name, delete=True)
+    if snapshot is None or probes.num_rows == 0:
+        return schema.arrow_schema.empty_table().select(out_cols)
+
+    from kernels.hashing import bucket_ids
+    from kernels.keys import encode_keys
+    from kernels.lookup import search_sorted
+
+    key_names = list(schema.trimmed_primary_keys)
+    key_types = schema.types_of(key_names)
+    splits = {(sp.partition, sp.bucket): sp for sp in table.scan().plan(snapshot)}
+    part_types = schema.types_of(schema.partition_keys)
+    part_values = [tuple(c[i].as_py() for c in (probes.column(k) for k in schema.partition_keys))
+                   for i in range(probes.num_rows)] if schema.partition_keys else [()] * probes.num_rows
+    partitions = [binary_row.serialize_row(list(v), part_types) for v in part_values]
+    reader = SplitReader(table.file_io, schema)
+    candidates = []
+    totals = {}
+    for (partition, bucket), sp in splits.items():
+        totals.setdefault(partition, sp.total_buckets)
+    bucket_cache: dict[int, np.ndarray] = {}
+    for partition in set(partitions):
+        if partition not in totals:
+            continue
+        total = totals[partition]
+        if total not in bucket_cache:
+            bucket_cache[total] = bucket_ids([probes.column(k) for k in schema.bucket_keys], max(1, total))
+        in_part = np.array([p == partition for p in partitions])
+        for bucket in np.unique(bucket_cache[total][in_part]):
+            sp = splits.get((partition, int(bucket)))
+            if sp is None:
+                continue
+            idx = np.flatnonzero(in_part & (bucket_cache[total] == bucket))
+            probe_keys = [probes.column(k).take(pa.array(idx)) for k in key_names]
+            probe_enc = encode_keys(probe_keys)
+            lo_hi = _probe_range(probe_keys)
+            for f in sp.files:
+                if not _overlaps(f, key_types, lo_hi):
+                    continue
+                rows = reader.read_file(sp, f, out_cols)
+                hit = search_sorted(encode_keys([rows.column("__key_" + k) for k in key_names]), probe_enc)
+                found = np.flatnonzero(hit >= 0)
+                if len(found):
+                    part = rows.take(pa.array(hit[found]))
+                    candidates.append(part.append_column("__probe", pa.array(idx[found], pa.int64())))
+    if not candidates:
+        return schema.arrow_schema.empty_table().select(out_cols)
+    allrows = pa.concat_tables(candidates)
+    words = order_words([allrows.column(c) for c in schema.table_options.sequence_fields],
+                        allrows.column(SEQUENCE_NUMBER).to_numpy(), allrows.column(VALUE_KIND).to_numpy(),
+                        schema.table_options.sequence_descending)
+    # Group by the probed key (not the probe index) so duplicate probes collapse to one row.
+    winners = sort_dedupe([allrows.column("__key_" + k) for k in key_names] if not schema.partition_keys
+                          else [allrows.column(k) for k in schema.primary_keys], words)
+    merged = allrows.take(pa.array(winners))
+    merged = merged.filter(pc.invert(pc.is_in(merged.column(VALUE_KIND), value_set=RETRACT_KINDS)))
+    return merged.select(out_cols).cast(pa.schema([schema.arrow_schema.field(c) for c in out_cols]))
+
+
+def _probe_range(cols):
+    first = [pc.min(c).as_py() for c in cols[:1]]
+    last = [pc.max(c).as_py() for c in cols[:1]]
+    return first, last
+
+
+def _overlaps(f, key_types, lo_hi) -> bool:
+    """Whether the file's first-key-column range can hold a probe (conservative)."""
+    try:
+        fmin = binary_row.deserialize_row(f.min_key, key_types)[0]
+        fmax = binary_row.deserialize_row(f.max_key, key_types)[0]
+        lo, hi = lo_hi[0][0], lo_hi[1][0]
+        return not (hi < fmin or lo > fmax)
+    except Exception:
+        return True

@@ -1,0 +1,139 @@
+"""Filters in the DNF tuple form of pyarrow.parquet / deltalake, and what statistics can prove about them.
+
+``[("a", "=", 1), ("b", ">", 2)]`` is a conjunction; ``[[...], [...]]`` is a disjunction of conjunctions.
+Operators: = == != < <= > >= in "not in". Literals are cast to the column's type once, up front.
+
+Contract: ``may_match`` answers False only when no row whose values lie within the given [min, max] ranges can
+satisfy the filter; pruning with it never drops a matching row. The exact filter is applied to merged rows
+afterwards (``to_expression``).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from engine.errors import InvalidInput
+
+OPS = {"=", "==", "!=", "<", "<=", ">", ">=", "in", "not in"}
+Conj = list[tuple[str, str, Any]]
+
+
+def normalize(filter_, arrow_schema: pa.Schema, table: str) -> list[Conj] | None:
+    """Validate a DNF filter and cast its literals. Raises InvalidInput naming the column or operator."""
+    if filter_ is None:
+        return None
+    if isinstance(filter_, tuple):
+        filter_ = [filter_]
+    if not isinstance(filter_, list) or not filter_:
+        raise InvalidInput(f"filter must be a non-empty list of (column, op, value) tuples, got {filter_!r}",
+                           table=table)
+    disjunction = filter_ if isinstance(filter_[0], list) else [filter_]
+    out = []
+    for conj in disjunction:
+        norm = []
+        for term in conj:
+            if not isinstance(term, tuple) or len(term) != 3:
+                raise InvalidInput(f"filter term {term!r} is not a (column, op, value) tuple", table=table)
+            col, op, value = term
+            op = op.lower() if isinstance(op, str) else op
+            if op not in OPS:
+                raise InvalidInput(f"filter operator {op!r} is not one of {sorted(OPS)}", table=table, column=col)
+            if col not in arrow_schema.names:
+                raise InvalidInput(f"filter column {col!r} is not in the table", table=table, column=col)
+            typ = arrow_schema.field(col).type
+            if op in ("in", "not in"):
+                value = tuple(_cast(v, typ, col, table) for v in value)
+            else:
+                value = _cast(value, typ, col, table)
+            norm.append((col, "=" if op == "==" else op, value))
+        out.append(norm)
+    return out
+
+
+def _cast(value, typ: pa.DataType, col: str, table: str):
+    if value is None:
+        raise InvalidInput(f"filter on {col!r} compares with None; nulls never compare equal", table=table,
+                           column=col)
+    try:
+        scalar = value if isinstance(value, pa.Scalar) else pa.scalar(value)
+        return scalar.cast(typ).as_py()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError) as e:
+        raise InvalidInput(f"filter literal {value!r} does not fit column {col!r} of type {typ}: {e}",
+                           table=table, column=col) from None
+
+
+def to_expression(dnf: list[Conj]):
+    return pq.filters_to_expression([[(c, op, list(v) if op in ("in", "not in") else v) for c, op, v in conj]
+                                     for conj in dnf])
+
+
+def columns_of(dnf: list[Conj] | None) -> set[str]:
+    return {c for conj in dnf or [] for c, _, _ in conj}
+
+
+def _term_may_match(op: str, value, lo, hi, null_count, row_count) -> bool:
+    if row_count is not None and null_count is not None and null_count >= row_count:
+        return False  # only nulls: no comparison can be true
+    if lo is None or hi is None:
+        return True
+    try:
+        if op == "=":
+            return lo <= value <= hi
+        if op == "!=":
+            return not (lo == hi == value)
+        if op == "<":
+            return lo < value
+        if op == "<=":
+            return lo <= value
+        if op == ">":
+            return hi > value
+        if op == ">=":
+            return hi >= value
+        if op == "in":
+            return any(lo <= v <= hi for v in value)
+        if op == "not in":
+            return not (lo == hi and lo in value)
+    except TypeError:
+        return True
+    return True
+
+
+def may_match(dnf: list[Conj] | None, ranges: Callable[[str], tuple | None], row_count: int | None = None) -> bool:
+    """``ranges(col)`` returns (min, max, null_count) or None when nothing is known about ``col``."""
+    if not dnf:
+        return True
+    for conj in dnf:
+        ok = True
+        for col, op, value in conj:
+            r = ranges(col)
+            if r is not None and not _term_may_match(op, value, r[0], r[1], r[2], row_count):
+                ok = False
+                break
+        if ok:
+            return True
+    return False
+
+
+def equality_values(dnf: list[Conj] | None, columns: tuple[str, ...]) -> list[tuple] | None:
+    """All value combinations of ``columns`` the filter allows, if every conjunction pins every column with
+    = or in; otherwise None (no pruning possible)."""
+    if not dnf or not columns:
+        return None
+    combos: list[tuple] = []
+    for conj in dnf:
+        per_col: Mapping[str, tuple] = {}
+        for col, op, value in conj:
+            if col in columns and op in ("=", "in"):
+                vals = (value,) if op == "=" else tuple(value)
+                per_col = {**per_col, col: tuple(v for v in vals if v in per_col[col]) if col in per_col else vals}
+        if any(c not in per_col for c in columns):
+            return None
+        conj_combos = [()]
+        for c in columns:
+            conj_combos = [prefix + (v,) for prefix in conj_combos for v in per_col[c]]
+        combos.extend(conj_combos)
+        if len(combos) > 10_000:
+            return None
+    return combos

@@ -1,0 +1,184 @@
+"""Scan planning: snapshot -> manifests -> live files -> splits, one per (partition, bucket).
+
+Pruning never drops a file that may hold a matching row: partitions by their values, buckets by the bucket
+function when the filter pins every bucket-key column, files by key statistics. Value statistics are not used to
+skip files of primary-key tables: an older version of a row may lie outside the range while the newer one inside
+it (and vice versa), so only the merged result can be filtered on value columns.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from engine.errors import CorruptFile
+from engine.io.file_io import FileIO
+from engine.meta import binary_row
+from engine.meta.data_file import DataFileMeta
+from engine.meta.manifest import (ADD, ManifestEntry, ManifestFileMeta, decode_manifest, decode_manifest_list,
+                                  fold_entries)
+from engine.meta.snapshot import Snapshot
+from engine.options import PARTITION_DEFAULT_NAME, PARTITION_LEGACY_NAME
+from engine.paths import TablePaths
+from engine.read import predicate as pred
+from engine.schema import TableSchema
+
+
+@dataclass(frozen=True)
+class Split:
+    """All live files of one bucket of one partition."""
+    partition: bytes
+    partition_values: tuple
+    bucket: int
+    total_buckets: int
+    bucket_dir: str
+    files: tuple[DataFileMeta, ...]
+
+    @property
+    def row_count(self) -> int:
+        return sum(f.row_count for f in self.files)
+
+
+class ManifestCache:
+    """Decoded manifests and manifest lists by file name (they are immutable once written)."""
+
+    def __init__(self, io: FileIO, paths: TablePaths, max_entries: int = 4096):
+        self.io = io
+        self.paths = paths
+        self._lists: dict[str, list[ManifestFileMeta]] = {}
+        self._manifests: dict[str, list[ManifestEntry]] = {}
+        self.max_entries = max_entries
+
+    def _read(self, name: str) -> bytes:
+        path = self.paths.manifest(name)
+        try:
+            return self.io.read_bytes(path)
+        except FileNotFoundError:
+            raise CorruptFile(path, "manifest file referenced by a snapshot is missing") from None
+
+    def manifest_list(self, name: str) -> list[ManifestFileMeta]:
+        if name not in self._lists:
+            if len(self._lists) > self.max_entries:
+                self._lists.clear()
+            self._lists[name] = decode_manifest_list(self._read(name), self.paths.manifest(name))
+        return self._lists[name]
+
+    def manifest(self, name: str) -> list[ManifestEntry]:
+        if name not in self._manifests:
+            if len(self._manifests) > self.max_entries:
+                self._manifests.clear()
+            self._manifests[name] = decode_manifest(self._read(name), self.paths.manifest(name))
+        return self._manifests[name]
+
+    def data_manifests(self, snapshot: Snapshot) -> list[ManifestFileMeta]:
+        return self.manifest_list(snapshot.base_manifest_list) + self.manifest_list(snapshot.delta_manifest_list)
+
+    def live_entries(self, snapshot: Snapshot, manifest_filter=None) -> list[ManifestEntry]:
+        """Folded ADD entries of a snapshot (format spec §6.4). Raises CorruptFile on inconsistent manifests."""
+        entries: list[ManifestEntry] = []
+        for meta in self.data_manifests(snapshot):
+            if manifest_filter is not None and not manifest_filter(meta):
+                continue
+            entries.extend(self.manifest(meta.file_name))
+        try:
+            live, _pending = fold_entries(entries)
+        except ValueError as e:
+            raise CorruptFile(self.paths.manifest(snapshot.delta_manifest_list), str(e)) from None
+        return [e for e in live.values() if e.kind == ADD]
+
+
+class TableScan:
+    def __init__(self, paths: TablePaths, schema: TableSchema, manifests: ManifestCache, table_name: str):
+        self.paths = paths
+        self.schema = schema
+        self.manifests = manifests
+        self.table_name = table_name
+        self._partition_cache: dict[bytes, tuple] = {}
+
+    def partition_values(self, partition: bytes) -> tuple:
+        values = self._partition_cache.get(partition)
+        if values is None:
+            types = self.schema.types_of(self.schema.partition_keys)
+            values = tuple(binary_row.deserialize_row(partition, types)) if types else ()
+            self._partition_cache[partition] = values
+        return values
+
+    def bucket_dir(self, partition_values: tuple, bucket: int) -> str:
+        s = self.schema
+        opts = s.table_options
+        pdir = TablePaths.partition_dir(s.partition_keys, partition_values, s.types_of(s.partition_keys),
+                                        opts.get(PARTITION_DEFAULT_NAME), opts.get(PARTITION_LEGACY_NAME))
+        return self.paths.bucket_dir(pdir, bucket)
+
+    def plan(self, snapshot: Snapshot | None, dnf=None) -> list[Split]:
+        if snapshot is None:
+            return []
+        s = self.schema
+        parts = s.partition_keys
+
+        def partition_ok(values: tuple) -> bool:
+            if not dnf or not parts:
+                return True
+            by_col = dict(zip(parts, values))
+            return pred.may_match(dnf, lambda c: (by_col[c], by_col[c], 0 if by_col[c] is not None else 1)
+                                  if c in by_col else None, row_count=1)
+
+        buckets_allowed = self._bucket_filter(dnf)
+        key_names = s.trimmed_primary_keys
+        key_types = s.types_of(key_names)
+        groups: dict[tuple[bytes, int], list[ManifestEntry]] = {}
+        for entry in self.manifests.live_entries(snapshot):
+            values = self.partition_values(entry.partition)
+            if not partition_ok(values):
+                continue
+            if buckets_allowed is not None and entry.bucket not in buckets_allowed.get(entry.total_buckets, set()):
+                continue
+            if dnf and not self._file_may_match(entry.file, dnf, key_names, key_types):
+                continue
+            groups.setdefault((entry.partition, entry.bucket), []).append(entry)
+        splits = []
+        for (partition, bucket), entries in groups.items():
+            values = self.partition_values(partition)
+            splits.append(Split(partition, values, bucket, entries[0].total_buckets,
+                                self.bucket_dir(values, bucket), tuple(e.file for e in entries)))
+        splits.sort(key=lambda sp: (sp.partition, sp.bucket))
+        return splits
+
+    def _bucket_filter(self, dnf) -> "_LazyBuckets | None":
+        """Per total-bucket count, the buckets a filter can touch; None if it cannot be narrowed."""
+        combos = pred.equality_values(dnf, self.schema.bucket_keys)
+        if combos is None:
+            return None
+        arrow = self.schema.arrow_schema
+        columns = [pa.array([c[i] for c in combos], arrow.field(k).type)
+                   for i, k in enumerate(self.schema.bucket_keys)]
+        return _LazyBuckets(columns)
+
+    @staticmethod
+    def _file_may_match(f: DataFileMeta, dnf, key_names, key_types) -> bool:
+        if not key_names or f.key_stats.null_counts is None:
+            return True
+        try:
+            mins = binary_row.deserialize_row(f.key_stats.min_values, [t.with_nullable(True) for t in key_types])
+            maxs = binary_row.deserialize_row(f.key_stats.max_values, [t.with_nullable(True) for t in key_types])
+        except Exception:  # stats we cannot decode prove nothing
+            return True
+        if len(mins) != len(key_names):
+            return True
+        ranges = {k: (mins[i], maxs[i], f.key_stats.null_counts[i] if i < len(f.key_stats.null_counts) else None)
+                  for i, k in enumerate(key_names)}
+        return pred.may_match(dnf, ranges.get, row_count=f.row_count)
+
+
+class _LazyBuckets(dict):
+    """Maps a total-bucket count (as recorded per manifest entry) to the buckets the pinned key values hash to."""
+
+    def __init__(self, columns):
+        super().__init__()
+        self.columns = columns
+
+    def get(self, total, default=None):
+        if total not in self:
+            from kernels.hashing import bucket_ids
+            self[total] = {int(b) for b in bucket_ids(self.columns, max(1, total))}
+        return self[total]

@@ -1,0 +1,175 @@
+"""Table schemas: the ``schema/schema-N`` JSON file, key roles of fields, and the Arrow view of a table.
+
+Guarantees: a ``TableSchema`` built by ``TableSchema.create`` is valid Paimon (primary key covers the partition keys,
+key columns NOT NULL, explicit string options) and ``to_json`` writes what Java's SchemaSerializer writes.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import pyarrow as pa
+
+from engine.errors import CorruptFile, InvalidSchema
+from engine.options import BUCKET_KEY, TableOptions
+from engine.types import DataField, DataType
+
+SCHEMA_VERSION = 3
+KEY_FIELD_PREFIX = "_KEY_"
+KEY_FIELD_ID_START = 1073741823  # Integer.MAX_VALUE / 2
+SEQUENCE_NUMBER = "_SEQUENCE_NUMBER"
+SEQUENCE_NUMBER_ID = 2147483646
+VALUE_KIND = "_VALUE_KIND"
+VALUE_KIND_ID = 2147483645
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    id: int
+    fields: tuple[DataField, ...]
+    highest_field_id: int
+    partition_keys: tuple[str, ...]
+    primary_keys: tuple[str, ...]
+    options: dict = field(default_factory=dict)
+    comment: str | None = None
+    time_millis: int = 0
+    version: int = SCHEMA_VERSION
+
+    # --- construction -------------------------------------------------------------------------------
+    @staticmethod
+    def create(arrow_schema: pa.Schema, primary_keys, partition_keys=(), options=None, comment=None,
+               table: str | None = None) -> "TableSchema":
+        """Build schema-0 from an Arrow schema. Raises InvalidSchema / InvalidOption."""
+        names = [f.name for f in arrow_schema]
+        where = f"table {table!r}: " if table else ""
+        if len(set(names)) != len(names):
+            raise InvalidSchema(where + "duplicate column names")
+        pk = tuple(primary_keys or ())
+        parts = tuple(partition_keys or ())
+        if not pk:
+            raise InvalidSchema(where + "a primary key is required (append tables are not supported)")
+        for role, cols in (("primary key", pk), ("partition key", parts)):
+            for c in cols:
+                if c not in names:
+                    raise InvalidSchema(where + f"{role} column {c!r} is not in the schema {names}")
+            if len(set(cols)) != len(cols):
+                raise InvalidSchema(where + f"duplicate {role} columns {list(cols)}")
+        missing = [p for p in parts if p not in pk]
+        if missing:
+            raise InvalidSchema(where + f"the primary key {list(pk)} must include every partition key; "
+                                f"missing {missing}")
+        if len(parts) == len(pk):
+            raise InvalidSchema(where + "the primary key must have a column that is not a partition key")
+        fields = []
+        for i, f in enumerate(arrow_schema):
+            dtype = DataType.from_arrow(f.type, f.nullable)
+            if f.name in pk:
+                if dtype.is_nested:
+                    raise InvalidSchema(where + f"primary key column {f.name!r} has nested type {f.type}")
+                dtype = dtype.with_nullable(False)  # Paimon makes primary-key columns NOT NULL
+            fields.append(DataField(i, f.name, dtype))
+        opts = {str(k): str(v) for k, v in (options or {}).items()}
+        schema = TableSchema(0, tuple(fields), len(fields) - 1, parts, pk, opts, comment,
+                             int(time.time() * 1000))
+        schema.validate(table)
+        return schema
+
+    def validate(self, table: str | None = None) -> None:
+        opts = TableOptions(self.options, table=table)
+        names = self.field_names
+        where = f"table {table!r}: " if table else ""
+        for f in opts.sequence_fields:
+            if f not in names:
+                raise InvalidSchema(where + f"sequence.field {f!r} is not a column")
+        rk = opts.rowkind_field
+        if rk is not None:
+            if rk not in names:
+                raise InvalidSchema(where + f"rowkind.field {rk!r} is not a column")
+            if not self.field(rk).type.is_string:
+                raise InvalidSchema(where + f"rowkind.field {rk!r} must be a string column")
+        for b in opts.get(BUCKET_KEY):
+            if b not in self.primary_keys or b in self.partition_keys:
+                raise InvalidSchema(where + f"bucket-key {b!r} must be a primary-key column that is not a "
+                                    "partition key")
+
+    # --- JSON ---------------------------------------------------------------------------------------
+    def to_json(self) -> str:
+        out = {"version": self.version, "id": self.id, "fields": [f.to_json() for f in self.fields],
+               "highestFieldId": self.highest_field_id, "partitionKeys": list(self.partition_keys),
+               "primaryKeys": list(self.primary_keys), "options": dict(self.options)}
+        if self.comment is not None:
+            out["comment"] = self.comment
+        out["timeMillis"] = self.time_millis
+        return json.dumps(out, indent=2)
+
+    @staticmethod
+    def from_json(text: str | bytes, path: str = "") -> "TableSchema":
+        try:
+            obj = json.loads(text)
+            version = int(obj.get("version", 1))
+            options = {str(k): str(v) for k, v in (obj.get("options") or {}).items()}
+            if version <= 1 and "bucket" not in options:
+                options["bucket"] = "1"
+            if version <= 2 and "file.format" not in options:
+                options["file.format"] = "orc"
+            comment = obj.get("comment")
+            return TableSchema(
+                id=int(obj["id"]), fields=tuple(DataField.from_json(f) for f in obj["fields"]),
+                highest_field_id=int(obj["highestFieldId"]), partition_keys=tuple(obj.get("partitionKeys") or ()),
+                primary_keys=tuple(obj.get("primaryKeys") or ()), options=options,
+                comment=None if comment in (None, "null") else comment,
+                time_millis=int(obj.get("timeMillis") or 0), version=version)
+        except (ValueError, KeyError, TypeError, InvalidSchema) as e:
+            raise CorruptFile(path or "<schema>", f"not a valid Paimon schema: {e}") from None
+
+    # --- derived views ------------------------------------------------------------------------------
+    @cached_property
+    def field_names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.fields)
+
+    def field(self, name: str) -> DataField:
+        return self._by_name[name]
+
+    @cached_property
+    def _by_name(self) -> dict[str, DataField]:
+        return {f.name: f for f in self.fields}
+
+    @cached_property
+    def trimmed_primary_keys(self) -> tuple[str, ...]:
+        """Primary key minus partition keys, in primary-key order: the key stored in data files."""
+        return tuple(k for k in self.primary_keys if k not in self.partition_keys)
+
+    @cached_property
+    def bucket_keys(self) -> tuple[str, ...]:
+        explicit = TableOptions(self.options).get(BUCKET_KEY)
+        return tuple(explicit) if explicit else self.trimmed_primary_keys
+
+    @cached_property
+    def table_options(self) -> TableOptions:
+        return TableOptions(self.options)
+
+    def types_of(self, names) -> list[DataType]:
+        return [self._by_name[n].type for n in names]
+
+    @cached_property
+    def arrow_schema(self) -> pa.Schema:
+        """The table's columns as Arrow sees them (what reads return)."""
+        return pa.schema([pa.field(f.name, f.type.to_arrow(), nullable=f.type.nullable) for f in self.fields])
+
+    @cached_property
+    def file_arrow_schema(self) -> pa.Schema:
+        """Physical schema of a primary-key data file, with Paimon field ids for Parquet."""
+        def fid(i: int) -> dict:
+            return {b"PARQUET:field_id": str(i).encode()}
+        cols = []
+        for k in self.trimmed_primary_keys:
+            f = self._by_name[k]
+            cols.append(pa.field(KEY_FIELD_PREFIX + k, f.type.to_arrow(), nullable=False,
+                                 metadata=fid(f.id + KEY_FIELD_ID_START)))
+        cols.append(pa.field(SEQUENCE_NUMBER, pa.int64(), nullable=False, metadata=fid(SEQUENCE_NUMBER_ID)))
+        cols.append(pa.field(VALUE_KIND, pa.int8(), nullable=False, metadata=fid(VALUE_KIND_ID)))
+        for f in self.fields:
+            cols.append(pa.field(f.name, f.type.to_arrow(), nullable=f.type.nullable, metadata=fid(f.id)))
+        return pa.schema(cols)

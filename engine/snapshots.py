@@ -1,0 +1,127 @@
+"""Finding and reading a table's snapshots and schemas.
+
+The LATEST / EARLIEST hint files are only hints (format spec §3): the latest id is the hint if the next snapshot
+file does not exist, otherwise the directory listing decides. Correctness never depends on a hint.
+"""
+from __future__ import annotations
+
+import re
+
+from engine.errors import CorruptFile, SnapshotNotFound
+from engine.io.file_io import FileIO
+from engine.meta.snapshot import Snapshot
+from engine.paths import TablePaths
+from engine.schema import TableSchema
+
+_SNAPSHOT = re.compile(r"^snapshot-(\d+)$")
+_SCHEMA = re.compile(r"^schema-(\d+)$")
+
+
+class SnapshotManager:
+    def __init__(self, io: FileIO, paths: TablePaths, table_name: str):
+        self.io = io
+        self.paths = paths
+        self.table_name = table_name
+        self._cache: dict[int, Snapshot] = {}  # snapshots are immutable once published
+
+    # --- ids ----------------------------------------------------------------------------------------
+    def _listed_ids(self) -> list[int]:
+        ids = []
+        for name in self.io.list_names(self.paths.snapshot_dir):
+            m = _SNAPSHOT.match(name)
+            if m:
+                ids.append(int(m.group(1)))
+        return sorted(ids)
+
+    def _hint(self, name: str) -> int | None:
+        try:
+            return int(self.io.read_bytes(f"{self.paths.snapshot_dir}/{name}").decode().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def latest_id(self) -> int | None:
+        hint = self._hint("LATEST")
+        if hint is not None and self.io.exists(self.paths.snapshot(hint)) \
+                and not self.io.exists(self.paths.snapshot(hint + 1)):
+            return hint
+        ids = self._listed_ids()
+        return ids[-1] if ids else None
+
+    def earliest_id(self) -> int | None:
+        hint = self._hint("EARLIEST")
+        if hint is not None and self.io.exists(self.paths.snapshot(hint)) \
+                and not self.io.exists(self.paths.snapshot(hint - 1)):
+            return hint
+        ids = self._listed_ids()
+        return ids[0] if ids else None
+
+    def ids(self) -> list[int]:
+        return self._listed_ids()
+
+    # --- snapshots ----------------------------------------------------------------------------------
+    def snapshot(self, snapshot_id: int) -> Snapshot:
+        """Raises SnapshotNotFound if there is no such snapshot, CorruptFile if it cannot be parsed."""
+        cached = self._cache.get(snapshot_id)
+        if cached is not None:
+            return cached
+        path = self.paths.snapshot(snapshot_id)
+        try:
+            data = self.io.read_bytes(path)
+        except FileNotFoundError:
+            raise SnapshotNotFound(self.table_name, snapshot_id) from None
+        snap = Snapshot.from_json(data.decode("utf-8"), path)
+        if snap.id != snapshot_id:
+            raise CorruptFile(path, f"file holds snapshot id {snap.id}")
+        self._cache[snapshot_id] = snap
+        return snap
+
+    def latest(self) -> Snapshot | None:
+        sid = self.latest_id()
+        return None if sid is None else self.snapshot(sid)
+
+    def all(self) -> list[Snapshot]:
+        return [self.snapshot(i) for i in self._listed_ids()]
+
+    def write_latest_hint(self, snapshot_id: int) -> None:
+        self.io.overwrite(f"{self.paths.snapshot_dir}/LATEST", str(snapshot_id).encode())
+
+    def write_earliest_hint(self, snapshot_id: int) -> None:
+        self.io.overwrite(f"{self.paths.snapshot_dir}/EARLIEST", str(snapshot_id).encode())
+
+
+class SchemaManager:
+    def __init__(self, io: FileIO, paths: TablePaths, table_name: str):
+        self.io = io
+        self.paths = paths
+        self.table_name = table_name
+        self._cache: dict[int, TableSchema] = {}
+
+    def ids(self) -> list[int]:
+        out = []
+        for name in self.io.list_names(self.paths.schema_dir):
+            m = _SCHEMA.match(name)
+            if m:
+                out.append(int(m.group(1)))
+        return sorted(out)
+
+    def schema(self, schema_id: int) -> TableSchema:
+        cached = self._cache.get(schema_id)
+        if cached is not None:
+            return cached
+        path = self.paths.schema(schema_id)
+        try:
+            data = self.io.read_bytes(path)
+        except FileNotFoundError:
+            raise CorruptFile(path, "schema file is missing") from None
+        schema = TableSchema.from_json(data, path)
+        self._cache[schema_id] = schema
+        return schema
+
+    def latest(self) -> TableSchema | None:
+        ids = self.ids()
+        return self.schema(ids[-1]) if ids else None
+
+    def commit(self, schema: TableSchema) -> bool:
+        """Publish schema-N if absent; False if another writer created it first."""
+        self.io.mkdirs(self.paths.schema_dir)
+        return self.io.write_if_absent(self.paths.schema(schema.id), schema.to_json().encode())

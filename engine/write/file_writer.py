@@ -1,0 +1,115 @@
+"""Write one sorted run of a bucket as Paimon data files (format spec §10.1) and describe them.
+
+Contract: ``write_sorted_run`` receives rows already sorted by key with at most one row per key, in the physical
+data-file layout (``_KEY_*``, ``_SEQUENCE_NUMBER``, ``_VALUE_KIND``, table columns). It rolls files near
+``target-file-size`` and returns one ``DataFileMeta`` per file with exact row, delete and sequence counts, min/max
+keys and statistics. Files are created new (never overwritten); on error, files it created are removed.
+"""
+from __future__ import annotations
+
+import io
+import os
+import time
+import uuid
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from engine.io.file_io import FileIO
+from engine.meta import binary_row
+from engine.meta.data_file import FILE_SOURCE_APPEND, DataFileMeta, SimpleStats
+from engine.options import (DATA_FILE_PREFIX, FILE_COMPRESSION, STATS_MODE, TARGET_FILE_SIZE, ZSTD_LEVEL)
+from engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, TableSchema
+from engine.write.stats import simple_stats
+
+# Row groups small enough for point lookups and file skipping, large enough for scan speed.
+ROW_GROUP_ROWS = 256 * 1024
+
+
+def local_millis_as_utc() -> int:
+    """Paimon's _CREATION_TIME: local wall-clock time encoded as if it were UTC."""
+    now = time.time()
+    return int((now + time.localtime(now).tm_gmtoff) * 1000)
+
+
+def _parquet_bytes(table: pa.Table, compression: str, level: int) -> bytes:
+    sink = io.BytesIO()
+    kwargs = {}
+    if compression == "zstd":
+        kwargs["compression_level"] = level
+    pq.write_table(table, sink, compression=None if compression in ("none", "uncompressed") else compression,
+                   row_group_size=ROW_GROUP_ROWS, write_page_checksum=True, store_schema=False, **kwargs)
+    return sink.getvalue()
+
+
+def write_sorted_run(io_: FileIO, bucket_dir: str, rows: pa.Table, schema: TableSchema, level: int = 0,
+                     file_source: int = FILE_SOURCE_APPEND) -> list[DataFileMeta]:
+    opts = schema.table_options
+    target = opts.get(TARGET_FILE_SIZE)
+    compression = opts.get(FILE_COMPRESSION)
+    zstd_level = opts.get(ZSTD_LEVEL)
+    stats_mode = opts.get(STATS_MODE)
+    prefix = opts.get(DATA_FILE_PREFIX)
+    n = rows.num_rows
+    if n == 0:
+        return []
+    # In-memory size overestimates the compressed file, so files come out at or below the target size.
+    bytes_per_row = max(1.0, rows.nbytes / n)
+    rows_per_file = max(1, int(target / bytes_per_row))
+    io_.mkdirs(bucket_dir)
+    key_names = list(schema.trimmed_primary_keys)
+    key_types = schema.types_of(key_names)
+    value_names = list(schema.field_names)
+    value_types = schema.types_of(value_names)
+    file_uuid = uuid.uuid4()
+    metas: list[DataFileMeta] = []
+    written: list[str] = []
+    try:
+        for i, start in enumerate(range(0, n, rows_per_file)):
+            part = rows.slice(start, rows_per_file)
+            name = f"{prefix}{file_uuid}-{i}.parquet"
+            path = os.path.join(bucket_dir, name)
+            data = _parquet_bytes(part, compression, zstd_level)
+            io_.write_bytes(path, data)
+            written.append(path)
+            metas.append(_describe(name, len(data), part, key_names, key_types, value_names, value_types,
+                                   schema.id, level, file_source, stats_mode))
+    except BaseException:
+        for p in written:
+            io_.delete(p)
+        raise
+    return metas
+
+
+def _describe(name, size, part: pa.Table, key_names, key_types, value_names, value_types, schema_id, level,
+              file_source, stats_mode) -> DataFileMeta:
+    key_cols = [KEY_FIELD_PREFIX + k for k in key_names]
+    first = [part.column(c)[0].as_py() for c in key_cols]
+    last = [part.column(c)[part.num_rows - 1].as_py() for c in key_cols]
+    kinds = part.column(VALUE_KIND)
+    seq = part.column(SEQUENCE_NUMBER)
+    seq_mm = pc.min_max(seq)
+    deletes = int(pc.sum(pc.is_in(kinds, value_set=pa.array([1, 3], pa.int8()))).as_py() or 0)
+    key_part = part.select(key_cols).rename_columns(key_names)
+    key_stats = simple_stats(key_part, key_names, key_types, "full")
+    value_stats = simple_stats(part, value_names, value_types, stats_mode)
+    return DataFileMeta(
+        file_name=name, file_size=size, row_count=part.num_rows,
+        min_key=binary_row.serialize_row(first, key_types), max_key=binary_row.serialize_row(last, key_types),
+        key_stats=key_stats, value_stats=value_stats,
+        min_sequence_number=int(seq_mm["min"].as_py()), max_sequence_number=int(seq_mm["max"].as_py()),
+        schema_id=schema_id, level=level, extra_files=(), creation_time_millis=local_millis_as_utc(),
+        delete_row_count=deletes, embedded_index=None, file_source=file_source,
+        value_stats_cols=None if value_stats is not SimpleStats.EMPTY else (),
+    )
+
+
+def physical_table(rows: pa.Table, seq: np.ndarray, kinds: np.ndarray, schema: TableSchema) -> pa.Table:
+    """Table columns -> data-file layout: _KEY_* copies, _SEQUENCE_NUMBER, _VALUE_KIND, then the columns."""
+    arrays = [rows.column(k) for k in schema.trimmed_primary_keys]
+    arrays.append(pa.array(seq, pa.int64()))
+    arrays.append(pa.array(kinds, pa.int8()))
+    arrays.extend(rows.columns)
+    return pa.Table.from_arrays(arrays, schema=schema.file_arrow_schema)

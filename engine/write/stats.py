@@ -1,0 +1,77 @@
+"""Column statistics of a data file, serialized as Paimon SimpleStats (format spec §6.3, §7).
+
+Guarantee: for every non-null value v of a column, ``min <= v <= max`` under Paimon's key order, so readers may
+skip a file whose range cannot match. Under ``truncate(N)`` long strings keep an N-character prefix as the minimum
+and a rounded-up prefix as the maximum (or no maximum if it cannot be rounded up).
+"""
+from __future__ import annotations
+
+import re
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.meta import binary_row
+from engine.meta.data_file import SimpleStats
+from engine.types import DataType
+
+
+def _truncate_max(value, n: int):
+    """Smallest value of length <= n that is >= every string with the prefix value[:n]; None if none exists."""
+    if isinstance(value, str):
+        chars = list(value[:n])
+        while chars:
+            last = ord(chars[-1])
+            if last < 0x10FFFF and not (0xD7FF <= last < 0xE000):
+                chars[-1] = chr(last + 1)
+                return "".join(chars)
+            chars.pop()
+        return None
+    data = bytearray(value[:n])
+    while data:
+        if data[-1] < 0xFF:
+            data[-1] += 1
+            return bytes(data)
+        data.pop()
+    return None
+
+
+def column_min_max(col: pa.ChunkedArray | pa.Array, dtype: DataType, mode: str):
+    """(min, max, null_count) as Python values for one column under a Paimon stats mode."""
+    nulls = col.null_count
+    if mode == "counts" or dtype.is_nested or len(col) == nulls:
+        return None, None, nulls
+    mm = pc.min_max(col)
+    lo, hi = mm["min"].as_py(), mm["max"].as_py()
+    m = re.fullmatch(r"truncate\((\d+)\)", mode)
+    if m and (dtype.is_string or dtype.is_binary):
+        n = int(m.group(1))
+        if lo is not None and len(lo) > n:
+            lo = lo[:n]
+        if hi is not None and len(hi) > n:
+            hi = _truncate_max(hi, n)
+    if dtype.root in ("FLOAT", "DOUBLE") and pc.any(pc.is_nan(col)).as_py():
+        return None, None, nulls  # Java's NaN ordering differs from Arrow's min/max; claim nothing
+    return lo, hi, nulls
+
+
+def simple_stats(table: pa.Table, names, types: list[DataType], mode: str) -> SimpleStats:
+    """SimpleStats over the named columns; stats rows use the types made nullable."""
+    if mode == "none" or not names:
+        return SimpleStats.EMPTY
+    mins, maxs, nulls = [], [], []
+    for name, dtype in zip(names, types):
+        lo, hi, nc = column_min_max(table.column(name), dtype, mode)
+        mins.append(lo)
+        maxs.append(hi)
+        nulls.append(nc)
+    stat_types = [t.with_nullable(True) for t in types]
+    mins = [None if t.is_nested else v for v, t in zip(mins, stat_types)]
+    maxs = [None if t.is_nested else v for v, t in zip(maxs, stat_types)]
+    return SimpleStats(binary_row.serialize_row(mins, _flat(stat_types)),
+                       binary_row.serialize_row(maxs, _flat(stat_types)), tuple(nulls))
+
+
+def _flat(types: list[DataType]) -> list[DataType]:
+    """Nested columns carry null stats; encode them as a nullable BIGINT slot (always null)."""
+    return [DataType("BIGINT", True) if t.is_nested else t for t in types]

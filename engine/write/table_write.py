@@ -1,0 +1,194 @@
+"""TableWrite: validate -> partition -> bucket -> buffer -> flush sorted level-0 runs -> commit messages.
+
+Contract:
+- ``write``/``delete`` validate the whole batch before buffering it; a rejected batch leaves no trace.
+- Each record gets the next sequence number of its bucket, in input order; numbering continues from the bucket's
+  largest ``_MAX_SEQUENCE_NUMBER`` in the snapshot the writer started from.
+- On flush (buffer full, or ``prepare_commit``) each bucket's records are sorted by (key, sequence order), merged
+  per key with the merge engine, and written as one level-0 sorted run (rolled at ``target-file-size``).
+- Used as a context manager, files of a write that raised or was never committed are deleted on exit.
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from engine.errors import InvalidInput
+from engine.merge import order_words, sort_dedupe
+from engine.meta import binary_row
+from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER
+from engine.options import IGNORE_UPDATE_BEFORE, WRITE_BUFFER_SIZE
+from engine.schema import SEQUENCE_NUMBER, VALUE_KIND
+from engine.write.commit_message import CommitMessage
+from engine.write.file_writer import physical_table, write_sorted_run
+from engine.write.validate import conform
+
+
+@dataclass
+class _BucketBuffer:
+    partition: bytes
+    partition_values: tuple
+    bucket: int
+    next_seq: int
+    chunks: list = field(default_factory=list)  # (pa.Table rows, int64 seq, int8 kinds)
+    nbytes: int = 0
+    files: list = field(default_factory=list)
+
+
+class TableWrite:
+    def __init__(self, table, *, commit_user: str | None = None, commit_identifier: int | None = None):
+        self.table = table
+        self.schema = table.schema
+        self.options = self.schema.table_options
+        self.options.require_writable()
+        self.commit_user = commit_user or str(uuid.uuid4())
+        self.commit_identifier = BATCH_COMMIT_IDENTIFIER if commit_identifier is None else int(commit_identifier)
+        self.base_snapshot = table.snapshot_manager.latest()
+        self.num_buckets = self.options.bucket
+        self._buffers: dict[tuple[bytes, int], _BucketBuffer] = {}
+        self._max_seq: dict[tuple[bytes, int], int] | None = None
+        self._buffered = 0
+        self._buffer_limit = self.options.get(WRITE_BUFFER_SIZE)
+        self._prepared = False
+        self._closed = False
+
+    # --- public -------------------------------------------------------------------------------------
+    def write(self, data, row_kinds=None) -> None:
+        """Buffer upserts (row kinds default to +I, or come from ``row_kinds`` / ``rowkind.field``)."""
+        self._check_open()
+        rows, kinds = conform(data, self.schema, self.table.name, row_kinds=row_kinds)
+        self._add(rows, kinds)
+
+    def delete(self, keys) -> None:
+        """Buffer deletes of the keys in ``keys`` (rows carrying at least the primary-key columns)."""
+        self._check_open()
+        rows, kinds = conform(keys, self.schema, self.table.name, delete=True)
+        self._add(rows, kinds)
+
+    def prepare_commit(self) -> list[CommitMessage]:
+        """Flush every buffer and return one message per touched (partition, bucket). Call once."""
+        self._check_open()
+        self.flush()
+        self._prepared = True
+        return [CommitMessage(b.partition, b.partition_values, b.bucket, self.num_buckets, tuple(b.files),
+                              self.commit_user, self.commit_identifier,
+                              None if self.base_snapshot is None else self.base_snapshot.id, self.schema.id)
+                for b in self._buffers.values() if b.files]
+
+    def flush(self) -> None:
+        for buf in self._buffers.values():
+            self._flush_bucket(buf)
+        self._buffered = 0
+
+    def abort(self) -> None:
+        """Delete every file this writer created (only safe before its messages were committed)."""
+        for buf in self._buffers.values():
+            for f in buf.files:
+                self.table.file_io.delete(f"{self.table.bucket_dir(buf.partition_values, buf.bucket)}/{f.file_name}")
+            buf.files.clear()
+            buf.chunks.clear()
+
+    def close(self) -> None:
+        self._closed = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None or not self._prepared:
+            self.abort()
+        self.close()
+        return False
+
+    # --- internals ----------------------------------------------------------------------------------
+    def _check_open(self):
+        if self._closed:
+            raise InvalidInput("this writer is closed", table=self.table.name)
+        if self._prepared:
+            raise InvalidInput("prepare_commit() was already called on this writer; start a new_write()",
+                               table=self.table.name)
+
+    def _filter_kinds(self, rows: pa.Table, kinds: np.ndarray):
+        drop = None
+        if self.options.ignore_delete:
+            drop = (kinds == 1) | (kinds == 3)
+        elif self.options.get(IGNORE_UPDATE_BEFORE):
+            drop = kinds == 1
+        if drop is not None and drop.any():
+            keep = np.flatnonzero(~drop)
+            return rows.take(pa.array(keep)), kinds[keep]
+        return rows, kinds
+
+    def _add(self, rows: pa.Table, kinds: np.ndarray) -> None:
+        rows, kinds = self._filter_kinds(rows, kinds)
+        if rows.num_rows == 0:
+            return
+        from kernels.hashing import bucket_ids
+
+        for values, idx in self._partition_groups(rows):
+            part_rows = rows if idx is None else rows.take(pa.array(idx))
+            part_kinds = kinds if idx is None else kinds[idx]
+            partition = binary_row.serialize_row(list(values), self.schema.types_of(self.schema.partition_keys))
+            buckets = bucket_ids([part_rows.column(k) for k in self.schema.bucket_keys], self.num_buckets)
+            order = np.argsort(buckets, kind="stable")
+            sorted_buckets = buckets[order]
+            bounds = np.flatnonzero(np.diff(sorted_buckets)) + 1
+            for chunk in np.split(order, bounds):
+                b = int(buckets[chunk[0]])
+                buf = self._buffer(partition, values, b)
+                taken = part_rows.take(pa.array(chunk))
+                seq = np.arange(buf.next_seq, buf.next_seq + len(chunk), dtype=np.int64)
+                buf.next_seq += len(chunk)
+                buf.chunks.append((taken, seq, part_kinds[chunk]))
+                buf.nbytes += taken.nbytes
+                self._buffered += taken.nbytes
+        if self._buffered > self._buffer_limit:
+            self.flush()
+
+    def _partition_groups(self, rows: pa.Table):
+        keys = self.schema.partition_keys
+        if not keys:
+            yield (), None
+            return
+        idx = pa.array(np.arange(rows.num_rows, dtype=np.int64))
+        grouped = rows.select(list(keys)).append_column("__row", idx).group_by(list(keys), use_threads=False) \
+            .aggregate([("__row", "list")])
+        lists = grouped.column("__row_list")
+        key_cols = [grouped.column(k) for k in keys]
+        for i in range(grouped.num_rows):
+            values = tuple(c[i].as_py() for c in key_cols)
+            yield values, np.asarray(lists[i].values.to_numpy(), dtype=np.int64)
+
+    def _buffer(self, partition: bytes, values: tuple, bucket: int) -> _BucketBuffer:
+        key = (partition, bucket)
+        buf = self._buffers.get(key)
+        if buf is None:
+            if self._max_seq is None:
+                self._max_seq = self.table.max_sequence_numbers(self.base_snapshot)
+            buf = _BucketBuffer(partition, values, bucket, self._max_seq.get(key, -1) + 1)
+            self._buffers[key] = buf
+        return buf
+
+    def _flush_bucket(self, buf: _BucketBuffer) -> None:
+        if not buf.chunks:
+            return
+        rows = pa.concat_tables([c[0] for c in buf.chunks])
+        seq = np.concatenate([c[1] for c in buf.chunks])
+        kinds = np.concatenate([c[2] for c in buf.chunks])
+        buf.chunks.clear()
+        self._buffered -= buf.nbytes
+        buf.nbytes = 0
+        opts = self.options
+        words = order_words([rows.column(f) for f in opts.sequence_fields], seq, kinds, opts.sequence_descending)
+        keep = sort_dedupe([rows.column(k) for k in self.schema.trimmed_primary_keys], words)
+        keep_arr = pa.array(keep)
+        merged = physical_table(rows.take(keep_arr), seq[keep], kinds[keep], self.schema)
+        files = write_sorted_run(self.table.file_io, self.table.bucket_dir(buf.partition_values, buf.bucket),
+                                 merged, self.schema, level=0)
+        buf.files.extend(files)
+
+
+__all__ = ["TableWrite", "SEQUENCE_NUMBER", "VALUE_KIND"]

@@ -1,0 +1,118 @@
+"""On-disk format details that Paimon readers rely on (format spec §4, §5, §7, §10, §12)."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from engine import Catalog
+from engine.meta import binary_row
+from engine.meta.manifest import decode_manifest
+from engine.paths import escape_partition_component, partition_value_text
+from engine.types import parse_atomic
+
+
+def _read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+@pytest.fixture
+def table(tmp_path):
+    cat = Catalog(f"file://{tmp_path}/wh")
+    cat.create_database("db")
+    schema = pa.schema([("dt", pa.string()), ("id", pa.int64()), ("name", pa.string()), ("op", pa.string())])
+    return cat.create_table("db.t", schema, primary_key=["dt", "id"], partition_keys=["dt"],
+                            options={"bucket": "2", "rowkind.field": "op"})
+
+
+def _data_files(root):
+    return sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs if f.endswith(".parquet"))
+
+
+def test_schema_file_is_java_shaped(table):
+    obj = json.loads(_read(os.path.join(table.root, "schema", "schema-0")))
+    assert obj["version"] == 3 and obj["id"] == 0
+    assert obj["options"]["bucket"] == "2"
+    assert all(isinstance(v, str) for v in obj["options"].values())
+    assert "comment" not in obj
+    types = {f["name"]: f["type"] for f in obj["fields"]}
+    assert types == {"dt": "STRING NOT NULL", "id": "BIGINT NOT NULL", "name": "STRING", "op": "STRING"}
+    assert obj["primaryKeys"] == ["dt", "id"] and obj["partitionKeys"] == ["dt"]
+    assert obj["highestFieldId"] == 3
+
+
+def test_data_file_layout_and_delete_row_count(table):
+    table.write(pa.table({"dt": ["d1", "d1", "d1"], "id": [1, 2, 3], "name": ["a", "b", "c"],
+                          "op": ["+I", "-D", "+I"]}))
+    files = _data_files(table.root)
+    assert files and all("/dt=d1/bucket-" in f for f in files)
+    pf = pq.ParquetFile(files[0])
+    assert pf.schema_arrow.names == ["_KEY_id", "_SEQUENCE_NUMBER", "_VALUE_KIND", "dt", "id", "name", "op"]
+    ids = {f.name: f.metadata[b"PARQUET:field_id"] for f in pf.schema_arrow}
+    assert ids["_KEY_id"] == str(1 + 1073741823).encode() and ids["_SEQUENCE_NUMBER"] == b"2147483646"
+    snap = table.snapshot()
+    entries = []
+    for m in table.manifests.data_manifests(snap):
+        entries += decode_manifest(_read(table.paths.manifest(m.file_name)))
+    by_name = {e.file.file_name: e for e in entries}
+    total_deletes = 0
+    for path in files:
+        rows = pq.ParquetFile(path).read()
+        e = by_name[os.path.basename(path)]
+        kinds = rows.column("_VALUE_KIND").to_pylist()
+        assert e.file.delete_row_count == sum(k in (1, 3) for k in kinds)
+        assert e.file.row_count == rows.num_rows and e.file.file_size == os.path.getsize(path)
+        keys = rows.column("_KEY_id").to_pylist()
+        assert keys == sorted(keys)
+        key_type = [parse_atomic("BIGINT NOT NULL")]
+        assert binary_row.deserialize_row(e.file.min_key, key_type) == [keys[0]]
+        assert binary_row.deserialize_row(e.file.max_key, key_type) == [keys[-1]]
+        assert e.total_buckets == 2 and e.file.level == 0
+        assert binary_row.deserialize_row(e.partition, [parse_atomic("STRING")]) == ["d1"]
+        total_deletes += e.file.delete_row_count
+    assert total_deletes == 1
+    assert sorted(table.read().column("id").to_pylist()) == [1, 3]
+
+
+def test_sequence_numbers_continue_per_bucket(table):
+    for i in range(3):
+        table.write(pa.table({"dt": ["d"] * 4, "id": [1, 2, 3, 4], "name": [str(i)] * 4, "op": ["+I"] * 4}))
+    by_bucket = {}
+    for path in _data_files(table.root):
+        bucket = path.split("/bucket-")[1].split("/")[0]
+        seq = pq.ParquetFile(path).read().column("_SEQUENCE_NUMBER").to_pylist()
+        by_bucket.setdefault(bucket, []).extend(seq)
+    for seqs in by_bucket.values():
+        assert sorted(seqs) == list(range(len(seqs)))  # no gaps, no repeats: continues from the bucket max
+
+
+def test_snapshot_json_has_required_keys(table):
+    table.write(pa.table({"dt": ["d"], "id": [1], "name": ["a"], "op": ["+I"]}))
+    obj = json.loads(_read(table.paths.snapshot(1)))
+    for key in ("version", "id", "schemaId", "baseManifestList", "deltaManifestList", "commitUser",
+                "commitIdentifier", "commitKind", "timeMillis", "totalRecordCount", "deltaRecordCount"):
+        assert key in obj
+    assert obj["version"] == 3 and obj["commitKind"] == "APPEND" and "logOffsets" not in obj
+    assert _read(os.path.join(table.paths.snapshot_dir, "LATEST")).decode() == "1"
+
+
+@pytest.mark.parametrize("value,type_,text", [
+    ("20230501", "STRING", "20230501"), (None, "STRING", "__DEFAULT_PARTITION__"),
+    ("  ", "STRING", "__DEFAULT_PARTITION__"), (7, "INT", "7"), (True, "BOOLEAN", "true"),
+    (dt.date(2023, 5, 1), "DATE", "19478"),
+    (dt.datetime(2023, 5, 1, 12, 34, 56, 789000), "TIMESTAMP(3)", "2023-05-01T12:34:56.789"),
+    (dt.datetime(2023, 5, 1, 12, 34), "TIMESTAMP(6)", "2023-05-01T12:34"),
+    (1.5, "DOUBLE", "1.5"), (1e10, "DOUBLE", "1.0E10"),
+])
+def test_partition_value_text(value, type_, text):
+    assert partition_value_text(value, parse_atomic(type_), "__DEFAULT_PARTITION__") == text
+
+
+def test_partition_escaping():
+    assert escape_partition_component("a/b=c:d%") == "a%2Fb%3Dc%3Ad%25"
+    assert escape_partition_component("plain-text_1.2") == "plain-text_1.2"

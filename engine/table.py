@@ -73,7 +73,7 @@ class Table:
         return self.snapshot_manager.snapshot(int(snapshot_id))
 
     def scan(self) -> TableScan:
-        return TableScan(self.paths, self.schema, self.manifests, self.name)
+        return TableScan(self.paths, self.schema, self.manifests, self.name, self.schema_manager.schema)
 
     def bucket_dir(self, partition_values: tuple, bucket: int) -> str:
         return self.scan().bucket_dir(partition_values, bucket)

@@ -39,7 +39,7 @@ def normalize(filter_, arrow_schema: pa.Schema, table: str) -> list[Conj] | None
             col, op, value = term
             op = op.lower() if isinstance(op, str) else op
             if op not in OPS:
-                raise InvalidInput(f"filter operator {op!r} is not one of {sorted(OPS)}", table=table, column=col)
+                raise InvalidInput(f"filter on {col!r}: operator {op!r} is not one of {sorted(OPS)}", table=table, column=col)
             if col not in arrow_schema.names:
                 raise InvalidInput(f"filter column {col!r} is not in the table", table=table, column=col)
             typ = arrow_schema.field(col).type

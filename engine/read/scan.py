@@ -1,9 +1,10 @@
 """Scan planning: snapshot -> manifests -> live files -> splits, one per (partition, bucket).
 
 Pruning never drops a file that may hold a matching row: partitions by their values, buckets by the bucket
-function when the filter pins every bucket-key column, files by key statistics. Value statistics are not used to
-skip files of primary-key tables: an older version of a row may lie outside the range while the newer one inside
-it (and vice versa), so only the merged result can be filtered on value columns.
+function when the filter pins every bucket-key column, files by key statistics (every version of a key has the
+same key). Value statistics prune whole buckets only: a single file cannot be skipped by its values, since a newer
+version of a row may lie in another file (skipping that file would resurrect the older version), but when no file
+of a bucket can match, no merged row of it can.
 """
 from __future__ import annotations
 
@@ -88,7 +89,9 @@ class ManifestCache:
 
 
 class TableScan:
-    def __init__(self, paths: TablePaths, schema: TableSchema, manifests: ManifestCache, table_name: str):
+    def __init__(self, paths: TablePaths, schema: TableSchema, manifests: ManifestCache, table_name: str,
+                 schema_of=None):
+        self.manifests_schema = schema_of or (lambda schema_id: schema)
         self.paths = paths
         self.schema = schema
         self.manifests = manifests
@@ -137,7 +140,10 @@ class TableScan:
                 continue
             groups.setdefault((entry.partition, entry.bucket), []).append(entry)
         splits = []
+        value_cols = pred.columns_of(dnf) - set(key_names) - set(parts)
         for (partition, bucket), entries in groups.items():
+            if value_cols and not any(self._values_may_match(e.file, dnf) for e in entries):
+                continue
             values = self.partition_values(partition)
             splits.append(Split(partition, values, bucket, entries[0].total_buckets,
                                 self.bucket_dir(values, bucket), tuple(e.file for e in entries)))
@@ -153,6 +159,30 @@ class TableScan:
         columns = [pa.array([c[i] for c in combos], arrow.field(k).type)
                    for i, k in enumerate(self.schema.bucket_keys)]
         return _LazyBuckets(columns)
+
+    def _values_may_match(self, f: DataFileMeta, dnf) -> bool:
+        stats = f.value_stats
+        if stats.null_counts is None:
+            return True
+        names = f.value_stats_cols
+        if names is None:
+            try:
+                names = self.manifests_schema(f.schema_id).field_names
+            except Exception:
+                return True
+        if not names or len(stats.null_counts) != len(names):
+            return True
+        if any(n not in self.schema.field_names for n in names):
+            return True
+        types = [t.with_nullable(True) for t in self.schema.types_of(names)]
+        try:
+            mins = binary_row.deserialize_row(stats.min_values, _stat_types(types))
+            maxs = binary_row.deserialize_row(stats.max_values, _stat_types(types))
+        except Exception:
+            return True
+        ranges = {n: (mins[i], maxs[i], stats.null_counts[i]) for i, n in enumerate(names)
+                  if not types[i].is_nested}
+        return pred.may_match(dnf, ranges.get, row_count=f.row_count)
 
     @staticmethod
     def _file_may_match(f: DataFileMeta, dnf, key_names, key_types) -> bool:
@@ -182,3 +212,8 @@ class _LazyBuckets(dict):
             from kernels.hashing import bucket_ids
             self[total] = {int(b) for b in bucket_ids(self.columns, max(1, total))}
         return self[total]
+
+
+def _stat_types(types):
+    from engine.types import DataType
+    return [DataType("BIGINT", True) if t.is_nested else t for t in types]

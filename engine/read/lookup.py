@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 
 from engine.errors import InvalidInput
 from engine.merge import order_words, sort_dedupe
+from engine.partitioning import bucket_groups, partition_groups
 from engine.meta import binary_row
 from engine.read.split_read import RETRACT_KINDS, SplitReader
 from engine.schema import SEQUENCE_NUMBER, VALUE_KIND
@@ -35,41 +36,34 @@ def lookup_rows(table, keys, snapshot, columns=None) -> pa.Table:
 
     key_names = list(schema.trimmed_primary_keys)
     key_types = schema.types_of(key_names)
-    splits = {(sp.partition, sp.bucket): sp for sp in table.scan().plan(snapshot)}
     part_types = schema.types_of(schema.partition_keys)
-    part_values = [tuple(c[i].as_py() for c in (probes.column(k) for k in schema.partition_keys))
-                   for i in range(probes.num_rows)] if schema.partition_keys else [()] * probes.num_rows
-    partitions = [binary_row.serialize_row(list(v), part_types) for v in part_values]
+    splits = {(sp.partition, sp.bucket): sp for sp in table.scan().plan(snapshot)}
+    totals = {partition: sp.total_buckets for (partition, _), sp in splits.items()}
     reader = SplitReader(table.file_io, schema)
     candidates = []
-    totals = {}
-    for (partition, bucket), sp in splits.items():
-        totals.setdefault(partition, sp.total_buckets)
-    bucket_cache: dict[int, np.ndarray] = {}
-    for partition in set(partitions):
+    for values, idx in partition_groups(probes, schema.partition_keys):
+        partition = binary_row.serialize_row(list(values), part_types)
         if partition not in totals:
             continue
-        total = totals[partition]
-        if total not in bucket_cache:
-            bucket_cache[total] = bucket_ids([probes.column(k) for k in schema.bucket_keys], max(1, total))
-        in_part = np.array([p == partition for p in partitions])
-        for bucket in np.unique(bucket_cache[total][in_part]):
-            sp = splits.get((partition, int(bucket)))
+        in_part = probes if idx is None else probes.take(pa.array(idx))
+        idx = np.arange(probes.num_rows, dtype=np.int64) if idx is None else idx
+        buckets = bucket_ids([in_part.column(k) for k in schema.bucket_keys], max(1, totals[partition]))
+        for bucket, chunk in bucket_groups(buckets):
+            sp = splits.get((partition, bucket))
             if sp is None:
                 continue
-            idx = np.flatnonzero(in_part & (bucket_cache[total] == bucket))
-            probe_keys = [probes.column(k).take(pa.array(idx)) for k in key_names]
+            probe_keys = [in_part.column(k).take(pa.array(chunk)) for k in key_names]
             probe_enc = encode_keys(probe_keys)
-            lo_hi = _probe_range(probe_keys)
+            lo, hi = _first_column_range(probe_keys[0])
             for f in sp.files:
-                if not _overlaps(f, key_types, lo_hi):
+                if not _overlaps(f, key_types, lo, hi):
                     continue
                 rows = reader.read_file(sp, f, out_cols)
                 hit = search_sorted(encode_keys([rows.column("__key_" + k) for k in key_names]), probe_enc)
                 found = np.flatnonzero(hit >= 0)
                 if len(found):
                     part = rows.take(pa.array(hit[found]))
-                    candidates.append(part.append_column("__probe", pa.array(idx[found], pa.int64())))
+                    candidates.append(part.append_column("__probe", pa.array(idx[chunk[found]], pa.int64())))
     if not candidates:
         return schema.arrow_schema.empty_table().select(out_cols)
     allrows = pa.concat_tables(candidates)
@@ -84,18 +78,16 @@ def lookup_rows(table, keys, snapshot, columns=None) -> pa.Table:
     return merged.select(out_cols).cast(pa.schema([schema.arrow_schema.field(c) for c in out_cols]))
 
 
-def _probe_range(cols):
-    first = [pc.min(c).as_py() for c in cols[:1]]
-    last = [pc.max(c).as_py() for c in cols[:1]]
-    return first, last
+def _first_column_range(col):
+    mm = pc.min_max(col)
+    return mm["min"].as_py(), mm["max"].as_py()
 
 
-def _overlaps(f, key_types, lo_hi) -> bool:
+def _overlaps(f, key_types, lo, hi) -> bool:
     """Whether the file's first-key-column range can hold a probe (conservative)."""
     try:
         fmin = binary_row.deserialize_row(f.min_key, key_types)[0]
         fmax = binary_row.deserialize_row(f.max_key, key_types)[0]
-        lo, hi = lo_hi[0][0], lo_hi[1][0]
         return not (hi < fmin or lo > fmax)
-    except Exception:
+    except Exception:  # undecodable or incomparable ranges prove nothing
         return True

@@ -18,10 +18,10 @@ import pyarrow as pa
 
 from engine.errors import InvalidInput
 from engine.merge import order_words, sort_dedupe
+from engine.partitioning import bucket_groups, partition_groups
 from engine.meta import binary_row
 from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER
 from engine.options import IGNORE_UPDATE_BEFORE, WRITE_BUFFER_SIZE
-from engine.schema import SEQUENCE_NUMBER, VALUE_KIND
 from engine.write.commit_message import CommitMessage
 from engine.write.file_writer import physical_table, write_sorted_run
 from engine.write.validate import conform
@@ -128,16 +128,12 @@ class TableWrite:
             return
         from kernels.hashing import bucket_ids
 
-        for values, idx in self._partition_groups(rows):
+        for values, idx in partition_groups(rows, self.schema.partition_keys):
             part_rows = rows if idx is None else rows.take(pa.array(idx))
             part_kinds = kinds if idx is None else kinds[idx]
             partition = binary_row.serialize_row(list(values), self.schema.types_of(self.schema.partition_keys))
             buckets = bucket_ids([part_rows.column(k) for k in self.schema.bucket_keys], self.num_buckets)
-            order = np.argsort(buckets, kind="stable")
-            sorted_buckets = buckets[order]
-            bounds = np.flatnonzero(np.diff(sorted_buckets)) + 1
-            for chunk in np.split(order, bounds):
-                b = int(buckets[chunk[0]])
+            for b, chunk in bucket_groups(buckets):
                 buf = self._buffer(partition, values, b)
                 taken = part_rows.take(pa.array(chunk))
                 seq = np.arange(buf.next_seq, buf.next_seq + len(chunk), dtype=np.int64)
@@ -147,20 +143,6 @@ class TableWrite:
                 self._buffered += taken.nbytes
         if self._buffered > self._buffer_limit:
             self.flush()
-
-    def _partition_groups(self, rows: pa.Table):
-        keys = self.schema.partition_keys
-        if not keys:
-            yield (), None
-            return
-        idx = pa.array(np.arange(rows.num_rows, dtype=np.int64))
-        grouped = rows.select(list(keys)).append_column("__row", idx).group_by(list(keys), use_threads=False) \
-            .aggregate([("__row", "list")])
-        lists = grouped.column("__row_list")
-        key_cols = [grouped.column(k) for k in keys]
-        for i in range(grouped.num_rows):
-            values = tuple(c[i].as_py() for c in key_cols)
-            yield values, np.asarray(lists[i].values.to_numpy(), dtype=np.int64)
 
     def _buffer(self, partition: bytes, values: tuple, bucket: int) -> _BucketBuffer:
         key = (partition, bucket)
@@ -190,5 +172,3 @@ class TableWrite:
                                  merged, self.schema, level=0)
         buf.files.extend(files)
 
-
-__all__ = ["TableWrite", "SEQUENCE_NUMBER", "VALUE_KIND"]

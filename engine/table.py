@@ -5,13 +5,11 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
-import numpy as np
 import pyarrow as pa
 
 from engine.commit.committer import Committer
-from engine.errors import CommitConflict, CommitRetriesExhausted, InvalidInput, SnapshotNotFound, TableNotFound
+from engine.errors import CommitConflict, CommitRetriesExhausted, InvalidInput, TableNotFound
 from engine.io.file_io import FileIO
-from engine.meta import binary_row
 from engine.meta.snapshot import Snapshot
 from engine.paths import TablePaths
 from engine.read import predicate as pred
@@ -168,5 +166,3 @@ class Table:
         with ThreadPoolExecutor(max_workers=min(len(items), os.cpu_count() or 2)) as pool:
             return list(pool.map(fn, items))
 
-
-__all__ = ["Table", "binary_row", "np", "SnapshotNotFound"]

@@ -25,8 +25,9 @@ from engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, TableSc
 RETRACT_KINDS = pa.array([1, 3], pa.int8())
 
 
-def read_data_file(io: FileIO, path: str, meta: DataFileMeta, columns: list[str]) -> pa.Table:
-    """Read the named columns of a data file (parquet, orc or avro). Raises CorruptFile."""
+def read_data_file(io: FileIO, path: str, meta: DataFileMeta, choose_columns) -> pa.Table:
+    """Read a data file (parquet, orc or avro); ``choose_columns(names in file)`` picks the columns.
+    Raises CorruptFile."""
     try:
         size = io.size(path)
     except FileNotFoundError:
@@ -37,20 +38,17 @@ def read_data_file(io: FileIO, path: str, meta: DataFileMeta, columns: list[str]
     try:
         if fmt == "parquet":
             pf = pq.ParquetFile(path, page_checksum_verification=True)
-            present = set(pf.schema_arrow.names)
-            table = pf.read(columns=[c for c in columns if c in present], use_threads=False)
+            table = pf.read(columns=choose_columns(set(pf.schema_arrow.names)), use_threads=False)
         elif fmt == "orc":
             import pyarrow.orc as orc
             f = orc.ORCFile(path)
-            present = set(f.schema.names)
-            table = f.read(columns=[c for c in columns if c in present])
+            table = f.read(columns=choose_columns(set(f.schema.names)))
         elif fmt == "avro":
             import fastavro
             with open(path, "rb") as fh:
                 records = list(fastavro.reader(fh))
-            present = set(records[0].keys()) if records else set(columns)
-            table = pa.Table.from_pylist(records).select([c for c in columns if c in present]) if records \
-                else pa.table({})
+            table = pa.Table.from_pylist(records) if records else pa.table({})
+            table = table.select(choose_columns(set(table.column_names)))
         else:
             raise CorruptFile(path, f"unknown data file format {fmt!r}")
     except CorruptFile:
@@ -70,16 +68,19 @@ class SplitReader:
         self.seq_fields = list(schema.table_options.sequence_fields)
         self.descending = schema.table_options.sequence_descending
 
-    def physical_columns(self, columns: list[str]) -> list[str]:
-        wanted = [KEY_FIELD_PREFIX + k for k in self.key_names] + [SEQUENCE_NUMBER, VALUE_KIND]
-        wanted += [k for k in self.key_names]  # thin-mode files (no _KEY_ columns) carry the key here
-        wanted += self.seq_fields + list(columns)
-        return list(dict.fromkeys(wanted))
+    def physical_columns(self, columns: list[str], present: set[str]) -> list[str]:
+        """Columns to decode. A key column that is also requested as a value column is decoded once: the value
+        column holds the same data as ``_KEY_<k>``. Thin-mode files (no ``_KEY_`` columns) carry keys there too."""
+        wanted = []
+        for k in self.key_names:
+            wanted.append(k if (k in columns or KEY_FIELD_PREFIX + k not in present) else KEY_FIELD_PREFIX + k)
+        wanted += [SEQUENCE_NUMBER, VALUE_KIND] + self.seq_fields + list(columns)
+        return [c for c in dict.fromkeys(wanted) if c in present]
 
     def read_file(self, split: Split, meta: DataFileMeta, columns: list[str]) -> pa.Table:
         """One file, normalized to: key columns named by the table's key names, seq, kind, then ``columns``."""
         path = os.path.join(split.bucket_dir, meta.file_name) if meta.external_path is None else meta.external_path
-        raw = read_data_file(self.io, path, meta, self.physical_columns(columns))
+        raw = read_data_file(self.io, path, meta, lambda present: self.physical_columns(columns, present))
         arrow = self.schema.arrow_schema
         out = {}
         for k in self.key_names:

@@ -10,7 +10,9 @@ Contract:
 """
 from __future__ import annotations
 
+import os
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -79,8 +81,15 @@ class TableWrite:
                 for b in self._buffers.values() if b.files]
 
     def flush(self) -> None:
-        for buf in self._buffers.values():
-            self._flush_bucket(buf)
+        """Write every non-empty bucket buffer as a level-0 run; buckets are written on parallel threads
+        (Parquet encoding and the kernels release the GIL)."""
+        pending = [b for b in self._buffers.values() if b.chunks]
+        if len(pending) <= 1:
+            for buf in pending:
+                self._flush_bucket(buf)
+        else:
+            with ThreadPoolExecutor(max_workers=min(len(pending), os.cpu_count() or 2)) as pool:
+                list(pool.map(self._flush_bucket, pending))
         self._buffered = 0
 
     def abort(self) -> None:
@@ -161,7 +170,6 @@ class TableWrite:
         seq = np.concatenate([c[1] for c in buf.chunks])
         kinds = np.concatenate([c[2] for c in buf.chunks])
         buf.chunks.clear()
-        self._buffered -= buf.nbytes
         buf.nbytes = 0
         opts = self.options
         words = order_words([rows.column(f) for f in opts.sequence_fields], seq, kinds, opts.sequence_descending)

@@ -16,6 +16,9 @@ from engine.meta import binary_row
 from engine.read.split_read import RETRACT_KINDS, SplitReader
 from engine.schema import SEQUENCE_NUMBER, VALUE_KIND
 from engine.write.validate import conform, to_arrow_table
+from kernels.hashing import bucket_ids
+from kernels.keys import encode_keys
+from kernels.lookup import search_sorted
 
 
 def lookup_rows(table, keys, snapshot, columns=None) -> pa.Table:
@@ -30,16 +33,14 @@ def lookup_rows(table, keys, snapshot, columns=None) -> pa.Table:
     if snapshot is None or probes.num_rows == 0:
         return schema.arrow_schema.empty_table().select(out_cols)
 
-    from kernels.hashing import bucket_ids
-    from kernels.keys import encode_keys
-    from kernels.lookup import search_sorted
-
     key_names = list(schema.trimmed_primary_keys)
     key_types = schema.types_of(key_names)
     part_types = schema.types_of(schema.partition_keys)
     splits = {(sp.partition, sp.bucket): sp for sp in table.scan().plan(snapshot)}
     totals = {partition: sp.total_buckets for (partition, _), sp in splits.items()}
     reader = SplitReader(table.file_io, schema)
+    # Without sequence.field the newest run holding a key decides, so later (older) runs need not be searched.
+    newest_wins = not schema.table_options.sequence_fields
     candidates = []
     for values, idx in partition_groups(probes, schema.partition_keys):
         partition = binary_row.serialize_row(list(values), part_types)
@@ -53,17 +54,10 @@ def lookup_rows(table, keys, snapshot, columns=None) -> pa.Table:
             if sp is None:
                 continue
             probe_keys = [in_part.column(k).take(pa.array(chunk)) for k in key_names]
-            probe_enc = encode_keys(probe_keys)
-            lo, hi = _first_column_range(probe_keys[0])
-            for f in sp.files:
-                if not _overlaps(f, key_types, lo, hi):
-                    continue
-                rows = reader.read_file(sp, f, out_cols)
-                hit = search_sorted(encode_keys([rows.column("__key_" + k) for k in key_names]), probe_enc)
-                found = np.flatnonzero(hit >= 0)
-                if len(found):
-                    part = rows.take(pa.array(hit[found]))
-                    candidates.append(part.append_column("__probe", pa.array(idx[chunk[found]], pa.int64())))
+            for rows, hit_probe, hit_row in _search_bucket(reader, sp, probe_keys, key_names, key_types, out_cols,
+                                                           newest_wins):
+                part = rows.take(pa.array(hit_row))
+                candidates.append(part.append_column("__probe", pa.array(idx[chunk[hit_probe]], pa.int64())))
     if not candidates:
         return schema.arrow_schema.empty_table().select(out_cols)
     allrows = pa.concat_tables(candidates)
@@ -76,6 +70,33 @@ def lookup_rows(table, keys, snapshot, columns=None) -> pa.Table:
     merged = allrows.take(pa.array(winners))
     merged = merged.filter(pc.invert(pc.is_in(merged.column(VALUE_KIND), value_set=RETRACT_KINDS)))
     return merged.select(out_cols).cast(pa.schema([schema.arrow_schema.field(c) for c in out_cols]))
+
+
+def _search_bucket(reader, split, probe_keys, key_names, key_types, out_cols, newest_wins):
+    """Binary-search the probes in each sorted run of a bucket, newest run first (level-0 files by descending
+    sequence number, then levels 1, 2, ...). Yields (file rows, probe positions, row positions) per hit set."""
+    runs = reader.runs(split)
+    level0 = sorted((r for r in runs if r[0].level == 0), key=lambda r: -r[0].max_sequence_number)
+    ordered = level0 + [r for r in runs if r[0].level > 0]
+    remaining = np.arange(len(probe_keys[0]), dtype=np.int64)
+    for run in ordered:
+        if not len(remaining):
+            return
+        keys_now = [c.take(pa.array(remaining)) for c in probe_keys]
+        probe_enc = encode_keys(keys_now)
+        lo, hi = _first_column_range(keys_now[0])
+        found_in_run = []
+        for f in run:
+            if not _overlaps(f, key_types, lo, hi):
+                continue
+            rows = reader.read_file(split, f, out_cols)
+            hit = search_sorted(encode_keys([rows.column("__key_" + k) for k in key_names]), probe_enc)
+            found = np.flatnonzero(hit >= 0)
+            if len(found):
+                found_in_run.append(found)
+                yield rows, remaining[found], hit[found]
+        if newest_wins and found_in_run:
+            remaining = np.delete(remaining, np.concatenate(found_in_run))
 
 
 def _first_column_range(col):

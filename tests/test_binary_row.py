@@ -15,7 +15,7 @@ from engine.errors import InvalidInput, UnsupportedFeature
 from engine.meta import binary_row as br
 from engine.types import DataType, parse_atomic
 
-VECTORS = json.loads(Path(__file__).parent / "data" / "test-vectors.json".read_text())
+VECTORS = json.loads((Path(__file__).parent / "data" / "test-vectors.json").read_text())
 
 
 def parse_value(text, t: DataType):

@@ -17,7 +17,7 @@ from engine.types import parse_atomic
 from kernels import hashing
 from kernels.reference import bucket_ids_reference, hash_codes_reference
 
-VECTORS = json.loads(Path(__file__).parent / "data" / "test-vectors.json".read_text())
+VECTORS = json.loads((Path(__file__).parent / "data" / "test-vectors.json").read_text())
 _EXACT = Context(prec=100)
 
 

@@ -109,6 +109,7 @@ COMMIT_MAX_RETRIES = _opt("commit.max-retries", parse_int, 10, "attempts to win 
 COMMIT_MIN_RETRY_WAIT = _opt("commit.min-retry-wait", parse_duration_ms, 10, "first back-off (ms)")
 COMMIT_MAX_RETRY_WAIT = _opt("commit.max-retry-wait", parse_duration_ms, 10_000, "largest back-off (ms)")
 DATA_FILE_PREFIX = _opt("data-file.prefix", str, "data-", "data file name prefix")
+THIN_MODE = _opt("data-file.thin-mode", parse_bool, False, "omit the _KEY_* columns from data files")
 PK_NULLABLE = _opt("primary-key.nullable", parse_bool, False, "allow nulls in primary-key columns (not supported)")
 
 # Paimon options that lakemerge knows by name but that do not change what this version writes or reads.
@@ -118,7 +119,7 @@ KNOWN_PAIMON_KEYS = frozenset({
     "compaction.max-size-amplification-percent", "compaction.size-ratio", "compaction.force-up-level-0",
     "full-compaction.delta-commits", "write-only", "snapshot.num-retained.min", "snapshot.num-retained.max",
     "snapshot.time-retained", "snapshot.expire.limit", "manifest.target-file-size", "manifest.merge-min-count",
-    "manifest.compression", "manifest.format", "metadata.stats-dense-store", "data-file.thin-mode",
+    "manifest.compression", "manifest.format", "metadata.stats-dense-store",
     "changelog-producer.row-deduplicate", "changelog.num-retained.min", "changelog.num-retained.max",
     "deletion-vectors.enabled", "dynamic-bucket.target-row-num", "path", "type", "comment", "owner",
     "scan.mode", "scan.snapshot-id", "scan.timestamp-millis", "scan.tag-name", "consumer-id",

@@ -13,7 +13,7 @@ from functools import cached_property
 import pyarrow as pa
 
 from engine.errors import CorruptFile, InvalidSchema
-from engine.options import BUCKET_KEY, TableOptions
+from engine.options import BUCKET_KEY, THIN_MODE, TableOptions
 from engine.types import DataField, DataType
 
 SCHEMA_VERSION = 3
@@ -160,11 +160,12 @@ class TableSchema:
 
     @cached_property
     def file_arrow_schema(self) -> pa.Schema:
-        """Physical schema of a primary-key data file, with Paimon field ids for Parquet."""
+        """Physical schema of a primary-key data file, with Paimon field ids for Parquet. With
+        ``data-file.thin-mode`` the ``_KEY_*`` copies are omitted (readers take keys from the value columns)."""
         def fid(i: int) -> dict:
             return {b"PARQUET:field_id": str(i).encode()}
         cols = []
-        for k in self.trimmed_primary_keys:
+        for k in (() if self.table_options.get(THIN_MODE) else self.trimmed_primary_keys):
             f = self._by_name[k]
             cols.append(pa.field(KEY_FIELD_PREFIX + k, f.type.to_arrow(), nullable=False,
                                  metadata=fid(f.id + KEY_FIELD_ID_START)))

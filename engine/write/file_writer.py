@@ -85,7 +85,7 @@ def write_sorted_run(io_: FileIO, bucket_dir: str, rows: pa.Table, schema: Table
 
 def _describe(name, size, part: pa.Table, key_names, key_types, value_names, value_types, schema_id, level,
               file_source, stats_mode) -> DataFileMeta:
-    key_cols = [KEY_FIELD_PREFIX + k for k in key_names]
+    key_cols = [KEY_FIELD_PREFIX + k if KEY_FIELD_PREFIX + k in part.column_names else k for k in key_names]
     first = [part.column(c)[0].as_py() for c in key_cols]
     last = [part.column(c)[part.num_rows - 1].as_py() for c in key_cols]
     kinds = part.column(VALUE_KIND)
@@ -108,8 +108,9 @@ def _describe(name, size, part: pa.Table, key_names, key_types, value_names, val
 
 def physical_table(rows: pa.Table, seq: np.ndarray, kinds: np.ndarray, schema: TableSchema) -> pa.Table:
     """Table columns -> data-file layout: _KEY_* copies, _SEQUENCE_NUMBER, _VALUE_KIND, then the columns."""
-    arrays = [rows.column(k) for k in schema.trimmed_primary_keys]
+    file_schema = schema.file_arrow_schema
+    arrays = [rows.column(k) for k in schema.trimmed_primary_keys if KEY_FIELD_PREFIX + k in file_schema.names]
     arrays.append(pa.array(seq, pa.int64()))
     arrays.append(pa.array(kinds, pa.int8()))
     arrays.extend(rows.columns)
-    return pa.Table.from_arrays(arrays, schema=schema.file_arrow_schema)
+    return pa.Table.from_arrays(arrays, schema=file_schema)

@@ -1,0 +1,178 @@
+"""``python -m benchmarks merge [--quick] [--repeat N]`` -- see benchmarks/__init__.py and benchmarks/RESULTS.md.
+
+Names: ``merge`` (both cases), ``merge-memory`` (case a only), ``merge-table`` (case b only).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+from benchmarks import report
+from benchmarks.harness import ONE_THREAD_ENV, Row, run_worker, save_runs
+from benchmarks.workloads import FULL_ROWS_PER_RUN, FULL_RUNS, SEED, merge_workload
+
+MEMORY_CONTENDERS = [  # (worker contender, label, extra env)
+    ("pyarrow", "pyarrow", {}),
+    ("polars", "polars", {"POLARS_MAX_THREADS": "1"}),
+    ("polars", "polars (2 threads)", {"POLARS_MAX_THREADS": "2"}),
+    ("duckdb", "duckdb", {}),
+    ("duckdb-argmax", "duckdb arg_max", {}),
+    ("pandas", "pandas", {}),
+]
+TABLE_CONTENDERS = ["lakemerge", "pypaimon-native", "pypaimon"]
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("names", nargs="*", default=["merge"], choices=["merge", "merge-memory", "merge-table"],
+                    help="what to run (default: merge = both cases)")
+    ap.add_argument("--quick", action="store_true", help="fewer repetitions (2 in memory, 1 for tables)")
+    ap.add_argument("--repeat", type=int, help="timed repetitions per in-memory contender (default 5, --quick 2)")
+    ap.add_argument("--table-repeat", type=int,
+                    help="timed ingest+read repetitions per table contender (default 3, --quick 1); a contender "
+                         "whose single ingest+read exceeds --slow-limit seconds is run once")
+    ap.add_argument("--slow-limit", type=float, default=120.0)
+    ap.add_argument("--rows-per-run", type=int, default=FULL_ROWS_PER_RUN, help=argparse.SUPPRESS)
+    ap.add_argument("--runs", type=int, default=FULL_RUNS, help=argparse.SUPPRESS)
+    ap.add_argument("--only", help="comma-separated contender labels to run (lakemerge always runs)")
+    ap.add_argument("--workdir", help="scratch directory (default: a new temporary directory, removed at exit)")
+    wr = ap.add_mutually_exclusive_group()
+    wr.add_argument("--write-results", dest="write_results", action="store_true", default=None,
+                    help="write benchmarks/RESULTS.md (default: only for a full, unfiltered, non-quick run)")
+    wr.add_argument("--no-write-results", dest="write_results", action="store_false")
+    args = ap.parse_args(argv)
+    if args.repeat is None:
+        args.repeat = 2 if args.quick else 5
+    if args.table_repeat is None:
+        args.table_repeat = 1 if args.quick else 3
+    names = set(args.names)
+    args.memory = bool(names & {"merge", "merge-memory"})
+    args.table = bool(names & {"merge", "merge-table"})
+    args.only = set(s.strip() for s in args.only.split(",")) if args.only else None
+    if args.write_results is None:
+        args.write_results = (not args.quick and args.memory and args.table and args.only is None
+                              and args.rows_per_run == FULL_ROWS_PER_RUN and args.runs == FULL_RUNS)
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    own_workdir = args.workdir is None
+    workdir = args.workdir or tempfile.mkdtemp(prefix="lakemerge-bench-")
+    os.makedirs(workdir, exist_ok=True)
+    t_start = time.perf_counter()
+    try:
+        return _run(args, workdir)
+    finally:
+        if own_workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+        print(f"total wall time {time.perf_counter() - t_start:.0f} s", file=sys.stderr)
+
+
+def _run(args, workdir: str) -> int:
+    # Workers use a private Numba cache so that runs never write into the source tree's __pycache__.
+    cache = os.path.join(workdir, "numba-cache")
+    base_env = {"NUMBA_CACHE_DIR": cache, "PYTHONWARNINGS": "ignore::DeprecationWarning"}
+    one = {**base_env, **ONE_THREAD_ENV}
+
+    print(f"generating data (seed {SEED}) ...", file=sys.stderr, flush=True)
+    t0 = time.perf_counter()
+    workload = merge_workload(runs=args.runs, rows_per_run=args.rows_per_run)
+    gen_s = time.perf_counter() - t0
+    data = os.path.join(workdir, "runs.arrow")
+    save_runs(workload.runs, data)
+    n_rows, data_mb, description = workload.total_rows, workload.nbytes / 2**20, workload.describe()
+    del workload
+
+    header = [f"workload: {description}; {n_rows:,} input rows, {data_mb:.0f} MB of Arrow data, seed {SEED} "
+              f"(generated in {gen_s:.1f} s)"]
+    rows: list[Row] = []
+    fatal: list[str] = []
+    selected = (lambda label: args.only is None or label in args.only)
+
+    # Numba: a cold compile (empty cache) and a cache load, each in a fresh process.
+    _, cold, err1 = run_worker("benchmarks.merge_bench", ["numba-compile"], one, label="numba cold compile")
+    _, warm, err2 = run_worker("benchmarks.merge_bench", ["numba-compile"], one, label="numba cached load")
+    numba_line = ("Numba: kernels.merge.warm_up() (compiles kernels.keys + kernels.merge) in a fresh process: "
+                  + (f"{cold['seconds']:.2f} s cold compile (empty cache)" if not err1 else f"ERROR {err1}") + ", "
+                  + (f"{warm['seconds']:.2f} s loading the on-disk cache" if not err2 else f"ERROR {err2}"))
+
+    if args.memory:
+        ref = os.path.join(workdir, "merge_ref.arrow")
+        lm_rows, extra, err = run_worker(
+            "benchmarks.merge_bench", ["lakemerge", "--data", data, "--ref", ref, "--repeat", str(args.repeat)],
+            one, label="merge lakemerge")
+        if err:
+            rows.append(Row(case="merge in memory", contender="lakemerge", error=err))
+            fatal.append(f"lakemerge in-memory merge failed: {err}")
+            ref = None
+        else:
+            rows += lm_rows
+            numba_line += (f"; in the merge worker: warm_up() {extra['warm_up_s']:.2f} s, then the first call on the "
+                           f"benchmark data {extra['first_call_s']:.2f} s (untimed warm-up; later calls are the timed ones)")
+        for contender, label, env in MEMORY_CONTENDERS:
+            if not selected(label):
+                continue
+            cargs = [contender, "--data", data, "--repeat", str(args.repeat), "--label", label]
+            if ref:
+                cargs += ["--ref", ref]
+            got, _, err = run_worker("benchmarks.merge_bench", cargs, {**one, **env}, label=f"merge {label}")
+            if err:
+                rows.append(Row(case="merge in memory", contender=label, error=err))
+                if "Mismatch" in err or "MISMATCH" in err:
+                    fatal.append(f"{label} result differs from lakemerge: {err}")
+            else:
+                if not ref:
+                    for r in got:
+                        r.note = r.note.replace("output checked = lakemerge", "UNCHECKED (lakemerge failed)")
+                rows += got
+
+    if args.table:
+        ref = os.path.join(workdir, "table_ref.arrow")
+        for contender in TABLE_CONTENDERS:
+            if contender != "lakemerge" and not selected(contender):
+                continue
+            cargs = [contender, "--data", data, "--workdir", os.path.join(workdir, "warehouses"),
+                     "--repeat", str(args.table_repeat), "--slow-limit", str(args.slow_limit)]
+            if contender == "lakemerge" or os.path.exists(ref):
+                cargs += ["--ref", ref]
+            got, _, err = run_worker("benchmarks.table_bench", cargs, base_env, label=f"table {contender}",
+                                     timeout=1800)
+            if err:
+                for case in ("table ingest (8 commits)", "table merged read"):
+                    rows.append(Row(case=case, contender=contender, error=err))
+                if "Mismatch" in err or "MISMATCH" in err:
+                    fatal.append(f"table {contender}: {err}")
+            else:
+                rows += got
+
+    case_order = {c: i for i, c in enumerate(dict.fromkeys(r.case for r in rows))}
+    rows.sort(key=lambda r: case_order[r.case])   # stable: contender order kept within a case
+    header += [numba_line, f"machine: {report.machine()}", f"versions: {report.versions()}"]
+    print()
+    print(report.render_text(rows))
+    print()
+    for line in header:
+        print(line)
+    print()
+    print("notes:")
+    for line in report.notes_text(rows):
+        print("  " + line)
+    for line in report.breakdown(rows):
+        print("  " + line)
+    if fatal:
+        print("\nFAILED:\n  " + "\n  ".join(fatal), file=sys.stderr)
+        return 1
+    if args.write_results:
+        path = report.write_results_md(rows, header, report.command_line())
+        print(f"\nwrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -11,7 +11,6 @@ import os
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from engine.errors import CorruptFile
@@ -118,21 +117,33 @@ class SplitReader:
         return runs
 
     def read(self, split: Split, columns: list[str]) -> pa.Table:
+        """Merged live rows of the split, in no particular order."""
         runs = self.runs(split)
         tables = [pa.concat_tables([self.read_file(split, f, columns) for f in run]) for run in runs]
-        merged = pa.concat_tables(tables)
+        winner_masks: list[np.ndarray | None] = [None]
         if len(tables) > 1:
             # Order words are computed over all runs at once so rank-encoded (string) sequence fields compare
             # across runs; then split back per run for the k-way merge.
-            words = order_words([merged.column(c) for c in self.seq_fields],
-                                merged.column(SEQUENCE_NUMBER).to_numpy(), merged.column(VALUE_KIND).to_numpy(),
-                                self.descending)
-            run_words = np.split(words, np.cumsum([t.num_rows for t in tables])[:-1])
+            both = pa.concat_tables([t.select(self.seq_fields + [SEQUENCE_NUMBER, VALUE_KIND]) for t in tables])
+            words = order_words([both.column(c) for c in self.seq_fields], both.column(SEQUENCE_NUMBER).to_numpy(),
+                                both.column(VALUE_KIND).to_numpy(), self.descending)
+            bounds = np.cumsum([t.num_rows for t in tables])[:-1]
             winners = merge_dedupe_runs([[t.column("__key_" + k) for k in self.key_names] for t in tables],
-                                        run_words)
-            merged = merged.take(pa.array(winners))
-        live = pc.invert(pc.is_in(merged.column(VALUE_KIND), value_set=RETRACT_KINDS))
-        return merged.filter(live).select(list(columns))
+                                        np.split(words, bounds))
+            is_winner = np.zeros(both.num_rows, dtype=bool)
+            is_winner[winners] = True
+            winner_masks = np.split(is_winner, bounds)
+        # Keep each run's winning, non-retract rows with a filter per run: cheaper than gathering rows across
+        # runs (which would first combine the runs into one array).
+        parts = []
+        for table, winner in zip(tables, winner_masks):
+            kinds = table.column(VALUE_KIND).to_numpy()
+            keep = (kinds != 1) & (kinds != 3)
+            if winner is not None:
+                keep &= winner
+            projected = table.select(list(columns))
+            parts.append(projected if keep.all() else projected.filter(pa.array(keep)))
+        return pa.concat_tables(parts)
 
 
 def _sort_key(values: list):

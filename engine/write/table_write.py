@@ -35,7 +35,7 @@ class _BucketBuffer:
     partition_values: tuple
     bucket: int
     next_seq: int
-    chunks: list = field(default_factory=list)  # (pa.Table rows, int64 seq, int8 kinds)
+    chunks: list = field(default_factory=list)  # (input pa.Table, int64 row indices, int64 seq, int8 kinds)
     nbytes: int = 0
     files: list = field(default_factory=list)
 
@@ -137,19 +137,24 @@ class TableWrite:
             return
         from kernels.hashing import bucket_ids
 
+        # Buffers hold (input batch, row indices) pairs: rows are gathered once, in key order, at flush. Gathers
+        # from a multi-chunk table would combine its chunks on every take, so combine once here.
+        if any(col.num_chunks > 1 for col in rows.columns):
+            rows = rows.combine_chunks()
+        bytes_per_row = rows.nbytes / rows.num_rows
         for values, idx in partition_groups(rows, self.schema.partition_keys):
-            part_rows = rows if idx is None else rows.take(pa.array(idx))
-            part_kinds = kinds if idx is None else kinds[idx]
             partition = binary_row.serialize_row(list(values), self.schema.types_of(self.schema.partition_keys))
-            buckets = bucket_ids([part_rows.column(k) for k in self.schema.bucket_keys], self.num_buckets)
-            for b, chunk in bucket_groups(buckets):
+            key_cols = [rows.column(k) if idx is None else rows.column(k).take(pa.array(idx))
+                        for k in self.schema.bucket_keys]
+            for b, chunk in bucket_groups(bucket_ids(key_cols, self.num_buckets)):
                 buf = self._buffer(partition, values, b)
-                taken = part_rows.take(pa.array(chunk))
+                row_idx = chunk if idx is None else idx[chunk]
                 seq = np.arange(buf.next_seq, buf.next_seq + len(chunk), dtype=np.int64)
                 buf.next_seq += len(chunk)
-                buf.chunks.append((taken, seq, part_kinds[chunk]))
-                buf.nbytes += taken.nbytes
-                self._buffered += taken.nbytes
+                buf.chunks.append((rows, row_idx, seq, kinds[row_idx]))
+                size = int(bytes_per_row * len(chunk))
+                buf.nbytes += size
+                self._buffered += size
         if self._buffered > self._buffer_limit:
             self.flush()
 
@@ -166,17 +171,24 @@ class TableWrite:
     def _flush_bucket(self, buf: _BucketBuffer) -> None:
         if not buf.chunks:
             return
-        rows = pa.concat_tables([c[0] for c in buf.chunks])
-        seq = np.concatenate([c[1] for c in buf.chunks])
-        kinds = np.concatenate([c[2] for c in buf.chunks])
-        buf.chunks.clear()
+        chunks, buf.chunks = buf.chunks, []
         buf.nbytes = 0
+
+        def gather(name: str) -> pa.ChunkedArray:
+            taken = [rows.column(name).take(pa.array(idx)) for rows, idx, _, _ in chunks]
+            return pa.chunked_array([piece for col in taken for piece in col.chunks], type=taken[0].type)
+
+        seq = np.concatenate([c[2] for c in chunks])
+        kinds = np.concatenate([c[3] for c in chunks])
         opts = self.options
-        words = order_words([rows.column(f) for f in opts.sequence_fields], seq, kinds, opts.sequence_descending)
-        keep = sort_dedupe([rows.column(k) for k in self.schema.trimmed_primary_keys], words)
-        keep_arr = pa.array(keep)
-        merged = physical_table(rows.take(keep_arr), seq[keep], kinds[keep], self.schema)
+        words = order_words([gather(f) for f in opts.sequence_fields], seq, kinds, opts.sequence_descending)
+        keep = sort_dedupe([gather(k) for k in self.schema.trimmed_primary_keys], words)
+        if len(chunks) == 1:
+            rows, idx = chunks[0][0], chunks[0][1]
+            kept_rows = rows.take(pa.array(idx[keep]))
+        else:
+            kept_rows = pa.concat_tables([rows.take(pa.array(idx)) for rows, idx, _, _ in chunks]).take(pa.array(keep))
+        merged = physical_table(kept_rows, seq[keep], kinds[keep], self.schema)
         files = write_sorted_run(self.table.file_io, self.table.bucket_dir(buf.partition_values, buf.bucket),
                                  merged, self.schema, level=0)
         buf.files.extend(files)
-

@@ -99,6 +99,10 @@ def test_snapshot_json_has_required_keys(table):
         assert key in obj
     assert obj["version"] == 3 and obj["commitKind"] == "APPEND" and "logOffsets" not in obj
     assert _read(os.path.join(table.paths.snapshot_dir, "LATEST")).decode() == "1"
+    assert _read(os.path.join(table.paths.snapshot_dir, "EARLIEST")).decode() == "1"
+    table.write(pa.table({"dt": ["d"], "id": [2], "name": ["b"], "op": ["+I"]}))
+    assert _read(os.path.join(table.paths.snapshot_dir, "LATEST")).decode() == "2"
+    assert _read(os.path.join(table.paths.snapshot_dir, "EARLIEST")).decode() == "1"
 
 
 @pytest.mark.parametrize("value,type_,text", [

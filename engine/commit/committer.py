@@ -194,6 +194,8 @@ class Committer:
             return None
         try:
             t.snapshot_manager.write_latest_hint(new_id)
+            if new_id == 1:
+                t.snapshot_manager.write_earliest_hint(new_id)
         except StorageError:
             pass  # the hint is only a hint; readers fall back to listing
         return new_id

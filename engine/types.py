@@ -245,11 +245,3 @@ def parse_atomic(text: str) -> DataType:
         return DataType("TIMESTAMP_LTZ", nullable, precision=a if a is not None else 6)
     raise InvalidSchema(f"unsupported Paimon type {text!r}")
 
-
-# Convenient constructors (used by tests and callers that build types directly).
-def BIGINT(nullable: bool = True) -> DataType:  # noqa: N802
-    return DataType("BIGINT", nullable)
-
-
-def STRING(nullable: bool = True) -> DataType:  # noqa: N802
-    return DataType("VARCHAR", nullable, length=MAX_LEN)

@@ -122,8 +122,8 @@ def test_partition_escaping():
     assert escape_partition_component("plain-text_1.2") == "plain-text_1.2"
 
 
-def test_thin_mode_files_have_no_key_columns_and_read_back(tmp_path):
-    """Files without _KEY_* columns (thin mode, or pypaimon's native writer) are read with keys from the values."""
+def _thin_table(tmp_path):
+    """A data-file.thin-mode table with two upserts and a delete."""
     cat = Catalog(str(tmp_path / "wh"))
     cat.create_database("db")
     t = cat.create_table("db.thin", pa.schema([("id", pa.int64()), ("v", pa.string())]), primary_key=["id"],
@@ -131,6 +131,12 @@ def test_thin_mode_files_have_no_key_columns_and_read_back(tmp_path):
     t.write(pa.table({"id": [1, 2, 3], "v": ["a", "b", "c"]}))
     t.write(pa.table({"id": [2, 3, 4], "v": ["B", "C", "D"]}))
     t.delete(pa.table({"id": [1]}))
+    return t
+
+
+def test_thin_mode_files_have_no_key_columns_and_read_back(tmp_path):
+    """Files without _KEY_* columns (thin mode, or pypaimon's native writer) are read with keys from the values."""
+    t = _thin_table(tmp_path)
     for path in _data_files(t.root):
         assert pq.ParquetFile(path).schema_arrow.names == ["_SEQUENCE_NUMBER", "_VALUE_KIND", "id", "v"]
     assert sorted(t.read().to_pylist(), key=lambda r: r["id"]) == [
@@ -143,13 +149,7 @@ def test_thin_mode_files_have_no_key_columns_and_read_back(tmp_path):
 def test_pypaimon_reads_thin_mode_tables(tmp_path):
     from pypaimon import CatalogFactory
 
-    cat = Catalog(str(tmp_path / "wh"))
-    cat.create_database("db")
-    t = cat.create_table("db.thin", pa.schema([("id", pa.int64()), ("v", pa.string())]), primary_key=["id"],
-                         options={"bucket": "2", "data-file.thin-mode": "true"})
-    t.write(pa.table({"id": [1, 2, 3], "v": ["a", "b", "c"]}))
-    t.write(pa.table({"id": [2, 3, 4], "v": ["B", "C", "D"]}))
-    t.delete(pa.table({"id": [1]}))
+    t = _thin_table(tmp_path)
     pt = CatalogFactory.create({"warehouse": str(tmp_path / "wh")}).get_table("db.thin")
     rb = pt.new_read_builder()
     theirs = rb.new_read().to_arrow(rb.new_scan().plan().splits())

@@ -14,6 +14,13 @@ import pyarrow.compute as pc
 from kernels.keys import encode_keys
 from kernels.merge import merge_dedup, sort_indices
 
+# Column names of a *normalized run* (what SplitReader.read_file returns and merge_runs consumes): the primary key
+# as "__key_<k>" for each trimmed primary key, then _SEQUENCE_NUMBER, _VALUE_KIND, the sequence fields, then the
+# requested table columns. Each run is sorted by key with at most one record per key.
+KEY_COLUMN_PREFIX = "__key_"
+SEQUENCE_NUMBER = "_SEQUENCE_NUMBER"
+VALUE_KIND = "_VALUE_KIND"
+
 SIGN = np.uint64(1 << 63)
 
 
@@ -56,3 +63,60 @@ def merge_dedupe_runs(run_keys: Sequence[Sequence[pa.ChunkedArray]], run_words: 
     """K-way merge of sorted runs; global ids (into the runs' concatenation) of each key's newest record."""
     encoded = [encode_keys(list(cols)) for cols in run_keys]
     return merge_dedup(encoded, [np.ascontiguousarray(w) for w in run_words])
+
+
+def _is_retract(kinds: np.ndarray) -> np.ndarray:
+    return (kinds == 1) | (kinds == 3)
+
+
+def merge_runs(runs: Sequence[pa.Table], schema, *, drop_retracts: bool = True,
+               sorted_output: bool = False) -> pa.Table | None:
+    """Merge normalized sorted runs (see KEY_COLUMN_PREFIX) into one record per key, with the merge engine.
+
+    Guarantees: the result has the runs' columns; each key appears once, as the merged record with its row kind;
+    records whose merged kind is a retract (-U/-D) are dropped when ``drop_retracts``; rows are in ascending key
+    order when ``sorted_output`` (otherwise in no particular order). This is the one merge implementation shared by
+    reads and compaction. ``schema`` (a TableSchema) supplies the key, sequence fields and merge options.
+    Returns None when every run is empty.
+    """
+    key_names = list(schema.trimmed_primary_keys)
+    seq_fields = list(schema.table_options.sequence_fields)
+    descending = schema.table_options.sequence_descending
+    runs = [r for r in runs if r.num_rows]
+    if not runs:
+        return None
+    if len(runs) == 1 and not drop_retracts:
+        return runs[0]
+    winner_masks: list[np.ndarray | None] = [None] * len(runs)
+    winners = None
+    if len(runs) > 1:
+        # Order words are computed over all runs at once so rank-encoded (string) sequence fields compare
+        # across runs; then split back per run for the k-way merge.
+        both = pa.concat_tables([t.select(list(seq_fields) + [SEQUENCE_NUMBER, VALUE_KIND]) for t in runs])
+        words = order_words([both.column(c) for c in seq_fields], both.column(SEQUENCE_NUMBER).to_numpy(),
+                            both.column(VALUE_KIND).to_numpy(), descending)
+        bounds = np.cumsum([t.num_rows for t in runs])[:-1]
+        winners = merge_dedupe_runs([[t.column(KEY_COLUMN_PREFIX + k) for k in key_names] for t in runs],
+                                    np.split(words, bounds))
+        if not sorted_output:
+            is_winner = np.zeros(both.num_rows, dtype=bool)
+            is_winner[winners] = True
+            winner_masks = list(np.split(is_winner, bounds))
+    if sorted_output and winners is not None:
+        merged = pa.concat_tables(runs).combine_chunks().take(pa.array(winners))
+        if drop_retracts:
+            keep = ~_is_retract(merged.column(VALUE_KIND).to_numpy())
+            if not keep.all():
+                merged = merged.filter(pa.array(keep))
+        return merged
+    # Keep each run's winning rows with a filter per run: cheaper than gathering rows across runs (which would
+    # first combine the runs into one array).
+    parts = []
+    for table, winner in zip(runs, winner_masks):
+        keep = np.ones(table.num_rows, dtype=bool)
+        if drop_retracts:
+            keep &= ~_is_retract(table.column(VALUE_KIND).to_numpy())
+        if winner is not None:
+            keep &= winner
+        parts.append(table if keep.all() else table.filter(pa.array(keep)))
+    return pa.concat_tables(parts)

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from engine.errors import CorruptFile
 from engine.io.file_io import FileIO
-from engine.merge import merge_dedupe_runs, order_words
+from engine.merge import KEY_COLUMN_PREFIX, merge_runs
 from engine.meta import binary_row
 from engine.meta.data_file import DataFileMeta
 from engine.read.scan import Split
@@ -86,7 +85,7 @@ class SplitReader:
             src = KEY_FIELD_PREFIX + k if KEY_FIELD_PREFIX + k in raw.column_names else k
             if src not in raw.column_names:
                 raise CorruptFile(path, f"has neither {KEY_FIELD_PREFIX + k} nor {k}")
-            out["__key_" + k] = raw.column(src)
+            out[KEY_COLUMN_PREFIX + k] = raw.column(src)
         for sys_col in (SEQUENCE_NUMBER, VALUE_KIND):
             if sys_col not in raw.column_names:
                 raise CorruptFile(path, f"has no {sys_col} column")
@@ -117,33 +116,12 @@ class SplitReader:
         return runs
 
     def read(self, split: Split, columns: list[str]) -> pa.Table:
-        """Merged live rows of the split, in no particular order."""
-        runs = self.runs(split)
-        tables = [pa.concat_tables([self.read_file(split, f, columns) for f in run]) for run in runs]
-        winner_masks: list[np.ndarray | None] = [None]
-        if len(tables) > 1:
-            # Order words are computed over all runs at once so rank-encoded (string) sequence fields compare
-            # across runs; then split back per run for the k-way merge.
-            both = pa.concat_tables([t.select(self.seq_fields + [SEQUENCE_NUMBER, VALUE_KIND]) for t in tables])
-            words = order_words([both.column(c) for c in self.seq_fields], both.column(SEQUENCE_NUMBER).to_numpy(),
-                                both.column(VALUE_KIND).to_numpy(), self.descending)
-            bounds = np.cumsum([t.num_rows for t in tables])[:-1]
-            winners = merge_dedupe_runs([[t.column("__key_" + k) for k in self.key_names] for t in tables],
-                                        np.split(words, bounds))
-            is_winner = np.zeros(both.num_rows, dtype=bool)
-            is_winner[winners] = True
-            winner_masks = np.split(is_winner, bounds)
-        # Keep each run's winning, non-retract rows with a filter per run: cheaper than gathering rows across
-        # runs (which would first combine the runs into one array).
-        parts = []
-        for table, winner in zip(tables, winner_masks):
-            kinds = table.column(VALUE_KIND).to_numpy()
-            keep = (kinds != 1) & (kinds != 3)
-            if winner is not None:
-                keep &= winner
-            projected = table.select(list(columns))
-            parts.append(projected if keep.all() else projected.filter(pa.array(keep)))
-        return pa.concat_tables(parts)
+        """Merged live rows of the split projected to ``columns``, in no particular order."""
+        tables = [pa.concat_tables([self.read_file(split, f, columns) for f in run]) for run in self.runs(split)]
+        merged = merge_runs(tables, self.schema)
+        if merged is None:
+            return self.schema.arrow_schema.empty_table().select(list(columns))
+        return merged.select(list(columns))
 
 
 def _sort_key(values: list):

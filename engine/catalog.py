@@ -110,9 +110,15 @@ class Catalog:
         return Table(identifier, root, self.io)
 
     def get_table(self, identifier: str):
-        """Raises TableNotFound if no schema exists for the table."""
+        """The table ``db.t``, or its system table ``db.t$<kind>`` (engine.system_tables).
+
+        Raises TableNotFound if no schema exists for the table or the system table kind is unknown."""
         from engine.table import Table
 
+        if "$" in identifier:
+            from engine.system_tables import split_system_name, system_table
+            base, kind = split_system_name(identifier)
+            return system_table(self.get_table(base), kind)
         root = self.table_path(identifier)
         if not SchemaManager(self.io, TablePaths(root), identifier).ids():
             raise TableNotFound(identifier)

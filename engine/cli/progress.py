@@ -1,0 +1,45 @@
+"""Progress bars for long commands (rich): bytes read, rows, and their rates; silent when disabled."""
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+
+from rich.console import Console
+from rich.progress import (BarColumn, DownloadColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn,
+                           TransferSpeedColumn)
+from rich.text import Text
+
+
+class RowsColumn(ProgressColumn):
+    """``1,234,567 rows (456,789 rows/s)``."""
+
+    def render(self, task) -> Text:
+        rows = int(task.fields.get("rows", 0))
+        elapsed = task.elapsed or 0.0
+        rate = f" ({rows / elapsed:,.0f} rows/s)" if elapsed > 0 else ""
+        return Text(f"{rows:,} rows{rate}")
+
+
+@contextmanager
+def ingest_progress(console: Console, total_bytes: int, enabled: bool):
+    """Yield ``report(rows=, bytes=, file=)`` that advances a bar over ``total_bytes``; a no-op when not
+    ``enabled`` (e.g. stdout is not a terminal)."""
+    if not enabled:
+        yield lambda **kw: None
+        return
+    columns = [TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+               RowsColumn(), TimeElapsedColumn()]
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task("ingest", total=total_bytes, rows=0)
+        state = {"rows": 0, "last": 0.0}
+
+        def report(rows: int = 0, bytes: int = 0, file: str | None = None) -> None:
+            state["rows"] += rows
+            desc = f"ingest {file.rsplit('/', 1)[-1]}" if file else "ingest"
+            progress.update(task, advance=bytes, rows=state["rows"], description=desc)
+            now = time.monotonic()
+            if now - state["last"] > 0.1:
+                state["last"] = now
+                progress.refresh()
+
+        yield report

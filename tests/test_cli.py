@@ -1,0 +1,237 @@
+"""The ``lakemerge`` command line through click's CliRunner: output, exit codes (0/1/2), --json."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from engine.cli import cli
+from engine.cli.where import combine, parse_where
+from engine.errors import InvalidInput
+from tests.conftest import list_files
+
+SCHEMA = "dt STRING, id BIGINT, name STRING, amount DECIMAL(10, 2)"
+
+
+@pytest.fixture
+def run(warehouse):
+    runner = CliRunner()
+
+    def invoke(*args, env_warehouse=True):
+        env = {"LAKEMERGE_WAREHOUSE": warehouse} if env_warehouse else {"LAKEMERGE_WAREHOUSE": None}
+        return runner.invoke(cli, list(args), env=env, catch_exceptions=False)
+    return invoke
+
+
+@pytest.fixture
+def orders(run):
+    r = run("create", "db.orders", "--schema", SCHEMA, "-k", "dt,id", "-p", "dt", "--bucket", "2")
+    assert r.exit_code == 0, r.output
+    return "db.orders"
+
+
+def _json(result):
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    return json.loads(result.stdout)
+
+
+def _rows(run, table, *extra):
+    rows = _json(run("show", table, "--json", "--limit", "0", *extra))
+    return sorted((r["dt"], r["id"], r["name"], r["amount"]) for r in rows)
+
+
+def test_create_prints_definition_and_schema_json(run, orders, warehouse):
+    info = _json(run("schema", orders, "--json"))
+    assert info["primary_keys"] == ["dt", "id"] and info["partition_keys"] == ["dt"]
+    assert [(f["name"], f["type"], f["nullable"]) for f in info["fields"]] == [
+        ("dt", "STRING", False), ("id", "BIGINT", False), ("name", "STRING", True),
+        ("amount", "DECIMAL(10, 2)", True)]
+    assert info["options"] == {"bucket": "2"}
+    again = run("create", orders, "--schema", SCHEMA, "-k", "dt,id", "-p", "dt", "--bucket", "2")
+    assert again.exit_code == 1 and "already exists" in again.stderr
+    same = run("create", orders, "--schema", SCHEMA, "-k", "dt,id", "--bucket", "2", "--if-not-exists", "--json")
+    assert _json(same)["created"] is False
+    human = run("schema", orders)
+    assert "DECIMAL(10, 2)" in human.stdout and "partition, primary key" in human.stdout
+
+
+def test_create_like_file_and_options(run, tmp_path):
+    path = str(tmp_path / "sample.parquet")
+    pq.write_table(pa.table({"k": pa.array([1], pa.int32()), "v": ["x"]}), path)
+    info = _json(run("create", "db.t2", "--like", path, "-k", "k", "-o", "bucket=3", "-o", "file.compression=zstd",
+                     "--json"))
+    assert info["columns"] == ["k INT", "v STRING"]
+    assert _json(run("options", "db.t2", "--json")) == {"bucket": "3", "file.compression": "zstd"}
+
+
+def test_create_usage_errors_exit_2(run):
+    assert run("create", "db.x", "-k", "id").exit_code == 2  # neither --schema nor --like
+    assert run("create", "db.x", "--schema", "id BIGINT", "-k", "id", "-o", "novalue").exit_code == 2
+    bad_type = run("create", "db.x", "--schema", "id BIGNUM", "-k", "id", "--bucket", "1")
+    assert bad_type.exit_code == 1 and "column 'id'" in bad_type.stderr
+
+
+def test_ingest_parquet_csv_jsonl_in_one_commit(run, orders, tmp_path):
+    pq.write_table(pa.table({"dt": ["2024-01-01", "2024-01-02", "2024-01-01"], "id": [1, 2, 3],
+                             "name": ["a", "b", "c"], "amount": [1.5, 2.25, 3.0]}), tmp_path / "a.parquet")
+    pacsv.write_csv(pa.table({"dt": ["2024-01-01"], "id": [1], "name": ["A"], "amount": ["9.99"]}),
+                    tmp_path / "b.csv")
+    (tmp_path / "c.jsonl").write_text('{"dt": "2024-01-02", "id": 4, "name": "d", "amount": 4}\n'
+                                      '{"dt": "2024-01-02", "id": 5, "name": null, "amount": 0.5}\n')
+    out = _json(run("ingest", orders, str(tmp_path / "a.parquet"), str(tmp_path / "b.csv"),
+                    str(tmp_path / "c.jsonl"), "--json"))
+    assert out["snapshot_id"] == 1 and out["rows"] == 6 and out["files"] == 3
+    assert out["bytes"] == sum(os.path.getsize(tmp_path / n) for n in ("a.parquet", "b.csv", "c.jsonl"))
+    assert _rows(run, orders) == [("2024-01-01", 1, "A", "9.99"), ("2024-01-01", 3, "c", "3.00"),
+                                  ("2024-01-02", 2, "b", "2.25"), ("2024-01-02", 4, "d", "4.00"),
+                                  ("2024-01-02", 5, None, "0.50")]
+    human = run("ingest", orders, str(tmp_path / "b.csv"))
+    assert human.exit_code == 0 and "ingested 1 rows from 1 file(s)" in human.stdout and "snapshot 2" in human.stdout
+
+
+def test_ingest_row_kind_column_and_delete(run, orders, tmp_path):
+    (tmp_path / "base.jsonl").write_text("".join(
+        json.dumps({"dt": "2024-01-01", "id": i, "name": f"n{i}", "amount": i}) + "\n" for i in range(4)))
+    assert run("ingest", orders, str(tmp_path / "base.jsonl")).exit_code == 0
+    (tmp_path / "cdc.csv").write_text("op,dt,id,name,amount\n-D,2024-01-01,0,n0,0\n-U,2024-01-01,1,n1,1\n"
+                                      "+U,2024-01-01,1,new,10.5\n+I,2024-01-01,9,n9,9\n")
+    assert run("ingest", orders, str(tmp_path / "cdc.csv"), "--row-kind-column", "op").exit_code == 0
+    assert _rows(run, orders) == [("2024-01-01", 1, "new", "10.50"), ("2024-01-01", 2, "n2", "2.00"),
+                                  ("2024-01-01", 3, "n3", "3.00"), ("2024-01-01", 9, "n9", "9.00")]
+    (tmp_path / "keys.csv").write_text("dt,id\n2024-01-01,2\n2024-01-01,3\n")
+    assert run("ingest", orders, str(tmp_path / "keys.csv"), "--delete").exit_code == 0
+    assert [r[1] for r in _rows(run, orders)] == [1, 9]
+
+
+def test_ingest_bad_row_commits_nothing(run, orders, tmp_path, warehouse):
+    (tmp_path / "good.csv").write_text("dt,id,name,amount\n2024-01-01,1,a,1\n")
+    (tmp_path / "bad.csv").write_text("dt,id,name,amount\n2024-01-01,,b,2\n")  # null primary key
+    before = list_files(warehouse)
+    r = run("ingest", orders, str(tmp_path / "good.csv"), str(tmp_path / "bad.csv"))
+    assert r.exit_code == 1
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "bad.csv" in lines[0] and "'id'" in lines[0]
+    assert "Traceback" not in r.stderr
+    assert list_files(warehouse) == before  # no snapshot, no data file left behind
+    unknown = run("ingest", orders, str(tmp_path / "good.csv"), "--row-kind-column", "op")
+    assert unknown.exit_code == 1 and "row-kind column 'op'" in unknown.stderr
+    (tmp_path / "data.xyz").write_text("x")
+    assert "--format" in run("ingest", orders, str(tmp_path / "data.xyz")).stderr
+    assert run("ingest", orders, str(tmp_path / "missing.csv")).exit_code == 2
+
+
+def test_show_where_limit_snapshot_columns(run, orders, tmp_path):
+    (tmp_path / "a.jsonl").write_text("".join(
+        json.dumps({"dt": f"2024-01-0{1 + i % 2}", "id": i, "name": f"n{i}", "amount": i}) + "\n"
+        for i in range(10)))
+    run("ingest", orders, str(tmp_path / "a.jsonl"))
+    (tmp_path / "b.jsonl").write_text(json.dumps({"dt": "2024-01-01", "id": 0, "name": "changed", "amount": 1}))
+    run("ingest", orders, str(tmp_path / "b.jsonl"))
+    assert [r[1] for r in _rows(run, orders, "--where", "dt = '2024-01-02' AND id >= 5")] == [5, 7, 9]
+    assert sorted(r[1] for r in _rows(run, orders, "--where", "id IN (1, 2) OR name = 'changed'")) == [0, 1, 2]
+    assert [r[1] for r in _rows(run, orders, "--where", "id < 4", "--where", "dt = 2024-01-01")] == [0, 2]
+    assert [r for r in _rows(run, orders, "--snapshot", "1") if r[1] == 0][0][2] == "n0"
+    assert [r for r in _rows(run, orders) if r[1] == 0][0][2] == "changed"
+    limited = run("show", orders, "--limit", "3")
+    assert limited.exit_code == 0 and "3 of 10 rows shown" in limited.stdout
+    cols = _json(run("show", orders, "--columns", "id,name", "--limit", "2", "--json"))
+    assert len(cols) == 2 and set(cols[0]) == {"id", "name"}
+    bad = run("show", orders, "--where", "nope = 1")
+    assert bad.exit_code == 1 and "'nope'" in bad.stderr
+    assert run("show", orders, "--snapshot", "9").exit_code == 1
+
+
+def test_metadata_commands(run, orders, tmp_path):
+    (tmp_path / "a.csv").write_text("dt,id,name,amount\n2024-01-01,1,a,1\n2024-01-02,2,b,2\n")
+    run("ingest", orders, str(tmp_path / "a.csv"))
+    run("ingest", orders, str(tmp_path / "a.csv"))
+    snaps = _json(run("snapshots", orders, "--json"))
+    assert [s["snapshot_id"] for s in snaps] == [1, 2] and snaps[0]["commit_kind"] == "APPEND"
+    assert snaps[1]["total_record_count"] == 4 and snaps[1]["delta_record_count"] == 2
+    files = _json(run("files", orders, "--json"))
+    assert len(files) == 4 and {f["partition"] for f in files} == {"{2024-01-01}", "{2024-01-02}"}
+    assert all(os.path.isfile(f["file_path"]) for f in files)
+    assert len(_json(run("files", orders, "--snapshot", "1", "--json"))) == 2
+    human = run("snapshots", orders)
+    assert human.exit_code == 0 and "APPEND" in human.stdout and "2 rows" in human.stdout
+    sys_rows = _json(run("show", f"{orders}$snapshots", "--json"))
+    assert [s["snapshot_id"] for s in sys_rows] == [1, 2]
+    assert run("show", f"{orders}$nope").exit_code == 1
+    assert run("files", f"{orders}$files").exit_code == 1
+
+
+def test_errors_are_one_line_unless_debug(run, warehouse):
+    r = run("show", "db.missing")
+    assert r.exit_code == 1 and r.stderr.strip().splitlines() == [f"error: warehouse {warehouse!r} does not exist"]
+    os.makedirs(warehouse)
+    r = run("show", "db.missing")
+    assert r.exit_code == 1 and r.stderr.strip().splitlines() == ["error: table 'db.missing' does not exist"]
+    assert "Traceback" not in r.stderr
+    r = run("show", "db.missing", "--debug")
+    assert r.exit_code == 1 and "Traceback" in r.stderr and "TableNotFound" in r.stderr
+    assert run("show", "not-a-name").exit_code == 1
+    assert run("show").exit_code == 2
+    assert run("no-such-command").exit_code == 2
+    assert run("show", "db.t", env_warehouse=False).exit_code == 2  # --warehouse is required
+
+
+def test_warehouse_option_overrides_environment(run, tmp_path):
+    other = str(tmp_path / "other")
+    r = run("create", "db.t", "--schema", "id BIGINT", "-k", "id", "--bucket", "1", "-w", other)
+    assert r.exit_code == 0 and os.path.isdir(os.path.join(other, "db.db", "t"))
+    assert run("schema", "db.t").exit_code == 1  # not in the environment's warehouse
+
+
+def test_where_parser():
+    assert parse_where("a = 1 AND b != 'x''y' OR c IN (1, 2.5, \"z\")") == [
+        [("a", "=", 1), ("b", "!=", "x'y")], [("c", "in", (1, 2.5, "z"))]]
+    assert parse_where("d not in (true) and e <> bare-word") == [[("d", "not in", (True,)), ("e", "!=", "bare-word")]]
+    assert combine(["a = 1 OR b = 2", "c = 3"]) == [[("a", "=", 1), ("c", "=", 3)], [("b", "=", 2), ("c", "=", 3)]]
+    for bad in ("", "a", "a = ", "a IN 1", "a = 1 b = 2", "= 1", "a NOT = 1", "a IN (1"):
+        with pytest.raises(InvalidInput):
+            parse_where(bad)
+
+
+def test_demo_engine_only_json(run, tmp_path):
+    wh = str(tmp_path / "demo")
+    r = run("demo", "--no-spark", "--rows", "400", "--commits", "2", "-w", wh, "--json")
+    assert r.exit_code == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["mode"] == "engine" and out["commits"] == 2 and out["latest_snapshot_id"] == 2
+    # commit 1: ids 0..99; commit 2: ids 100..199 new, 100 updates of old ids, 4 old ids deleted
+    assert out["first_snapshot_rows"] == 100 and out["live_rows"] == 196 and out["change_rows"] == 304
+    assert "commit 2: snapshot 2" in r.stderr
+
+
+def test_demo_falls_back_when_spark_demo_cannot_be_imported(run, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "spark_glue.demo", None)  # import raises ImportError
+    r = run("demo", "--rows", "100", "--commits", "1", "-w", str(tmp_path / "demo"))
+    assert r.exit_code == 0, r.stderr
+    assert "running the engine-only demo" in r.stdout and "merged read:" in r.stdout
+
+
+def test_demo_calls_spark_run_demo_when_importable(run, tmp_path, monkeypatch):
+    import types
+    calls = []
+    fake = types.ModuleType("spark_glue.demo")
+
+    def run_demo(warehouse, rows, commits, echo=print):
+        calls.append((warehouse, rows, commits))
+        echo("spark job ran")
+        return {"live_rows": 7}
+    fake.run_demo = run_demo
+    monkeypatch.setitem(sys.modules, "spark_glue.demo", fake)
+    wh = str(tmp_path / "w")
+    out = _json(run("demo", "--rows", "10", "--commits", "2", "-w", wh, "--json"))
+    assert calls == [(wh, 10, 2)] and out == {"live_rows": 7, "mode": "spark", "warehouse": wh}
+
+
+def test_bench_delegates_to_benchmarks_module(run):
+    assert run("bench", "--help").exit_code == 0
+    assert run("bench", "no-such-benchmark").exit_code == 2  # argparse usage error from python -m benchmarks

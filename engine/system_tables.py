@@ -8,9 +8,10 @@ are named and typed as Paimon's system table of that name (Java ``org.apache.pai
 * ``$files``, ``$manifests``, ``$partitions``, ``$buckets``: the live state of one snapshot (default: latest;
   ``read(snapshot_id=N)`` travels in time as Paimon's ``scan.snapshot-id`` does).
 
-Conventions taken from Paimon: timestamps are ``TIMESTAMP(3)`` in the local time zone (tz-naive ``ms``); row-valued
-cells (partitions of ``$files``/``$buckets``, keys, stats) are rendered as Java renders them (``{2024-01-01, 3}``,
-``[42]``, ``{amount=0, id=0}``); ``$schemas`` holds compact JSON. Rows come sorted by their natural key.
+Conventions taken from Paimon: timestamps are ``TIMESTAMP(3)`` in the local time zone (tz-naive ``ms``); in
+``$files`` the partition, keys and stats are rendered as Java renders them (``{2024-01-01, 3}``, ``[42]``,
+``{amount=0, id=0}``), ``$partitions`` and ``$buckets`` show partitions as ``dt=2024-01-01/h=3``; ``$schemas``
+holds compact JSON. Rows come sorted by their natural key.
 Everything here only reads; a damaged metadata file raises ``CorruptFile`` naming it.
 """
 from __future__ import annotations
@@ -49,7 +50,8 @@ SNAPSHOTS_SCHEMA = pa.schema([
     _f("commit_time", _TS, False), _f("base_manifest_list", pa.string(), False),
     _f("delta_manifest_list", pa.string(), False), _f("changelog_manifest_list", pa.string()),
     _f("total_record_count", pa.int64()), _f("delta_record_count", pa.int64()),
-    _f("changelog_record_count", pa.int64()), _f("watermark", pa.int64()),
+    _f("changelog_record_count", pa.int64()), _f("watermark", pa.int64()), _f("next_row_id", pa.int64()),
+    _f("writer_version", pa.string()),
 ])
 SCHEMAS_SCHEMA = pa.schema([
     _f("schema_id", pa.int64(), False), _f("fields", pa.string(), False), _f("partition_keys", pa.string(), False),
@@ -78,7 +80,7 @@ PARTITIONS_SCHEMA = pa.schema([
     _f("file_size_in_bytes", pa.int64(), False), _f("file_count", pa.int64(), False),
     _f("last_update_time", _TS), _f("created_at", _TS), _f("created_by", pa.string()),
     _f("updated_by", pa.string()), _f("options", pa.string()), _f("total_buckets", pa.int32(), False),
-    _f("done", pa.bool_(), False),
+    _f("done", pa.bool_(), False), _f("deleted_record_count", pa.int64()),
 ])
 BUCKETS_SCHEMA = pa.schema([
     _f("partition", pa.string()), _f("bucket", pa.int32(), False), _f("record_count", pa.int64(), False),
@@ -233,6 +235,7 @@ def _snapshots(table) -> list[dict]:
         "delta_manifest_list": s.delta_manifest_list, "changelog_manifest_list": s.changelog_manifest_list,
         "total_record_count": s.total_record_count, "delta_record_count": s.delta_record_count,
         "changelog_record_count": s.changelog_record_count, "watermark": s.watermark,
+        "next_row_id": s.next_row_id, "writer_version": s.writer_version,
     } for s in table.snapshots()]
 
 
@@ -443,8 +446,10 @@ def _aggregate(table, snapshot: Snapshot | None, by_bucket: bool) -> dict:
     for e in table.manifests.live_entries(snapshot):
         key = (e.partition, e.bucket) if by_bucket else e.partition
         g = groups.setdefault(key, {"record_count": 0, "file_size_in_bytes": 0, "file_count": 0,
-                                    "last": None, "total_buckets": e.total_buckets})
+                                    "last": None, "total_buckets": e.total_buckets, "deleted": 0})
         g["record_count"] += e.file.row_count
+        deleted = e.file.delete_row_count
+        g["deleted"] = None if deleted is None or g["deleted"] is None else g["deleted"] + deleted
         g["file_size_in_bytes"] += e.file.file_size
         g["file_count"] += 1
         t = e.file.creation_time_millis
@@ -461,7 +466,7 @@ def _partitions(table, snapshot: Snapshot | None) -> list[dict]:
                     "record_count": g["record_count"], "file_size_in_bytes": g["file_size_in_bytes"],
                     "file_count": g["file_count"], "last_update_time": wall_clock(g["last"]),
                     "created_at": None, "created_by": None, "updated_by": None, "options": None,
-                    "total_buckets": g["total_buckets"], "done": False})
+                    "total_buckets": g["total_buckets"], "done": False, "deleted_record_count": g["deleted"]})
     out.sort(key=lambda r: r["partition"])
     return out
 
@@ -470,7 +475,8 @@ def _buckets(table, snapshot: Snapshot | None) -> list[dict]:
     cache: dict = {}
     out = []
     for (partition, bucket), g in _aggregate(table, snapshot, by_bucket=True).items():
-        out.append({"partition": row_text(_partition_values(table, partition, cache)), "bucket": bucket,
+        out.append({"partition": _partition_path_text(table, _partition_values(table, partition, cache)),
+                    "bucket": bucket,
                     "record_count": g["record_count"], "file_size_in_bytes": g["file_size_in_bytes"],
                     "file_count": g["file_count"], "last_update_time": wall_clock(g["last"])})
     out.sort(key=lambda r: (r["partition"], r["bucket"]))

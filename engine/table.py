@@ -148,11 +148,13 @@ class Table:
             result = result.filter(pred.to_expression(dnf))
         return result.select(out_cols)
 
-    def to_arrow(self, snapshot_id: int | None = None) -> pa.Table:
-        return self.read(snapshot_id)
+    def to_arrow(self, snapshot_id: int | None = None, columns: Sequence[str] | None = None, filter=None) -> pa.Table:
+        """Same as ``read``: the merged rows as one Arrow table."""
+        return self.read(snapshot_id, columns, filter)
 
-    def to_pandas(self, snapshot_id: int | None = None):
-        return self.read(snapshot_id).to_pandas()
+    def to_pandas(self, snapshot_id: int | None = None, columns: Sequence[str] | None = None, filter=None):
+        """``read(...)`` as a pandas DataFrame (needs pandas)."""
+        return self.read(snapshot_id, columns, filter).to_pandas()
 
     def lookup(self, keys, snapshot_id: int | None = None, columns: Sequence[str] | None = None) -> pa.Table:
         """Rows for the given primary keys at a snapshot; keys that do not exist are absent from the result."""
@@ -166,3 +168,24 @@ class Table:
         with ThreadPoolExecutor(max_workers=min(len(items), os.cpu_count() or 2)) as pool:
             return list(pool.map(fn, items))
 
+    # --- Arrow ecosystem (issue 8) ------------------------------------------------------------------
+    def to_reader(self, snapshot_id: int | None = None, columns: Sequence[str] | None = None, filter=None, *,
+                  batch_size: int | None = None) -> pa.RecordBatchReader:
+        """The merged rows as a ``pyarrow.RecordBatchReader`` that reads one bucket of one partition at a time
+        (bounded memory); usable by DuckDB, Polars, DataFusion... The snapshot is pinned when this is called.
+        Raises like ``read`` (data-file errors surface while iterating). See engine.read.stream."""
+        from engine.read.stream import batch_reader
+        return batch_reader(self, snapshot_id, columns, filter, batch_size)
+
+    def to_batches(self, snapshot_id: int | None = None, columns: Sequence[str] | None = None, filter=None, *,
+                   batch_size: int | None = None):
+        """Iterator of ``pa.RecordBatch`` over the merged rows, streamed like ``to_reader``."""
+        return iter(self.to_reader(snapshot_id, columns, filter, batch_size=batch_size))
+
+    def to_polars(self, snapshot_id: int | None = None, columns: Sequence[str] | None = None, filter=None):
+        """``read(...)`` as a polars DataFrame. Raises ImportError naming polars if it is not installed."""
+        try:
+            import polars as pl
+        except ImportError:
+            raise ImportError("Table.to_polars needs polars (pip install 'lakemerge[dataframes]')") from None
+        return pl.from_arrow(self.read(snapshot_id, columns, filter))

@@ -20,7 +20,7 @@ import datetime as dt
 import decimal
 import json
 import os
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import pyarrow as pa
 

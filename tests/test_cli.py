@@ -235,3 +235,29 @@ def test_demo_calls_spark_run_demo_when_importable(run, tmp_path, monkeypatch):
 def test_bench_delegates_to_benchmarks_module(run):
     assert run("bench", "--help").exit_code == 0
     assert run("bench", "no-such-benchmark").exit_code == 2  # argparse usage error from python -m benchmarks
+
+
+def test_main_returns_exit_codes(warehouse, capsys):
+    from engine.cli import main
+
+    assert main(["--help"]) == 0
+    assert main(["show"]) == 2
+    os.makedirs(warehouse)
+    assert main(["show", "db.nope", "-w", warehouse]) == 1
+    assert capsys.readouterr().err.strip().endswith("error: table 'db.nope' does not exist")
+
+
+def test_progress_only_when_asked_off_a_terminal(run, orders, tmp_path):
+    (tmp_path / "a.csv").write_text("dt,id,name,amount\n2024-01-01,1,a,1\n2024-01-01,2,b,2\n")
+    quiet = run("ingest", orders, str(tmp_path / "a.csv"))
+    assert quiet.exit_code == 0 and quiet.stderr == ""
+    shown = run("ingest", orders, str(tmp_path / "a.csv"), "--progress")
+    assert shown.exit_code == 0 and "2 rows" in shown.stderr and "bytes" in shown.stderr
+
+
+def test_importing_the_cli_does_not_import_pyspark():
+    import subprocess
+    code = ("import sys, engine, engine.cli, engine.cli.demo, engine.system_tables, engine.read.stream; "
+            "sys.exit(1 if 'pyspark' in sys.modules else 0)")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    assert subprocess.run([sys.executable, "-c", code], cwd=root).returncode == 0

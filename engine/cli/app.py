@@ -44,11 +44,14 @@ def _set_debug(ctx: click.Context, _param, value: bool) -> None:
 
 
 def debug_option(f):
+    """``--debug`` (or LAKEMERGE_DEBUG): print the traceback of an error as well as its one-line message."""
     return click.option("--debug", is_flag=True, expose_value=False, is_eager=True, callback=_set_debug,
                         envvar="LAKEMERGE_DEBUG", help="Print tracebacks of errors.")(f)
 
 
 def warehouse_option(required: bool = True):
+    """``--warehouse``/``-w`` PATH, defaulting to LAKEMERGE_WAREHOUSE; a usage error (exit 2) if required and
+    missing."""
     def wrap(f):
         return click.option("--warehouse", "-w", envvar="LAKEMERGE_WAREHOUSE", required=required,
                             metavar="PATH", help="Warehouse directory (or set LAKEMERGE_WAREHOUSE).")(f)
@@ -56,10 +59,12 @@ def warehouse_option(required: bool = True):
 
 
 def json_option(f):
+    """``--json``: print one JSON document on stdout instead of a rich table."""
     return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts instead of a table.")(f)
 
 
 def table_argument(f):
+    """The ``DB.TABLE`` argument."""
     return click.argument("table", metavar="DB.TABLE")(f)
 
 
@@ -74,8 +79,9 @@ def open_table(warehouse: str, name: str):
 
 
 def _system(warehouse: str, name: str, kind: str):
-    from engine.system_tables import system_table
+    """System table ``kind`` of the data table ``name``; InvalidInput if ``name`` is itself a system table."""
     from engine.errors import InvalidInput
+    from engine.system_tables import system_table
 
     if "$" in name:
         raise InvalidInput(f"{name!r}: give the data table's name, not a system table")

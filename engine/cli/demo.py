@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa

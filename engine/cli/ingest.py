@@ -10,8 +10,8 @@ from __future__ import annotations
 import io
 import os
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 import pyarrow as pa
 
@@ -73,7 +73,7 @@ def _parquet(path: str, on_bytes) -> Iterator[pa.Table]:
 
 
 def _csv(path: str, types: dict[str, pa.DataType], on_bytes) -> Iterator[pa.Table]:
-    import pyarrow.csv as csv
+    from pyarrow import csv
 
     delimiter = "\t" if path.lower().endswith(".tsv") else ","
     with open(path, "rb") as fh:

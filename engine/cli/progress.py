@@ -5,8 +5,15 @@ import time
 from contextlib import contextmanager
 
 from rich.console import Console
-from rich.progress import (BarColumn, DownloadColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn,
-                           TransferSpeedColumn)
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    ProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TransferSpeedColumn,
+)
 from rich.text import Text
 
 

@@ -64,12 +64,9 @@ def print_arrow(console: Console, table: pa.Table, *, title: str | None = None,
     """Print ``table`` as a rich table, then a line with the row count (``total_rows`` if the table is a
     preview of a larger result)."""
     out = RichTable(title=title, show_lines=False, header_style="bold")
-    numeric = set()
     for field in table.schema:
-        justify = "left"
-        if pa.types.is_integer(field.type) or pa.types.is_floating(field.type) or pa.types.is_decimal(field.type):
-            justify = "right"
-            numeric.add(field.name)
+        numeric = pa.types.is_integer(field.type) or pa.types.is_floating(field.type) or pa.types.is_decimal(field.type)
+        justify = "right" if numeric else "left"
         out.add_column(field.name, justify=justify, overflow="fold")
     for row in table.to_pylist():
         out.add_row(*(cell_text(row[name]) for name in table.column_names))

@@ -53,6 +53,7 @@ def arrow_schema_of_file(path: str, fmt: str | None = None) -> pa.Schema:
     fmt = detect_format(path, fmt)
     if fmt == "parquet":
         import pyarrow.parquet as pq
+
         from engine.errors import InvalidInput
         try:
             return pq.ParquetFile(path).schema_arrow

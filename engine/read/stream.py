@@ -9,7 +9,7 @@ the reader's ``read_next_batch``/iteration.
 """
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 

@@ -139,7 +139,10 @@ def test_show_where_limit_snapshot_columns(run, orders, tmp_path):
     assert [r for r in _rows(run, orders, "--snapshot", "1") if r[1] == 0][0][2] == "n0"
     assert [r for r in _rows(run, orders) if r[1] == 0][0][2] == "changed"
     limited = run("show", orders, "--limit", "3")
-    assert limited.exit_code == 0 and "3 of 10 rows shown" in limited.stdout
+    assert limited.exit_code == 0 and "first 3 rows shown; there are more" in limited.stdout
+    assert "10 rows" in run("show", orders, "--limit", "10").stdout
+    assert "2 of 2 rows" not in run("show", f"{orders}$snapshots", "--limit", "1").stdout
+    assert "1 of 2 rows shown" in run("show", f"{orders}$snapshots", "--limit", "1").stdout
     cols = _json(run("show", orders, "--columns", "id,name", "--limit", "2", "--json"))
     assert len(cols) == 2 and set(cols[0]) == {"id", "name"}
     bad = run("show", orders, "--where", "nope = 1")
@@ -261,3 +264,18 @@ def test_importing_the_cli_does_not_import_pyspark():
             "sys.exit(1 if 'pyspark' in sys.modules else 0)")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     assert subprocess.run([sys.executable, "-c", code], cwd=root).returncode == 0
+
+
+def test_show_with_limit_stops_reading_early(run, orders, tmp_path, monkeypatch):
+    from engine.read.split_read import SplitReader
+
+    (tmp_path / "a.csv").write_text("dt,id,name,amount\n" + "".join(
+        f"2024-01-0{1 + i % 2},{i},n{i},{i}\n" for i in range(40)))
+    run("ingest", orders, str(tmp_path / "a.csv"))
+    calls = []
+    original = SplitReader.read
+    monkeypatch.setattr(SplitReader, "read", lambda self, sp, cols: calls.append(sp) or original(self, sp, cols))
+    assert "first 1 rows shown" in run("show", orders, "--limit", "1").stdout
+    assert len(calls) == 1  # 4 splits (2 partitions x 2 buckets); the first one answers
+    calls.clear()
+    assert "40 rows" in run("show", orders, "--limit", "0").stdout and len(calls) == 4

@@ -89,12 +89,14 @@ def _system(warehouse: str, name: str, kind: str):
 
 
 def _emit(table, as_json: bool, *, title: str | None = None, columns: list[str] | None = None,
-          total_rows: int | None = None) -> None:
+          total_rows: int | None = None, truncated: bool = False) -> None:
+    """Print rows: a JSON array of objects (all columns) with ``as_json``, else a rich table of ``columns``."""
     console = make_console()
     if as_json:
         click.echo(to_json(table.to_pylist()))
     else:
-        print_arrow(console, table.select(columns) if columns else table, title=title, total_rows=total_rows)
+        print_arrow(console, table.select(columns) if columns else table, title=title, total_rows=total_rows,
+                    truncated=truncated)
 
 
 @click.group(cls=LakemergeGroup, context_settings={"help_option_names": ["-h", "--help"],
@@ -233,19 +235,25 @@ def show(table, snapshot, wheres, columns, limit, warehouse, as_json):
         total = rows.num_rows
         if limit:
             rows = rows.slice(0, limit)
-    _emit(rows, as_json, total_rows=total)
+    _emit(rows, as_json, total_rows=total, truncated=total is None)
 
 
 def _head(reader, limit: int):
-    """First ``limit`` rows of a RecordBatchReader and the total row count (the rest is counted, not kept)."""
+    """First ``limit`` rows of a RecordBatchReader; stops reading as soon as it has them and knows whether more
+    rows exist. Returns (rows, total) with total None when more rows exist than were read."""
     import pyarrow as pa
 
-    kept, total = [], 0
+    kept, n = [], 0
     for batch in reader:
-        if total < limit:
-            kept.append(batch.slice(0, limit - total))
-        total += batch.num_rows
-    return pa.Table.from_batches(kept, schema=reader.schema), total
+        if n >= limit:
+            if batch.num_rows:
+                return pa.Table.from_batches(kept, schema=reader.schema), None
+            continue
+        kept.append(batch.slice(0, limit - n))
+        n += min(batch.num_rows, limit - n)
+        if batch.num_rows > kept[-1].num_rows:
+            return pa.Table.from_batches(kept, schema=reader.schema), None
+    return pa.Table.from_batches(kept, schema=reader.schema), n
 
 
 # --- metadata commands -----------------------------------------------------------------------------------

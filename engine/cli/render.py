@@ -60,9 +60,9 @@ def cell_text(value) -> Text:
 
 
 def print_arrow(console: Console, table: pa.Table, *, title: str | None = None,
-                total_rows: int | None = None) -> None:
-    """Print ``table`` as a rich table, then a line with the row count (``total_rows`` if the table is a
-    preview of a larger result)."""
+                total_rows: int | None = None, truncated: bool = False) -> None:
+    """Print ``table`` as a rich table, then a line with the row count: ``total_rows`` if the table is a
+    preview of a larger result of known size, ``total_rows=None`` with ``truncated=True`` if of unknown size."""
     out = RichTable(title=title, show_lines=False, header_style="bold")
     for field in table.schema:
         numeric = pa.types.is_integer(field.type) or pa.types.is_floating(field.type) or pa.types.is_decimal(field.type)
@@ -72,7 +72,9 @@ def print_arrow(console: Console, table: pa.Table, *, title: str | None = None,
         out.add_row(*(cell_text(row[name]) for name in table.column_names))
     console.print(out)
     n = table.num_rows
-    if total_rows is not None and total_rows > n:
+    if truncated:
+        console.print(Text(f"first {n:,} rows shown; there are more (--limit 0 shows all)"))
+    elif total_rows is not None and total_rows > n:
         console.print(Text(f"{n:,} of {total_rows:,} rows shown"))
     else:
         console.print(Text(f"{n:,} row{'s' if n != 1 else ''}"))

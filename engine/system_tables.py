@@ -214,6 +214,12 @@ class SystemTable:
         """``read(snapshot_id)`` as a pandas DataFrame (needs pandas)."""
         return self.read(snapshot_id).to_pandas()
 
+    def to_reader(self, snapshot_id: int | None = None, columns: Sequence[str] | None = None,
+                  filter=None) -> pa.RecordBatchReader:
+        """``read(...)`` as a RecordBatchReader (metadata is small; it is built in memory), e.g. for DuckDB."""
+        result = self.read(snapshot_id, columns, filter)
+        return pa.RecordBatchReader.from_batches(result.schema, result.to_batches())
+
 
 def system_table(table, kind: str) -> SystemTable:
     """The system table ``kind`` (without ``$``) of ``table``. Raises TableNotFound for an unknown kind."""

@@ -49,6 +49,9 @@ def test_snapshots(catalog, table):
     assert rows[0]["base_manifest_list"] == snaps[0].base_manifest_list and rows[0]["commit_kind"] == "APPEND"
     only = _sys(catalog, "snapshots", columns=["snapshot_id"], filter=[("snapshot_id", ">", 1)])
     assert only.to_pylist() == [{"snapshot_id": 2}]
+    reader = catalog.get_table("db.t$snapshots").to_reader(columns=["snapshot_id", "total_record_count"])
+    assert reader.read_all().to_pylist() == [{"snapshot_id": 1, "total_record_count": 3},
+                                             {"snapshot_id": 2, "total_record_count": 4}]
 
 
 def test_schemas_and_options(catalog, table):

@@ -228,7 +228,7 @@ def show(table, snapshot, wheres, columns, limit, warehouse, as_json):
     t = open_table(warehouse, table)
     cols = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
     dnf = combine(list(wheres)) if wheres else None
-    if hasattr(t, "to_reader") and limit:
+    if hasattr(t, "schema_manager") and limit:  # a data table: stream, stop once the rows are there
         rows, total = _head(t.to_reader(snapshot_id=snapshot, columns=cols, filter=dnf), limit)
     else:
         rows = t.read(snapshot_id=snapshot, columns=cols, filter=dnf)

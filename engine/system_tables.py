@@ -29,6 +29,7 @@ from engine.meta import binary_row
 from engine.meta.data_file import FILE_SOURCE_APPEND, FILE_SOURCE_COMPACT, DataFileMeta
 from engine.meta.snapshot import Snapshot
 from engine.options import PARTITION_DEFAULT_NAME
+from engine.paths import _java_float_str, _java_local_datetime_str
 from engine.read import predicate as pred
 
 SEPARATOR = "$"
@@ -120,7 +121,11 @@ def java_text(value) -> str:
     if isinstance(value, (bytes, bytearray)):
         return value.hex()
     if isinstance(value, dt.datetime):
-        return value.isoformat()
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        return _java_local_datetime_str(value)
+    if isinstance(value, float):
+        return _java_float_str(value, False)
     if isinstance(value, decimal.Decimal):
         return format(value, "f")
     return str(value)
@@ -438,8 +443,11 @@ def _manifests(table, snapshot: Snapshot | None) -> list[dict]:
     return out
 
 
-def _partition_path_text(table, values: list) -> str:
-    """``dt=2024-01-01/h=3`` with nulls as the table's default partition name (Paimon's $partitions)."""
+def _partition_path_text(table, values: list) -> str | None:
+    """``dt=2024-01-01/h=3`` with nulls as the table's default partition name (Paimon's $partitions); None for
+    an unpartitioned table (as pypaimon)."""
+    if not table.schema.partition_keys:
+        return None
     default = table.schema.table_options.get(PARTITION_DEFAULT_NAME)
     return "/".join(f"{k}={default if v is None else java_text(v)}"
                     for k, v in zip(table.schema.partition_keys, values))
@@ -473,7 +481,7 @@ def _partitions(table, snapshot: Snapshot | None) -> list[dict]:
                     "file_count": g["file_count"], "last_update_time": wall_clock(g["last"]),
                     "created_at": None, "created_by": None, "updated_by": None, "options": None,
                     "total_buckets": g["total_buckets"], "done": False, "deleted_record_count": g["deleted"]})
-    out.sort(key=lambda r: r["partition"])
+    out.sort(key=lambda r: r["partition"] or "")
     return out
 
 
@@ -485,7 +493,7 @@ def _buckets(table, snapshot: Snapshot | None) -> list[dict]:
                     "bucket": bucket,
                     "record_count": g["record_count"], "file_size_in_bytes": g["file_size_in_bytes"],
                     "file_count": g["file_count"], "last_update_time": wall_clock(g["last"])})
-    out.sort(key=lambda r: (r["partition"], r["bucket"]))
+    out.sort(key=lambda r: (r["partition"] or "", r["bucket"]))
     return out
 
 

@@ -70,7 +70,8 @@ def test_files_lists_live_files_with_keys_and_stats(catalog, table):
         ("{a}", 0, "[1]", 1), ("{a}", 0, "[1]", 1), ("{a}", 1, "[3]", 1), ("{b}", 0, "[2]", 1)]
     for r in rows:
         assert os.path.getsize(r["file_path"]) == r["file_size_in_bytes"]
-        assert r["file_path"].startswith(os.path.join(table.root, "dt=" + r["partition"][1:-1], f"bucket-{r['bucket']}"))
+        bucket_dir = os.path.join(table.root, "dt=" + r["partition"][1:-1], f"bucket-{r['bucket']}")
+        assert r["file_path"].startswith(bucket_dir)
         assert r["file_format"] == "parquet" and r["level"] == 0 and r["file_source"] == "APPEND"
         assert r["deleteRowCount"] == 0 and isinstance(r["creation_time"], dt.datetime)
     b = [r for r in rows if r["partition"] == "{b}"][0]

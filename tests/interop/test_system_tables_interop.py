@@ -78,8 +78,8 @@ def test_unpartitioned_typed_table_matches_pypaimon(warehouse, kind):
     t = cat.create_table("db.u", pa.schema([("id", pa.int64()), ("d", pa.date32()), ("ts", pa.timestamp("us")),
                                             ("dec", pa.decimal128(10, 2))]), primary_key=["id"],
                          options={"bucket": "1"})
-    t.write(pa.table({"id": [1, 2], "d": [dt.date(2024, 1, 2), None], "ts": [dt.datetime(2024, 1, 2, 3, 4, 5, 6000), None],
-                      "dec": [decimal.Decimal("1.50"), None]}))
+    t.write(pa.table({"id": [1, 2], "d": [dt.date(2024, 1, 2), None],
+                      "ts": [dt.datetime(2024, 1, 2, 3, 4, 5, 6000), None], "dec": [decimal.Decimal("1.50"), None]}))
     ours = cat.get_table(f"db.u${kind}").read()
     theirs = _pp_read(warehouse, f"db.u${kind}")
     keys = [c for c in ours.column_names if c not in PYPAIMON_DIFFERS.get(kind, set()) and c != "write_cols"]

@@ -9,6 +9,8 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from click.testing import CliRunner
 
 from engine.cli import cli
@@ -279,3 +281,33 @@ def test_show_with_limit_stops_reading_early(run, orders, tmp_path, monkeypatch)
     assert len(calls) == 1  # 4 splits (2 partitions x 2 buckets); the first one answers
     calls.clear()
     assert "40 rows" in run("show", orders, "--limit", "0").stdout and len(calls) == 4
+
+
+_idents = st.from_regex(r"[a-z_][a-z0-9_]{0,6}", fullmatch=True).filter(
+    lambda s: s.lower() not in ("and", "or", "not", "in", "true", "false"))
+_literals = st.one_of(st.integers(-10**6, 10**6), st.booleans(), st.text(
+    st.characters(blacklist_categories=("Cs", "Cc")), max_size=8))
+_ops = st.sampled_from(["=", "!=", "<", "<=", ">", ">="])
+
+
+def _lit_text(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    return "'" + v.replace("'", "''") + "'"
+
+
+@given(st.lists(st.lists(st.one_of(
+    st.tuples(_idents, _ops, _literals),
+    st.tuples(_idents, st.sampled_from(["in", "not in"]), st.lists(_literals, min_size=1, max_size=3).map(tuple))),
+    min_size=1, max_size=3), min_size=1, max_size=3))
+@settings(max_examples=60, deadline=None)
+def test_where_parser_round_trips(dnf):
+    def term(t):
+        col, op, v = t
+        if op in ("in", "not in"):
+            return f"{col} {op.upper()} ({', '.join(_lit_text(x) for x in v)})"
+        return f"{col} {op} {_lit_text(v)}"
+    text = " OR ".join(" AND ".join(term(t) for t in conj) for conj in dnf)
+    assert parse_where(text) == [[tuple(t) for t in conj] for conj in dnf]

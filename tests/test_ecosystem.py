@@ -104,3 +104,11 @@ def test_pandas_and_polars(table):
     assert isinstance(pl_df, pl.DataFrame) and pl_df.height == 3000
     assert pl_df.filter(pl.col("id") == 3)["amount"].to_list() == [3.0]
     assert table.to_polars()["amount"].min() < 0  # latest snapshot: updated rows carry negative amounts
+
+
+def test_reader_of_a_table_without_snapshots(catalog):
+    t = catalog.create_table("db.empty", SCHEMA, primary_key=["id"], options={"bucket": "1"})
+    reader = t.to_reader(columns=["id"])
+    assert reader.schema.names == ["id"] and reader.read_all().num_rows == 0
+    pytest.importorskip("polars")
+    assert t.to_polars().height == 0

@@ -45,7 +45,9 @@ def written(warehouse):
     t.write(pa.table({"dt": ["a", "b", "a"], "id": [1, 2, 3], "name": ["n1", None, "n3"], "x": [1.5, 2.0, None]}))
     t.write(pa.table({"dt": ["a"], "id": [1], "name": ["z"], "x": [0.25]}))
     from pypaimon import CatalogFactory
-    CatalogFactory.create({"warehouse": warehouse}).create_tag("db.t", "v1", 1)
+    pp = CatalogFactory.create({"warehouse": warehouse})
+    pp.create_tag("db.t", "v1", 1)
+    pp.create_tag("db.t", "v2", 2, time_retained="90 min")  # tagCreateTime + tagTimeRetained in the tag file
     pp_get_table(warehouse, "db.t")
     return cat
 
@@ -61,6 +63,9 @@ def test_system_table_matches_pypaimon(written, warehouse, kind):
     skip = PYPAIMON_DIFFERS.get(kind, set())
     keys = [c for c in ours.column_names if c not in skip and c != "write_cols"]
     assert sorted(map(repr, ours.select(keys).to_pylist())) == sorted(map(repr, theirs.select(keys).to_pylist()))
+    if kind == "tags":
+        v2 = [r for r in ours.to_pylist() if r["tag_name"] == "v2"][0]
+        assert v2["time_retained"] == "PT1H30M" and v2["create_time"] is not None and v2["snapshot_id"] == 2
     if kind == "files":  # the differing columns still describe the same files
         names = sorted(p.rsplit("/", 1)[-1] for p in ours.column("file_path").to_pylist())
         assert names == sorted(theirs.column("file_path").to_pylist())

@@ -311,3 +311,20 @@ def test_where_parser_round_trips(dnf):
         return f"{col} {op} {_lit_text(v)}"
     text = " OR ".join(" AND ".join(term(t) for t in conj) for conj in dnf)
     assert parse_where(text) == [[tuple(t) for t in conj] for conj in dnf]
+
+
+def test_ingest_a_directory_of_part_files(run, orders, tmp_path):
+    out = tmp_path / "spark_out"
+    out.mkdir()
+    for i in range(3):
+        pq.write_table(pa.table({"dt": ["2024-01-01"], "id": [i], "name": [f"p{i}"], "amount": [float(i)]}),
+                       out / f"part-0000{i}.parquet")
+    (out / "_SUCCESS").write_text("")
+    (out / ".part-00000.parquet.crc").write_text("x")
+    result = _json(run("ingest", orders, str(out), "--json"))
+    assert result["files"] == 3 and result["rows"] == 3 and result["snapshot_id"] == 1
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = run("ingest", orders, str(empty))
+    assert r.exit_code == 1 and "no data files" in r.stderr
+

@@ -171,7 +171,7 @@ def create(table, schema_text, like_file, primary_key, partition, bucket, option
 # --- ingest ----------------------------------------------------------------------------------------------
 @cli.command()
 @table_argument
-@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True))
 @click.option("--format", "fmt", type=click.Choice(["parquet", "csv", "json"]),
               help="File format (default: from each file's extension; json = JSON lines).")
 @click.option("--row-kind-column", metavar="COL",
@@ -183,7 +183,7 @@ def create(table, schema_text, like_file, primary_key, partition, bucket, option
 @json_option
 @debug_option
 def ingest(table, files, fmt, row_kind_column, delete, progress, warehouse, as_json):
-    """Upsert Parquet, CSV or JSON-lines FILES into a table, all in one commit.
+    """Upsert Parquet, CSV or JSON-lines FILES (or directories of them) into a table, all in one commit.
 
     Rows are upserts unless --row-kind-column names a column of +I/-U/+U/-D (or the table has the
     rowkind.field option), or --delete makes each row a delete. Nothing is committed if any row is rejected.
@@ -193,7 +193,10 @@ def ingest(table, files, fmt, row_kind_column, delete, progress, warehouse, as_j
 
     if delete and row_kind_column:
         raise click.UsageError("--delete and --row-kind-column cannot be combined")
+    from engine.cli.ingest import expand_paths
+
     t = open_table(warehouse, table)
+    files = expand_paths(list(files), fmt)
     total_bytes = sum(os.path.getsize(p) for p in files)
     console = make_console(stderr=True)
     show = console.is_terminal if progress is None else progress

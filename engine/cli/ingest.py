@@ -37,6 +37,24 @@ def detect_format(path: str, explicit: str | None = None) -> str:
     return fmt
 
 
+def expand_paths(paths: list[str], fmt: str | None = None) -> list[str]:
+    """Files to ingest: each file as given; each directory replaced by the data files directly inside it, in name
+    order (a Spark/Hive output directory: ``part-*.parquet``), skipping hidden and ``_``-prefixed files such as
+    ``_SUCCESS``. Raises InvalidInput for a directory without data files."""
+    out = []
+    for path in paths:
+        if not os.path.isdir(path):
+            out.append(path)
+            continue
+        found = [os.path.join(path, n) for n in sorted(os.listdir(path))
+                 if not n.startswith((".", "_")) and os.path.isfile(os.path.join(path, n))
+                 and (fmt is not None or os.path.splitext(n)[1].lower() in _EXTENSIONS)]
+        if not found:
+            raise InvalidInput(f"{path}: directory holds no data files ({', '.join(sorted(_EXTENSIONS))})")
+        out.extend(found)
+    return out
+
+
 def read_batches(path: str, fmt: str, types: dict[str, pa.DataType],
                  on_bytes: Callable[[int], None] = lambda n: None) -> Iterator[pa.Table]:
     """Yield the file as a sequence of Arrow tables. ``types`` (column -> type) guides CSV parsing of columns that
@@ -161,6 +179,7 @@ def ingest(table, paths: list[str], *, fmt: str | None = None, row_kind_column: 
     ``progress``, if given, is called as ``progress(rows=dn, bytes=dn, file=path)`` while reading.
     """
     started = time.perf_counter()
+    paths = expand_paths(paths, fmt)
     schema = table.arrow_schema
     types = {f.name: f.type for f in schema}
     if row_kind_column is not None and row_kind_column not in types:

@@ -69,7 +69,8 @@ def table_argument(f):
 
 
 def open_table(warehouse: str, name: str):
-    """The table (or ``db.t$kind`` system table) ``name`` in ``warehouse``. Raises TableNotFound."""
+    """The table (or ``db.t$kind`` system table) ``name`` in ``warehouse``. Raises CatalogError if the warehouse
+    does not exist, TableNotFound if the table does not."""
     from engine.catalog import Catalog
 
     if not os.path.isdir(warehouse):

@@ -166,3 +166,19 @@ class Table:
         with ThreadPoolExecutor(max_workers=min(len(items), os.cpu_count() or 2)) as pool:
             return list(pool.map(fn, items))
 
+    # --- compaction and maintenance (issue 4) ---------------------------------------------------------
+    def compact(self, *, full: bool = False, partitions=None) -> int | None:
+        """Compact the latest snapshot's buckets and commit the result as a COMPACT snapshot; returns its id, or
+        None when there was nothing to compact.
+
+        ``full=True`` rewrites each bucket to one run at the top level; otherwise each bucket runs what universal
+        compaction picks. ``partitions``: a dict or list of dicts of partition column -> value limiting the work.
+        A concurrent commit that removed an input file makes this raise CommitConflict with nothing changed
+        (the files it wrote are deleted); calling it again is safe.
+        """
+        from engine.compact.manager import compact_table
+        messages = compact_table(self, full=full, partitions=partitions)
+        if not messages:
+            return None
+        return Committer(self).commit(messages)
+

@@ -25,6 +25,7 @@ from engine.errors import CommitConflict, CommitOutcomeUnknown, CommitRetriesExh
 from engine.meta import binary_row
 from engine.meta.data_file import SimpleStats
 from engine.commit.conflicts import check_file_changes
+from engine.commit.manifest_merge import ManifestMerger
 from engine.meta.manifest import (ADD, DELETE, ManifestEntry, ManifestFileMeta, encode_manifest, encode_manifest_list)
 from engine.meta.snapshot import COMMIT_KIND_APPEND, COMMIT_KIND_COMPACT, Snapshot
 from engine.options import COMMIT_MAX_RETRIES, COMMIT_MAX_RETRY_WAIT, COMMIT_MIN_RETRY_WAIT
@@ -204,6 +205,14 @@ class Committer:
         t = self.table
         io, paths = t.file_io, t.paths
         base_metas = t.manifests.data_manifests(latest) if latest is not None else []
+        merger = ManifestMerger(t, t.manifests.manifest, self._write_manifest,
+                                lambda name: io.delete(paths.manifest(name)))
+        try:
+            base_metas = merger.merge(base_metas)
+        except BaseException:
+            for name in merger.created:
+                io.delete(paths.manifest(name))
+            raise
         base_data = encode_manifest_list(base_metas)
         delta_data = encode_manifest_list([delta_meta])
         base_name = paths.new_manifest_name("manifest-list")
@@ -237,10 +246,14 @@ class Committer:
             else:
                 io.delete(paths.manifest(base_name))
                 io.delete(paths.manifest(delta_name))
+                for name in merger.created:
+                    io.delete(paths.manifest(name))
                 raise
         if not won:
             io.delete(paths.manifest(base_name))
             io.delete(paths.manifest(delta_name))
+            for name in merger.created:
+                io.delete(paths.manifest(name))
             return None
         try:
             t.snapshot_manager.write_latest_hint(new_id)

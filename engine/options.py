@@ -112,6 +112,42 @@ DATA_FILE_PREFIX = _opt("data-file.prefix", str, "data-", "data file name prefix
 THIN_MODE = _opt("data-file.thin-mode", parse_bool, False, "omit the _KEY_* columns from data files")
 PK_NULLABLE = _opt("primary-key.nullable", parse_bool, False, "allow nulls in primary-key columns (not supported)")
 
+# --- issue 4 ---
+def parse_float(v: str) -> float:
+    return float(v.strip())
+
+
+def _optional(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    return lambda v: None if v.strip().lower() in ("", "null", "none") else parse(v)
+
+
+COMPACTION_TRIGGER = _opt("num-sorted-run.compaction-trigger", parse_int, 5,
+                          "sorted runs of a bucket that trigger a compaction")
+COMPACTION_STOP_TRIGGER = _opt("num-sorted-run.stop-trigger", _optional(parse_int), None,
+                               "sorted runs at which the writer compacts synchronously (default trigger + 3)")
+NUM_LEVELS = _opt("num-levels", _optional(parse_int), None, "LSM levels per bucket (default trigger + 1)")
+MAX_SIZE_AMPLIFICATION = _opt("compaction.max-size-amplification-percent", parse_int, 200,
+                              "full compaction when newer runs exceed this percent of the oldest run")
+COMPACTION_SIZE_RATIO = _opt("compaction.size-ratio", parse_int, 1, "size-ratio slack (percent) of universal picking")
+FORCE_UP_LEVEL_0 = _opt("compaction.force-up-level-0", parse_bool, False, "every compaction takes all level-0 files")
+SMALL_FILE_RATIO = _opt("compaction.small-file-ratio", parse_float, 0.7,
+                        "files below target-file-size x ratio are rewritten, not upgraded")
+FULL_COMPACTION_DELTA_COMMITS = _opt("full-compaction.delta-commits", _optional(parse_int), None,
+                                     "full compaction every N commits")
+WRITE_ONLY = _opt("write-only", parse_bool, False, "writers neither compact nor expire snapshots")
+COMPACTION_READ_BATCH_ROWS = _opt("compaction.read-batch-rows", parse_int, 64 * 1024,
+                                  "rows read per file at a time while compacting (lakemerge)")
+SNAPSHOT_NUM_RETAINED_MIN = _opt("snapshot.num-retained.min", parse_int, 10, "snapshots always kept")
+SNAPSHOT_NUM_RETAINED_MAX = _opt("snapshot.num-retained.max", parse_int, 2**31 - 1, "snapshots kept at most")
+SNAPSHOT_TIME_RETAINED = _opt("snapshot.time-retained", parse_duration_ms, 3_600_000, "snapshot retention time")
+SNAPSHOT_EXPIRE_LIMIT = _opt("snapshot.expire.limit", parse_int, 50, "snapshots expired per run at most")
+MANIFEST_TARGET_FILE_SIZE = _opt("manifest.target-file-size", parse_memory_size, 8 << 20,
+                                 "manifests smaller than this are merged")
+MANIFEST_MERGE_MIN_COUNT = _opt("manifest.merge-min-count", parse_int, 30,
+                                "small manifests that trigger a minor merge")
+MANIFEST_FULL_COMPACTION_SIZE = _opt("manifest.full-compaction-threshold-size", parse_memory_size, 16 << 20,
+                                     "delete-entry volume that triggers a full manifest compaction")
+
 # Paimon options that lakemerge knows by name but that do not change what this version writes or reads.
 # They are kept in the schema (and honoured by Paimon's own readers and writers) without a warning.
 KNOWN_PAIMON_KEYS = frozenset({

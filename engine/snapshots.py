@@ -82,6 +82,10 @@ class SnapshotManager:
     def all(self) -> list[Snapshot]:
         return [self.snapshot(i) for i in self._listed_ids()]
 
+    def forget(self, snapshot_id: int) -> None:
+        """Drop a cached snapshot (after expiration or rollback deleted its file)."""
+        self._cache.pop(snapshot_id, None)
+
     def write_latest_hint(self, snapshot_id: int) -> None:
         self.io.overwrite(f"{self.paths.snapshot_dir}/LATEST", str(snapshot_id).encode())
 

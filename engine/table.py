@@ -99,12 +99,14 @@ class Table:
         """
         messages = list(messages)
         try:
-            return Committer(self).commit(messages, properties=properties)
+            sid = Committer(self).commit(messages, properties=properties)
         except (CommitConflict, CommitRetriesExhausted):
             for m in messages:
                 for f in m.new_files:
                     self.file_io.delete(os.path.join(self.bucket_dir(m.partition_values, m.bucket), f.file_name))
             raise
+        self._expire_after_commit()
+        return sid
 
     def write(self, data, row_kinds=None) -> int | None:
         """Upsert ``data`` (pa.Table, RecordBatch or pandas DataFrame) in one commit; returns the snapshot id."""
@@ -126,7 +128,8 @@ class Table:
         dnf = pred.normalize(filter, self.arrow_schema, self.name)
         return self.scan().plan(snap, dnf)
 
-    def read(self, snapshot_id: int | None = None, columns: Sequence[str] | None = None, filter=None) -> pa.Table:
+    def read(self, snapshot_id: int | None = None, columns: Sequence[str] | None = None, filter=None, *,
+             tag: str | None = None) -> pa.Table:
         """The merged table at ``snapshot_id`` (default: latest), optionally projected and filtered.
 
         Raises SnapshotNotFound for an unknown snapshot, InvalidInput for unknown columns or bad filters,
@@ -137,7 +140,7 @@ class Table:
         if unknown:
             raise InvalidInput(f"unknown column(s) {unknown}", table=self.name, column=unknown[0])
         dnf = pred.normalize(filter, self.arrow_schema, self.name)
-        snap = self.snapshot(snapshot_id)
+        snap = self.tag_snapshot(tag) if tag is not None else self.snapshot(snapshot_id)
         splits = self.scan().plan(snap, dnf)
         read_cols = list(dict.fromkeys(out_cols + sorted(pred.columns_of(dnf))))
         reader = SplitReader(self.file_io, self.schema)
@@ -189,3 +192,79 @@ class Table:
         except ImportError:
             raise ImportError("Table.to_polars needs polars (pip install 'lakemerge[dataframes]')") from None
         return pl.from_arrow(self.read(snapshot_id, columns, filter))
+
+    # --- compaction and maintenance (issue 4) ---------------------------------------------------------
+    def compact(self, *, full: bool = False, partitions=None) -> int | None:
+        """Compact the latest snapshot's buckets and commit the result as a COMPACT snapshot; returns its id, or
+        None when there was nothing to compact.
+
+        ``full=True`` rewrites each bucket to one run at the top level; otherwise each bucket runs what universal
+        compaction picks. ``partitions``: a dict or list of dicts of partition column -> value limiting the work.
+        A concurrent commit that removed an input file makes this raise CommitConflict with nothing changed
+        (the files it wrote are deleted); calling it again is safe.
+        """
+        from engine.compact.manager import compact_table
+        messages = compact_table(self, full=full, partitions=partitions)
+        if not messages:
+            return None
+        sid = Committer(self).commit(messages)
+        self._expire_after_commit()
+        return sid
+
+    def expire_snapshots(self, *, retain_min: int | None = None, retain_max: int | None = None,
+                         time_retained=None, max_deletes: int | None = None):
+        """Expire old snapshots (defaults: the table's snapshot.* options) and delete exactly the files no retained
+        snapshot or tag references. Returns a Removal (snapshot_ids, data_files, metadata_files)."""
+        from engine.maintenance.expire import expire_snapshots
+        return expire_snapshots(self, retain_min=retain_min, retain_max=retain_max, time_retained=time_retained,
+                                max_deletes=max_deletes)
+
+    def remove_orphan_files(self, older_than=None, *, dry_run: bool = False) -> list[str]:
+        """Delete files no snapshot or tag references, last modified before ``older_than`` (default 1 day)."""
+        from engine.maintenance.orphans import remove_orphan_files
+        return remove_orphan_files(self, older_than, dry_run=dry_run)
+
+    def create_tag(self, name: str, snapshot_id: int | None = None) -> None:
+        """Tag a snapshot (default: the latest) as ``tag/tag-<name>``. Raises InvalidInput, SnapshotNotFound."""
+        from engine.maintenance.tags import TagManager
+        snap = self.snapshot(snapshot_id)
+        if snap is None:
+            raise InvalidInput("cannot tag a table without snapshots", table=self.name)
+        TagManager(self).create(name, snap)
+
+    def delete_tag(self, name: str) -> None:
+        """Remove a tag and the files only it kept alive. Raises TagNotFound."""
+        from engine.maintenance.cleanup import delete_files, plan_removal
+        from engine.maintenance.tags import TagManager
+        tags = TagManager(self)
+        snap = tags.get(name)
+        others = [s for n, s in tags.all().items() if n != name]
+        removal = None
+        if not self.file_io.exists(self.paths.snapshot(snap.id)):
+            sm = self.snapshot_manager
+            earliest = sm.earliest_id()
+            kept = [] if earliest is None else [sm.snapshot(earliest)]  # holds every file later snapshots share
+            removal = plan_removal(self, [snap], kept, first_doomed_full=True, tags=others)
+        tags.delete(name)
+        if removal is not None:
+            delete_files(self, removal)
+
+    def tags(self) -> dict:
+        """Tag name -> tagged Snapshot."""
+        from engine.maintenance.tags import TagManager
+        return TagManager(self).all()
+
+    def tag_snapshot(self, name: str) -> Snapshot:
+        from engine.maintenance.tags import TagManager
+        return TagManager(self).get(name)
+
+    def rollback_to(self, target) -> None:
+        """Make a snapshot (int id) or a tag (str name) the latest state; later snapshots and their files go."""
+        from engine.maintenance.rollback import rollback_to
+        rollback_to(self, target)
+
+    def _expire_after_commit(self) -> None:
+        from engine.options import WRITE_ONLY
+        if not self.schema.table_options.get(WRITE_ONLY):
+            self.expire_snapshots()
+

@@ -14,6 +14,8 @@ Guarantees (and how they are kept):
 """
 from __future__ import annotations
 
+import logging
+import os
 import random
 import time
 import uuid
@@ -22,12 +24,15 @@ from typing import Sequence
 from engine.errors import CommitConflict, CommitOutcomeUnknown, CommitRetriesExhausted, StorageError
 from engine.meta import binary_row
 from engine.meta.data_file import SimpleStats
-from engine.meta.manifest import (ADD, ManifestEntry, ManifestFileMeta, encode_manifest, encode_manifest_list)
-from engine.meta.snapshot import COMMIT_KIND_APPEND, Snapshot
+from engine.commit.conflicts import check_file_changes
+from engine.commit.manifest_merge import ManifestMerger
+from engine.meta.manifest import (ADD, DELETE, ManifestEntry, ManifestFileMeta, encode_manifest, encode_manifest_list)
+from engine.meta.snapshot import COMMIT_KIND_APPEND, COMMIT_KIND_COMPACT, Snapshot
 from engine.options import COMMIT_MAX_RETRIES, COMMIT_MAX_RETRY_WAIT, COMMIT_MIN_RETRY_WAIT
 from engine.write.commit_message import CommitMessage
 
 WRITER_VERSION = "lakemerge-0.1.0"
+log = logging.getLogger("lakemerge.commit")
 
 
 class Committer:
@@ -37,16 +42,24 @@ class Committer:
     # --- public -------------------------------------------------------------------------------------
     def commit(self, messages: Sequence[CommitMessage], *, commit_kind: str = COMMIT_KIND_APPEND,
                properties: dict | None = None) -> int | None:
-        """Publish the messages as one snapshot and return its id.
+        """Publish the messages and return the id of the last snapshot published.
 
-        Empty input publishes nothing and returns the latest snapshot id (None for an empty table).
+        New files become one APPEND snapshot; compaction changes (``compact_before``/``compact_after``) become a
+        following COMPACT snapshot with the same commit identifier. Empty input publishes nothing and returns the
+        latest snapshot id (None for an empty table). If the COMPACT snapshot cannot land, the files compaction wrote
+        are deleted; the error is raised when the messages held only compaction changes, otherwise the APPEND
+        snapshot's id is returned (the data is committed, only the compaction was lost).
         Raises CommitConflict, CommitRetriesExhausted, CommitOutcomeUnknown.
         """
         t = self.table
         messages = list(messages)
-        entries = [ManifestEntry(ADD, m.partition, m.bucket, m.total_buckets, f)
+        appends = [ManifestEntry(ADD, m.partition, m.bucket, m.total_buckets, f)
                    for m in messages for f in m.new_files]
-        if not entries:
+        compacts = [ManifestEntry(DELETE, m.partition, m.bucket, m.total_buckets, f)
+                    for m in messages for f in m.compact_before]
+        compacts += [ManifestEntry(ADD, m.partition, m.bucket, m.total_buckets, f)
+                     for m in messages for f in m.compact_after]
+        if not appends and not compacts:
             return t.snapshot_manager.latest_id()
         users = {(m.commit_user, m.commit_identifier) for m in messages}
         if len(users) != 1:
@@ -56,7 +69,31 @@ class Committer:
         bases = [m.base_snapshot_id for m in messages if m.base_snapshot_id is not None]
         base_id = min(bases) if bases else 0
         schema_id = max(m.schema_id for m in messages)
+        published = None
+        try:
+            if appends:
+                published = self._commit_entries(appends, commit_user, identifier, base_id, commit_kind, schema_id,
+                                                 properties)
+        except CommitOutcomeUnknown:
+            raise
+        except BaseException:
+            self._delete_compaction_outputs(messages)
+            raise
+        if compacts:
+            try:
+                published = self._commit_entries(compacts, commit_user, identifier, base_id, COMMIT_KIND_COMPACT,
+                                                 schema_id, properties)
+            except (CommitConflict, CommitRetriesExhausted) as e:
+                self._delete_compaction_outputs(messages)
+                if not appends:
+                    raise
+                log.warning("table %s: data committed as snapshot %s, but its compaction was dropped: %s",
+                            t.name, published, e)
+        return published
 
+    def _commit_entries(self, entries: list[ManifestEntry], commit_user: str, identifier: int, base_id: int,
+                        commit_kind: str, schema_id: int, properties: dict | None) -> int:
+        t = self.table
         opts = t.schema.table_options
         retries = opts.get(COMMIT_MAX_RETRIES)
         wait = opts.get(COMMIT_MIN_RETRY_WAIT) / 1000.0
@@ -66,7 +103,7 @@ class Committer:
         try:
             for attempt in range(retries + 1):
                 latest = t.snapshot_manager.latest()
-                done = self._already_committed(commit_user, identifier, base_id, latest)
+                done = self._already_committed(commit_user, identifier, base_id, latest, commit_kind)
                 if done is not None:
                     return done
                 self._check_conflicts(entries, latest)
@@ -83,8 +120,18 @@ class Committer:
             if delta_name is not None:
                 t.file_io.delete(t.paths.manifest(delta_name))
 
+    def _delete_compaction_outputs(self, messages: Sequence[CommitMessage]) -> None:
+        """Delete files a compaction wrote (not upgraded inputs, which stay referenced by their old entries)."""
+        t = self.table
+        for m in messages:
+            old = {f.file_name for f in m.compact_before} | {f.file_name for f in m.new_files}
+            for f in m.compact_after:
+                if f.file_name not in old:
+                    t.file_io.delete(os.path.join(t.bucket_dir(m.partition_values, m.bucket), f.file_name))
+
     # --- steps --------------------------------------------------------------------------------------
-    def _already_committed(self, user: str, identifier: int, base_id: int, latest: Snapshot | None) -> int | None:
+    def _already_committed(self, user: str, identifier: int, base_id: int, latest: Snapshot | None,
+                           kind: str = COMMIT_KIND_APPEND) -> int | None:
         if latest is None:
             return None
         sm = self.table.snapshot_manager
@@ -93,11 +140,15 @@ class Committer:
                 snap = sm.snapshot(sid)
             except Exception:  # expired or unreadable snapshots cannot hold a newer commit of ours
                 break
-            if snap.commit_user == user and snap.commit_identifier == identifier:
+            if snap.commit_user == user and snap.commit_identifier == identifier and \
+                    (snap.commit_kind == COMMIT_KIND_COMPACT) == (kind == COMMIT_KIND_COMPACT):
                 return sid
         return None
 
     def _check_conflicts(self, entries: list[ManifestEntry], latest: Snapshot | None) -> None:
+        if any(e.kind == DELETE for e in entries):
+            live = [] if latest is None else self.table.manifests.live_entries(latest)
+            check_file_changes(self.table, live, entries)
         if latest is None:
             totals: dict[bytes, int] = {}
         else:
@@ -109,7 +160,7 @@ class Committer:
                     totals.setdefault(e.partition, e.total_buckets)
                     live.add(e.identifier)
             for e in entries:
-                if e.identifier in live:
+                if e.kind == ADD and e.identifier in live:
                     raise CommitConflict(self.table.name, f"file {e.file.file_name} is already in the table")
         for e in entries:
             expected = totals.setdefault(e.partition, e.total_buckets)
@@ -154,13 +205,21 @@ class Committer:
         t = self.table
         io, paths = t.file_io, t.paths
         base_metas = t.manifests.data_manifests(latest) if latest is not None else []
+        merger = ManifestMerger(t, t.manifests.manifest, self._write_manifest,
+                                lambda name: io.delete(paths.manifest(name)))
+        try:
+            base_metas = merger.merge(base_metas)
+        except BaseException:
+            for name in merger.created:
+                io.delete(paths.manifest(name))
+            raise
         base_data = encode_manifest_list(base_metas)
         delta_data = encode_manifest_list([delta_meta])
         base_name = paths.new_manifest_name("manifest-list")
         delta_name = paths.new_manifest_name("manifest-list")
         io.write_bytes(paths.manifest(base_name), base_data)
         io.write_bytes(paths.manifest(delta_name), delta_data)
-        added = sum(e.file.row_count for e in entries)
+        added = sum(e.file.row_count if e.kind == ADD else -e.file.row_count for e in entries)
         new_id = 1 if latest is None else latest.id + 1
         snapshot = Snapshot(
             id=new_id, schema_id=max(schema_id, latest.schema_id if latest else 0),
@@ -187,10 +246,14 @@ class Committer:
             else:
                 io.delete(paths.manifest(base_name))
                 io.delete(paths.manifest(delta_name))
+                for name in merger.created:
+                    io.delete(paths.manifest(name))
                 raise
         if not won:
             io.delete(paths.manifest(base_name))
             io.delete(paths.manifest(delta_name))
+            for name in merger.created:
+                io.delete(paths.manifest(name))
             return None
         try:
             t.snapshot_manager.write_latest_hint(new_id)

@@ -8,10 +8,14 @@ from engine.meta.data_file import DataFileMeta
 
 @dataclass(frozen=True)
 class CommitMessage:
-    """New level-0 files of one (partition, bucket), plus who wrote them.
+    """New level-0 files of one (partition, bucket), plus who wrote them, plus what compaction did to the bucket.
 
     ``commit_user`` / ``commit_identifier`` identify the commit: committing the same messages twice applies them
     once. ``base_snapshot_id`` is the snapshot the writer read sequence numbers from (None for an empty table).
+
+    ``compact_before`` / ``compact_after`` (issue 4) are a compaction's input files (at their old levels) and its
+    output files (new files, and upgraded inputs: same file name at a higher level). They commit as a COMPACT snapshot
+    (DELETE before + ADD after) after the APPEND snapshot of ``new_files``. Both default to empty.
     """
     partition: bytes
     partition_values: tuple
@@ -22,3 +26,5 @@ class CommitMessage:
     commit_identifier: int
     base_snapshot_id: int | None
     schema_id: int
+    compact_before: tuple[DataFileMeta, ...] = ()
+    compact_after: tuple[DataFileMeta, ...] = ()

@@ -7,10 +7,14 @@ Contract:
 - On flush (buffer full, or ``prepare_commit``) each bucket's records are sorted by (key, sequence order), merged
   per key with the merge engine, and written as one level-0 sorted run (rolled at ``target-file-size``).
 - Used as a context manager, files of a write that raised or was never committed are deleted on exit.
+- Unless ``write-only``, each touched bucket is compacted (universal picking) at ``prepare_commit``, and
+  synchronously after a flush that leaves more sorted runs than ``num-sorted-run.stop-trigger``; the messages
+  carry the changes as ``compact_before`` / ``compact_after`` (engine.compact.manager).
 """
 from __future__ import annotations
 
 import os
+import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -56,6 +60,9 @@ class TableWrite:
         self._buffer_limit = self.options.get(WRITE_BUFFER_SIZE)
         self._prepared = False
         self._closed = False
+        self._compactions: dict[tuple[bytes, int], object] = {}  # (partition, bucket) -> BucketCompaction
+        self._base_files = None
+        self._compaction_lock = threading.Lock()
 
     # --- public -------------------------------------------------------------------------------------
     def write(self, data, row_kinds=None) -> None:
@@ -74,11 +81,19 @@ class TableWrite:
         """Flush every buffer and return one message per touched (partition, bucket). Call once."""
         self._check_open()
         self.flush()
+        self._compact_touched_buckets()
         self._prepared = True
-        return [CommitMessage(b.partition, b.partition_values, b.bucket, self.num_buckets, tuple(b.files),
-                              self.commit_user, self.commit_identifier,
-                              None if self.base_snapshot is None else self.base_snapshot.id, self.schema.id)
-                for b in self._buffers.values() if b.files]
+        messages = []
+        for b in self._buffers.values():
+            if not b.files:
+                continue
+            bc = self._compactions.get((b.partition, b.bucket))
+            before, after = bc.changes() if bc is not None else ((), ())
+            messages.append(CommitMessage(b.partition, b.partition_values, b.bucket, self.num_buckets,
+                                          tuple(b.files), self.commit_user, self.commit_identifier,
+                                          None if self.base_snapshot is None else self.base_snapshot.id,
+                                          self.schema.id, compact_before=before, compact_after=after))
+        return messages
 
     def flush(self) -> None:
         """Write every non-empty bucket buffer as a level-0 run; buckets are written on parallel threads
@@ -94,6 +109,8 @@ class TableWrite:
 
     def abort(self) -> None:
         """Delete every file this writer created (only safe before its messages were committed)."""
+        for bc in self._compactions.values():
+            bc.discard()
         for buf in self._buffers.values():
             for f in buf.files:
                 self.table.file_io.delete(f"{self.table.bucket_dir(buf.partition_values, buf.bucket)}/{f.file_name}")
@@ -192,3 +209,49 @@ class TableWrite:
         files = write_sorted_run(self.table.file_io, self.table.bucket_dir(buf.partition_values, buf.bucket),
                                  merged, self.schema, level=0)
         buf.files.extend(files)
+        bc = self._compaction(buf)
+        if bc is not None:
+            bc.add_level0(files)
+            bc.compact_until_below_stop_trigger()
+
+    # --- compaction (issue 4) -----------------------------------------------------------------------
+    def _compaction(self, buf: _BucketBuffer):
+        """The bucket's compaction state, or None for write-only writers."""
+        from engine.compact.manager import BucketCompaction
+        from engine.compact.picker import CompactionSettings
+        from engine.options import WRITE_ONLY
+        if self.options.get(WRITE_ONLY):
+            return None
+        key = (buf.partition, buf.bucket)
+        with self._compaction_lock:
+            bc = self._compactions.get(key)
+            if bc is None:
+                if self._base_files is None:
+                    self._base_files = {}
+                    if self.base_snapshot is not None:
+                        for e in self.table.manifests.live_entries(self.base_snapshot):
+                            self._base_files.setdefault((e.partition, e.bucket), []).append(e.file)
+                bc = BucketCompaction(self.table, buf.partition, buf.partition_values, buf.bucket,
+                                      self._base_files.get(key, ()), CompactionSettings.of(self.options))
+                self._compactions[key] = bc
+        return bc
+
+    def _compact_touched_buckets(self) -> None:
+        from engine.compact.manager import full_compaction_due
+        if not self._compactions:
+            return
+        full = full_compaction_due(next(iter(self._compactions.values())).settings, self.commit_identifier)
+
+        def run(bc) -> None:
+            if full:
+                while bc.compact(full=True):
+                    pass
+            else:
+                bc.compact()
+        work = list(self._compactions.values())
+        if len(work) <= 1:
+            for bc in work:
+                run(bc)
+        else:
+            with ThreadPoolExecutor(max_workers=min(len(work), os.cpu_count() or 2)) as pool:
+                list(pool.map(run, work))

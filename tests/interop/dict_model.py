@@ -79,7 +79,15 @@ class DictModel:
         self.apply(rows, ["-D"] * len(rows))
 
     def commit(self, snapshot_id: int) -> None:
+        """Record the state at ``snapshot_id``. Ids skipped since the previous commit get the same state: a single
+        writer's commit may publish an APPEND snapshot followed by a COMPACT one, both showing the same rows."""
+        last = max(self.history, default=0)
+        for sid in range(last + 1, snapshot_id + 1):
+            self.history[sid] = dict(self.state)
         self.history[snapshot_id] = dict(self.state)
+
+    def snapshot_ids(self) -> list[int]:
+        return sorted(self.history)
 
     # ---- views --------------------------------------------------------------------------------------
     def _state(self, snapshot_id: int | None):

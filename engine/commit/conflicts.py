@@ -1,0 +1,38 @@
+"""Conflict checks of commits that delete files (COMPACT, OVERWRITE), paimon-semantics §11.3.
+
+``check_file_changes`` folds the latest snapshot's live entries of the changed partitions with the commit's entries
+and raises ``CommitConflict`` when the commit deletes a file that is no longer live (a concurrent compaction or
+overwrite removed it), adds a file that is already live, or leaves two files of one bucket's level >= 1 with
+overlapping key ranges.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from engine.compact.levels import find_overlap, key_decoder
+from engine.errors import CommitConflict
+from engine.meta.manifest import DuplicateFileError, ManifestEntry, fold_entries
+
+
+def check_file_changes(table, latest_live: Sequence[ManifestEntry], entries: Sequence[ManifestEntry]) -> None:
+    changed = {e.partition for e in entries}
+    base = [e for e in latest_live if e.partition in changed]
+    try:
+        live, missing = fold_entries(list(base) + list(entries))
+    except DuplicateFileError as e:
+        raise CommitConflict(table.name, f"file {e.file_name} is already in the table") from None
+    if missing:
+        names = sorted(ident[3] for ident in missing)
+        raise CommitConflict(table.name, f"file deletion conflicts detected: {names[:5]} are no longer live "
+                             "(a concurrent compaction or overwrite removed them); give up committing and retry")
+    touched = {(e.partition, e.bucket) for e in entries}
+    decode = key_decoder(table.schema.types_of(table.schema.trimmed_primary_keys))
+    by_level: dict[tuple[bytes, int, int], list] = {}
+    for e in live.values():
+        if (e.partition, e.bucket) in touched and e.file.level > 0:
+            by_level.setdefault((e.partition, e.bucket, e.file.level), []).append(e.file)
+    for (partition, bucket, level), files in by_level.items():
+        clash = find_overlap(files, decode)
+        if clash is not None:
+            raise CommitConflict(table.name, f"LSM conflicts detected: bucket {bucket} level {level} would hold "
+                                 f"overlapping files {clash[0].file_name} and {clash[1].file_name}")

@@ -1,0 +1,1 @@
+"""LSM compaction: levels, the universal picker, unit rewriting and the per-bucket compaction manager."""

@@ -1,0 +1,98 @@
+"""The LSM tree of one bucket (paimon-semantics §4): level 0 holds one sorted run per file, each level >= 1 one
+sorted run whose files have disjoint key ranges.
+
+Guarantees: ``Levels.runs()`` lists sorted runs in Paimon's pick order (level-0 files newest first, then levels 1..max);
+``Levels`` refuses (CorruptFile) a level >= 1 whose files overlap in key range.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from engine.errors import CorruptFile
+from engine.meta import binary_row
+from engine.meta.data_file import DataFileMeta
+
+
+def key_decoder(key_types):
+    """A function turning a serialized key BinaryRow into a Python tuple ordered like Paimon's key comparator."""
+    types = list(key_types)
+
+    def decode(row: bytes) -> tuple:
+        return tuple((v is not None, v) for v in binary_row.deserialize_row(row, types))
+    return decode
+
+
+def level0_order(f: DataFileMeta):
+    """Paimon's level-0 order, newest first: max sequence desc, then min sequence, creation time, file name."""
+    return (-f.max_sequence_number, f.min_sequence_number, f.creation_time_millis or 0, f.file_name)
+
+
+@dataclass(frozen=True)
+class SortedRun:
+    """Files of one sorted run (disjoint key ranges, in key order) at ``level``."""
+    level: int
+    files: tuple[DataFileMeta, ...]
+
+    @property
+    def total_size(self) -> int:
+        return sum(f.file_size for f in self.files)
+
+
+def find_overlap(files: Sequence[DataFileMeta], decode) -> tuple[DataFileMeta, DataFileMeta] | None:
+    """Two files of ``files`` whose [min_key, max_key] ranges intersect, or None. Ranges must be strictly
+    ordered: ``max_key_i < min_key_(i+1)`` after sorting by min key."""
+    ordered = sorted(files, key=lambda f: (decode(f.min_key), decode(f.max_key)))
+    for a, b in zip(ordered, ordered[1:]):
+        if not decode(a.max_key) < decode(b.min_key):
+            return a, b
+    return None
+
+
+class Levels:
+    """Files of one bucket arranged by level. ``num_levels`` grows to cover any file found at a higher level."""
+
+    def __init__(self, files: Iterable[DataFileMeta], num_levels: int, key_types, where: str = ""):
+        files = list(files)
+        self.key_types = list(key_types)
+        self.decode = key_decoder(self.key_types)
+        self.num_levels = max([num_levels] + [f.level + 1 for f in files])
+        self.where = where
+        self.level0: list[DataFileMeta] = sorted((f for f in files if f.level == 0), key=level0_order)
+        self.levels: dict[int, list[DataFileMeta]] = {}
+        for f in files:
+            if f.level > 0:
+                self.levels.setdefault(f.level, []).append(f)
+        for level, level_files in self.levels.items():
+            level_files.sort(key=lambda f: self.decode(f.min_key))
+            clash = find_overlap(level_files, self.decode)
+            if clash is not None:
+                raise CorruptFile(where, f"level {level} holds overlapping files {clash[0].file_name} and "
+                                  f"{clash[1].file_name}")
+
+    @property
+    def max_level(self) -> int:
+        return self.num_levels - 1
+
+    def all_files(self) -> list[DataFileMeta]:
+        return self.level0 + [f for level in sorted(self.levels) for f in self.levels[level]]
+
+    def non_empty_highest_level(self) -> int:
+        """The highest level holding a file; -1 for an empty tree."""
+        if self.levels:
+            return max(self.levels)
+        return 0 if self.level0 else -1
+
+    def runs(self) -> list[SortedRun]:
+        out = [SortedRun(0, (f,)) for f in self.level0]
+        out += [SortedRun(level, tuple(self.levels[level])) for level in sorted(self.levels)]
+        return out
+
+    def number_of_sorted_runs(self) -> int:
+        return len(self.level0) + len(self.levels)
+
+    def update(self, before: Iterable[DataFileMeta], after: Iterable[DataFileMeta]) -> "Levels":
+        """A new tree with ``before`` removed and ``after`` added (a compaction result)."""
+        gone = {(f.file_name, f.level) for f in before}
+        kept = [f for f in self.all_files() if (f.file_name, f.level) not in gone]
+        return Levels(kept + list(after), self.num_levels, self.key_types, self.where)

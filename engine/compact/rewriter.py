@@ -1,0 +1,264 @@
+"""Executing one compaction unit of a bucket (paimon-semantics §7.3), streaming with bounded memory.
+
+``CompactRewriter.run(unit, levels)`` returns a ``CompactResult``: ``before`` (input files, at their old levels) and
+``after`` (new files at the output level, and upgraded files: same file, new level). The unit's files are split into
+sections of overlapping key ranges; sections with several runs, and small files, are merged and rewritten; big files
+of single-run sections are upgraded by metadata only (unless a max-level upgrade would keep deletes).
+
+Merging uses ``engine.merge.merge_runs`` (the one merge implementation) over key ranges: each input run is read a
+batch at a time, and only the rows up to the smallest "last key read" among runs still being read are merged and
+written. Memory holds one batch per run plus one output file, never the whole bucket. On error, files this
+rewriter wrote are deleted.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.compact.levels import Levels
+from engine.compact.picker import CompactUnit, CompactionSettings
+from engine.merge import KEY_COLUMN_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, merge_runs
+from engine.meta.data_file import FILE_SOURCE_COMPACT, DataFileMeta
+from engine.options import COMPACTION_READ_BATCH_ROWS
+from engine.read.scan import Split
+from engine.read.split_read import SplitReader
+from engine.write.file_writer import physical_table, write_sorted_run
+
+
+@dataclass
+class CompactResult:
+    before: list[DataFileMeta] = field(default_factory=list)
+    after: list[DataFileMeta] = field(default_factory=list)
+
+    def rewritten(self) -> list[DataFileMeta]:
+        """Files this result created (``after`` minus upgrades of existing files)."""
+        old = {f.file_name for f in self.before}
+        return [f for f in self.after if f.file_name not in old]
+
+
+def sections(files: Sequence[DataFileMeta], decode) -> list[list[list[DataFileMeta]]]:
+    """Files grouped into sections of transitively overlapping key ranges, in key order; each section is split
+    into sorted runs (disjoint files in key order), as Paimon's IntervalPartition does."""
+    ordered = sorted(files, key=lambda f: (decode(f.min_key), decode(f.max_key)))
+    groups: list[list[DataFileMeta]] = []
+    bound = None
+    for f in ordered:
+        lo, hi = decode(f.min_key), decode(f.max_key)
+        if groups and lo <= bound:
+            groups[-1].append(f)
+            bound = max(bound, hi)
+        else:
+            groups.append([f])
+            bound = hi
+    out = []
+    for group in groups:
+        runs: list[list[DataFileMeta]] = []
+        for f in group:  # first run whose last file ends before f starts
+            lo = decode(f.min_key)
+            for run in runs:
+                if decode(run[-1].max_key) < lo:
+                    run.append(f)
+                    break
+            else:
+                runs.append([f])
+        out.append(runs)
+    return out
+
+
+class CompactRewriter:
+    def __init__(self, table, partition_values: tuple, bucket: int, settings: CompactionSettings):
+        self.table = table
+        self.schema = table.schema
+        self.settings = settings
+        self.bucket_dir = table.bucket_dir(partition_values, bucket)
+        self.split = Split(b"", partition_values, bucket, 0, self.bucket_dir, ())
+        self.reader = SplitReader(table.file_io, self.schema)
+        self.columns = list(self.schema.field_names)
+        self.key_columns = [KEY_COLUMN_PREFIX + k for k in self.schema.trimmed_primary_keys]
+        self.batch_rows = max(1, self.schema.table_options.get(COMPACTION_READ_BATCH_ROWS))
+        self._max_level = 0
+
+    # --- the unit ----------------------------------------------------------------------------------
+    def run(self, unit: CompactUnit, levels: Levels) -> CompactResult:
+        out = unit.output_level
+        drop_delete = out != 0 and out >= levels.non_empty_highest_level()
+        min_size = self.settings.target_file_size * self.settings.small_file_ratio
+        self._max_level = levels.max_level
+        result = CompactResult()
+        pending: list[list[list[DataFileMeta]]] = []
+        try:
+            for section in sections(unit.files, levels.decode):
+                if len(section) > 1:
+                    pending.append(section)
+                    continue
+                for f in section[0]:
+                    if f.file_size < min_size:
+                        pending.append([[f]])
+                    else:
+                        self._rewrite(pending, out, drop_delete, result)
+                        pending = []
+                        self._upgrade(f, out, drop_delete, result)
+            self._rewrite(pending, out, drop_delete, result)
+        except BaseException:
+            for f in result.rewritten():
+                self.table.file_io.delete(f"{self.bucket_dir}/{f.file_name}")
+            raise
+        return result
+
+    def _upgrade(self, f: DataFileMeta, out: int, drop_delete: bool, result: CompactResult) -> None:
+        if f.level == out:
+            return
+        if out == self._max_level and f.delete_row_count != 0:  # deletes must not survive at the max level
+            self._rewrite_sections([[[f]]], out, drop_delete, result)
+            return
+        result.before.append(f)
+        result.after.append(f.upgrade(out))
+
+    def _rewrite(self, pending, out: int, drop_delete: bool, result: CompactResult) -> None:
+        if not pending:
+            return
+        if len(pending) == 1 and len(pending[0]) == 1:  # one single-run section: upgrading is enough
+            for f in pending[0][0]:
+                self._upgrade(f, out, drop_delete, result)
+            return
+        self._rewrite_sections(pending, out, drop_delete, result)
+
+    def _rewrite_sections(self, pending, out: int, drop_delete: bool, result: CompactResult) -> None:
+        writer = _RollingWriter(self, out)
+        try:
+            for section in pending:
+                for merged in self._merge_section(section, drop_delete):
+                    writer.add(merged)
+            writer.finish()
+        except BaseException:
+            writer.discard()
+            raise
+        result.before.extend(f for section in pending for run in section for f in run)
+        result.after.extend(writer.files)
+
+    # --- streaming merge ---------------------------------------------------------------------------
+    def _batches(self, run: list[DataFileMeta]) -> Iterator[pa.Table]:
+        for meta in run:
+            table = self.reader.read_file(self.split, meta, self.columns)
+            for start in range(0, table.num_rows, self.batch_rows):
+                yield table.slice(start, self.batch_rows)
+
+    def _merge_section(self, section: list[list[DataFileMeta]], drop_delete: bool) -> Iterator[pa.Table]:
+        cursors = [_Cursor(self._batches(run)) for run in section]
+        while True:
+            for c in cursors:
+                c.fill()
+            live = [c for c in cursors if c.buffer is not None]
+            if not live:
+                return
+            open_ = [c for c in live if not c.exhausted]
+            if open_:
+                bound = min((c.last_key(self.key_columns) for c in open_), key=_order)
+                parts = [c.take_through(bound, self.key_columns) for c in live]
+            else:
+                parts = [c.take_all() for c in live]
+            merged = merge_runs(parts, self.schema, drop_retracts=drop_delete, sorted_output=True)
+            if merged is not None and merged.num_rows:
+                yield merged
+
+
+def _order(key: tuple) -> tuple:
+    return tuple((v is not None, v) for v in key)
+
+
+class _Cursor:
+    """One input run read a batch at a time; ``buffer`` holds rows read but not yet merged."""
+
+    def __init__(self, batches: Iterator[pa.Table]):
+        self.batches = batches
+        self.buffer: pa.Table | None = None
+        self.exhausted = False
+        self._peeked: pa.Table | None = None
+
+    def fill(self) -> None:
+        if self.buffer is None and not self.exhausted:
+            self.buffer = self._next()
+        if self._peeked is None and not self.exhausted:
+            self._peeked = self._next()  # knowing whether more follows lets the last batch merge with no bound
+
+    def _next(self) -> pa.Table | None:
+        if self._peeked is not None:
+            out, self._peeked = self._peeked, None
+            return out
+        for batch in self.batches:
+            if batch.num_rows:
+                return batch
+        self.exhausted = True
+        return None
+
+    def last_key(self, key_columns) -> tuple:
+        n = self.buffer.num_rows - 1
+        return tuple(self.buffer.column(c)[n].as_py() for c in key_columns)
+
+    def take_through(self, bound: tuple, key_columns) -> pa.Table:
+        """Rows with key <= bound (a prefix: the run is sorted); the rest stays buffered."""
+        mask = _at_most(self.buffer, key_columns, bound)
+        n = int(pc.sum(mask).as_py() or 0)
+        part = self.buffer.slice(0, n)
+        rest = self.buffer.slice(n)
+        self.buffer = rest if rest.num_rows else None
+        if self.buffer is None and self._peeked is not None:
+            self.buffer, self._peeked = self._peeked, None
+        return part
+
+    def take_all(self) -> pa.Table:
+        part, self.buffer = self.buffer, None
+        return part
+
+
+def _at_most(table: pa.Table, key_columns, bound: tuple) -> pa.ChunkedArray:
+    """Boolean mask: key (lexicographic over ``key_columns``) <= ``bound``. Keys are never null."""
+    result = None
+    for col, value in reversed(list(zip(key_columns, bound))):
+        column = table.column(col)
+        scalar = pa.scalar(value, type=column.type)
+        if result is None:
+            result = pc.less_equal(column, scalar)
+        else:
+            result = pc.or_(pc.less(column, scalar), pc.and_(pc.equal(column, scalar), result))
+    return result
+
+
+class _RollingWriter:
+    """Accumulates merged rows (normalized layout) and writes them as data files of about ``target-file-size``."""
+
+    def __init__(self, rewriter: CompactRewriter, level: int):
+        self.r = rewriter
+        self.level = level
+        self.target = rewriter.settings.target_file_size
+        self.parts: list[pa.Table] = []
+        self.nbytes = 0
+        self.files: list[DataFileMeta] = []
+
+    def add(self, merged: pa.Table) -> None:
+        self.parts.append(merged)
+        self.nbytes += merged.nbytes
+        if self.nbytes >= self.target:
+            self._write()
+
+    def finish(self) -> None:
+        self._write()
+
+    def _write(self) -> None:
+        if not self.parts:
+            return
+        rows = pa.concat_tables(self.parts)
+        self.parts, self.nbytes = [], 0
+        r = self.r
+        physical = physical_table(rows.select(r.columns), rows.column(SEQUENCE_NUMBER).to_numpy(),
+                                  rows.column(VALUE_KIND).to_numpy(), r.schema)
+        self.files.extend(write_sorted_run(r.table.file_io, r.bucket_dir, physical, r.schema, level=self.level,
+                                           file_source=FILE_SOURCE_COMPACT))
+
+    def discard(self) -> None:
+        for f in self.files:
+            self.r.table.file_io.delete(f"{self.r.bucket_dir}/{f.file_name}")
+        self.files = []

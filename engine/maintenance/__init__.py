@@ -1,0 +1,1 @@
+"""Table maintenance: tags, rollback, snapshot expiration, orphan file cleanup."""

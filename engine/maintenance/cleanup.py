@@ -1,0 +1,58 @@
+"""Removing snapshots and exactly the files only they referenced (shared by expiration and rollback).
+
+Order keeps every visible snapshot whole: what to delete is computed first (reading every involved snapshot; an
+unreadable one raises and nothing is deleted), then snapshot files go, then the data and metadata files. A crash
+in between leaves only unreferenced files, which orphan cleanup removes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from engine.maintenance.references import data_files, delta_added_files, metadata_files
+from engine.maintenance.tags import tagged_snapshots
+from engine.meta.snapshot import Snapshot
+
+
+@dataclass
+class Removal:
+    snapshot_ids: list[int] = field(default_factory=list)
+    data_files: list[str] = field(default_factory=list)
+    metadata_files: list[str] = field(default_factory=list)
+
+
+def plan_removal(table, doomed: Sequence[Snapshot], kept_data: Sequence[Snapshot], first_doomed_full: bool,
+                 tags: Sequence[Snapshot] | None = None) -> Removal:
+    """Files to delete with ``doomed``: data files they reference that no snapshot in ``kept_data`` nor any tag
+    references, and their manifests/manifest lists that no remaining snapshot or tag uses.
+
+    ``first_doomed_full``: candidates are the first doomed snapshot's live files plus later doomed snapshots' added
+    files (expiration of the oldest snapshots); otherwise only doomed snapshots' added files (rollback, where the
+    files live before them stay referenced by the rollback target). ``tags``: the tagged snapshots that stay
+    (default: every tag).
+    """
+    doomed = sorted(doomed, key=lambda s: s.id)
+    doomed_ids = {s.id for s in doomed}
+    tags = tagged_snapshots(table) if tags is None else list(tags)
+    candidates: set[str] = set()
+    for i, snap in enumerate(doomed):
+        candidates |= data_files(table, snap) if (i == 0 and first_doomed_full) else delta_added_files(table, snap)
+    keep: set[str] = set()
+    for snap in list(kept_data) + tags:
+        keep |= data_files(table, snap)
+    meta_candidates: set[str] = set()
+    for snap in doomed:
+        meta_candidates |= metadata_files(table, snap)
+    meta_keep: set[str] = set()
+    sm = table.snapshot_manager
+    for sid in sm.ids():
+        if sid not in doomed_ids:
+            meta_keep |= metadata_files(table, sm.snapshot(sid))
+    for snap in tags:
+        meta_keep |= metadata_files(table, snap)
+    return Removal([s.id for s in doomed], sorted(candidates - keep), sorted(meta_candidates - meta_keep))
+
+
+def delete_files(table, removal: Removal) -> None:
+    for path in removal.data_files + removal.metadata_files:
+        table.file_io.delete(path)

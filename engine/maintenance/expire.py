@@ -1,0 +1,66 @@
+"""Snapshot expiration (paimon-semantics §12): retain at least ``snapshot.num-retained.min`` snapshots, at most
+``snapshot.num-retained.max``, and every snapshot younger than ``snapshot.time-retained``; expire at most
+``snapshot.expire.limit`` per run.
+
+Guarantees: the latest snapshot is never expired; snapshots are expired oldest first, so the retained ones stay
+a contiguous range; files still referenced by a retained snapshot or a tag are never deleted, every other file
+that only expired snapshots referenced is.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import time
+
+from engine.errors import InvalidInput
+from engine.maintenance.cleanup import Removal, delete_files, plan_removal
+from engine.options import (SNAPSHOT_EXPIRE_LIMIT, SNAPSHOT_NUM_RETAINED_MAX, SNAPSHOT_NUM_RETAINED_MIN,
+                            SNAPSHOT_TIME_RETAINED)
+
+
+def _millis(value) -> int:
+    if isinstance(value, dt.timedelta):
+        return int(value.total_seconds() * 1000)
+    return int(value)
+
+
+def expire_snapshots(table, *, retain_min: int | None = None, retain_max: int | None = None,
+                     time_retained=None, max_deletes: int | None = None, now_millis: int | None = None) -> Removal:
+    """Expire snapshots per the table's options, overridden by the arguments (``time_retained``: a timedelta or
+    milliseconds). Returns what was removed. Raises InvalidInput for retain_min < 1 or retain_max < retain_min."""
+    opts = table.schema.table_options
+    retain_min = opts.get(SNAPSHOT_NUM_RETAINED_MIN) if retain_min is None else int(retain_min)
+    retain_max = opts.get(SNAPSHOT_NUM_RETAINED_MAX) if retain_max is None else int(retain_max)
+    keep_ms = opts.get(SNAPSHOT_TIME_RETAINED) if time_retained is None else _millis(time_retained)
+    limit = opts.get(SNAPSHOT_EXPIRE_LIMIT) if max_deletes is None else int(max_deletes)
+    if retain_min < 1:
+        raise InvalidInput("snapshot.num-retained.min must be at least 1", table=table.name)
+    if retain_max < retain_min:
+        raise InvalidInput(f"snapshot.num-retained.max ({retain_max}) is below snapshot.num-retained.min "
+                           f"({retain_min})", table=table.name)
+    sm = table.snapshot_manager
+    ids = sm.ids()
+    if not ids:
+        return Removal()
+    earliest, latest = ids[0], ids[-1]
+    now = int(time.time() * 1000) if now_millis is None else now_millis
+    lo = max(latest - retain_max + 1, earliest)
+    hi = min(latest - retain_min + 1, earliest + limit)
+    end = hi
+    present = set(ids)
+    for sid in range(lo, hi):
+        # a snapshot stays while the one after it is younger than time-retained (it was current then)
+        if sid + 1 in present and sm.snapshot(sid + 1).time_millis >= now - keep_ms:
+            end = sid
+            break
+    doomed_ids = [i for i in ids if i < end and i < latest]
+    if not doomed_ids:
+        return Removal()
+    doomed = [sm.snapshot(i) for i in doomed_ids]
+    first_kept = sm.snapshot(min(i for i in ids if i > doomed_ids[-1]))
+    removal = plan_removal(table, doomed, [first_kept], first_doomed_full=True)
+    for sid in doomed_ids:  # oldest first: retained snapshots stay contiguous
+        table.file_io.delete(table.paths.snapshot(sid))
+        sm.forget(sid)
+    sm.write_earliest_hint(first_kept.id)
+    delete_files(table, removal)
+    return removal

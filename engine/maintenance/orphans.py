@@ -1,0 +1,70 @@
+"""Orphan file cleanup: delete files under the table that no snapshot, tag or in-flight commit can reference.
+
+A file is an orphan when no existing snapshot or tag references it (as a manifest list, manifest, data, changelog
+or extra file) and it was last modified before ``older_than`` ago: younger files may belong to a commit still in
+flight. Snapshot, schema, tag, consumer and branch directories and hint files are never touched (except stale
+``.tmp`` files of interrupted publishes). If any snapshot, tag or manifest cannot be read, nothing is deleted
+(CorruptFile is raised): an unreadable reference could point at any file.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import time
+
+from engine.maintenance.references import data_files, metadata_files
+from engine.maintenance.tags import tagged_snapshots
+
+PROTECTED_DIRS = ("schema", "snapshot", "tag", "consumer", "branch", "changelog", "service")
+DAY_MS = 86_400_000
+
+
+def _older_than_ms(older_than) -> int:
+    if older_than is None:
+        return DAY_MS
+    if isinstance(older_than, dt.timedelta):
+        return int(older_than.total_seconds() * 1000)
+    if isinstance(older_than, dt.datetime):
+        return int((time.time() - older_than.timestamp()) * 1000)
+    return int(older_than)
+
+
+def referenced_files(table) -> set[str]:
+    """Every file path some snapshot or tag references. Raises CorruptFile if any of them cannot be read."""
+    sm = table.snapshot_manager
+    snaps = [sm.snapshot(i) for i in sm.ids()] + tagged_snapshots(table)
+    out: set[str] = set()
+    for snap in snaps:
+        out |= metadata_files(table, snap)
+        out |= data_files(table, snap)
+    return out
+
+
+def remove_orphan_files(table, older_than=None, *, dry_run: bool = False) -> list[str]:
+    """Delete orphans last modified more than ``older_than`` ago (timedelta, datetime cutoff, or milliseconds;
+    default one day). Returns the deleted (or, with ``dry_run``, deletable) paths."""
+    cutoff = time.time() - _older_than_ms(older_than) / 1000.0
+    keep = {os.path.normpath(p) for p in referenced_files(table)}
+    out = []
+    root = table.root
+    for directory, subdirs, files in os.walk(root):
+        rel = os.path.relpath(directory, root)
+        top = rel.split(os.sep)[0]
+        if top in PROTECTED_DIRS:
+            candidates = [f for f in files if f.startswith(".") and f.endswith(".tmp")]
+        else:
+            candidates = files
+        for name in candidates:
+            path = os.path.normpath(os.path.join(directory, name))
+            if path in keep:
+                continue
+            try:
+                if os.stat(path).st_mtime > cutoff:
+                    continue
+            except FileNotFoundError:
+                continue
+            out.append(path)
+    if not dry_run:
+        for path in out:
+            table.file_io.delete(path)
+    return sorted(out)

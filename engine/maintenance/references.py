@@ -1,0 +1,63 @@
+"""What a snapshot references: its metadata files (manifest lists, manifests) and its live data files.
+
+Paths are absolute. Reading a referenced metadata file that is missing or corrupt raises CorruptFile, so a caller
+deciding what to delete fails closed.
+"""
+from __future__ import annotations
+
+import os
+
+from engine.meta.manifest import ADD
+from engine.meta.snapshot import Snapshot
+
+
+def manifest_list_names(snapshot: Snapshot) -> list[str]:
+    names = [snapshot.base_manifest_list, snapshot.delta_manifest_list]
+    if snapshot.changelog_manifest_list:
+        names.append(snapshot.changelog_manifest_list)
+    return names
+
+
+def metadata_files(table, snapshot: Snapshot) -> set[str]:
+    """Paths of the manifest lists and manifests ``snapshot`` uses (plus its index manifest, if any)."""
+    out = set()
+    for name in manifest_list_names(snapshot):
+        out.add(table.paths.manifest(name))
+        for meta in table.manifests.manifest_list(name):
+            out.add(table.paths.manifest(meta.file_name))
+    if snapshot.index_manifest:
+        out.add(table.paths.manifest(snapshot.index_manifest))
+    return out
+
+
+def entry_paths(table, entry) -> list[str]:
+    """The data file of a manifest entry and its extra files."""
+    f = entry.file
+    if f.external_path:
+        return [f.external_path]
+    scan = table.scan()
+    bucket_dir = scan.bucket_dir(scan.partition_values(entry.partition), entry.bucket)
+    return [os.path.join(bucket_dir, f.file_name)] + [os.path.join(bucket_dir, x) for x in f.extra_files]
+
+
+def data_files(table, snapshot: Snapshot) -> set[str]:
+    """Paths of the live data files of ``snapshot`` and of the changelog files its changelog manifests add."""
+    out = set()
+    for e in table.manifests.live_entries(snapshot):
+        out.update(entry_paths(table, e))
+    if snapshot.changelog_manifest_list:
+        for meta in table.manifests.manifest_list(snapshot.changelog_manifest_list):
+            for e in table.manifests.manifest(meta.file_name):
+                if e.kind == ADD:
+                    out.update(entry_paths(table, e))
+    return out
+
+
+def delta_added_files(table, snapshot: Snapshot) -> set[str]:
+    """Data files ADDed by ``snapshot``'s delta manifests."""
+    out = set()
+    for meta in table.manifests.manifest_list(snapshot.delta_manifest_list):
+        for e in table.manifests.manifest(meta.file_name):
+            if e.kind == ADD:
+                out.update(entry_paths(table, e))
+    return out

@@ -1,0 +1,47 @@
+"""Rollback to a snapshot or a tag (Paimon's ``rollback_to``).
+
+Rolling back to snapshot N deletes snapshots N+1.. (newest first, so a crash leaves a consistent shorter history),
+tags of those snapshots, and the files only they referenced; snapshot N becomes the latest. Rolling back to a tag
+whose snapshot has expired restores that snapshot from the tag and removes every other snapshot.
+Not safe while other writers commit to the table.
+"""
+from __future__ import annotations
+
+from engine.errors import SnapshotNotFound
+from engine.maintenance.cleanup import Removal, delete_files, plan_removal
+from engine.maintenance.tags import TagManager
+
+
+def rollback_to(table, target) -> Removal:
+    """``target``: a snapshot id (int) or a tag name (str). Raises SnapshotNotFound, TagNotFound."""
+    sm = table.snapshot_manager
+    tags = TagManager(table)
+    if isinstance(target, str):
+        snap = tags.get(target)
+        if not table.file_io.exists(table.paths.snapshot(snap.id)):
+            table.file_io.mkdirs(table.paths.snapshot_dir)
+            table.file_io.write_if_absent(table.paths.snapshot(snap.id), snap.to_json().encode())
+            sm.forget(snap.id)
+        target_id = snap.id
+    else:
+        target_id = int(target)
+        if not table.file_io.exists(table.paths.snapshot(target_id)):
+            raise SnapshotNotFound(table.name, target_id)
+    target_snap = sm.snapshot(target_id)
+    later = [i for i in sm.ids() if i > target_id]
+    all_tags = tags.all()
+    dropped_tags = [name for name, tagged in all_tags.items() if tagged.id > target_id]
+    kept_tags = [tagged for name, tagged in all_tags.items() if name not in dropped_tags]
+    doomed = [sm.snapshot(i) for i in later]
+    removal = plan_removal(table, doomed, [target_snap], first_doomed_full=True, tags=kept_tags) \
+        if doomed else Removal()
+    for name in dropped_tags:  # tags of rolled-back snapshots go with them
+        tags.delete(name)
+    for sid in sorted(later, reverse=True):
+        table.file_io.delete(table.paths.snapshot(sid))
+        sm.forget(sid)
+    sm.write_latest_hint(target_id)
+    if not any(i < target_id for i in sm.ids()):
+        sm.write_earliest_hint(target_id)
+    delete_files(table, removal)
+    return removal

@@ -1,0 +1,72 @@
+"""Tags in Paimon's layout: ``<table>/tag/tag-<name>`` holds the tagged snapshot's JSON (as Java and pypaimon write
+a tag without retention). A tag keeps its snapshot's files alive through snapshot expiration.
+"""
+from __future__ import annotations
+
+import os
+import re
+
+from engine.errors import InvalidInput, LakemergeError
+from engine.meta.snapshot import Snapshot
+
+TAG_PREFIX = "tag-"
+
+
+class TagNotFound(LakemergeError):
+    def __init__(self, table: str, tag: str):
+        super().__init__(f"table {table!r} has no tag {tag!r}")
+        self.table = table
+        self.tag = tag
+
+
+class TagManager:
+    def __init__(self, table):
+        self.table = table
+        self.io = table.file_io
+        self.tag_dir = os.path.join(table.root, "tag")
+
+    def path(self, name: str) -> str:
+        return os.path.join(self.tag_dir, TAG_PREFIX + name)
+
+    def names(self) -> list[str]:
+        return sorted(n[len(TAG_PREFIX):] for n in self.io.list_names(self.tag_dir)
+                      if n.startswith(TAG_PREFIX) and not n.endswith(".tmp"))
+
+    def get(self, name: str) -> Snapshot:
+        """The tagged snapshot. Raises TagNotFound, CorruptFile."""
+        path = self.path(name)
+        try:
+            data = self.io.read_bytes(path)
+        except FileNotFoundError:
+            raise TagNotFound(self.table.name, name) from None
+        return Snapshot.from_json(data.decode("utf-8"), path)
+
+    def all(self) -> dict[str, Snapshot]:
+        return {n: self.get(n) for n in self.names()}
+
+    def create(self, name: str, snapshot: Snapshot) -> None:
+        """Raises InvalidInput for a bad or existing name."""
+        self.validate_name(name)
+        self.io.mkdirs(self.tag_dir)
+        if not self.io.write_if_absent(self.path(name), snapshot.to_json().encode()):
+            raise InvalidInput(f"tag {name!r} already exists", table=self.table.name)
+
+    def delete(self, name: str) -> Snapshot:
+        snap = self.get(name)
+        self.io.delete(self.path(name))
+        return snap
+
+    def validate_name(self, name: str) -> None:
+        if not isinstance(name, str) or not name.strip():
+            raise InvalidInput("a tag name must be a non-blank string", table=self.table.name)
+        if re.fullmatch(r"\d+", name):
+            raise InvalidInput(f"tag name {name!r} cannot be purely numeric (it would read as a snapshot id)",
+                               table=self.table.name)
+        if "/" in name or "\\" in name or name.startswith("."):
+            raise InvalidInput(f"tag name {name!r} may not contain path separators or start with '.'",
+                               table=self.table.name)
+
+
+def tagged_snapshots(table) -> list[Snapshot]:
+    """Every tag's snapshot. Raises CorruptFile when a tag cannot be read (callers deleting files fail closed)."""
+    return list(TagManager(table).all().values())

@@ -1,0 +1,122 @@
+"""Universal compaction picking against hand-worked cases of Paimon's rules (paimon-semantics §7.2)."""
+from __future__ import annotations
+
+from engine.compact.levels import Levels, SortedRun
+from engine.compact.picker import CompactionSettings, UniversalPicker
+from engine.meta.data_file import DataFileMeta, SimpleStats
+from engine.options import TableOptions
+from engine.meta import binary_row
+from engine.types import DataType
+
+INT = DataType("INT", False)
+_n = iter(range(10**6))
+
+
+def f(size: int, level: int = 0, lo: int = 0, hi: int = 0, seq: int = 0) -> DataFileMeta:
+    key = lambda v: binary_row.serialize_row([v], [INT])  # noqa: E731
+    return DataFileMeta(f"f{next(_n)}", size, 1, key(lo), key(hi), SimpleStats.EMPTY, SimpleStats.EMPTY, seq, seq, 0,
+                        level)
+
+
+def runs(*spec) -> list[SortedRun]:
+    """spec: (level, size) pairs in pick order (level-0 newest first)."""
+    return [SortedRun(level, (f(size, level),)) for level, size in spec]
+
+
+def picker(trigger=5, **kw) -> UniversalPicker:
+    s = CompactionSettings(trigger=trigger, num_levels=trigger + 1, **kw)
+    return UniversalPicker(s, s.num_levels - 1)
+
+
+def sizes(unit):
+    return [x.file_size for x in unit.files]
+
+
+def test_defaults_follow_the_trigger():
+    s = CompactionSettings.of(TableOptions({}))
+    assert (s.trigger, s.stop_trigger, s.num_levels, s.max_size_amp, s.size_ratio) == (5, 8, 6, 200, 1)
+    s = CompactionSettings.of(TableOptions({"num-sorted-run.compaction-trigger": "3"}))
+    assert (s.stop_trigger, s.num_levels) == (6, 4)
+    s = CompactionSettings.of(TableOptions({"num-sorted-run.stop-trigger": "20", "num-levels": "9"}))
+    assert (s.stop_trigger, s.num_levels) == (20, 9)
+    assert CompactionSettings.of(TableOptions({"merge-engine": "first-row"})).force_up_level0
+
+
+def test_fewer_runs_than_the_trigger_pick_nothing():
+    assert picker().pick(runs((0, 1), (0, 1), (0, 1), (0, 1))) is None
+
+
+def test_size_amplification_compacts_everything_to_the_max_level():
+    # 4 newer runs of 1 against an oldest run of 1: 400% > 200%
+    unit = picker().pick(runs((0, 1), (0, 1), (0, 1), (0, 1), (0, 1)))
+    assert unit.output_level == 5 and len(unit.files) == 5
+    # 100 * (1+1+1+1+100) = 10400 > 200 * 40 -> full
+    unit = picker().pick(runs((0, 1), (0, 1), (0, 1), (0, 100), (5, 40)))
+    assert unit.output_level == 5 and len(unit.files) == 5
+
+
+def test_size_ratio_takes_similar_newest_runs_and_stops_before_a_big_high_level():
+    # no size amplification (4 * 100 <= 200 * 1000); 1,1,1,1 snowball; level 5 is far bigger -> out = 5 - 1
+    unit = picker().pick(runs((0, 1), (0, 1), (0, 1), (0, 1), (5, 1000)))
+    assert unit.output_level == 4 and sizes(unit) == [1, 1, 1, 1]
+
+
+def test_size_ratio_does_not_trigger_when_each_run_is_much_bigger():
+    assert picker().pick(runs((0, 1), (0, 10), (0, 100), (0, 1000), (5, 100000))) is None
+
+
+def test_size_ratio_slack_is_a_percent():
+    # 100 * 1.01 = 101 >= 101: absorbed; with size-ratio 0 it is not
+    spec = ((0, 100), (0, 101), (3, 100000), (4, 100000), (5, 10**9))
+    unit = picker().pick(runs(*spec))
+    assert sizes(unit) == [100, 101] and unit.output_level == 2
+    assert picker(size_ratio=0).pick(runs(*spec)) is None
+
+
+def test_more_runs_than_the_trigger_compacts_enough_runs_and_absorbs_level0():
+    # 7 runs, trigger 5: start with 7 - 5 + 1 = 3 candidates (1+10+100); once triggered, level-0 runs are taken
+    # whatever their size; the level-5 run stops it: output level 4.
+    unit = picker().pick(runs((0, 1), (0, 10), (0, 100), (0, 1000), (0, 10000), (0, 100000), (5, 10**12)))
+    assert sizes(unit) == [1, 10, 100, 1000, 10000, 100000] and unit.output_level == 4
+
+
+def test_snowball_stops_at_a_bigger_run_above_level_one():
+    unit = picker().pick(runs((0, 1), (0, 1), (2, 1000), (3, 10**5), (4, 10**7), (5, 10**9)))
+    # 1 + 1 snowball; the next level-2 run of 1000 is bigger and above level 1 -> stop; out = 2 - 1
+    assert sizes(unit) == [1, 1] and unit.output_level == 1
+
+
+def test_level1_runs_are_absorbed_once_triggered():
+    unit = picker(trigger=3).pick(runs((0, 1), (0, 1), (1, 100), (3, 10**6)))
+    assert sizes(unit) == [1, 1, 100] and unit.output_level == 2
+
+
+def test_taking_every_run_goes_to_the_max_level():
+    unit = picker().pick(runs((0, 1), (0, 1), (0, 1), (0, 1), (1, 2), (2, 3)))
+    assert unit.output_level == 5 and len(unit.files) == 6
+
+
+def test_force_up_level0_takes_level0_files_up_when_nothing_else_is_picked():
+    spec = ((0, 1), (5, 1000))
+    assert picker().pick(runs(*spec)) is None
+    unit = picker(force_up_level0=True).pick(runs(*spec))
+    assert sizes(unit) == [1] and unit.output_level == 4
+    assert picker(force_up_level0=True).pick(runs((5, 1000))) is None
+
+
+def test_a_single_file_already_at_the_output_level_is_not_a_unit():
+    p = picker()
+    assert p.pick_full(runs((5, 10))) is None
+    unit = p.pick_full(runs((0, 1), (5, 10)))
+    assert unit.output_level == 5 and len(unit.files) == 2
+
+
+def test_levels_order_level0_newest_first_and_refuse_overlaps():
+    a, b, c = f(1, 0, seq=5), f(1, 0, seq=9), f(1, 0, seq=7)
+    lv = Levels([a, b, c, f(5, 2, 0, 4), f(5, 2, 5, 9)], 6, [INT])
+    assert [r.files[0] for r in lv.runs()[:3]] == [b, c, a]
+    assert [r.level for r in lv.runs()] == [0, 0, 0, 2] and lv.number_of_sorted_runs() == 4
+    import pytest
+    from engine.errors import CorruptFile
+    with pytest.raises(CorruptFile, match="overlapping"):
+        Levels([f(5, 1, 0, 5), f(5, 1, 5, 9)], 6, [INT])

@@ -112,6 +112,21 @@ DATA_FILE_PREFIX = _opt("data-file.prefix", str, "data-", "data file name prefix
 THIN_MODE = _opt("data-file.thin-mode", parse_bool, False, "omit the _KEY_* columns from data files")
 PK_NULLABLE = _opt("primary-key.nullable", parse_bool, False, "allow nulls in primary-key columns (not supported)")
 
+# --- issue 3 ---
+PARTIAL_UPDATE_IGNORE_DELETE = _opt("partial-update.ignore-delete", parse_bool, False, "alias of ignore-delete")
+FIRST_ROW_IGNORE_DELETE = _opt("first-row.ignore-delete", parse_bool, False, "alias of ignore-delete")
+DEDUPLICATE_IGNORE_DELETE = _opt("deduplicate.ignore-delete", parse_bool, False, "alias of ignore-delete")
+PARTIAL_UPDATE_REMOVE_ON_DELETE = _opt("partial-update.remove-record-on-delete", parse_bool, False,
+                                       "partial-update: a -D removes the whole record")
+PARTIAL_UPDATE_REMOVE_ON_SEQUENCE_GROUP = _opt("partial-update.remove-record-on-sequence-group", _field_list, (),
+                                               "partial-update: a -D winning one of these groups removes the record")
+AGGREGATION_REMOVE_ON_DELETE = _opt("aggregation.remove-record-on-delete", parse_bool, False,
+                                    "aggregation: a -D removes the whole record")
+DEFAULT_AGGREGATE_FUNCTION = _opt("fields.default-aggregate-function", str.strip, None,
+                                  "aggregate function of fields without fields.<f>.aggregate-function")
+SEQUENCE_AUTO_PADDING = _opt("sequence.auto-padding", _field_list, (),
+                             "legacy: row-kind-flag, second-to-micro, millis-to-micro (comma separated)")
+
 # Paimon options that lakemerge knows by name but that do not change what this version writes or reads.
 # They are kept in the schema (and honoured by Paimon's own readers and writers) without a warning.
 KNOWN_PAIMON_KEYS = frozenset({
@@ -131,7 +146,7 @@ KNOWN_PAIMON_KEYS = frozenset({
 _PER_FIELD = re.compile(r"^fields\.[^.]+\.[a-z0-9.-]+$")
 
 # Merge engines / producers this version implements; the others are valid Paimon values but unsupported here.
-SUPPORTED_MERGE_ENGINES = ("deduplicate",)
+SUPPORTED_MERGE_ENGINES = ("deduplicate", "partial-update", "aggregation", "first-row")
 SUPPORTED_CHANGELOG_PRODUCERS = ("none",)
 
 
@@ -225,4 +240,5 @@ class TableOptions:
 
     @property
     def ignore_delete(self) -> bool:
-        return bool(self.get(IGNORE_DELETE) or self.raw.get("deduplicate.ignore-delete", "").lower() == "true")
+        return bool(self.get(IGNORE_DELETE) or self.get(DEDUPLICATE_IGNORE_DELETE)
+                    or self.get(PARTIAL_UPDATE_IGNORE_DELETE) or self.get(FIRST_ROW_IGNORE_DELETE))

@@ -45,7 +45,7 @@ def segment_pick(order, key_starts, eligible, first):
 @njit
 def rows_after_last(order, key_starts, flag):
     """Bool per global row: the row comes strictly after the key's last flagged row (all rows if none)."""
-    after = np.ones(order.shape[0], np.bool_)
+    after = np.ones(flag.shape[0], np.bool_)
     for j in range(key_starts.shape[0] - 1):
         a = key_starts[j]
         b = key_starts[j + 1]

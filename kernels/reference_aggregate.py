@@ -18,7 +18,7 @@ def segment_pick_reference(order, key_starts, eligible, first):
 
 
 def rows_after_last_reference(order, key_starts, flag):
-    after = np.ones(len(order), bool)
+    after = np.ones(len(flag), bool)
     for _, rows in _segments(order, key_starts):
         flagged = [i for i, r in enumerate(rows) if flag[r]]
         if flagged:

@@ -89,14 +89,28 @@ def reduce(seg: Segments, arr: pa.Array, agg, add: np.ndarray, retract: np.ndarr
 
 # ---- kernels --------------------------------------------------------------------------------------------
 
+def _pick_last(seg, eligible, every_row: bool):
+    """Last eligible row per key; when every row is eligible that is simply each key's newest row."""
+    return seg.last_rows if every_row else K.segment_pick(seg.order, seg.key_starts, eligible, False)
+
+
+def _null_where_retract(idx, retract):
+    if not retract.any():
+        return None
+    return retract[np.maximum(idx, 0)] & (idx >= 0)
+
+
 def _last_value(seg, arr, agg, add, retract):
-    idx = K.segment_pick(seg.order, seg.key_starts, add | retract, False)
-    return take_or_null(arr, idx, retract[np.maximum(idx, 0)] & (idx >= 0))
+    feeds = add | retract
+    idx = _pick_last(seg, feeds, bool(feeds.all()))
+    return take_or_null(arr, idx, _null_where_retract(idx, retract))
 
 
 def _last_non_null(seg, arr, agg, add, retract):
-    idx = K.segment_pick(seg.order, seg.key_starts, (add | retract) & valid_mask(arr), False)
-    return take_or_null(arr, idx, retract[np.maximum(idx, 0)] & (idx >= 0))
+    feeds = add | retract
+    every = bool(feeds.all())
+    idx = _pick_last(seg, feeds if arr.null_count == 0 else feeds & valid_mask(arr), every and arr.null_count == 0)
+    return take_or_null(arr, idx, _null_where_retract(idx, retract))
 
 
 def _first_value(seg, arr, agg, add, retract):

@@ -53,9 +53,9 @@ def test_arg_extreme_with_ties(h, want_max):
 @given(histories(values=st.integers(-130, 130)), st.booleans(), st.sampled_from([7, 63]))
 def test_sum_and_product_integers(h, product, bits):
     order, starts, kinds, valid, vals = h
-    values = np.array(vals, np.int64)
     add = (kinds == 0) | (kinds == 2)
     lo, hi = -(2 ** bits), 2 ** bits - 1
+    values = np.clip(np.array(vals, np.int64), lo, hi)  # inputs come from a column of that type
     out, ov, err, key = K.segment_sum(order, starts, values, valid, add, ~add, product, lo, hi)
     r_out, r_valid, r_err, r_key = R.segment_sum_reference(order, starts, values, valid, add, ~add, product, lo, hi)
     assert (err, key) == (r_err, r_key)

@@ -212,11 +212,12 @@ def segment_group_fold(order, key_starts, words, all_null, add, retract):
 
     Rows in merged order; rows with ``all_null`` group sequence are skipped. An add or retract row takes the
     group when no row did yet or its group sequence words compare >= the current winner's (lexicographic).
-    Returns (winner row id or -1, winner is retract)."""
+    Returns (winner row id or -1, winner is retract, per global row: it took the group when processed)."""
     n_keys = key_starts.shape[0] - 1
     m = words.shape[1]
     src = np.full(n_keys, -1, np.int64)
     nulled = np.zeros(n_keys, np.bool_)
+    newer = np.zeros(all_null.shape[0], np.bool_)
     for j in range(n_keys):
         best = -1
         for p in range(key_starts[j], key_starts[j + 1]):
@@ -234,8 +235,9 @@ def segment_group_fold(order, key_starts, words, all_null, add, retract):
             if take:
                 best = r
                 nulled[j] = retract[r]
+                newer[r] = True
         src[j] = best
-    return src, nulled
+    return src, nulled, newer
 
 
 def float_order_words(values: np.ndarray) -> np.ndarray:

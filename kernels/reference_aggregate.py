@@ -84,6 +84,7 @@ def segment_listagg_reference(order, key_starts, strings, eligible, delimiter: b
 
 def segment_group_fold_reference(order, key_starts, words, all_null, add, retract):
     src, nulled = [], []
+    newer = np.zeros(len(all_null), bool)
     for _, rows in _segments(order, key_starts):
         best, was_retract = -1, False
         for r in rows:
@@ -91,6 +92,7 @@ def segment_group_fold_reference(order, key_starts, words, all_null, add, retrac
                 continue
             if best < 0 or tuple(words[r]) >= tuple(words[best]):
                 best, was_retract = r, bool(retract[r])
+                newer[r] = True
         src.append(best)
         nulled.append(was_retract)
-    return np.array(src, np.int64), np.array(nulled, bool)
+    return np.array(src, np.int64), np.array(nulled, bool), newer

@@ -104,7 +104,7 @@ def test_group_fold(h):
     add = (kinds == 0) | (kinds == 2)
     got = K.segment_group_fold(order, starts, np.ascontiguousarray(words), all_null, add, ~add)
     ref = R.segment_group_fold_reference(order, starts, words, all_null, add, ~add)
-    assert np.array_equal(got[0], ref[0]) and np.array_equal(got[1], ref[1])
+    assert all(np.array_equal(g, r) for g, r in zip(got, ref))
 
 
 def test_float_order_words_follow_java_double_compare():

@@ -148,3 +148,22 @@ def test_data_file_holds_partial_records(catalog, warehouse):
     assert len(files) == 1
     rows = pq.ParquetFile(f"{warehouse}/{files[0]}").read().select(["k", "a", "b", "_VALUE_KIND"]).to_pylist()
     assert rows == [{"k": 1, "a": 1, "b": 2, "_VALUE_KIND": 0}, {"k": 2, "a": None, "b": None, "_VALUE_KIND": 0}]
+
+
+@pytest.mark.parametrize("one_buffer", [False, True])
+def test_group_aggregators_with_out_of_order_group_sequence(catalog, one_buffer):
+    """Older group sequences fold as agg(in, acc) (Paimon's aggReversed); the group's other fields keep the
+    newest group sequence's values."""
+    s = pa.schema([("k", I), ("g", I), ("a", pa.string()), ("b", pa.int64()), ("c", pa.string()),
+                   ("d", pa.string())])
+    t = catalog.create_table("db.oo", s, primary_key=["k"], options={
+        "bucket": "1", "merge-engine": "partial-update", "fields.g.sequence-group": "a,b,c,d",
+        "fields.a.aggregate-function": "first_value", "fields.b.aggregate-function": "sum",
+        "fields.c.aggregate-function": "listagg"})
+    rows = [(1, 2, "x", 1, "p", "two"), (1, 1, "y", 2, "q", "one"), (1, 3, "z", 4, "r", "three")]
+    if one_buffer:
+        t.write(_batch(s, rows))
+    else:
+        for r in rows:
+            t.write(_batch(s, [r]))
+    assert _one(t) == (1, 3, "y", 7, "q,p,r", "three")

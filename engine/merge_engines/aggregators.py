@@ -87,6 +87,88 @@ def reduce(seg: Segments, arr: pa.Array, agg, add: np.ndarray, retract: np.ndarr
     return _REDUCERS[agg.function](seg, arr, agg, add, retract)
 
 
+COMMUTATIVE = ("sum", "product", "max", "min", "bool_and", "bool_or")
+
+
+def reduce_in_group(seg: Segments, arr: pa.Array, agg, add: np.ndarray, retract: np.ndarray,
+                    newer: np.ndarray) -> pa.Array:
+    """Partial-update aggregator inside a sequence group: add rows with ``newer`` (their group sequence took the
+    group) fold as ``agg(acc, in)``, older add rows as ``agg(in, acc)`` (Paimon's ``aggReversed``). Commutative
+    functions run in the kernels; the others fold per key in Python."""
+    if agg.function in COMMUTATIVE or not (add & ~newer).any():
+        return reduce(seg, arr, agg, add, retract)
+    if agg.ignore_retract:
+        retract = np.zeros_like(retract)
+    elif retract.any() and not FUNCTIONS[agg.function][1]:
+        return reduce(seg, arr, agg, add, retract)  # raises the error
+    fn = _scalar(agg, arr.type)
+    values = arr.to_pylist()
+    out = []
+    for j in range(seg.n_keys):
+        acc, state = None, {}
+        for r in seg.order[seg.key_starts[j]:seg.key_starts[j + 1]]:
+            if add[r]:
+                acc = fn.agg(acc, values[r], state) if newer[r] else fn.agg_reversed(acc, values[r], state)
+            elif retract[r]:
+                acc = fn.retract(acc, values[r])
+        out.append(acc)
+    return pa.array(out, type=arr.type)
+
+
+class _Scalar:
+    """Per-value fold of a non-commutative function, with Paimon's reversed form for older records."""
+
+    def __init__(self, name, agg):
+        self.name, self.cfg = name, agg
+        self.obj = {"collect": _Collect(agg.distinct), "merge_map": _MergeMap(),
+                    "listagg": _ListaggDistinct(agg.delimiter) if agg.distinct else None}.get(name)
+
+    def agg(self, acc, x, state):
+        n = self.name
+        if n == "last_value":
+            return x
+        if n == "last_non_null_value":
+            return acc if x is None else x
+        if n == "first_value":
+            if not state.get("init"):
+                state["init"] = True
+                return x
+            return acc
+        if n == "first_non_null_value":
+            return x if acc is None else acc
+        if n == "listagg" and self.obj is None:
+            if _blank(x):
+                return acc
+            return x if _blank(acc) else acc + self.cfg.delimiter + x
+        return self.obj.agg(acc, x)
+
+    def agg_reversed(self, acc, x, state):
+        n = self.name
+        if n in ("first_value", "first_non_null_value"):
+            state["init"] = True
+            return x if (n == "first_value" or x is not None) else acc
+        if n == "last_value":
+            return acc
+        if n == "last_non_null_value":
+            return x if acc is None else acc
+        return self.agg(x, acc, state) if n != "collect" else self.obj.agg(acc, x)
+
+    def retract(self, acc, x):
+        if self.name == "last_value":
+            return None
+        if self.name == "last_non_null_value":
+            return None if x is not None else acc
+        return self.obj.retract(acc, x)
+
+
+def _scalar(agg, _type):
+    if agg.function not in ("last_value", "last_non_null_value", "first_value", "first_non_null_value",
+                            "listagg", "collect", "merge_map"):
+        raise UnsupportedFeature(f"field {agg.field!r}: aggregate function {agg.function!r} inside a sequence group "
+                                 "with out-of-order group sequences is not supported")
+    return _Scalar(agg.function, agg)
+
+
 # ---- kernels --------------------------------------------------------------------------------------------
 
 def _pick_last(seg, eligible, every_row: bool):

@@ -4,8 +4,9 @@ Per key, oldest first: each add record's non-null fields overwrite the accumulat
 (``fields.<g>.sequence-group = a,b``) guard their fields with their own sequence: a record whose group sequence
 is all null leaves the group alone; otherwise it takes the group (sequence fields and guarded fields, nulls
 included) when its group sequence is >= the current one; a retract taking a group nulls the guarded fields.
-Guarded fields with ``fields.<f>.aggregate-function`` aggregate over every record with a non-null group
-sequence, in merged order. ``partial-update.remove-record-on-delete``: a -D resets the row to the -D record
+Guarded fields with ``fields.<f>.aggregate-function`` aggregate over every add record with a non-null group
+sequence: ``agg(acc, in)`` when the record's group sequence is >= the group's, else ``agg(in, acc)``; a retract
+record retracts only when it takes the group. ``partial-update.remove-record-on-delete``: a -D resets the row to the -D record
 (kind -D) and later adds start from it. Result kind: +I if any add counts, else -D.
 """
 from __future__ import annotations
@@ -68,7 +69,7 @@ def reduce(seg: Segments, cfg, value_names: list[str]) -> "pa.Table":  # noqa: F
         if not wanted:
             continue
         words, all_null = group_words(seg, g.sequence_fields)
-        src, nulled = K.segment_group_fold(seg.order, seg.key_starts, words, all_null, add, retract)
+        src, nulled, newer = K.segment_group_fold(seg.order, seg.key_starts, words, all_null, add, retract)
         for f in g.sequence_fields:
             if f in value_names:
                 values[f] = take_or_null(seg.column(f), src)
@@ -77,7 +78,8 @@ def reduce(seg: Segments, cfg, value_names: list[str]) -> "pa.Table":  # noqa: F
                 continue
             agg = cfg.aggs.get(f)
             if agg is not None:
-                values[f] = aggregators.reduce(seg, seg.column(f), agg, add & ~all_null, retract & ~all_null)
+                values[f] = aggregators.reduce_in_group(seg, seg.column(f), agg, add & ~all_null,
+                                                        retract & newer, newer)
             else:
                 values[f] = take_or_null(seg.column(f), src, nulled)
         if ",".join(g.sequence_fields) in cfg.remove_on_sequence_group or any(

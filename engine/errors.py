@@ -139,3 +139,9 @@ class CorruptFile(StorageError):
 
     def __init__(self, path: str, message: str):
         super().__init__(path, f"corrupt or unreadable: {message}")
+
+
+# --- merge engines (issue 3) -----------------------------------------------------------------------------
+class MergeFunctionError(LakemergeError):
+    """Records of one key cannot be merged (e.g. integer overflow in ``sum``, a retraction a function cannot
+    take found in files written by another tool). Names the table and field; nothing was changed."""

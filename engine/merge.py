@@ -12,7 +12,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kernels.keys import encode_keys
+from engine.options import SEQUENCE_AUTO_PADDING
 from kernels.merge import merge_dedup, sort_indices
+from kernels.merge import merge_runs as kernel_merge_runs
 
 # Column names of a *normalized run* (what SplitReader.read_file returns and merge_runs consumes): the primary key
 # as "__key_<k>" for each trimmed primary key, then _SEQUENCE_NUMBER, _VALUE_KIND, the sequence fields, then the
@@ -69,54 +71,82 @@ def _is_retract(kinds: np.ndarray) -> np.ndarray:
     return (kinds == 1) | (kinds == 3)
 
 
+def schema_order_words(table: pa.Table, schema) -> np.ndarray:
+    """``order_words`` of a table holding _SEQUENCE_NUMBER, _VALUE_KIND and the schema's sequence fields, with
+    ``sequence.auto-padding`` applied."""
+    from engine.sequence_padding import padded
+    opts = schema.table_options
+    seq_cols = [table.column(c) for c in opts.sequence_fields]
+    padding = opts.get(SEQUENCE_AUTO_PADDING)
+    if padding:
+        seq_cols = [padded(c, padding) for c in seq_cols]
+    return order_words(seq_cols, np.asarray(table.column(SEQUENCE_NUMBER).to_numpy()),
+                       np.asarray(table.column(VALUE_KIND).to_numpy()), opts.sequence_descending)
+
+
 def merge_runs(runs: Sequence[pa.Table], schema, *, drop_retracts: bool = True,
-               sorted_output: bool = False) -> pa.Table | None:
+               sorted_output: bool = False, table_name: str | None = None) -> pa.Table | None:
     """Merge normalized sorted runs (see KEY_COLUMN_PREFIX) into one record per key, with the merge engine.
 
     Guarantees: the result has the runs' columns; each key appears once, as the merged record with its row kind;
     records whose merged kind is a retract (-U/-D) are dropped when ``drop_retracts``; rows are in ascending key
     order when ``sorted_output`` (otherwise in no particular order). This is the one merge implementation shared by
     reads and compaction. ``schema`` (a TableSchema) supplies the key, sequence fields and merge options.
-    Returns None when every run is empty.
+    Runs must hold the columns the engine needs (``engine.merge_engines.required_columns``).
+    Returns None when every run is empty. Raises MergeFunctionError when records cannot be merged.
     """
-    key_names = list(schema.trimmed_primary_keys)
-    seq_fields = list(schema.table_options.sequence_fields)
-    descending = schema.table_options.sequence_descending
     runs = [r for r in runs if r.num_rows]
     if not runs:
         return None
     if len(runs) == 1 and not drop_retracts:
         return runs[0]
-    winner_masks: list[np.ndarray | None] = [None] * len(runs)
-    winners = None
-    if len(runs) > 1:
-        # Order words are computed over all runs at once so rank-encoded (string) sequence fields compare
-        # across runs; then split back per run for the k-way merge.
-        both = pa.concat_tables([t.select(list(seq_fields) + [SEQUENCE_NUMBER, VALUE_KIND]) for t in runs])
-        words = order_words([both.column(c) for c in seq_fields], both.column(SEQUENCE_NUMBER).to_numpy(),
-                            both.column(VALUE_KIND).to_numpy(), descending)
+    engine = schema.table_options.merge_engine
+    if engine == "deduplicate":
+        from engine.merge_engines.deduplicate import merge_sorted_runs
+        return merge_sorted_runs(runs, schema, drop_retracts=drop_retracts, sorted_output=sorted_output)
+    if len(runs) == 1:
+        merged = runs[0]  # a run holds one record per key
+    else:
+        from engine.merge_engines import reduce_segments
+        both = pa.concat_tables(runs).combine_chunks()
+        key_names = list(schema.trimmed_primary_keys)
+        words = schema_order_words(both, schema)
         bounds = np.cumsum([t.num_rows for t in runs])[:-1]
-        winners = merge_dedupe_runs([[t.column(KEY_COLUMN_PREFIX + k) for k in key_names] for t in runs],
-                                    np.split(words, bounds))
-        if not sorted_output:
-            is_winner = np.zeros(both.num_rows, dtype=bool)
-            is_winner[winners] = True
-            winner_masks = list(np.split(is_winner, bounds))
-    if sorted_output and winners is not None:
-        merged = pa.concat_tables(runs).combine_chunks().take(pa.array(winners))
-        if drop_retracts:
-            keep = ~_is_retract(merged.column(VALUE_KIND).to_numpy())
+        encoded = [encode_keys([t.column(KEY_COLUMN_PREFIX + k) for k in key_names]) for t in runs]
+        result = kernel_merge_runs(encoded, [np.ascontiguousarray(w) for w in np.split(words, bounds)])
+        merged = reduce_segments(both, result.order, result.key_starts, schema, sorted_output=sorted_output,
+                                 table_name=table_name)
+    if drop_retracts:
+        keep = ~_is_retract(merged.column(VALUE_KIND).to_numpy())
+        if not keep.all():
+            merged = merged.filter(pa.array(keep))
+    return merged
+
+
+def merge_unsorted(table: pa.Table, schema, *, drop_retracts: bool = False, table_name: str | None = None
+                   ) -> pa.Table:
+    """One unsorted normalized run (keys may repeat; e.g. a write buffer) -> one record per key, in key order,
+    with the table's merge engine. Same record rules as ``merge_runs``."""
+    if table.num_rows == 0:
+        return table
+    table = table.combine_chunks()
+    key_cols = [table.column(KEY_COLUMN_PREFIX + k) for k in schema.trimmed_primary_keys]
+    words = schema_order_words(table, schema)
+    if schema.table_options.merge_engine == "deduplicate":
+        if schema.table_options.ignore_delete:
+            keep = ~_is_retract(table.column(VALUE_KIND).to_numpy())
             if not keep.all():
-                merged = merged.filter(pa.array(keep))
-        return merged
-    # Keep each run's winning rows with a filter per run: cheaper than gathering rows across runs (which would
-    # first combine the runs into one array).
-    parts = []
-    for table, winner in zip(runs, winner_masks):
-        keep = np.ones(table.num_rows, dtype=bool)
-        if drop_retracts:
-            keep &= ~_is_retract(table.column(VALUE_KIND).to_numpy())
-        if winner is not None:
-            keep &= winner
-        parts.append(table if keep.all() else table.filter(pa.array(keep)))
-    return pa.concat_tables(parts)
+                return merge_unsorted(table.filter(pa.array(keep)), schema, drop_retracts=drop_retracts)
+        merged = table.take(pa.array(sort_dedupe(key_cols, words)))
+    else:
+        from engine.merge_engines import reduce_segments
+        perm = sort_indices(encode_keys(key_cols), words)
+        ordered = table.take(pa.array(perm))
+        result = kernel_merge_runs([encode_keys([c.take(pa.array(perm)) for c in key_cols])],
+                                   [np.ascontiguousarray(words[perm])])
+        merged = reduce_segments(ordered, result.order, result.key_starts, schema, table_name=table_name)
+    if drop_retracts:
+        keep = ~_is_retract(merged.column(VALUE_KIND).to_numpy())
+        if not keep.all():
+            merged = merged.filter(pa.array(keep))
+    return merged

@@ -148,6 +148,21 @@ MANIFEST_MERGE_MIN_COUNT = _opt("manifest.merge-min-count", parse_int, 30,
 MANIFEST_FULL_COMPACTION_SIZE = _opt("manifest.full-compaction-threshold-size", parse_memory_size, 16 << 20,
                                      "delete-entry volume that triggers a full manifest compaction")
 
+# --- issue 3 ---
+PARTIAL_UPDATE_IGNORE_DELETE = _opt("partial-update.ignore-delete", parse_bool, False, "alias of ignore-delete")
+FIRST_ROW_IGNORE_DELETE = _opt("first-row.ignore-delete", parse_bool, False, "alias of ignore-delete")
+DEDUPLICATE_IGNORE_DELETE = _opt("deduplicate.ignore-delete", parse_bool, False, "alias of ignore-delete")
+PARTIAL_UPDATE_REMOVE_ON_DELETE = _opt("partial-update.remove-record-on-delete", parse_bool, False,
+                                       "partial-update: a -D removes the whole record")
+PARTIAL_UPDATE_REMOVE_ON_SEQUENCE_GROUP = _opt("partial-update.remove-record-on-sequence-group", _field_list, (),
+                                               "partial-update: a -D winning one of these groups removes the record")
+AGGREGATION_REMOVE_ON_DELETE = _opt("aggregation.remove-record-on-delete", parse_bool, False,
+                                    "aggregation: a -D removes the whole record")
+DEFAULT_AGGREGATE_FUNCTION = _opt("fields.default-aggregate-function", str.strip, None,
+                                  "aggregate function of fields without fields.<f>.aggregate-function")
+SEQUENCE_AUTO_PADDING = _opt("sequence.auto-padding", _field_list, (),
+                             "legacy: row-kind-flag, second-to-micro, millis-to-micro (comma separated)")
+
 # Paimon options that lakemerge knows by name but that do not change what this version writes or reads.
 # They are kept in the schema (and honoured by Paimon's own readers and writers) without a warning.
 KNOWN_PAIMON_KEYS = frozenset({
@@ -167,7 +182,7 @@ KNOWN_PAIMON_KEYS = frozenset({
 _PER_FIELD = re.compile(r"^fields\.[^.]+\.[a-z0-9.-]+$")
 
 # Merge engines / producers this version implements; the others are valid Paimon values but unsupported here.
-SUPPORTED_MERGE_ENGINES = ("deduplicate",)
+SUPPORTED_MERGE_ENGINES = ("deduplicate", "partial-update", "aggregation", "first-row")
 SUPPORTED_CHANGELOG_PRODUCERS = ("none",)
 
 
@@ -261,4 +276,5 @@ class TableOptions:
 
     @property
     def ignore_delete(self) -> bool:
-        return bool(self.get(IGNORE_DELETE) or self.raw.get("deduplicate.ignore-delete", "").lower() == "true")
+        return bool(self.get(IGNORE_DELETE) or self.get(DEDUPLICATE_IGNORE_DELETE)
+                    or self.get(PARTIAL_UPDATE_IGNORE_DELETE) or self.get(FIRST_ROW_IGNORE_DELETE))

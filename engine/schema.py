@@ -93,6 +93,8 @@ class TableSchema:
             if b not in self.primary_keys or b in self.partition_keys:
                 raise InvalidSchema(where + f"bucket-key {b!r} must be a primary-key column that is not a "
                                     "partition key")
+        from engine.merge_engines.config import validate as validate_merge_engine  # issue 3
+        validate_merge_engine(self, table)
 
     # --- JSON ---------------------------------------------------------------------------------------
     def to_json(self) -> str:

@@ -10,7 +10,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.errors import InvalidInput
-from engine.merge import order_words, sort_dedupe
+from engine.merge import merge_unsorted, schema_order_words, sort_dedupe
+from engine.merge_engines import apply_default_values, required_columns
 from engine.partitioning import bucket_groups, partition_groups
 from engine.meta import binary_row
 from engine.read.split_read import RETRACT_KINDS, SplitReader
@@ -40,7 +41,11 @@ def lookup_rows(table, keys, snapshot, columns=None) -> pa.Table:
     totals = {partition: sp.total_buckets for (partition, _), sp in splits.items()}
     reader = SplitReader(table.file_io, schema)
     # Without sequence.field the newest run holding a key decides, so later (older) runs need not be searched.
-    newest_wins = not schema.table_options.sequence_fields
+    # Other merge engines fold every record of a key: all runs are searched and merged per bucket.
+    dedupe = schema.table_options.merge_engine == "deduplicate"
+    newest_wins = dedupe and not schema.table_options.sequence_fields
+    read_cols = out_cols if dedupe else required_columns(schema, out_cols)
+    merged_parts = []
     candidates = []
     for values, idx in partition_groups(probes, schema.partition_keys):
         partition = binary_row.serialize_row(list(values), part_types)
@@ -54,16 +59,26 @@ def lookup_rows(table, keys, snapshot, columns=None) -> pa.Table:
             if sp is None:
                 continue
             probe_keys = [in_part.column(k).take(pa.array(chunk)) for k in key_names]
-            for rows, hit_probe, hit_row in _search_bucket(reader, sp, probe_keys, key_names, key_types, out_cols,
-                                                           newest_wins):
+            hits = _search_bucket(reader, sp, probe_keys, key_names, key_types, read_cols, newest_wins)
+            if not dedupe:
+                # each hit file row once (duplicate probes must not feed an aggregate twice)
+                rows_hit = [rows.take(pa.array(np.unique(hit_row))) for rows, _, hit_row in hits]
+                if rows_hit:
+                    merged_parts.append(merge_unsorted(pa.concat_tables(rows_hit), schema, drop_retracts=True,
+                                                       table_name=table.name))
+                continue
+            for rows, hit_probe, hit_row in hits:
                 part = rows.take(pa.array(hit_row))
                 candidates.append(part.append_column("__probe", pa.array(idx[chunk[hit_probe]], pa.int64())))
+    if not dedupe:
+        if not merged_parts:
+            return schema.arrow_schema.empty_table().select(out_cols)
+        merged = apply_default_values(pa.concat_tables(merged_parts).select(out_cols), schema)
+        return merged.cast(pa.schema([schema.arrow_schema.field(c) for c in out_cols]))
     if not candidates:
         return schema.arrow_schema.empty_table().select(out_cols)
     allrows = pa.concat_tables(candidates)
-    words = order_words([allrows.column(c) for c in schema.table_options.sequence_fields],
-                        allrows.column(SEQUENCE_NUMBER).to_numpy(), allrows.column(VALUE_KIND).to_numpy(),
-                        schema.table_options.sequence_descending)
+    words = schema_order_words(allrows, schema)
     # Group by the probed key (not the probe index) so duplicate probes collapse to one row.
     winners = sort_dedupe([allrows.column("__key_" + k) for k in key_names] if not schema.partition_keys
                           else [allrows.column(k) for k in schema.primary_keys], words)

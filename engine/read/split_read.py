@@ -116,12 +116,15 @@ class SplitReader:
         return runs
 
     def read(self, split: Split, columns: list[str]) -> pa.Table:
-        """Merged live rows of the split projected to ``columns``, in no particular order."""
-        tables = [pa.concat_tables([self.read_file(split, f, columns) for f in run]) for run in self.runs(split)]
+        """Merged live rows of the split projected to ``columns``, in no particular order. Every column the
+        merge engine needs is decoded (``required_columns``); defaults (``fields.<f>.default-value``) fill nulls."""
+        from engine.merge_engines import apply_default_values, required_columns
+        decode = required_columns(self.schema, columns)
+        tables = [pa.concat_tables([self.read_file(split, f, decode) for f in run]) for run in self.runs(split)]
         merged = merge_runs(tables, self.schema)
         if merged is None:
             return self.schema.arrow_schema.empty_table().select(list(columns))
-        return merged.select(list(columns))
+        return apply_default_values(merged.select(list(columns)), self.schema)
 
 
 def _sort_key(values: list):

@@ -27,7 +27,7 @@ from engine.merge import order_words, sort_dedupe
 from engine.partitioning import bucket_groups, partition_groups
 from engine.meta import binary_row
 from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER
-from engine.options import IGNORE_UPDATE_BEFORE, WRITE_BUFFER_SIZE
+from engine.options import IGNORE_UPDATE_BEFORE, SEQUENCE_AUTO_PADDING, WRITE_BUFFER_SIZE
 from engine.write.commit_message import CommitMessage
 from engine.write.file_writer import physical_table, write_sorted_run
 from engine.write.validate import conform
@@ -152,6 +152,8 @@ class TableWrite:
         rows, kinds = self._filter_kinds(rows, kinds)
         if rows.num_rows == 0:
             return
+        from engine.merge_engines import check_write_kinds
+        check_write_kinds(self.schema, kinds, self.table.name)
         from kernels.hashing import bucket_ids
 
         # Buffers hold (input batch, row indices) pairs: rows are gathered once, in key order, at flush. Gathers
@@ -198,7 +200,14 @@ class TableWrite:
         seq = np.concatenate([c[2] for c in chunks])
         kinds = np.concatenate([c[3] for c in chunks])
         opts = self.options
-        words = order_words([gather(f) for f in opts.sequence_fields], seq, kinds, opts.sequence_descending)
+        if opts.merge_engine != "deduplicate":
+            self._flush_merged(buf, chunks, seq, kinds)
+            return
+        seq_cols = [gather(f) for f in opts.sequence_fields]
+        if opts.get(SEQUENCE_AUTO_PADDING):
+            from engine.sequence_padding import padded
+            seq_cols = [padded(c, opts.get(SEQUENCE_AUTO_PADDING)) for c in seq_cols]
+        words = order_words(seq_cols, seq, kinds, opts.sequence_descending)
         keep = sort_dedupe([gather(k) for k in self.schema.trimmed_primary_keys], words)
         if len(chunks) == 1:
             rows, idx = chunks[0][0], chunks[0][1]
@@ -255,3 +264,28 @@ class TableWrite:
         else:
             with ThreadPoolExecutor(max_workers=min(len(work), os.cpu_count() or 2)) as pool:
                 list(pool.map(run, work))
+
+
+    # --- merge engines other than deduplicate (issue 3) ---
+    def _flush_merged(self, buf: _BucketBuffer, chunks, seq: np.ndarray, kinds: np.ndarray) -> None:
+        """Sort the bucket's records and fold each key with the merge engine (``engine.merge.merge_unsorted``);
+        files hold what the fold produced (partial records, partial aggregates), as Paimon's writer does."""
+        from engine.merge import KEY_COLUMN_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, merge_unsorted
+
+        rows = pa.concat_tables([r.take(pa.array(idx)) for r, idx, _, _ in chunks]).combine_chunks()
+        cols = {KEY_COLUMN_PREFIX + k: rows.column(k) for k in self.schema.trimmed_primary_keys}
+        cols[SEQUENCE_NUMBER] = pa.array(seq, pa.int64())
+        cols[VALUE_KIND] = pa.array(kinds, pa.int8())
+        normalized = pa.table(cols)
+        for name in rows.column_names:
+            normalized = normalized.append_column(rows.schema.field(name), rows.column(name))
+        merged = merge_unsorted(normalized, self.schema, table_name=self.table.name)
+        out = physical_table(merged.select(rows.column_names), merged.column(SEQUENCE_NUMBER).to_numpy(),
+                             merged.column(VALUE_KIND).to_numpy(), self.schema)
+        files = write_sorted_run(self.table.file_io, self.table.bucket_dir(buf.partition_values, buf.bucket),
+                                 out, self.schema, level=0)
+        buf.files.extend(files)
+        bc = self._compaction(buf)
+        if bc is not None:
+            bc.add_level0(files)
+            bc.compact_until_below_stop_trigger()

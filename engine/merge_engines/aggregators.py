@@ -1,0 +1,420 @@
+"""Paimon's field aggregate functions (``fields.<f>.aggregate-function``), reduced per key with the kernels.
+
+Each function reduces one column over the rows of each key: ``reduce(seg, arr, agg, add, retract)`` where
+``add`` / ``retract`` are per-row masks of the records that feed the function (oldest first in merged order).
+Numeric, boolean, temporal, string and binary columns run in ``kernels.aggregate``; collections, maps, bitmaps
+and sketches fold in Python per key (they are object values). Retraction follows Paimon: only sum, product,
+collect, merge_map, last_value and last_non_null_value take -U/-D; any other raises unless
+``fields.<f>.ignore-retract``.
+"""
+from __future__ import annotations
+
+from decimal import ROUND_HALF_UP, Context, Decimal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.errors import InvalidSchema, MergeFunctionError, UnsupportedFeature
+from engine.merge_engines.segments import (Segments, decimal_from_unscaled, decimal_unscaled, order_values,
+                                           take_or_null, valid_mask)
+from kernels import aggregate as K
+
+NUMERIC = ("TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE", "DECIMAL")
+COMPARABLE = NUMERIC + ("BOOLEAN", "CHAR", "VARCHAR", "BINARY", "VARBINARY", "DATE", "TIME", "TIMESTAMP",
+                        "TIMESTAMP_LTZ")
+_ANY = None
+# function -> (allowed type roots or None for any, takes retraction)
+FUNCTIONS = {
+    "sum": (NUMERIC, True), "product": (NUMERIC, True),
+    "max": (COMPARABLE, False), "min": (COMPARABLE, False),
+    "last_value": (_ANY, True), "last_non_null_value": (_ANY, True),
+    "first_value": (_ANY, False), "first_non_null_value": (_ANY, False),
+    "listagg": (("VARCHAR", "CHAR"), False),
+    "bool_and": (("BOOLEAN",), False), "bool_or": (("BOOLEAN",), False),
+    "collect": (("ARRAY",), True), "merge_map": (("MAP",), True),
+    "rbm32": (("VARBINARY", "BINARY"), False), "rbm64": (("VARBINARY", "BINARY"), False),
+    "theta_sketch": (("VARBINARY", "BINARY"), False), "hll_sketch": (("VARBINARY", "BINARY"), False),
+}
+NOT_IMPLEMENTED = {
+    "nested_update": "upserting ARRAY<ROW> elements by nested key is not implemented in lakemerge",
+    "nested_partial_update": "partial updates of ARRAY<ROW> elements are not implemented in lakemerge",
+    "merge_map_with_keytime": "maps merged by per-key timestamps are not implemented in lakemerge",
+}
+_INT_RANGE = {"TINYINT": 7, "SMALLINT": 15, "INT": 31, "BIGINT": 63}
+
+
+def check_function(agg, dtype, where: str = "") -> None:
+    """Raise InvalidSchema if ``agg.function`` is unknown or does not accept the field's type."""
+    fn = agg.function
+    if fn in NOT_IMPLEMENTED:
+        raise UnsupportedFeature(where + f"field {agg.field!r}: aggregate function {fn!r}: {NOT_IMPLEMENTED[fn]}")
+    if fn == "count":
+        raise InvalidSchema(where + f"field {agg.field!r}: Paimon has no 'count' aggregate function; "
+                            "write 1 per record into the column and use 'sum'")
+    if fn not in FUNCTIONS:
+        raise InvalidSchema(where + f"field {agg.field!r}: unknown aggregate function {fn!r}; expected one of "
+                            + ", ".join(sorted(FUNCTIONS)))
+    roots, _ = FUNCTIONS[fn]
+    if roots is not None and dtype.root not in roots:
+        raise InvalidSchema(where + f"field {agg.field!r} has type {dtype.sql() if not dtype.is_nested else dtype.root}"
+                            f", which aggregate function {fn!r} does not accept (allowed: {', '.join(roots)})")
+    if fn in ("theta_sketch", "hll_sketch"):
+        try:
+            import datasketches  # noqa: F401
+        except ImportError:
+            raise UnsupportedFeature(where + f"field {agg.field!r}: {fn} needs the 'datasketches' package") from None
+    if fn in ("rbm32", "rbm64"):
+        try:
+            import pyroaring  # noqa: F401
+        except ImportError:
+            raise UnsupportedFeature(where + f"field {agg.field!r}: {fn} needs the 'pyroaring' package") from None
+
+
+def takes_retract(agg) -> bool:
+    return agg.ignore_retract or FUNCTIONS.get(agg.function, (None, False))[1]
+
+
+def reduce(seg: Segments, arr: pa.Array, agg, add: np.ndarray, retract: np.ndarray) -> pa.Array:
+    """One value per key of ``seg``: ``agg.function`` folded over the key's ``add`` / ``retract`` rows."""
+    if agg.ignore_retract:
+        retract = np.zeros_like(retract)
+    elif retract.any() and not FUNCTIONS[agg.function][1]:
+        raise MergeFunctionError(
+            (f"table {seg.table_name!r}: " if seg.table_name else "")
+            + f"field {agg.field!r}: aggregate function {agg.function!r} cannot take a retraction (-U/-D); "
+            f"set fields.{agg.field}.ignore-retract=true to ignore retractions")
+    return _REDUCERS[agg.function](seg, arr, agg, add, retract)
+
+
+COMMUTATIVE = ("sum", "product", "max", "min", "bool_and", "bool_or")
+
+
+def reduce_in_group(seg: Segments, arr: pa.Array, agg, add: np.ndarray, retract: np.ndarray,
+                    newer: np.ndarray) -> pa.Array:
+    """Partial-update aggregator inside a sequence group: add rows with ``newer`` (their group sequence took the
+    group) fold as ``agg(acc, in)``, older add rows as ``agg(in, acc)`` (Paimon's ``aggReversed``). Commutative
+    functions run in the kernels; the others fold per key in Python."""
+    if agg.function in COMMUTATIVE or not (add & ~newer).any():
+        return reduce(seg, arr, agg, add, retract)
+    if agg.ignore_retract:
+        retract = np.zeros_like(retract)
+    elif retract.any() and not FUNCTIONS[agg.function][1]:
+        return reduce(seg, arr, agg, add, retract)  # raises the error
+    fn = _scalar(agg, arr.type)
+    values = arr.to_pylist()
+    out = []
+    for j in range(seg.n_keys):
+        acc, state = None, {}
+        for r in seg.order[seg.key_starts[j]:seg.key_starts[j + 1]]:
+            if add[r]:
+                acc = fn.agg(acc, values[r], state) if newer[r] else fn.agg_reversed(acc, values[r], state)
+            elif retract[r]:
+                acc = fn.retract(acc, values[r])
+        out.append(acc)
+    return pa.array(out, type=arr.type)
+
+
+class _Scalar:
+    """Per-value fold of a non-commutative function, with Paimon's reversed form for older records."""
+
+    def __init__(self, name, agg):
+        self.name, self.cfg = name, agg
+        self.obj = {"collect": _Collect(agg.distinct), "merge_map": _MergeMap(),
+                    "listagg": _ListaggDistinct(agg.delimiter) if agg.distinct else None}.get(name)
+
+    def agg(self, acc, x, state):
+        n = self.name
+        if n == "last_value":
+            return x
+        if n == "last_non_null_value":
+            return acc if x is None else x
+        if n == "first_value":
+            if not state.get("init"):
+                state["init"] = True
+                return x
+            return acc
+        if n == "first_non_null_value":
+            return x if acc is None else acc
+        if n == "listagg" and self.obj is None:
+            if _blank(x):
+                return acc
+            return x if _blank(acc) else acc + self.cfg.delimiter + x
+        return self.obj.agg(acc, x)
+
+    def agg_reversed(self, acc, x, state):
+        n = self.name
+        if n in ("first_value", "first_non_null_value"):
+            state["init"] = True
+            return x if (n == "first_value" or x is not None) else acc
+        if n == "last_value":
+            return acc
+        if n == "last_non_null_value":
+            return x if acc is None else acc
+        return self.agg(x, acc, state) if n != "collect" else self.obj.agg(acc, x)
+
+    def retract(self, acc, x):
+        if self.name == "last_value":
+            return None
+        if self.name == "last_non_null_value":
+            return None if x is not None else acc
+        return self.obj.retract(acc, x)
+
+
+def _scalar(agg, _type):
+    if agg.function not in ("last_value", "last_non_null_value", "first_value", "first_non_null_value",
+                            "listagg", "collect", "merge_map"):
+        raise UnsupportedFeature(f"field {agg.field!r}: aggregate function {agg.function!r} inside a sequence group "
+                                 "with out-of-order group sequences is not supported")
+    return _Scalar(agg.function, agg)
+
+
+# ---- kernels --------------------------------------------------------------------------------------------
+
+def _pick_last(seg, eligible, every_row: bool):
+    """Last eligible row per key; when every row is eligible that is simply each key's newest row."""
+    return seg.last_rows if every_row else K.segment_pick(seg.order, seg.key_starts, eligible, False)
+
+
+def _null_where_retract(idx, retract):
+    if not retract.any():
+        return None
+    return retract[np.maximum(idx, 0)] & (idx >= 0)
+
+
+def _last_value(seg, arr, agg, add, retract):
+    feeds = add | retract
+    idx = _pick_last(seg, feeds, bool(feeds.all()))
+    return take_or_null(arr, idx, _null_where_retract(idx, retract))
+
+
+def _last_non_null(seg, arr, agg, add, retract):
+    feeds = add | retract
+    every = bool(feeds.all())
+    idx = _pick_last(seg, feeds if arr.null_count == 0 else feeds & valid_mask(arr), every and arr.null_count == 0)
+    return take_or_null(arr, idx, _null_where_retract(idx, retract))
+
+
+def _first_value(seg, arr, agg, add, retract):
+    return take_or_null(arr, K.segment_pick(seg.order, seg.key_starts, add, True))
+
+
+def _first_non_null(seg, arr, agg, add, retract):
+    return take_or_null(arr, K.segment_pick(seg.order, seg.key_starts, add & valid_mask(arr), True))
+
+
+def _extreme(want_max):
+    def run(seg, arr, agg, add, retract):
+        words = order_values(arr)
+        idx = K.segment_arg_extreme(seg.order, seg.key_starts, words, add & valid_mask(arr), want_max)
+        return take_or_null(arr, idx)
+    return run
+
+
+def _sum(product):
+    def run(seg, arr, agg, add, retract):
+        t = arr.type
+        valid = valid_mask(arr)
+        if pa.types.is_decimal(t) and (product or t.precision > 18):
+            return _python_fold(seg, arr, add, retract, _DecimalArith(t, product))
+        if pa.types.is_decimal(t):
+            values, lo, hi = decimal_unscaled(arr), -(2 ** 63), 2 ** 63 - 1
+        elif pa.types.is_floating(t):
+            values, lo, hi = arr.cast(pa.float64()).fill_null(0).to_numpy(zero_copy_only=False), 0, 0
+        else:
+            bits = t.bit_width - 1
+            values, lo, hi = arr.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64), -(2 ** bits), \
+                2 ** bits - 1
+        out, out_valid, err, key = K.segment_sum(seg.order, seg.key_starts, values, valid, add, retract, product,
+                                                 lo, hi)
+        if err:
+            what = "overflow" if err == K.OVERFLOW else "division by zero in a product retraction"
+            raise MergeFunctionError((f"table {seg.table_name!r}: " if seg.table_name else "")
+                                     + f"field {agg.field!r}: {agg.function} {what} ({t})")
+        if pa.types.is_decimal(t):
+            return decimal_from_unscaled(out, out_valid, t)
+        return pa.array(out, mask=~out_valid).cast(t)
+    return run
+
+
+def _listagg(seg, arr, agg, add, retract):
+    if agg.distinct:
+        return _python_fold(seg, arr, add, retract, _ListaggDistinct(agg.delimiter))
+    s = arr.cast(pa.large_string()) if not pa.types.is_large_string(arr.type) else arr
+    offsets = np.frombuffer(s.buffers()[1], np.int64)[s.offset:s.offset + len(s) + 1]
+    data = np.frombuffer(s.buffers()[2], np.uint8) if s.buffers()[2] is not None else np.zeros(0, np.uint8)
+    off, out, valid = K.segment_listagg(seg.order, seg.key_starts, offsets, data, add & valid_mask(arr),
+                                        np.frombuffer(agg.delimiter.encode(), np.uint8))
+    validity = pa.array(valid, pa.bool_()).buffers()[1] if not valid.all() else None
+    res = pa.Array.from_buffers(pa.large_string(), len(valid),
+                                [validity, pa.py_buffer(off.tobytes()), pa.py_buffer(out.tobytes())],
+                                null_count=int((~valid).sum()))
+    return res.cast(arr.type)
+
+
+# ---- object folds ---------------------------------------------------------------------------------------
+
+def _python_fold(seg, arr, add, retract, fn) -> pa.Array:
+    values = arr.to_pylist()
+    out = []
+    for j in range(seg.n_keys):
+        acc = None
+        for r in seg.order[seg.key_starts[j]:seg.key_starts[j + 1]]:
+            if add[r]:
+                acc = fn.agg(acc, values[r])
+            elif retract[r]:
+                acc = fn.retract(acc, values[r])
+        out.append(acc)
+    return pa.array(out, type=arr.type)
+
+
+class _DecimalArith:
+    def __init__(self, t, product):
+        self.t, self.product = t, product
+        self.ctx = Context(prec=max(t.precision * 2 + 2, 40), rounding=ROUND_HALF_UP)
+        self.quant = Decimal(1).scaleb(-t.scale)
+
+    def _fit(self, v):
+        v = v.quantize(self.quant, rounding=ROUND_HALF_UP, context=self.ctx)
+        return v if abs(v) < Decimal(10) ** (self.t.precision - self.t.scale) else None
+
+    def agg(self, acc, x):
+        if acc is None or x is None:
+            return x if acc is None else acc
+        return self._fit(self.ctx.multiply(acc, x) if self.product else self.ctx.add(acc, x))
+
+    def retract(self, acc, x):
+        if self.product:
+            if acc is None or x is None or x == 0:
+                return acc
+            return self._fit(self.ctx.divide(acc, x))
+        if x is None:
+            return acc
+        return self._fit(-x if acc is None else self.ctx.subtract(acc, x))
+
+
+def _blank(s) -> bool:
+    return s is None or s.strip() == ""
+
+
+class _ListaggDistinct:
+    def __init__(self, delimiter):
+        self.delimiter = delimiter
+        self.sep = delimiter if delimiter else " "
+
+    def agg(self, acc, x):
+        if _blank(x):
+            return acc
+        if _blank(acc):
+            return x
+        tokens = acc.split(self.sep)
+        seen = set(tokens)
+        added = []
+        for t in x.split(self.sep):
+            if not _blank(t) and t not in seen:
+                seen.add(t)
+                added.append(t)
+        return self.delimiter.join([acc] + added) if added else acc
+
+    def retract(self, acc, x):
+        return acc
+
+
+class _Collect:
+    def __init__(self, distinct):
+        self.distinct = distinct
+
+    def agg(self, acc, x):
+        if acc is None and x is None:
+            return None
+        if not self.distinct:
+            if acc is None or x is None:
+                return list(x if acc is None else acc)
+            return list(acc) + list(x)
+        out = []
+        for e in (acc or []) + (x or []):
+            if e not in out:
+                out.append(e)
+        return out
+
+    def retract(self, acc, x):
+        if acc is None or not x:
+            return acc
+        out = list(acc)
+        for e in x:
+            if e in out:
+                out.remove(e)
+        return out
+
+
+class _MergeMap:
+    def agg(self, acc, x):
+        if acc is None or x is None:
+            return x if acc is None else acc
+        merged = dict(acc)
+        merged.update(dict(x))
+        return list(merged.items())
+
+    def retract(self, acc, x):
+        if acc is None or x is None:
+            return acc
+        drop = {k for k, _ in x}
+        return [(k, v) for k, v in acc if k not in drop]
+
+
+class _Roaring:
+    def __init__(self, wide):
+        import pyroaring
+        self.cls = pyroaring.BitMap64 if wide else pyroaring.BitMap
+
+    def agg(self, acc, x):
+        if acc is None or x is None:
+            return x if acc is None else acc
+        return (self.cls.deserialize(acc) | self.cls.deserialize(x)).serialize()
+
+    retract = None
+
+
+class _Theta:
+    def agg(self, acc, x):
+        if acc is None or x is None:
+            return x if acc is None else acc
+        import datasketches as ds
+        u = ds.theta_union()
+        u.update(ds.compact_theta_sketch.deserialize(acc))
+        u.update(ds.compact_theta_sketch.deserialize(x))
+        return u.get_result().serialize()
+
+    retract = None
+
+
+class _Hll:
+    def agg(self, acc, x):
+        if acc is None or x is None:
+            return x if acc is None else acc
+        import datasketches as ds
+        a, b = ds.hll_sketch.deserialize(acc), ds.hll_sketch.deserialize(x)
+        u = ds.hll_union(max(a.lg_config_k, b.lg_config_k))
+        u.update(a)
+        u.update(b)
+        return u.get_result(ds.tgt_hll_type.HLL_4).serialize_compact()
+
+    retract = None
+
+
+def _fold(make):
+    def run(seg, arr, agg, add, retract):
+        return _python_fold(seg, arr, add, retract, make(agg))
+    return run
+
+
+_REDUCERS = {
+    "sum": _sum(False), "product": _sum(True),
+    "max": _extreme(True), "min": _extreme(False), "bool_or": _extreme(True), "bool_and": _extreme(False),
+    "last_value": _last_value, "last_non_null_value": _last_non_null,
+    "first_value": _first_value, "first_non_null_value": _first_non_null,
+    "listagg": _listagg,
+    "collect": _fold(lambda a: _Collect(a.distinct)), "merge_map": _fold(lambda a: _MergeMap()),
+    "rbm32": _fold(lambda a: _Roaring(False)), "rbm64": _fold(lambda a: _Roaring(True)),
+    "theta_sketch": _fold(lambda a: _Theta()), "hll_sketch": _fold(lambda a: _Hll()),
+}

@@ -1,0 +1,263 @@
+"""Per-key segment reductions over a merged order (the merge engines' hot loops).
+
+Vocabulary (shared by every kernel here):
+
+* ``order``: int64 global row ids in merged order, ``key_starts``: int64 ``(n_keys + 1)``; the rows of key j are
+  ``order[key_starts[j]:key_starts[j + 1]]``, oldest first (see ``kernels.merge.MergeResult``).
+* Per-row inputs (``valid``, ``add``, ``retract``, values...) are indexed by *global row id*, not by position.
+* A *pick* result is an int64 global row id per key, ``-1`` when no row qualified.
+
+Values are plain NumPy arrays: int64 (integers, dates, times, timestamps, unscaled decimals), float64, or
+order-preserving uint64 words (``float_order_words``) for comparisons. Strings come as Arrow offsets + data.
+Every kernel has a plain reference in ``kernels/reference_aggregate.py``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from kernels.jit import njit
+
+# error codes returned by the arithmetic kernels (0 = fine)
+OK, OVERFLOW, DIVIDE_BY_ZERO = 0, 1, 2
+
+
+@njit
+def segment_pick(order, key_starts, eligible, first):
+    """Per key: the first (``first``) or last eligible row, or -1."""
+    n_keys = key_starts.shape[0] - 1
+    out = np.full(n_keys, -1, np.int64)
+    for j in range(n_keys):
+        a = key_starts[j]
+        b = key_starts[j + 1]
+        if first:
+            for p in range(a, b):
+                if eligible[order[p]]:
+                    out[j] = order[p]
+                    break
+        else:
+            for p in range(b - 1, a - 1, -1):
+                if eligible[order[p]]:
+                    out[j] = order[p]
+                    break
+    return out
+
+
+@njit
+def rows_after_last(order, key_starts, flag):
+    """Bool per global row: the row comes strictly after the key's last flagged row (all rows if none)."""
+    after = np.ones(flag.shape[0], np.bool_)
+    for j in range(key_starts.shape[0] - 1):
+        a = key_starts[j]
+        b = key_starts[j + 1]
+        last = -1
+        for p in range(b - 1, a - 1, -1):
+            if flag[order[p]]:
+                last = p
+                break
+        for p in range(a, last + 1):
+            after[order[p]] = False
+    return after
+
+
+@njit
+def segment_arg_extreme(order, key_starts, words, eligible, want_max):
+    """Per key: the eligible row with the largest (``want_max``) or smallest word, or -1.
+
+    Ties keep the earlier row for max and the later row for min (Paimon: ``acc < in ? in : acc`` and
+    ``acc < in ? acc : in``)."""
+    n_keys = key_starts.shape[0] - 1
+    out = np.full(n_keys, -1, np.int64)
+    for j in range(n_keys):
+        best = -1
+        for p in range(key_starts[j], key_starts[j + 1]):
+            r = order[p]
+            if not eligible[r]:
+                continue
+            if best < 0:
+                best = r
+            elif want_max:
+                if words[best] < words[r]:
+                    best = r
+            elif not (words[best] < words[r]):
+                best = r
+        out[j] = best
+    return out
+
+
+@njit
+def segment_sum(order, key_starts, values, valid, add, retract, product, lo, hi):
+    """Per key: Paimon's sum (``product=False``) or product fold with retraction, oldest first.
+
+    add: null input keeps acc; null acc takes input; else acc + in (acc * in).
+    retract: sum -> acc - in (null acc -> -in; null in -> acc); product -> acc / in, truncating for integers
+    (either null -> acc). Integer results must stay in [lo, hi] (the column type's range).
+    Returns (out values, out valid, error code: OK / OVERFLOW / DIVIDE_BY_ZERO, offending key or -1)."""
+    n_keys = key_starts.shape[0] - 1
+    out = np.zeros(n_keys, values.dtype)
+    out_valid = np.zeros(n_keys, np.bool_)
+    is_int = values.dtype.kind == "i"  # resolved at compile time per dtype
+    for j in range(n_keys):
+        acc = values[0] * 0
+        has = False
+        for p in range(key_starts[j], key_starts[j + 1]):
+            r = order[p]
+            if add[r]:
+                if not valid[r]:
+                    continue
+                x = values[r]
+                if not has:
+                    acc = x
+                    has = True
+                    continue
+                if product:
+                    y = acc * x
+                    if is_int and x != 0 and (y // x != acc or (x == -1 and acc == lo and lo < 0)):
+                        return out, out_valid, OVERFLOW, j
+                else:
+                    y = acc + x
+                    if is_int and ((acc >= 0 and x > 0 and y < acc) or (acc < 0 and x < 0 and y > acc)):
+                        return out, out_valid, OVERFLOW, j
+                acc = y
+            elif retract[r]:
+                if not valid[r]:
+                    continue
+                x = values[r]
+                if product:
+                    if not has:
+                        continue
+                    if is_int:
+                        if x == 0:
+                            return out, out_valid, DIVIDE_BY_ZERO, j
+                        q = abs(acc) // abs(x)
+                        acc = q if (acc >= 0) == (x >= 0) else -q
+                    elif x == 0:
+                        acc = np.nan if acc == 0 else (np.inf if acc > 0 else -np.inf)
+                    else:
+                        acc = acc / x
+                    continue
+                if not has:
+                    acc = -x
+                    has = True
+                    if is_int and ((x == lo and lo < 0) or acc < lo or acc > hi):
+                        return out, out_valid, OVERFLOW, j
+                    continue
+                y = acc - x
+                if is_int and ((acc >= 0 and x < 0 and y < acc) or (acc < 0 and x > 0 and y > acc)):
+                    return out, out_valid, OVERFLOW, j
+                acc = y
+            else:
+                continue
+            if is_int and (acc < lo or acc > hi):
+                return out, out_valid, OVERFLOW, j
+        if is_int and has and (acc < lo or acc > hi):
+            return out, out_valid, OVERFLOW, j
+        out[j] = acc
+        out_valid[j] = has
+    return out, out_valid, OK, -1
+
+
+@njit
+def _is_blank(data, a, b):
+    for t in range(a, b):
+        c = data[t]
+        if not (c == 32 or (9 <= c <= 13) or (28 <= c <= 31)):
+            return False
+    return True
+
+
+@njit
+def segment_listagg(order, key_starts, offsets, data, eligible, delimiter):
+    """Per key: the non-blank eligible strings joined by ``delimiter`` in merged order (null if none).
+
+    Blank means empty or ASCII whitespace only (Java's ``isWhitespace`` on ASCII). Returns Arrow
+    (int64 offsets, uint8 data, bool valid)."""
+    n_keys = key_starts.shape[0] - 1
+    d = delimiter.shape[0]
+    lengths = np.zeros(n_keys, np.int64)
+    valid = np.zeros(n_keys, np.bool_)
+    for j in range(n_keys):
+        total = 0
+        for p in range(key_starts[j], key_starts[j + 1]):
+            r = order[p]
+            if eligible[r] and not _is_blank(data, offsets[r], offsets[r + 1]):
+                if valid[j]:
+                    total += d
+                total += offsets[r + 1] - offsets[r]
+                valid[j] = True
+        lengths[j] = total
+    out_off = np.zeros(n_keys + 1, np.int64)
+    for j in range(n_keys):
+        out_off[j + 1] = out_off[j] + lengths[j]
+    out = np.empty(out_off[n_keys], np.uint8)
+    for j in range(n_keys):
+        pos = out_off[j]
+        started = False
+        for p in range(key_starts[j], key_starts[j + 1]):
+            r = order[p]
+            if eligible[r] and not _is_blank(data, offsets[r], offsets[r + 1]):
+                if started:
+                    for t in range(d):
+                        out[pos + t] = delimiter[t]
+                    pos += d
+                for t in range(offsets[r], offsets[r + 1]):
+                    out[pos] = data[t]
+                    pos += 1
+                started = True
+    return out_off, out, valid
+
+
+@njit
+def segment_group_fold(order, key_starts, words, all_null, add, retract):
+    """Partial-update sequence group: per key, the row whose group values win, and whether it was a retract.
+
+    Rows in merged order; rows with ``all_null`` group sequence are skipped. An add or retract row takes the
+    group when no row did yet or its group sequence words compare >= the current winner's (lexicographic).
+    Returns (winner row id or -1, winner is retract, per global row: it took the group when processed)."""
+    n_keys = key_starts.shape[0] - 1
+    m = words.shape[1]
+    src = np.full(n_keys, -1, np.int64)
+    nulled = np.zeros(n_keys, np.bool_)
+    newer = np.zeros(all_null.shape[0], np.bool_)
+    for j in range(n_keys):
+        best = -1
+        for p in range(key_starts[j], key_starts[j + 1]):
+            r = order[p]
+            if all_null[r] or not (add[r] or retract[r]):
+                continue
+            take = best < 0
+            if not take:
+                c = 0
+                for t in range(m):
+                    if words[r, t] != words[best, t]:
+                        c = -1 if words[r, t] < words[best, t] else 1
+                        break
+                take = c >= 0
+            if take:
+                best = r
+                nulled[j] = retract[r]
+                newer[r] = True
+        src[j] = best
+    return src, nulled, newer
+
+
+def float_order_words(values: np.ndarray) -> np.ndarray:
+    """Order-preserving uint64 words of float64 values (Java ``Double.compare``: -0.0 < 0.0, NaN greatest)."""
+    bits = np.ascontiguousarray(values, dtype=np.float64).view(np.int64)
+    flipped = np.where(bits < 0, bits ^ np.int64(0x7FFF_FFFF_FFFF_FFFF), bits)
+    return flipped.view(np.uint64) ^ np.uint64(1 << 63)
+
+
+def warm_up() -> None:
+    """Compile every kernel of this module on tiny inputs."""
+    order = np.arange(3, dtype=np.int64)
+    starts = np.array([0, 2, 3], np.int64)
+    mask = np.array([True, False, True])
+    segment_pick(order, starts, mask, True)
+    rows_after_last(order, starts, mask)
+    for words in (np.arange(3, dtype=np.uint64), np.arange(3, dtype=np.int64), np.arange(3, dtype=np.float64)):
+        segment_arg_extreme(order, starts, words, mask, True)
+    for vals in (np.arange(3, dtype=np.int64), np.arange(3, dtype=np.float64)):
+        segment_sum(order, starts, vals, mask, mask, ~mask, False, -(2 ** 63), 2 ** 63 - 1)
+    segment_listagg(order, starts, np.arange(4, dtype=np.int64), np.zeros(3, np.uint8), mask,
+                    np.zeros(1, np.uint8))
+    segment_group_fold(order, starts, np.zeros((3, 1), np.uint64), ~mask, mask, ~mask)

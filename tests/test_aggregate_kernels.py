@@ -1,0 +1,113 @@
+"""Hypothesis: every kernel of kernels/aggregate.py equals its plain reference on random histories."""
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kernels import aggregate as K
+from kernels import reference_aggregate as R
+
+
+@st.composite
+def histories(draw, values=st.integers(-50, 50)):
+    """(order, key_starts, n_rows, per-row dict) with the merged order a random permutation of a subset."""
+    n = draw(st.integers(0, 30))
+    lengths = draw(st.lists(st.integers(1, 6), min_size=0, max_size=8))
+    total = min(sum(lengths), n)
+    lens, acc = [], 0
+    for length in lengths:
+        if acc + length > total:
+            break
+        lens.append(length)
+        acc += length
+    perm = np.array(draw(st.permutations(list(range(n)))), dtype=np.int64)
+    order = perm[:acc]
+    key_starts = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    kinds = np.array(draw(st.lists(st.sampled_from([0, 1, 2, 3]), min_size=n, max_size=n)), dtype=np.int8)
+    valid = np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)), dtype=bool)
+    vals = draw(st.lists(values, min_size=n, max_size=n))
+    return order, key_starts, kinds, valid, vals
+
+
+@settings(max_examples=150, deadline=None)
+@given(histories(), st.booleans())
+def test_pick_and_after(h, first):
+    order, starts, kinds, valid, _ = h
+    assert np.array_equal(K.segment_pick(order, starts, valid, first), R.segment_pick_reference(order, starts, valid,
+                                                                                              first))
+    flag = kinds == 3
+    assert np.array_equal(K.rows_after_last(order, starts, flag), R.rows_after_last_reference(order, starts, flag))
+
+
+@settings(max_examples=150, deadline=None)
+@given(histories(values=st.integers(-3, 3)), st.booleans())
+def test_arg_extreme_with_ties(h, want_max):
+    order, starts, kinds, valid, vals = h
+    words = np.array(vals, np.int64)
+    got = K.segment_arg_extreme(order, starts, words, valid, want_max)
+    assert np.array_equal(got, R.segment_arg_extreme_reference(order, starts, words, valid, want_max))
+
+
+@settings(max_examples=200, deadline=None)
+@given(histories(values=st.integers(-130, 130)), st.booleans(), st.sampled_from([7, 63]))
+def test_sum_and_product_integers(h, product, bits):
+    order, starts, kinds, valid, vals = h
+    add = (kinds == 0) | (kinds == 2)
+    lo, hi = -(2 ** bits), 2 ** bits - 1
+    values = np.clip(np.array(vals, np.int64), lo, hi)  # inputs come from a column of that type
+    out, ov, err, key = K.segment_sum(order, starts, values, valid, add, ~add, product, lo, hi)
+    r_out, r_valid, r_err, r_key = R.segment_sum_reference(order, starts, values, valid, add, ~add, product, lo, hi)
+    assert (err, key) == (r_err, r_key)
+    if not err:
+        assert np.array_equal(ov, r_valid)
+        assert np.array_equal(out[ov], r_out[r_valid])
+
+
+@settings(max_examples=100, deadline=None)
+@given(histories(values=st.floats(-1e6, 1e6, allow_nan=False)), st.booleans())
+def test_sum_and_product_floats(h, product):
+    order, starts, kinds, valid, vals = h
+    values = np.array(vals, np.float64)
+    add = (kinds == 0) | (kinds == 2)
+    out, ov, err, _ = K.segment_sum(order, starts, values, valid, add, ~add, product, 0, 0)
+    r_out, r_valid, r_err, _ = R.segment_sum_reference(order, starts, values, valid, add, ~add, product, 0, 0)
+    assert err == r_err == 0
+    assert np.array_equal(ov, r_valid)
+    np.testing.assert_allclose(out[ov], r_out[r_valid], rtol=1e-9, equal_nan=True)
+
+
+@settings(max_examples=150, deadline=None)
+@given(histories(values=st.text(alphabet="ab é\t", max_size=4)), st.sampled_from([b",", b"", b"--"]))
+def test_listagg(h, delimiter):
+    import pyarrow as pa
+
+    order, starts, kinds, valid, vals = h
+    arr = pa.array([v if ok else None for v, ok in zip(vals, valid)], pa.large_string())
+    offsets = np.frombuffer(arr.buffers()[1], np.int64)[:len(arr) + 1]
+    data = np.frombuffer(arr.buffers()[2], np.uint8) if arr.buffers()[2] is not None else np.zeros(0, np.uint8)
+    eligible = (kinds == 0) | (kinds == 2)
+    off, out, ok = K.segment_listagg(order, starts, offsets, data, eligible & valid,
+                                     np.frombuffer(delimiter, np.uint8))
+    got = [bytes(out[off[j]:off[j + 1]]) if ok[j] else None for j in range(len(ok))]
+    strings = [v.encode() if v is not None else None for v in arr.to_pylist()]
+    assert got == R.segment_listagg_reference(order, starts, strings, eligible, delimiter)
+
+
+@settings(max_examples=150, deadline=None)
+@given(histories(values=st.integers(0, 3)))
+def test_group_fold(h):
+    order, starts, kinds, valid, vals = h
+    words = np.stack([valid.astype(np.uint64), np.array(vals, np.uint64)], axis=1) if len(vals) else \
+        np.zeros((0, 2), np.uint64)
+    all_null = ~valid
+    add = (kinds == 0) | (kinds == 2)
+    got = K.segment_group_fold(order, starts, np.ascontiguousarray(words), all_null, add, ~add)
+    ref = R.segment_group_fold_reference(order, starts, words, all_null, add, ~add)
+    assert all(np.array_equal(g, r) for g, r in zip(got, ref))
+
+
+def test_float_order_words_follow_java_double_compare():
+    vals = np.array([float("-inf"), -1.5, -0.0, 0.0, 1e-300, 2.0, float("inf"), float("nan")])
+    w = K.float_order_words(vals)
+    assert (np.diff(w.astype(object)) > 0).all()

@@ -1,0 +1,202 @@
+"""merge-engine=aggregation (paimon-semantics §6.3): every documented function, retraction rules, type checks."""
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import pyarrow as pa
+import pytest
+
+from engine.errors import InvalidInput, InvalidSchema, MergeFunctionError, UnsupportedFeature
+from tests.conftest import list_files
+
+I = pa.int32()
+
+
+def _table(catalog, schema, name="t", bucket="1", **fields):
+    opts = {"bucket": bucket, "merge-engine": "aggregation"}
+    for f, fn in fields.items():
+        opts[f"fields.{f}.aggregate-function"] = fn
+    return catalog.create_table(f"db.{name}", schema, primary_key=["k"], options=opts)
+
+
+def _batch(schema, rows):
+    return pa.Table.from_pylist([dict(zip(schema.names, r)) for r in rows], schema=schema)
+
+
+def _by_key(t, **kw):
+    return {r.pop("k"): r for r in t.read(**kw).to_pylist()}
+
+
+NUMERIC = pa.schema([("k", I), ("s8", pa.int8()), ("s64", pa.int64()), ("pf", pa.float64()), ("mx", pa.int32()),
+                     ("mn", pa.float32()), ("dec", pa.decimal128(10, 2)), ("pd", pa.decimal128(10, 2)),
+                     ("last", pa.string()), ("lastnn", pa.string()), ("first", pa.string()),
+                     ("firstnn", pa.string())])
+NUMERIC_FNS = dict(s8="sum", s64="sum", pf="product", mx="max", mn="min", dec="sum", pd="product",
+                   last="last_value", lastnn="last_non_null_value", first="first_value",
+                   firstnn="first_non_null_value")
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_numeric_and_value_functions(catalog, split):
+    t = _table(catalog, NUMERIC, **NUMERIC_FNS)
+    rows = [(1, 1, 10, 2.0, 5, 1.5, Decimal("1.25"), Decimal("2.00"), "a", "a", None, None),
+            (1, None, 5, None, 7, -0.5, Decimal("0.75"), Decimal("1.50"), None, None, "b", "b"),
+            (1, 3, None, 4.0, None, None, None, None, "c", "c", "c", "c"),
+            (2, 9, 1, 1.0, 1, 1.0, None, None, None, None, None, None)]
+    if split:
+        for r in rows:
+            t.write(_batch(NUMERIC, [r]))
+    else:
+        t.write(_batch(NUMERIC, rows))
+    got = _by_key(t)
+    assert got[1] == dict(s8=4, s64=15, pf=8.0, mx=7, mn=-0.5, dec=Decimal("2.00"), pd=Decimal("3.00"),
+                          last="c", lastnn="c", first=None, firstnn="b")
+    assert got[2]["s8"] == 9 and got[2]["last"] is None
+    assert t.lookup(pa.table({"k": pa.array([1], I)})).to_pylist()[0]["s64"] == 15
+
+
+def test_default_function_is_last_non_null_value(catalog):
+    s = pa.schema([("k", I), ("v", pa.string()), ("n", pa.int64())])
+    t = catalog.create_table("db.d", s, primary_key=["k"], options={"bucket": "1", "merge-engine": "aggregation"})
+    t.write(_batch(s, [(1, "a", 1)]))
+    t.write(_batch(s, [(1, None, 2)]))
+    assert _by_key(t) == {1: {"v": "a", "n": 2}}
+    u = catalog.create_table("db.e", s, primary_key=["k"], options={
+        "bucket": "1", "merge-engine": "aggregation", "fields.default-aggregate-function": "sum",
+        "fields.v.aggregate-function": "listagg"})
+    u.write(_batch(s, [(1, "a", 1), (1, "b", 2)]))
+    assert _by_key(u) == {1: {"v": "a,b", "n": 3}}
+
+
+def test_string_and_boolean_functions(catalog):
+    s = pa.schema([("k", I), ("la", pa.string()), ("ld", pa.string()), ("lx", pa.string()), ("ba", pa.bool_()),
+                   ("bo", pa.bool_()), ("smax", pa.string()), ("bmin", pa.binary()), ("ts", pa.timestamp("us")),
+                   ("dt", pa.date32())])
+    t = catalog.create_table("db.s", s, primary_key=["k"], options={
+        "bucket": "1", "merge-engine": "aggregation", "fields.la.aggregate-function": "listagg",
+        "fields.ld.aggregate-function": "listagg", "fields.ld.list-agg-delimiter": "|",
+        "fields.lx.aggregate-function": "listagg", "fields.lx.distinct": "true",
+        "fields.lx.list-agg-delimiter": ";",
+        "fields.ba.aggregate-function": "bool_and", "fields.bo.aggregate-function": "bool_or",
+        "fields.smax.aggregate-function": "max", "fields.bmin.aggregate-function": "min",
+        "fields.ts.aggregate-function": "max", "fields.dt.aggregate-function": "min"})
+    t0 = dt.datetime(2024, 5, 1)
+    t.write(_batch(s, [(1, "x", "x", "a;b", True, False, "b", b"\x02", t0, dt.date(2024, 1, 2)),
+                       (1, " ", None, "b;c", None, None, "ab", b"\x01\xff", t0 + dt.timedelta(1), None)]))
+    t.write(_batch(s, [(1, "é", "y", "a", False, True, "c", b"\x01", None, dt.date(2023, 1, 1))]))
+    assert _by_key(t) == {1: dict(la="x,é", ld="x|y", lx="a;b;c", ba=False, bo=True, smax="c", bmin=b"\x01",
+                                  ts=t0 + dt.timedelta(1), dt=dt.date(2023, 1, 1))}
+
+
+def test_collect_merge_map_and_bitmaps(catalog):
+    import pyroaring
+
+    s = pa.schema([("k", I), ("c", pa.list_(pa.int32())), ("cd", pa.list_(pa.string())),
+                   ("m", pa.map_(pa.string(), pa.int32())), ("r", pa.binary()), ("r64", pa.binary())])
+    t = catalog.create_table("db.c", s, primary_key=["k"], options={
+        "bucket": "1", "merge-engine": "aggregation", "fields.c.aggregate-function": "collect",
+        "fields.cd.aggregate-function": "collect", "fields.cd.distinct": "true",
+        "fields.m.aggregate-function": "merge_map", "fields.r.aggregate-function": "rbm32",
+        "fields.r64.aggregate-function": "rbm64"})
+    b1 = pyroaring.BitMap([1, 5]).serialize()
+    b2 = pyroaring.BitMap([5, 9]).serialize()
+    w1 = pyroaring.BitMap64([1, 2 ** 40]).serialize()
+    t.write(_batch(s, [(1, [1, 2], ["a", "b"], [("x", 1), ("y", 2)], b1, w1)]))
+    t.write(_batch(s, [(1, [2, 3], ["b", "c"], [("y", 3)], b2, None)]))
+    got = _by_key(t)[1]
+    assert got["c"] == [1, 2, 2, 3] and got["cd"] == ["a", "b", "c"]
+    assert dict(got["m"]) == {"x": 1, "y": 3}
+    assert sorted(pyroaring.BitMap.deserialize(got["r"])) == [1, 5, 9]
+    assert sorted(pyroaring.BitMap64.deserialize(got["r64"])) == [1, 2 ** 40]
+
+
+def test_sketches(catalog):
+    ds = pytest.importorskip("datasketches")
+    s = pa.schema([("k", I), ("th", pa.binary()), ("hll", pa.binary())])
+    t = catalog.create_table("db.sk", s, primary_key=["k"], options={
+        "bucket": "1", "merge-engine": "aggregation", "fields.th.aggregate-function": "theta_sketch",
+        "fields.hll.aggregate-function": "hll_sketch"})
+    for lo in (0, 500):
+        th = ds.update_theta_sketch()
+        h = ds.hll_sketch(12)
+        for i in range(lo, lo + 1000):
+            th.update(i)
+            h.update(i)
+        t.write(_batch(s, [(1, th.compact().serialize(), h.serialize_compact())]))
+    got = _by_key(t)[1]
+    assert ds.compact_theta_sketch.deserialize(got["th"]).get_estimate() == pytest.approx(1500, rel=0.05)
+    assert ds.hll_sketch.deserialize(got["hll"]).get_estimate() == pytest.approx(1500, rel=0.05)
+
+
+def test_retraction_rules(catalog, warehouse):
+    s = pa.schema([("k", I), ("s", pa.int64()), ("p", pa.int64()), ("lv", pa.int64()), ("ln", pa.int64()),
+                   ("c", pa.list_(pa.int64())), ("m", pa.map_(pa.string(), pa.int64())), ("mx", pa.int64())])
+    t = catalog.create_table("db.r", s, primary_key=["k"], options={
+        "bucket": "1", "merge-engine": "aggregation", "fields.s.aggregate-function": "sum",
+        "fields.p.aggregate-function": "product", "fields.lv.aggregate-function": "last_value",
+        "fields.c.aggregate-function": "collect", "fields.m.aggregate-function": "merge_map",
+        "fields.mx.aggregate-function": "max", "fields.mx.ignore-retract": "true"})
+    t.write(_batch(s, [(1, 10, 12, 1, 1, [1, 2, 2], [("a", 1), ("b", 2)], 5),
+                       (2, 1, 1, 1, 1, None, None, 1)]))
+    t.write(_batch(s, [(1, 3, 5, 7, 9, [2], [("a", 0)], 99), (2, None, None, None, None, None, None, None)]),
+            row_kinds=["-U", "-D"])
+    got = _by_key(t)
+    assert got[1] == dict(s=7, p=2, lv=None, ln=None, c=[1, 2], m=[("b", 2)], mx=5)
+    assert got[2] == dict(s=1, p=1, lv=None, ln=1, c=None, m=None, mx=1)
+    # a function that cannot retract: rejected at write, nothing written
+    u = catalog.create_table("db.u", s, primary_key=["k"], options={
+        "bucket": "1", "merge-engine": "aggregation", "fields.mx.aggregate-function": "max"})
+    u.write(_batch(s, [(1, 1, 1, 1, 1, None, None, 1)]))
+    before = list_files(warehouse)
+    with pytest.raises(InvalidInput, match="'max' cannot take -U/-D"):
+        u.delete(pa.table({"k": pa.array([1], I)}))
+    assert list_files(warehouse) == before
+
+
+def test_remove_record_on_delete(catalog):
+    s = pa.schema([("k", I), ("s", pa.int64()), ("mx", pa.int64())])
+    t = catalog.create_table("db.rm", s, primary_key=["k"], options={
+        "bucket": "1", "merge-engine": "aggregation", "aggregation.remove-record-on-delete": "true",
+        "fields.s.aggregate-function": "sum", "fields.mx.aggregate-function": "max"})
+    t.write(_batch(s, [(1, 1, 1), (2, 2, 2)]))
+    t.delete(pa.table({"k": pa.array([1], I)}))
+    assert _by_key(t) == {2: {"s": 2, "mx": 2}}
+    t.write(_batch(s, [(1, 5, 3)]))  # starts again from nothing
+    assert _by_key(t) == {1: {"s": 5, "mx": 3}, 2: {"s": 2, "mx": 2}}
+
+
+def test_sequence_field_uses_last_value(catalog):
+    s = pa.schema([("k", I), ("ts", pa.int64()), ("s", pa.int64())])
+    t = catalog.create_table("db.sq", s, primary_key=["k"], options={
+        "bucket": "1", "merge-engine": "aggregation", "sequence.field": "ts", "fields.s.aggregate-function": "sum"})
+    t.write(_batch(s, [(1, 5, 1)]))
+    t.write(_batch(s, [(1, 3, 2)]))
+    assert _by_key(t) == {1: {"ts": 5, "s": 3}}
+
+
+def test_integer_overflow_raises(catalog):
+    s = pa.schema([("k", I), ("s", pa.int8())])
+    t = _table(catalog, s, s="sum")
+    t.write(_batch(s, [(1, 100)]))
+    t.write(_batch(s, [(1, 100)]))
+    with pytest.raises(MergeFunctionError, match="'s': sum overflow"):
+        t.read()
+
+
+@pytest.mark.parametrize("field_type, fn, match", [
+    (pa.string(), "sum", "does not accept"), (pa.int32(), "listagg", "does not accept"),
+    (pa.int32(), "bool_and", "does not accept"), (pa.string(), "collect", "does not accept"),
+    (pa.list_(pa.int32()), "max", "does not accept"), (pa.int64(), "rbm32", "does not accept"),
+    (pa.int64(), "no_such_fn", "unknown aggregate function"), (pa.int64(), "count", "no 'count'"),
+])
+def test_type_checks_at_create_table(catalog, field_type, fn, match):
+    s = pa.schema([("k", I), ("v", field_type)])
+    with pytest.raises(InvalidSchema, match=f"field 'v'.*{match}|{match}"):
+        _table(catalog, s, v=fn)
+
+
+def test_unimplemented_functions_say_so(catalog):
+    s = pa.schema([("k", I), ("v", pa.list_(pa.struct([("a", I)])))])
+    with pytest.raises(UnsupportedFeature, match="nested_update"):
+        _table(catalog, s, v="nested_update")

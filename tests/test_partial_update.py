@@ -1,0 +1,169 @@
+"""merge-engine=partial-update (paimon-semantics §6.2), including Paimon's documented sequence-group example."""
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from engine.errors import InvalidInput, InvalidSchema
+from tests.conftest import list_files
+
+I = pa.int32()
+GROUPS = pa.schema([("k", I), ("a", I), ("b", I), ("g_1", I), ("c", I), ("d", I), ("g_2", I)])
+GROUP_OPTS = {"bucket": "1", "merge-engine": "partial-update", "fields.g_1.sequence-group": "a,b",
+              "fields.g_2.sequence-group": "c,d"}
+DOC_ROWS = [(1, 1, 1, 1, 1, 1, 1), (1, 2, 2, 2, 2, 2, None), (1, 3, 3, 1, 3, 3, 3),
+            (1, 3, 3, 3, 2, 2, None), (1, 4, 4, 4, 2, 2, None), (1, 5, 5, 3, 5, None, 4)]
+
+
+def _batch(schema, rows):
+    return pa.Table.from_pylist([dict(zip(schema.names, r)) for r in rows], schema=schema)
+
+
+def _one(t):
+    rows = t.read().to_pylist()
+    assert len(rows) == 1
+    return tuple(rows[0].values())
+
+
+@pytest.mark.parametrize("commits", ["one-per-row", "one-buffer"])
+def test_paimon_sequence_group_example(catalog, commits):
+    t = catalog.create_table("db.t", GROUPS, primary_key=["k"], options=GROUP_OPTS)
+    if commits == "one-per-row":
+        for r in DOC_ROWS[:3]:
+            t.write(_batch(GROUPS, [r]))
+        assert _one(t) == (1, 2, 2, 2, 3, 3, 3)
+        for r in DOC_ROWS[3:]:
+            t.write(_batch(GROUPS, [r]))
+    else:
+        t.write(_batch(GROUPS, DOC_ROWS[:3]))
+        assert _one(t) == (1, 2, 2, 2, 3, 3, 3)
+        t.write(_batch(GROUPS, DOC_ROWS[3:]))
+    row = _one(t)
+    assert (row[1], row[2]) == (4, 4) and (row[4], row[5]) == (5, None)
+    assert row == (1, 4, 4, 4, 5, None, 4)
+    got = t.lookup(pa.table({"k": pa.array([1], I)}))
+    assert tuple(got.to_pylist()[0].values()) == row
+    # projection still decodes the group sequence fields it needs
+    assert t.read(columns=["c", "d"]).to_pylist() == [{"c": 5, "d": None}]
+
+
+def test_group_retract_with_newer_sequence_nulls_the_group(catalog):
+    t = catalog.create_table("db.t", GROUPS, primary_key=["k"], options=GROUP_OPTS)
+    t.write(_batch(GROUPS, [(1, 1, 1, 1, 1, 1, 1)]))
+    t.write(_batch(GROUPS, [(1, 9, 9, 2, 9, 9, 0)]), row_kinds=["-U"])  # g_1 newer: nulls a, b; g_2 older: no-op
+    assert _one(t) == (1, None, None, 2, 1, 1, 1)
+    t.write(_batch(GROUPS, [(1, 5, 5, 1, None, None, None)]))  # older g_1: ignored; null g_2: ignored
+    assert _one(t) == (1, None, None, 2, 1, 1, 1)
+
+
+def test_later_non_null_values_overwrite(catalog):
+    s = pa.schema([("k", I), ("a", pa.string()), ("b", pa.int64()), ("c", pa.float64())])
+    t = catalog.create_table("db.p", s, primary_key=["k"], options={"bucket": "2", "merge-engine": "partial-update"})
+    t.write(_batch(s, [(1, "x", None, None), (2, None, 5, None), (1, None, 7, None)]))
+    t.write(_batch(s, [(1, None, None, 1.5), (2, "y", None, None), (3, None, None, None)]))
+    t.write(_batch(s, [(1, "z", None, None)]))
+    got = {r["k"]: (r["a"], r["b"], r["c"]) for r in t.read().to_pylist()}
+    assert got == {1: ("z", 7, 1.5), 2: ("y", 5, None), 3: (None, None, None)}
+    assert t.lookup(pa.table({"k": pa.array([2, 1, 2], I)})).num_rows == 2
+    # files hold the writer's merged partial records, level-0 runs stay mergeable
+    first = {r["k"]: (r["a"], r["b"], r["c"]) for r in t.read(snapshot_id=1).to_pylist()}
+    assert first == {1: ("x", 7, None), 2: (None, 5, None)}
+
+
+def test_retracts_are_rejected_unless_configured(catalog, warehouse):
+    s = pa.schema([("k", I), ("a", I)])
+    t = catalog.create_table("db.r", s, primary_key=["k"], options={"bucket": "1", "merge-engine": "partial-update"})
+    t.write(_batch(s, [(1, 1)]))
+    before = list_files(warehouse)
+    with pytest.raises(InvalidInput, match="partial-update cannot take -U/-D"):
+        t.delete(pa.table({"k": pa.array([1], I)}))
+    assert list_files(warehouse) == before
+    for key in ("ignore-delete", "partial-update.ignore-delete"):
+        u = catalog.create_table(f"db.{key.replace('.', '_').replace('-', '_')}", s, primary_key=["k"],
+                                 options={"bucket": "1", "merge-engine": "partial-update", key: "true"})
+        u.write(_batch(s, [(1, 1)]))
+        u.delete(pa.table({"k": pa.array([1], I)}))
+        assert u.read().to_pylist() == [{"k": 1, "a": 1}]
+
+
+def test_remove_record_on_delete(catalog):
+    s = pa.schema([("k", I), ("a", I), ("b", I)])
+    t = catalog.create_table("db.rm", s, primary_key=["k"], options={
+        "bucket": "1", "merge-engine": "partial-update", "partial-update.remove-record-on-delete": "true"})
+    t.write(_batch(s, [(1, 1, 1), (2, 2, 2)]))
+    t.write(_batch(s, [(1, None, None)]), row_kinds=["-D"])
+    t.write(_batch(s, [(2, 5, None)]), row_kinds=["-U"])  # -U is ignored
+    assert {r["k"]: (r["a"], r["b"]) for r in t.read().to_pylist()} == {2: (2, 2)}
+    t.write(_batch(s, [(1, None, 3)]))  # starts from the -D record's values
+    assert {r["k"]: (r["a"], r["b"]) for r in t.read().to_pylist()} == {1: (None, 3), 2: (2, 2)}
+    # the same inside one buffer
+    t.write(_batch(s, [(3, 1, 1), (3, 4, None), (3, None, None)]), row_kinds=["+I", "-D", "+I"])
+    assert {r["k"]: (r["a"], r["b"]) for r in t.read().to_pylist()}[3] == (4, None)
+
+
+def test_aggregate_functions_inside_sequence_groups(catalog):
+    # Paimon docs: 'fields.a.sequence-group'='b', 'fields.b.aggregate-function'='first_value',
+    # 'fields.c.sequence-group'='d', 'fields.d.aggregate-function'='sum' -> 1, 2, 1, 2, 3
+    s = pa.schema([("k", I), ("a", I), ("b", I), ("c", I), ("d", I)])
+    t = catalog.create_table("db.ag", s, primary_key=["k"], options={
+        "bucket": "1", "merge-engine": "partial-update", "fields.a.sequence-group": "b",
+        "fields.b.aggregate-function": "first_value", "fields.c.sequence-group": "d",
+        "fields.d.aggregate-function": "sum"})
+    for r in [(1, 1, 1, None, None), (1, None, None, 1, 1), (1, 2, 2, None, None), (1, None, None, 2, 2)]:
+        t.write(_batch(s, [r]))
+    assert _one(t) == (1, 2, 1, 2, 3)
+
+
+def test_default_value_fills_fields_never_written(catalog):
+    s = pa.schema([("k", I), ("a", I), ("b", pa.string())])
+    t = catalog.create_table("db.dv", s, primary_key=["k"], options={
+        "bucket": "1", "merge-engine": "partial-update", "fields.b.default-value": "none yet",
+        "fields.a.default-value": "-1"})
+    t.write(_batch(s, [(1, 5, None), (2, None, "x")]))
+    assert sorted(tuple(r.values()) for r in t.read().to_pylist()) == [(1, 5, "none yet"), (2, -1, "x")]
+    assert t.lookup(pa.table({"k": pa.array([1], I)})).to_pylist() == [{"k": 1, "a": 5, "b": "none yet"}]
+
+
+@pytest.mark.parametrize("opts, match", [
+    ({"fields.g_1.sequence-group": "a,b", "fields.g_2.sequence-group": "b,c"}, "more than one sequence group"),
+    ({"fields.g_1.sequence-group": "a,zz"}, "'zz' is not a column"),
+    ({"fields.g_1.sequence-group": "k"}, "primary-key field"),
+    ({"fields.a.aggregate-function": "sum"}, "not in a sequence group"),
+    ({"fields.g_1.sequence-group": "a", "fields.a.aggregate-function": "bool_or"}, "does not accept"),
+    ({"partial-update.remove-record-on-delete": "true", "ignore-delete": "true"}, "cannot be combined"),
+    ({"partial-update.remove-record-on-delete": "true", "fields.g_1.sequence-group": "a"}, "cannot be combined"),
+])
+def test_invalid_partial_update_settings(catalog, opts, match):
+    with pytest.raises(InvalidSchema, match=match):
+        catalog.create_table("db.bad", GROUPS, primary_key=["k"],
+                             options={"bucket": "1", "merge-engine": "partial-update", **opts})
+
+
+def test_data_file_holds_partial_records(catalog, warehouse):
+    s = pa.schema([("k", I), ("a", I), ("b", I)])
+    t = catalog.create_table("db.f", s, primary_key=["k"], options={"bucket": "1", "merge-engine": "partial-update"})
+    t.write(_batch(s, [(1, 1, None), (1, None, 2), (2, None, None)]))
+    files = [f for f in list_files(warehouse) if f.endswith(".parquet")]
+    assert len(files) == 1
+    rows = pq.ParquetFile(f"{warehouse}/{files[0]}").read().select(["k", "a", "b", "_VALUE_KIND"]).to_pylist()
+    assert rows == [{"k": 1, "a": 1, "b": 2, "_VALUE_KIND": 0}, {"k": 2, "a": None, "b": None, "_VALUE_KIND": 0}]
+
+
+@pytest.mark.parametrize("one_buffer", [False, True])
+def test_group_aggregators_with_out_of_order_group_sequence(catalog, one_buffer):
+    """Older group sequences fold as agg(in, acc) (Paimon's aggReversed); the group's other fields keep the
+    newest group sequence's values."""
+    s = pa.schema([("k", I), ("g", I), ("a", pa.string()), ("b", pa.int64()), ("c", pa.string()),
+                   ("d", pa.string())])
+    t = catalog.create_table("db.oo", s, primary_key=["k"], options={
+        "bucket": "1", "merge-engine": "partial-update", "fields.g.sequence-group": "a,b,c,d",
+        "fields.a.aggregate-function": "first_value", "fields.b.aggregate-function": "sum",
+        "fields.c.aggregate-function": "listagg"})
+    rows = [(1, 2, "x", 1, "p", "two"), (1, 1, "y", 2, "q", "one"), (1, 3, "z", 4, "r", "three")]
+    if one_buffer:
+        t.write(_batch(s, rows))
+    else:
+        for r in rows:
+            t.write(_batch(s, [r]))
+    assert _one(t) == (1, 3, "y", 7, "q,p,r", "three")

@@ -108,4 +108,9 @@ def test_first_row_lakemerge_writes_pypaimon_reads(warehouse):
     for c in FR_COMMITS:
         t.write(_batch(FR_SCHEMA, c))
     assert rows_of(t.read(), ["k"]) == FR_EXPECTED
-    assert pp_read(pp_get_table(warehouse, "db.t")).num_rows == 0  # level 0 only: pypaimon skips it
+    levels = {e.file.level for e in t.manifests.live_entries(t.snapshot())}
+    if levels == {0}:  # level 0 only: pypaimon skips it
+        assert pp_read(pp_get_table(warehouse, "db.t")).num_rows == 0
+    else:  # the writer's compaction moved the data up, as Paimon's first-row writer does: pypaimon sees it all
+        assert 0 not in levels
+        assert rows_of(pp_read(pp_get_table(warehouse, "db.t")), ["k"]) == FR_EXPECTED

@@ -125,6 +125,18 @@ class Catalog:
         except TableNotFound:
             return False
 
+    def alter_table(self, identifier: str, changes, ignore_if_not_exists: bool = False):
+        """Apply ``engine.schema_change.SchemaChange``s to a table (pypaimon's signature); returns the new
+        TableSchema, or None if the table does not exist and ``ignore_if_not_exists``. Raises TableNotFound,
+        InvalidSchema, InvalidOption; nothing is written unless every change is valid."""
+        try:
+            table = self.get_table(identifier)
+        except TableNotFound:
+            if ignore_if_not_exists:
+                return None
+            raise
+        return table.alter_table(changes)
+
     def drop_table(self, identifier: str, ignore_if_not_exists: bool = False) -> None:
         root = self.table_path(identifier)
         if not SchemaManager(self.io, TablePaths(root), identifier).ids():

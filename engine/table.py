@@ -140,7 +140,7 @@ class Table:
         snap = self.snapshot(snapshot_id)
         splits = self.scan().plan(snap, dnf)
         read_cols = list(dict.fromkeys(out_cols + sorted(pred.columns_of(dnf))))
-        reader = SplitReader(self.file_io, self.schema)
+        reader = SplitReader(self.file_io, self.schema, self.schema_manager.schema)
         parts = self._map(lambda sp: reader.read(sp, read_cols), splits)
         target = pa.schema([self.arrow_schema.field(c) for c in read_cols])
         result = pa.concat_tables([p.cast(target) for p in parts]) if parts else target.empty_table()
@@ -166,3 +166,18 @@ class Table:
         with ThreadPoolExecutor(max_workers=min(len(items), os.cpu_count() or 2)) as pool:
             return list(pool.map(fn, items))
 
+    # --- schema evolution (issue 8) -----------------------------------------------------------------
+    def alter(self):
+        """A fluent schema update: ``table.alter().add_column("x", pa.int64()).rename_column("a", "b").commit()``.
+        See engine.schema_change for the rules; ``commit()`` publishes schema-<N+1> and updates ``self.schema``."""
+        from engine.schema_change import SchemaUpdate
+        return SchemaUpdate(self)
+
+    def alter_table(self, changes) -> TableSchema:
+        """Apply a list of ``engine.schema_change.SchemaChange`` and publish the next schema; returns it."""
+        from engine.schema_change import alter_table
+        return alter_table(self, changes)
+
+    def schemas(self) -> list[TableSchema]:
+        """Every schema of the table, oldest first."""
+        return [self.schema_manager.schema(i) for i in self.schema_manager.ids()]

@@ -56,6 +56,7 @@ class Committer:
         bases = [m.base_snapshot_id for m in messages if m.base_snapshot_id is not None]
         base_id = min(bases) if bases else 0
         schema_id = max(m.schema_id for m in messages)
+        self._check_schemas({m.schema_id for m in messages})
 
         opts = t.schema.table_options
         retries = opts.get(COMMIT_MAX_RETRIES)
@@ -84,6 +85,16 @@ class Committer:
                 t.file_io.delete(t.paths.manifest(delta_name))
 
     # --- steps --------------------------------------------------------------------------------------
+    def _check_schemas(self, schema_ids: set[int]) -> None:
+        """Files written under an older schema may land only if the latest schema reads them correctly
+        (engine.schema_change.check_commit_schema); raises CommitConflict otherwise."""
+        from engine.schema_change import check_commit_schema
+        sm = self.table.schema_manager
+        latest = sm.latest()
+        for sid in schema_ids:
+            if latest is not None and sid != latest.id:
+                check_commit_schema(sm.schema(sid), latest, self.table.name)
+
     def _already_committed(self, user: str, identifier: int, base_id: int, latest: Snapshot | None) -> int | None:
         if latest is None:
             return None

@@ -38,7 +38,7 @@ def lookup_rows(table, keys, snapshot, columns=None) -> pa.Table:
     part_types = schema.types_of(schema.partition_keys)
     splits = {(sp.partition, sp.bucket): sp for sp in table.scan().plan(snapshot)}
     totals = {partition: sp.total_buckets for (partition, _), sp in splits.items()}
-    reader = SplitReader(table.file_io, schema)
+    reader = SplitReader(table.file_io, schema, table.schema_manager.schema)
     # Without sequence.field the newest run holding a key decides, so later (older) runs need not be searched.
     newest_wins = not schema.table_options.sequence_fields
     candidates = []

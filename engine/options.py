@@ -112,6 +112,10 @@ DATA_FILE_PREFIX = _opt("data-file.prefix", str, "data-", "data file name prefix
 THIN_MODE = _opt("data-file.thin-mode", parse_bool, False, "omit the _KEY_* columns from data files")
 PK_NULLABLE = _opt("primary-key.nullable", parse_bool, False, "allow nulls in primary-key columns (not supported)")
 
+# --- issue 8 (append tables, dynamic bucket) ---
+COMPACTION_MIN_FILE_NUM = _opt("compaction.min.file-num", parse_int, 5,
+                               "append tables: small files of a bucket that trigger a compaction")
+
 # Paimon options that lakemerge knows by name but that do not change what this version writes or reads.
 # They are kept in the schema (and honoured by Paimon's own readers and writers) without a warning.
 KNOWN_PAIMON_KEYS = frozenset({

@@ -89,6 +89,9 @@ class Table:
     # --- writing ------------------------------------------------------------------------------------
     def new_write(self, *, commit_user: str | None = None, commit_identifier: int | None = None) -> TableWrite:
         """A writer for many batches committed together (use as a context manager)."""
+        if self.schema.is_append_only:
+            from engine.append.write import AppendWrite
+            return AppendWrite(self, commit_user=commit_user, commit_identifier=commit_identifier)
         return TableWrite(self, commit_user=commit_user, commit_identifier=commit_identifier)
 
     def commit(self, messages: Sequence[CommitMessage], *, properties: dict | None = None) -> int | None:
@@ -132,6 +135,9 @@ class Table:
         Raises SnapshotNotFound for an unknown snapshot, InvalidInput for unknown columns or bad filters,
         CorruptFile if a referenced file is missing or damaged.
         """
+        if self.schema.is_append_only:
+            from engine.append.read import read_append
+            return read_append(self, snapshot_id, columns, filter)
         out_cols = list(columns) if columns is not None else list(self.schema.field_names)
         unknown = [c for c in out_cols if c not in self.schema.field_names]
         if unknown:
@@ -156,6 +162,8 @@ class Table:
 
     def lookup(self, keys, snapshot_id: int | None = None, columns: Sequence[str] | None = None) -> pa.Table:
         """Rows for the given primary keys at a snapshot; keys that do not exist are absent from the result."""
+        if self.schema.is_append_only:
+            raise InvalidInput("an append table has no primary key to look rows up by", table=self.name)
         from engine.read.lookup import lookup_rows
         return lookup_rows(self, keys, self.snapshot(snapshot_id), columns)
 

@@ -44,8 +44,7 @@ class Committer:
         """
         t = self.table
         messages = list(messages)
-        entries = [ManifestEntry(ADD, m.partition, m.bucket, m.total_buckets, f)
-                   for m in messages for f in m.new_files]
+        entries = self._entries(messages)
         if not entries:
             return t.snapshot_manager.latest_id()
         users = {(m.commit_user, m.commit_identifier) for m in messages}
@@ -85,6 +84,10 @@ class Committer:
                 t.file_io.delete(t.paths.manifest(delta_name))
 
     # --- steps --------------------------------------------------------------------------------------
+    def _entries(self, messages: Sequence[CommitMessage]) -> list[ManifestEntry]:
+        """The manifest entries the commit writes (subclasses add DELETE entries, e.g. compaction)."""
+        return [ManifestEntry(ADD, m.partition, m.bucket, m.total_buckets, f) for m in messages for f in m.new_files]
+
     def _check_schemas(self, schema_ids: set[int]) -> None:
         """Files written under an older schema may land only if the latest schema reads them correctly
         (engine.schema_change.check_commit_schema); raises CommitConflict otherwise."""
@@ -171,7 +174,7 @@ class Committer:
         delta_name = paths.new_manifest_name("manifest-list")
         io.write_bytes(paths.manifest(base_name), base_data)
         io.write_bytes(paths.manifest(delta_name), delta_data)
-        added = sum(e.file.row_count for e in entries)
+        added = sum(e.file.row_count if e.kind == ADD else -e.file.row_count for e in entries)
         new_id = 1 if latest is None else latest.id + 1
         snapshot = Snapshot(
             id=new_id, schema_id=max(schema_id, latest.schema_id if latest else 0),

@@ -82,7 +82,7 @@ class SplitReader:
     def read_file(self, split: Split, meta: DataFileMeta, columns: list[str]) -> pa.Table:
         """One file, normalized to: key columns named by the table's key names, seq, kind, then ``columns``."""
         path = os.path.join(split.bucket_dir, meta.file_name) if meta.external_path is None else meta.external_path
-        rename = self._file_to_table_names(meta.schema_id)
+        rename = self.file_to_table_names(meta.schema_id)
 
         def choose(present: set[str]) -> list[str]:
             by_table_name = {rename[c]: c for c in present if c in rename}
@@ -110,7 +110,7 @@ class SplitReader:
                 out[c] = pa.nulls(raw.num_rows, arrow.field(c).type)
         return pa.table(out)
 
-    def _file_to_table_names(self, schema_id: int) -> dict[str, str]:
+    def file_to_table_names(self, schema_id: int) -> dict[str, str]:
         """Column name in a file written under ``schema_id`` -> this table's name for it, matched by field id
         (system columns map to themselves; columns of dropped fields are absent)."""
         cached = self._renames.get(schema_id)

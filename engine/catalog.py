@@ -98,7 +98,7 @@ class Catalog:
             from engine.append.write import require_append_writable
             require_append_writable(table_schema, identifier)
         else:
-            table_schema.table_options.require_writable()
+            table_schema.table_options.require_writable(allow_dynamic_bucket=True)
         table_schema.table_options.warn_unknown()
         root = self.table_path(identifier)
         paths = TablePaths(root)

@@ -95,6 +95,8 @@ class TableSchema:
             elif b not in self.primary_keys or b in self.partition_keys:
                 raise InvalidSchema(where + f"bucket-key {b!r} must be a primary-key column that is not a "
                                     "partition key")
+        if self.primary_keys and opts.bucket == -1 and opts.get(BUCKET_KEY):
+            raise InvalidSchema(where + "bucket-key cannot be set in dynamic bucket mode (bucket=-1)")
         if not self.primary_keys and opts.bucket > 0 and not opts.get(BUCKET_KEY):
             raise InvalidSchema(where + f"an append table with bucket={opts.bucket} needs a 'bucket-key' option "
                                 "naming the columns rows are hashed by (or bucket=-1 for bucket-unaware)")

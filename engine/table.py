@@ -92,6 +92,9 @@ class Table:
         if self.schema.is_append_only:
             from engine.append.write import AppendWrite
             return AppendWrite(self, commit_user=commit_user, commit_identifier=commit_identifier)
+        if self.schema.table_options.bucket == -1:
+            from engine.dynamic_bucket.write import DynamicBucketWrite
+            return DynamicBucketWrite(self, commit_user=commit_user, commit_identifier=commit_identifier)
         return TableWrite(self, commit_user=commit_user, commit_identifier=commit_identifier)
 
     def commit(self, messages: Sequence[CommitMessage], *, properties: dict | None = None) -> int | None:
@@ -107,6 +110,8 @@ class Table:
             for m in messages:
                 for f in m.new_files:
                     self.file_io.delete(os.path.join(self.bucket_dir(m.partition_values, m.bucket), f.file_name))
+                for path in getattr(m, "index_paths", ()):  # dynamic-bucket HASH index files
+                    self.file_io.delete(path)
             raise
 
     def write(self, data, row_kinds=None) -> int | None:

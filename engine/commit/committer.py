@@ -44,6 +44,7 @@ class Committer:
         """
         t = self.table
         messages = list(messages)
+        self._messages = messages
         entries = self._entries(messages)
         if not entries:
             return t.snapshot_manager.latest_id()
@@ -174,6 +175,8 @@ class Committer:
         delta_name = paths.new_manifest_name("manifest-list")
         io.write_bytes(paths.manifest(base_name), base_data)
         io.write_bytes(paths.manifest(delta_name), delta_data)
+        from engine.dynamic_bucket.write import next_index_manifest
+        index_manifest, index_written = next_index_manifest(t, latest, getattr(self, "_messages", ()))
         added = sum(e.file.row_count if e.kind == ADD else -e.file.row_count for e in entries)
         new_id = 1 if latest is None else latest.id + 1
         snapshot = Snapshot(
@@ -183,7 +186,7 @@ class Committer:
             total_record_count=(latest.total_record_count if latest else 0) + added, delta_record_count=added,
             base_manifest_list_size=len(base_data), delta_manifest_list_size=len(delta_data),
             properties=properties or None, uuid=str(uuid.uuid4()), writer_version=WRITER_VERSION,
-            watermark=latest.watermark if latest else None)
+            watermark=latest.watermark if latest else None, index_manifest=index_manifest)
         body = snapshot.to_json().encode()
         io.mkdirs(paths.snapshot_dir)
         path = paths.snapshot(new_id)
@@ -201,10 +204,14 @@ class Committer:
             else:
                 io.delete(paths.manifest(base_name))
                 io.delete(paths.manifest(delta_name))
+                if index_written:
+                    io.delete(paths.manifest(index_manifest))
                 raise
         if not won:
             io.delete(paths.manifest(base_name))
             io.delete(paths.manifest(delta_name))
+            if index_written:
+                io.delete(paths.manifest(index_manifest))
             return None
         try:
             t.snapshot_manager.write_latest_hint(new_id)

@@ -48,8 +48,11 @@ def lookup_rows(table, keys, snapshot, columns=None) -> pa.Table:
             continue
         in_part = probes if idx is None else probes.take(pa.array(idx))
         idx = np.arange(probes.num_rows, dtype=np.int64) if idx is None else idx
-        buckets = bucket_ids([in_part.column(k) for k in schema.bucket_keys], max(1, totals[partition]))
-        for bucket, chunk in bucket_groups(buckets):
+        if totals[partition] > 0:
+            groups = bucket_groups(bucket_ids([in_part.column(k) for k in schema.bucket_keys], totals[partition]))
+        else:  # dynamic bucket mode: the key's bucket is not a function of the key; probe every bucket
+            groups = [(b, np.arange(in_part.num_rows)) for (p, b) in splits if p == partition]
+        for bucket, chunk in groups:
             sp = splits.get((partition, bucket))
             if sp is None:
                 continue

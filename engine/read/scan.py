@@ -134,7 +134,8 @@ class TableScan:
             values = self.partition_values(entry.partition)
             if not partition_ok(values):
                 continue
-            if buckets_allowed is not None and entry.bucket not in buckets_allowed.get(entry.total_buckets, set()):
+            if buckets_allowed is not None and entry.total_buckets > 0 \
+                    and entry.bucket not in buckets_allowed.get(entry.total_buckets, set()):
                 continue
             if dnf and not self._file_may_match(entry.file, dnf, key_names, key_types):
                 continue

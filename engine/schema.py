@@ -56,10 +56,12 @@ class TableSchema:
             if len(set(cols)) != len(cols):
                 raise InvalidSchema(where + f"duplicate {role} columns {list(cols)}")
         missing = [p for p in parts if p not in pk]
-        if pk and missing:
-            raise InvalidSchema(where + f"the primary key {list(pk)} must include every partition key; "
-                                f"missing {missing}")
-        if pk and len(parts) == len(pk):
+        dynamic = str((options or {}).get("bucket", "-1")).strip() == "-1"
+        if pk and missing and not dynamic:
+            raise InvalidSchema(where + f"the primary key {list(pk)} must include every partition key "
+                                f"(missing {missing}) unless the table uses dynamic bucket mode (bucket=-1, "
+                                "cross-partition upsert)")
+        if pk and all(k in parts for k in pk):
             raise InvalidSchema(where + "the primary key must have a column that is not a partition key")
         fields = []
         for i, f in enumerate(arrow_schema):
@@ -100,6 +102,11 @@ class TableSchema:
         if not self.primary_keys and opts.bucket > 0 and not opts.get(BUCKET_KEY):
             raise InvalidSchema(where + f"an append table with bucket={opts.bucket} needs a 'bucket-key' option "
                                 "naming the columns rows are hashed by (or bucket=-1 for bucket-unaware)")
+
+    @property
+    def cross_partition_update(self) -> bool:
+        """True when the primary key lacks a partition field: a key may move between partitions."""
+        return bool(self.primary_keys) and any(p not in self.primary_keys for p in self.partition_keys)
 
     @property
     def is_append_only(self) -> bool:

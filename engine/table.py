@@ -92,6 +92,9 @@ class Table:
         if self.schema.is_append_only:
             from engine.append.write import AppendWrite
             return AppendWrite(self, commit_user=commit_user, commit_identifier=commit_identifier)
+        if self.schema.table_options.bucket == -1 and self.schema.cross_partition_update:
+            from engine.dynamic_bucket.cross_partition import CrossPartitionWrite
+            return CrossPartitionWrite(self, commit_user=commit_user, commit_identifier=commit_identifier)
         if self.schema.table_options.bucket == -1:
             from engine.dynamic_bucket.write import DynamicBucketWrite
             return DynamicBucketWrite(self, commit_user=commit_user, commit_identifier=commit_identifier)
@@ -169,6 +172,9 @@ class Table:
         """Rows for the given primary keys at a snapshot; keys that do not exist are absent from the result."""
         if self.schema.is_append_only:
             raise InvalidInput("an append table has no primary key to look rows up by", table=self.name)
+        if self.schema.cross_partition_update:
+            from engine.dynamic_bucket.cross_partition import lookup_cross_partition
+            return lookup_cross_partition(self, keys, snapshot_id, columns)
         from engine.read.lookup import lookup_rows
         return lookup_rows(self, keys, self.snapshot(snapshot_id), columns)
 

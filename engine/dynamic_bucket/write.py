@@ -123,6 +123,8 @@ def next_index_manifest(table, latest, messages) -> tuple[str | None, bool]:
     from engine.dynamic_bucket.index_files import combine, write_index_manifest
     from engine.errors import CommitConflict
 
+    from engine.dynamic_bucket.cross_partition import check_cross_partition_commit
+    check_cross_partition_commit(table, latest, messages)
     current = latest.index_manifest if latest is not None else None
     dyn = [m for m in messages if isinstance(m, DynamicBucketCommitMessage)]
     if not dyn:

@@ -298,6 +298,9 @@ def apply_changes(schema: TableSchema, changes: Sequence[SchemaChange], *, table
                 fail(f"cannot change the type of partition column {change.name!r}")
             if change.name in primary_keys:
                 fail(f"cannot change the type of primary key column {change.name!r}")
+            if change.name in schema.bucket_keys:
+                fail(f"cannot change the type of bucket-key column {change.name!r}: rows are placed in buckets by "
+                     "its hash")
             i = index_of(change.name)
             old_type = fields[i].type
             new_type = change.new_type.with_nullable(old_type.nullable) if change.keep_nullability \

@@ -283,3 +283,18 @@ def test_random_evolution_matches_model(tmp_path_factory, ops):
                     for i, vals in model.items()}
         assert got == expected
         assert fresh.read().column_names == list(fresh.schema.field_names)
+
+
+def test_comments(table):
+    table.alter().update_comment("orders").update_column_comment("qty", "units").commit()
+    js = schema_file(table, 1)
+    assert js["comment"] == "orders"
+    assert [f.get("description") for f in js["fields"] if f["name"] == "qty"] == ["units"]
+
+
+def test_bucket_key_type_cannot_change_on_append_table(catalog):
+    t = catalog.create_table("db.a", SCHEMA, options={"bucket": "2", "bucket-key": "qty"})
+    with pytest.raises(InvalidSchema, match="bucket-key"):
+        t.alter().update_column_type("qty", pa.int64()).commit()
+    t.alter().rename_column("qty", "units").commit()
+    assert t.options["bucket-key"] == "units"

@@ -19,8 +19,8 @@ Contract:
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Sequence, Union
 
 import pyarrow as pa
 
@@ -29,7 +29,7 @@ from engine.options import BUCKET, BUCKET_KEY, SEQUENCE_FIELD, TableOptions
 from engine.schema import TableSchema
 from engine.types import DataField, DataType, parse_atomic
 
-TypeLike = Union[pa.DataType, DataType, str]
+TypeLike = pa.DataType | DataType | str
 
 # Paimon's @Immutable options (CoreOptions.IMMUTABLE_OPTIONS): structural, fixed once the table has data.
 IMMUTABLE_OPTIONS = frozenset({
@@ -52,19 +52,19 @@ class Move:
     reference: str | None = None
 
     @staticmethod
-    def first(column: str) -> "Move":
+    def first(column: str) -> Move:
         return Move(column, "FIRST")
 
     @staticmethod
-    def after(column: str, reference: str) -> "Move":
+    def after(column: str, reference: str) -> Move:
         return Move(column, "AFTER", reference)
 
     @staticmethod
-    def before(column: str, reference: str) -> "Move":
+    def before(column: str, reference: str) -> Move:
         return Move(column, "BEFORE", reference)
 
     @staticmethod
-    def last(column: str) -> "Move":
+    def last(column: str) -> Move:
         return Move(column, "LAST")
 
 
@@ -72,44 +72,44 @@ class SchemaChange:
     """Base of the change records; build them with the static constructors (pypaimon's names)."""
 
     @staticmethod
-    def set_option(key: str, value) -> "SetOption":
+    def set_option(key: str, value) -> SetOption:
         return SetOption(str(key), str(value))
 
     @staticmethod
-    def remove_option(key: str) -> "RemoveOption":
+    def remove_option(key: str) -> RemoveOption:
         return RemoveOption(str(key))
 
     @staticmethod
-    def update_comment(comment: str | None) -> "UpdateComment":
+    def update_comment(comment: str | None) -> UpdateComment:
         return UpdateComment(comment)
 
     @staticmethod
     def add_column(name: str, data_type: TypeLike, comment: str | None = None, move: Move | None = None
-                   ) -> "AddColumn":
+                   ) -> AddColumn:
         return AddColumn(name, to_data_type(data_type), comment, move)
 
     @staticmethod
-    def rename_column(name: str, new_name: str) -> "RenameColumn":
+    def rename_column(name: str, new_name: str) -> RenameColumn:
         return RenameColumn(name, new_name)
 
     @staticmethod
-    def drop_column(name: str) -> "DropColumn":
+    def drop_column(name: str) -> DropColumn:
         return DropColumn(name)
 
     @staticmethod
-    def update_column_type(name: str, new_type: TypeLike, keep_nullability: bool = True) -> "UpdateColumnType":
+    def update_column_type(name: str, new_type: TypeLike, keep_nullability: bool = True) -> UpdateColumnType:
         return UpdateColumnType(name, to_data_type(new_type), keep_nullability)
 
     @staticmethod
-    def update_column_nullability(name: str, nullable: bool) -> "UpdateColumnNullability":
+    def update_column_nullability(name: str, nullable: bool) -> UpdateColumnNullability:
         return UpdateColumnNullability(name, bool(nullable))
 
     @staticmethod
-    def update_column_comment(name: str, comment: str | None) -> "UpdateColumnComment":
+    def update_column_comment(name: str, comment: str | None) -> UpdateColumnComment:
         return UpdateColumnComment(name, comment)
 
     @staticmethod
-    def update_column_position(move: Move) -> "UpdateColumnPosition":
+    def update_column_position(move: Move) -> UpdateColumnPosition:
         return UpdateColumnPosition(move)
 
 
@@ -413,46 +413,46 @@ class SchemaUpdate:
         self.table = table
         self.changes: list[SchemaChange] = []
 
-    def _add(self, change: SchemaChange) -> "SchemaUpdate":
+    def _add(self, change: SchemaChange) -> SchemaUpdate:
         self.changes.append(change)
         return self
 
     def add_column(self, name: str, data_type: TypeLike, comment: str | None = None, *, first: bool = False,
-                   after: str | None = None, before: str | None = None) -> "SchemaUpdate":
+                   after: str | None = None, before: str | None = None) -> SchemaUpdate:
         move = Move.first(name) if first else Move.after(name, after) if after else \
             Move.before(name, before) if before else None
         return self._add(SchemaChange.add_column(name, data_type, comment, move))
 
-    def drop_column(self, name: str) -> "SchemaUpdate":
+    def drop_column(self, name: str) -> SchemaUpdate:
         return self._add(SchemaChange.drop_column(name))
 
-    def rename_column(self, name: str, new_name: str) -> "SchemaUpdate":
+    def rename_column(self, name: str, new_name: str) -> SchemaUpdate:
         return self._add(SchemaChange.rename_column(name, new_name))
 
-    def update_column_type(self, name: str, new_type: TypeLike) -> "SchemaUpdate":
+    def update_column_type(self, name: str, new_type: TypeLike) -> SchemaUpdate:
         return self._add(SchemaChange.update_column_type(name, new_type))
 
-    def set_nullable(self, name: str, nullable: bool = True) -> "SchemaUpdate":
+    def set_nullable(self, name: str, nullable: bool = True) -> SchemaUpdate:
         return self._add(SchemaChange.update_column_nullability(name, nullable))
 
     def move_column(self, name: str, *, first: bool = False, last: bool = False, after: str | None = None,
-                    before: str | None = None) -> "SchemaUpdate":
+                    before: str | None = None) -> SchemaUpdate:
         move = Move.first(name) if first else Move.last(name) if last else Move.after(name, after) if after \
             else Move.before(name, before) if before else None
         if move is None:
             raise InvalidSchema("move_column needs one of first/last/after/before")
         return self._add(SchemaChange.update_column_position(move))
 
-    def update_column_comment(self, name: str, comment: str | None) -> "SchemaUpdate":
+    def update_column_comment(self, name: str, comment: str | None) -> SchemaUpdate:
         return self._add(SchemaChange.update_column_comment(name, comment))
 
-    def update_comment(self, comment: str | None) -> "SchemaUpdate":
+    def update_comment(self, comment: str | None) -> SchemaUpdate:
         return self._add(SchemaChange.update_comment(comment))
 
-    def set_option(self, key: str, value) -> "SchemaUpdate":
+    def set_option(self, key: str, value) -> SchemaUpdate:
         return self._add(SchemaChange.set_option(key, value))
 
-    def remove_option(self, key: str) -> "SchemaUpdate":
+    def remove_option(self, key: str) -> SchemaUpdate:
         return self._add(SchemaChange.remove_option(key))
 
     def commit(self) -> TableSchema:

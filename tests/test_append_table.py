@@ -9,7 +9,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.append.compact import compact_append
-from engine.errors import CommitConflict, InvalidInput, InvalidRowKind, InvalidSchema, UnsupportedFeature
+from engine.errors import (
+    CommitConflict,
+    InvalidInput,
+    InvalidRowKind,
+    InvalidSchema,
+    UnsupportedFeature,
+)
 from engine.meta.snapshot import COMMIT_KIND_COMPACT
 
 SCHEMA = pa.schema([("dt", pa.string()), ("id", pa.int64()), ("v", pa.string())])

@@ -7,11 +7,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.dynamic_bucket.assigner import PartitionIndex
-from engine.dynamic_bucket.index_files import HASH_INDEX, read_hashes, read_index_manifest
+from engine.dynamic_bucket.index_files import (
+    HASH_INDEX,
+    read_hashes,
+    read_index_manifest,
+)
 from engine.errors import CommitConflict, InvalidSchema
 from kernels.hashing import hash_codes
 

@@ -251,10 +251,8 @@ def test_random_evolution_matches_model(tmp_path_factory, ops):
     t = cat.create_table("db.r", pa.schema([("id", pa.int32()), ("c0", pa.int32())]), "id",
                          options={"bucket": "2"})
     model: dict[int, dict[int, int]] = {}  # id -> {field id: value}
-    counter = 0
-    for op, r, ids in ops:
+    for counter, (op, r, ids) in enumerate(ops, start=1):
         names = [f.name for f in t.schema.fields if f.name != "id"]
-        counter += 1
         if op == "add":
             t.alter().add_column(f"n{counter}", pa.int32(), after=(names[r % len(names)] if names and r % 2
                                                                      else None)).commit()

@@ -19,7 +19,12 @@ import pyarrow as pa
 from engine.append.files import write_append_files
 from engine.append.read import ordered_files, read_append_file
 from engine.commit.committer import Committer
-from engine.errors import CommitConflict, CommitOutcomeUnknown, CommitRetriesExhausted, InvalidInput
+from engine.errors import (
+    CommitConflict,
+    CommitOutcomeUnknown,
+    CommitRetriesExhausted,
+    InvalidInput,
+)
 from engine.meta.data_file import FILE_SOURCE_COMPACT, DataFileMeta
 from engine.meta.manifest import ADD, DELETE, ManifestEntry
 from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER, COMMIT_KIND_COMPACT

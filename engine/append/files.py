@@ -13,8 +13,19 @@ import uuid
 import pyarrow as pa
 
 from engine.io.file_io import FileIO
-from engine.meta.data_file import EMPTY_ROW, FILE_SOURCE_APPEND, DataFileMeta, SimpleStats
-from engine.options import DATA_FILE_PREFIX, FILE_COMPRESSION, STATS_MODE, TARGET_FILE_SIZE, ZSTD_LEVEL
+from engine.meta.data_file import (
+    EMPTY_ROW,
+    FILE_SOURCE_APPEND,
+    DataFileMeta,
+    SimpleStats,
+)
+from engine.options import (
+    DATA_FILE_PREFIX,
+    FILE_COMPRESSION,
+    STATS_MODE,
+    TARGET_FILE_SIZE,
+    ZSTD_LEVEL,
+)
 from engine.schema import TableSchema
 from engine.write.file_writer import _parquet_bytes, local_millis_as_utc
 from engine.write.stats import simple_stats

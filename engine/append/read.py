@@ -8,7 +8,7 @@ a file whose statistics exclude the filter is skipped. Raises SnapshotNotFound, 
 from __future__ import annotations
 
 import os
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 

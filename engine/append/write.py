@@ -16,12 +16,12 @@ import uuid
 import numpy as np
 import pyarrow as pa
 
+from engine.append.files import write_append_files
 from engine.errors import InvalidInput, InvalidRowKind, UnsupportedFeature
 from engine.meta import binary_row
 from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER
 from engine.options import FILE_FORMAT, WRITE_BUFFER_SIZE
 from engine.partitioning import bucket_groups, partition_groups
-from engine.append.files import write_append_files
 from engine.schema import TableSchema
 from engine.write.commit_message import CommitMessage
 from engine.write.validate import conform

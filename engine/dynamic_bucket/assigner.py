@@ -35,7 +35,7 @@ class PartitionIndex:
         self.k = max(1, num_assigners)
         self.max_buckets = max_buckets
         self.total = dict(bucket_counts)  # bucket -> hash count, in index order
-        self.non_full = [dict() for _ in range(self.k)]
+        self.non_full: list[dict[int, int]] = [{} for _ in range(self.k)]
         for b, n in bucket_counts.items():
             if n < target_rows:
                 self.non_full[b % self.k][b] = n

@@ -24,7 +24,11 @@ import pyarrow as pa
 from engine.dynamic_bucket.assigner import PartitionIndex
 from engine.meta import binary_row
 from engine.meta.snapshot import COMMIT_KIND_COMPACT
-from engine.options import (DYNAMIC_BUCKET_MAX_BUCKETS, DYNAMIC_BUCKET_TARGET_ROW_NUM, parse_duration_ms)
+from engine.options import (
+    DYNAMIC_BUCKET_MAX_BUCKETS,
+    DYNAMIC_BUCKET_TARGET_ROW_NUM,
+    parse_duration_ms,
+)
 from engine.read.split_read import SplitReader
 from engine.write.commit_message import CommitMessage
 from engine.write.table_write import TableWrite

@@ -56,7 +56,7 @@ def decode_index_manifest(data: bytes, path: str) -> list[dict]:
     """Records of an index manifest. Raises CorruptFile."""
     try:
         records = list(fastavro.reader(io.BytesIO(data)))
-    except Exception as e:  # fastavro raises many types on bad input
+    except Exception as e:  # noqa: BLE001 - fastavro raises many types on bad input
         raise CorruptFile(path, f"cannot read index manifest Avro: {e!r}") from None
     for i, r in enumerate(records):
         if not isinstance(r, dict) or any(k not in r for k in ("_PARTITION", "_BUCKET", "_INDEX_TYPE",

@@ -17,11 +17,21 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from engine.dynamic_bucket.assigner import PartitionIndex
-from engine.dynamic_bucket.index_files import (HASH_INDEX, hash_record, index_dir, read_hashes,
-                                               read_index_manifest, write_hashes)
+from engine.dynamic_bucket.index_files import (
+    HASH_INDEX,
+    hash_record,
+    index_dir,
+    read_hashes,
+    read_index_manifest,
+    write_hashes,
+)
 from engine.errors import UnsupportedFeature
 from engine.meta import binary_row
-from engine.options import DYNAMIC_BUCKET_INITIAL_BUCKETS, DYNAMIC_BUCKET_MAX_BUCKETS, DYNAMIC_BUCKET_TARGET_ROW_NUM
+from engine.options import (
+    DYNAMIC_BUCKET_INITIAL_BUCKETS,
+    DYNAMIC_BUCKET_MAX_BUCKETS,
+    DYNAMIC_BUCKET_TARGET_ROW_NUM,
+)
 from engine.write.commit_message import CommitMessage
 from engine.write.table_write import TableWrite
 
@@ -120,10 +130,9 @@ def next_index_manifest(table, latest, messages) -> tuple[str | None, bool]:
     """The index manifest for a snapshot on top of ``latest`` publishing ``messages``: the latest one carried over
     when no message changes an index, else a new one with the messages' HASH records (written now; the bool says
     so). Raises CommitConflict if another writer changed a written partition's HASH index since the base."""
+    from engine.dynamic_bucket.cross_partition import check_cross_partition_commit
     from engine.dynamic_bucket.index_files import combine, write_index_manifest
     from engine.errors import CommitConflict
-
-    from engine.dynamic_bucket.cross_partition import check_cross_partition_commit
     check_cross_partition_commit(table, latest, messages)
     current = latest.index_manifest if latest is not None else None
     dyn = [m for m in messages if isinstance(m, DynamicBucketCommitMessage)]

@@ -6,7 +6,13 @@ import pyarrow as pa
 import pytest
 
 from engine.append.compact import compact_append
-from tests.interop.pypaimon_util import pp_bucket_extractor, pp_catalog, pp_get_table, pp_read, pp_write
+from tests.interop.pypaimon_util import (
+    pp_bucket_extractor,
+    pp_catalog,
+    pp_get_table,
+    pp_read,
+    pp_write,
+)
 
 pytestmark = pytest.mark.interop
 

@@ -8,13 +8,19 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.interop.pypaimon_util import pp_catalog, pp_create_table, pp_get_table, pp_read, pp_write
+from tests.interop.pypaimon_util import (
+    pp_catalog,
+    pp_create_table,
+    pp_get_table,
+    pp_read,
+    pp_write,
+)
 
 pytestmark = pytest.mark.interop
 
 SCHEMA = pa.schema([("dt", pa.string()), ("id", pa.int64()), ("v", pa.string())])
 OPTIONS = {"bucket": "-1", "dynamic-bucket.target-row-num": "4"}
-BATCHES = [("a", list(range(0, 10)), "w0-"), ("b", [1, 2, 3], "w1-"), ("a", [3, 11, 12, 13, 0], "w2-"),
+BATCHES = [("a", list(range(10)), "w0-"), ("b", [1, 2, 3], "w1-"), ("a", [3, 11, 12, 13, 0], "w2-"),
            ("a", list(range(20, 30)), "w3-")]
 
 

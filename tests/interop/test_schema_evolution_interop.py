@@ -5,7 +5,13 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from tests.interop.pypaimon_util import pp_catalog, pp_create_table, pp_get_table, pp_read, pp_write
+from tests.interop.pypaimon_util import (
+    pp_catalog,
+    pp_create_table,
+    pp_get_table,
+    pp_read,
+    pp_write,
+)
 
 pytestmark = pytest.mark.interop
 

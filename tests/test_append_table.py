@@ -190,3 +190,23 @@ def test_reads_equal_appended_rows_in_order(tmp_path_factory, commits, compact_a
 def _bucket(key: int, n: int) -> int:
     from kernels.hashing import bucket_ids
     return int(bucket_ids([pa.array([key], pa.int64())], n)[0])
+
+
+def test_incremental_read_of_appended_rows(unaware):
+    from engine.append.read import iter_appended_batches
+
+    s1 = unaware.write(batch("a", [1, 2], "x"))
+    s2 = unaware.write(batch("b", [3], "y"))
+    for i in range(4):
+        unaware.write(batch("a", [10 + i], "z"))
+    compact_append(unaware, full=True)
+    s_last = unaware.write(batch("a", [99], "w"))
+
+    def ids(frm, to=None):
+        return [r["id"] for b in iter_appended_batches(unaware, frm, to) for r in b.to_pylist()]
+
+    assert ids(0, s1) == [1, 2]
+    assert ids(s1, s2) == [3]
+    assert ids(s2) == [10, 11, 12, 13, 99]  # the compaction in between adds nothing
+    assert ids(s_last) == []
+    assert [b.column_names for b in iter_appended_batches(unaware, 0, s1, columns=["v"])] == [["v"]]

@@ -1,7 +1,7 @@
 """Small-file compaction of append tables.
 
 Per (partition, bucket), files are taken in append (sequence) order; every maximal run of consecutive files
-smaller than ``target-file-size`` with at least ``compaction.min.file-num`` files (default 5) is rewritten as
+smaller than ``target-file-size`` (append default 256 MB) with at least ``compaction.min.file-num`` files (default 5) is rewritten as
 files rolled at ``target-file-size``, keeping row order and the run's sequence numbers. ``full=True`` rewrites
 every bucket holding more than one file. The result is committed as one COMPACT snapshot (DELETE of the old
 files, ADD of the new) — row content and order are unchanged.
@@ -16,7 +16,7 @@ import uuid
 
 import pyarrow as pa
 
-from engine.append.files import write_append_files
+from engine.append.files import target_file_size, write_append_files
 from engine.append.read import ordered_files, read_append_file
 from engine.commit.committer import Committer
 from engine.errors import (
@@ -28,7 +28,7 @@ from engine.errors import (
 from engine.meta.data_file import FILE_SOURCE_COMPACT, DataFileMeta
 from engine.meta.manifest import ADD, DELETE, ManifestEntry
 from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER, COMMIT_KIND_COMPACT
-from engine.options import COMPACTION_MIN_FILE_NUM, TARGET_FILE_SIZE
+from engine.options import COMPACTION_MIN_FILE_NUM
 from engine.read.split_read import SplitReader
 from engine.write.commit_message import CommitMessage
 
@@ -74,7 +74,7 @@ def compact_append(table, *, full: bool = False) -> int | None:
     if snap is None:
         return None
     opts = table.schema.table_options
-    target, min_files = opts.get(TARGET_FILE_SIZE), opts.get(COMPACTION_MIN_FILE_NUM)
+    target, min_files = target_file_size(table.schema), opts.get(COMPACTION_MIN_FILE_NUM)
     reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema)
     columns = list(table.schema.field_names)
     user = str(uuid.uuid4())

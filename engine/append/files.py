@@ -30,6 +30,14 @@ from engine.schema import TableSchema
 from engine.write.file_writer import _parquet_bytes, local_millis_as_utc
 from engine.write.stats import simple_stats
 
+APPEND_TARGET_FILE_SIZE = 256 << 20  # Paimon's default target-file-size for append tables
+
+
+def target_file_size(schema: TableSchema) -> int:
+    """``target-file-size`` if set, else Paimon's append-table default (256 MB; primary-key tables: 128 MB)."""
+    return schema.table_options.get(TARGET_FILE_SIZE) if TARGET_FILE_SIZE in schema.options \
+        else APPEND_TARGET_FILE_SIZE
+
 
 def append_file_schema(schema: TableSchema) -> pa.Schema:
     """Physical schema of an append data file: the table columns with their Paimon field ids."""
@@ -44,7 +52,7 @@ def write_append_files(io: FileIO, bucket_dir: str, rows: pa.Table, schema: Tabl
         return []
     opts = schema.table_options
     rows = pa.Table.from_arrays(rows.select(list(schema.field_names)).columns, schema=append_file_schema(schema))
-    rows_per_file = max(1, int(opts.get(TARGET_FILE_SIZE) / max(1.0, rows.nbytes / n)))
+    rows_per_file = max(1, int(target_file_size(schema) / max(1.0, rows.nbytes / n)))
     names = list(schema.field_names)
     types = schema.types_of(names)
     prefix = opts.get(DATA_FILE_PREFIX)

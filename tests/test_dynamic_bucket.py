@@ -150,3 +150,21 @@ def test_partition_index_properties(batches, target, k):
         owned = sorted(b for b in counts if b % k == a)
         assert owned == list(range(a, a + k * len(owned), k))
         assert all(counts[b] == target for b in owned[:-1])  # only the newest bucket may be partly full
+
+
+def test_lookup_uses_the_hash_index(catalog):
+    from engine.dynamic_bucket.lookup import probe_groups
+
+    t = make(catalog, **{"dynamic-bucket.target-row-num": 3})
+    t.write(rows("a", list(range(10))))
+    t.write(rows("a", [4, 8], "u"))
+    kb = key_buckets(t)
+    part = t.plan()[0].partition
+    probe = pa.chunked_array([pa.array([8, 4, 0, 77], pa.int64())])
+    groups = probe_groups(t, t.snapshot(), part, [probe], sorted(set(kb.values())))
+    keys = [8, 4, 0, 77]
+    probed = [(b, keys[i]) for b, ix in groups for i in ix.tolist()]
+    # each written key is probed in exactly its bucket; key 77 was never written: no bucket is read for it
+    assert sorted(probed) == sorted((kb[("a", k)], k) for k in (8, 4, 0))
+    got = t.lookup(pa.table({"dt": ["a"] * 4, "id": [8, 4, 0, 77]}))
+    assert sorted((r["id"], r["v"]) for r in got.to_pylist()) == [(0, "v0"), (4, "u4"), (8, "u8")]

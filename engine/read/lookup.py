@@ -50,8 +50,10 @@ def lookup_rows(table, keys, snapshot, columns=None) -> pa.Table:
         idx = np.arange(probes.num_rows, dtype=np.int64) if idx is None else idx
         if totals[partition] > 0:
             groups = bucket_groups(bucket_ids([in_part.column(k) for k in schema.bucket_keys], totals[partition]))
-        else:  # dynamic bucket mode: the key's bucket is not a function of the key; probe every bucket
-            groups = [(b, np.arange(in_part.num_rows)) for (p, b) in splits if p == partition]
+        else:  # dynamic bucket mode: the HASH index knows the key's bucket
+            from engine.dynamic_bucket.lookup import probe_groups
+            groups = probe_groups(table, snapshot, partition, [in_part.column(k) for k in schema.bucket_keys],
+                                  [b for (p, b) in splits if p == partition])
         for bucket, chunk in groups:
             sp = splits.get((partition, bucket))
             if sp is None:

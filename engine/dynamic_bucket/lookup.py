@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.dynamic_bucket.index_files import HASH_INDEX, read_hashes, read_index_manifest
+from engine.dynamic_bucket.index_files import (
+    HASH_INDEX,
+    read_hashes,
+    read_index_manifest,
+)
 
 
 def probe_groups(table, snapshot, partition: bytes, key_cols, buckets: list[int]) -> list[tuple[int, np.ndarray]]:

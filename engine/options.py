@@ -121,6 +121,10 @@ DYNAMIC_BUCKET_INITIAL_BUCKETS = _opt("dynamic-bucket.initial-buckets", parse_in
                                       "dynamic bucket mode: initial buckets of a partition (assigner count)")
 DYNAMIC_BUCKET_MAX_BUCKETS = _opt("dynamic-bucket.max-buckets", parse_int, -1,
                                   "dynamic bucket mode: most buckets of a partition (-1: unlimited)")
+CROSS_PARTITION_INDEX_TTL = _opt("cross-partition-upsert.index-ttl", parse_duration_ms, None,
+                                 "cross-partition upsert: only keys of files newer than this are indexed")
+ADD_COLUMN_BEFORE_PARTITION = _opt("add-column-before-partition", parse_bool, False,
+                                   "schema evolution: new columns go before the first partition column")
 
 # Paimon options that lakemerge knows by name but that do not change what this version writes or reads.
 # They are kept in the schema (and honoured by Paimon's own readers and writers) without a warning.

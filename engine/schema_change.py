@@ -25,7 +25,13 @@ from dataclasses import dataclass, replace
 import pyarrow as pa
 
 from engine.errors import CommitConflict, InvalidSchema
-from engine.options import BUCKET, BUCKET_KEY, SEQUENCE_FIELD, TableOptions
+from engine.options import (
+    ADD_COLUMN_BEFORE_PARTITION,
+    BUCKET,
+    BUCKET_KEY,
+    SEQUENCE_FIELD,
+    TableOptions,
+)
 from engine.schema import TableSchema
 from engine.types import DataField, DataType, parse_atomic
 
@@ -268,7 +274,11 @@ def apply_changes(schema: TableSchema, changes: Sequence[SchemaChange], *, table
                      "add it nullable")
             highest += 1
             new_field = DataField(highest, change.name, change.data_type, change.comment)
-            if change.move is None:
+            before_partition = TableOptions(options, table=table).get(ADD_COLUMN_BEFORE_PARTITION)
+            if change.move is None and before_partition and schema.partition_keys:
+                first_part = min(i for i, f in enumerate(fields) if f.name in schema.partition_keys)
+                fields.insert(first_part, new_field)
+            elif change.move is None:
                 fields.append(new_field)
             else:
                 fields.append(new_field)

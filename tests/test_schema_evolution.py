@@ -296,3 +296,11 @@ def test_bucket_key_type_cannot_change_on_append_table(catalog):
         t.alter().update_column_type("qty", pa.int64()).commit()
     t.alter().rename_column("qty", "units").commit()
     assert t.options["bucket-key"] == "units"
+
+
+def test_add_column_before_partition_option(catalog):
+    s = pa.schema([("id", pa.int64()), ("v", pa.int32()), ("dt", pa.string())])
+    t = catalog.create_table("db.p", s, ["id", "dt"], ["dt"],
+                             options={"bucket": "1", "add-column-before-partition": "true"})
+    t.alter().add_column("w", pa.int8()).commit()
+    assert t.schema.field_names == ("id", "v", "w", "dt")

@@ -25,16 +25,15 @@ from engine.dynamic_bucket.assigner import PartitionIndex
 from engine.meta import binary_row
 from engine.meta.snapshot import COMMIT_KIND_COMPACT
 from engine.options import (
+    CROSS_PARTITION_INDEX_TTL,
     DYNAMIC_BUCKET_MAX_BUCKETS,
     DYNAMIC_BUCKET_TARGET_ROW_NUM,
-    parse_duration_ms,
 )
 from engine.read.split_read import SplitReader
 from engine.write.commit_message import CommitMessage
 from engine.write.table_write import TableWrite
 from engine.write.validate import conform
 
-INDEX_TTL = "cross-partition-upsert.index-ttl"
 RETRACT = (1, 3)
 DELETE = 3
 
@@ -159,11 +158,11 @@ class CrossPartitionWrite(TableWrite):
             return self._key_index
         index: dict[tuple, tuple[bytes, int]] = {}
         counts: dict[bytes, dict[int, int]] = {}
-        raw_ttl = self.schema.options.get(INDEX_TTL)
+        ttl = self.options.get(CROSS_PARTITION_INDEX_TTL)
         min_created = None
-        if raw_ttl:
+        if ttl is not None:
             from engine.write.file_writer import local_millis_as_utc
-            min_created = local_millis_as_utc() - parse_duration_ms(raw_ttl)
+            min_created = local_millis_as_utc() - ttl
         reader = SplitReader(self.table.file_io, self.schema, self.table.schema_manager.schema)
         pk_part_pos = [self.part_keys.index(k) for k in self.pk_in_part]
         for split in self.table.scan().plan(self.base_snapshot):

@@ -92,7 +92,7 @@ def combine(previous: list[dict], added_hash: list[dict]) -> list[dict]:
 
 
 def write_index_manifest(file_io: FileIO, paths, records: list[dict]) -> str:
-    name = f"{INDEX_MANIFEST_PREFIX}{uuid.uuid4()}"
+    name = f"{INDEX_MANIFEST_PREFIX}{uuid.uuid4()}-0"
     file_io.mkdirs(paths.manifest_dir)
     file_io.write_bytes(paths.manifest(name), encode_index_manifest(records))
     return name

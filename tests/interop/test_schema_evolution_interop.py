@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.interop.pypaimon_util import (
     pp_catalog,
@@ -85,3 +87,40 @@ def test_table_evolved_by_pypaimon_is_read_by_lakemerge(warehouse):
     theirs = pp_read(ppt, sort_by=["dt", "id"])
     assert {k: (r["flag"], r["label"], r["qty"]) for k, r in by_key(theirs).items()} == \
         {k: (r["flag"], r["label"], r["qty"]) for k, r in by_key(got).items()}
+
+
+@pytest.mark.slow
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(st.tuples(st.sampled_from(["add", "drop", "rename", "widen", "move", "write"]),
+                              st.integers(0, 1000)), min_size=2, max_size=10))
+def test_random_evolution_read_by_pypaimon(tmp_path_factory, ops):
+    from engine import Catalog
+
+    wh = str(tmp_path_factory.mktemp("wh"))
+    cat = Catalog(wh)
+    cat.create_database("db")
+    t = cat.create_table("db.r", pa.schema([("id", pa.int32()), ("c0", pa.int32())]), "id",
+                         options={"bucket": "2"})
+    for n, (op, r) in enumerate(ops):
+        names = [f.name for f in t.schema.fields if f.name != "id"]
+        if op == "add":
+            t.alter().add_column(f"n{n}", pa.int32(), first=bool(r % 2)).commit()
+        elif op == "drop" and names:
+            t.alter().drop_column(names[r % len(names)]).commit()
+        elif op == "rename" and names:
+            t.alter().rename_column(names[r % len(names)], f"r{n}").commit()
+        elif op == "widen" and names and t.schema.field(names[r % len(names)]).type.root == "INT":
+            t.alter().update_column_type(names[r % len(names)], pa.int64()).commit()
+        elif op == "move" and names:
+            t.alter().move_column(names[r % len(names)], first=True).commit()
+        else:
+            ids = [r % 7, (r + 3) % 7]
+            data = {"id": pa.array(ids, pa.int32())}
+            for f in t.schema.fields:
+                if f.name != "id":
+                    data[f.name] = [i * 100 + f.id for i in ids]
+            t.write(pa.table(data))
+    mine = Catalog(wh).get_table("db.r").read()
+    theirs = pp_read(pp_get_table(wh, "db.r"), sort_by=["id"])
+    assert theirs.column_names == mine.column_names
+    assert sorted(theirs.to_pylist(), key=lambda x: x["id"]) == sorted(mine.to_pylist(), key=lambda x: x["id"])

@@ -89,7 +89,7 @@ def test_concurrent_writers_conflict(catalog):
     assert state(t) == {1: ("b", "w1")}
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(batches=st.lists(st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, 6),
                                            st.sampled_from(["+I", "-D"])), min_size=1, max_size=8),
                         min_size=1, max_size=5))

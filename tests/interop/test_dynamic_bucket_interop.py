@@ -53,7 +53,6 @@ def as_rows(t: pa.Table) -> list[tuple]:
     return sorted((r["dt"], r["id"], r["v"]) for r in t.to_pylist())
 
 
-@pytest.mark.slow
 def test_same_writes_same_buckets_and_each_engine_continues_the_other(tmp_path):
     from engine import Catalog
 

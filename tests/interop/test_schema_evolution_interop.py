@@ -89,7 +89,6 @@ def test_table_evolved_by_pypaimon_is_read_by_lakemerge(warehouse):
         {k: (r["flag"], r["label"], r["qty"]) for k, r in by_key(got).items()}
 
 
-@pytest.mark.slow
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(st.tuples(st.sampled_from(["add", "drop", "rename", "widen", "move", "write"]),
                               st.integers(0, 1000)), min_size=2, max_size=10))

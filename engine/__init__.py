@@ -5,7 +5,7 @@ Public surface: ``Catalog`` and ``Table`` (see engine.catalog / engine.table) an
 from engine import errors
 from engine.errors import LakemergeError
 
-__all__ = ["Catalog", "Table", "errors", "LakemergeError"]
+__all__ = ["Catalog", "Table", "SchemaChange", "Move", "errors", "LakemergeError"]
 
 
 def __getattr__(name):  # keep `import engine` cheap: numba and friends load on first use
@@ -15,4 +15,7 @@ def __getattr__(name):  # keep `import engine` cheap: numba and friends load on 
     if name == "Table":
         from engine.table import Table
         return Table
+    if name in ("SchemaChange", "Move"):
+        from engine import schema_change
+        return getattr(schema_change, name)
     raise AttributeError(name)

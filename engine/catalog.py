@@ -76,10 +76,10 @@ class Catalog:
         return sorted(n for n in self.io.list_names(path)
                       if os.path.isdir(os.path.join(path, n, "schema")))
 
-    def create_table(self, identifier: str, schema: pa.Schema, primary_key, partition_keys=(),
+    def create_table(self, identifier: str, schema: pa.Schema, primary_key=None, partition_keys=(),
                      options: dict | None = None, *, comment: str | None = None,
                      ignore_if_exists: bool = False):
-        """Create a primary-key table and return it.
+        """Create a primary-key table (or, with no ``primary_key``, an append table) and return it.
 
         Raises: DatabaseNotFound, TableAlreadyExists, InvalidSchema, InvalidOption, UnsupportedFeature.
         Nothing is written unless the definition is valid.
@@ -94,7 +94,11 @@ class Catalog:
         if isinstance(partition_keys, str):
             partition_keys = [partition_keys]
         table_schema = TableSchema.create(schema, primary_key, partition_keys, options, comment, table=identifier)
-        table_schema.table_options.require_writable()
+        if table_schema.is_append_only:
+            from engine.append.write import require_append_writable
+            require_append_writable(table_schema, identifier)
+        else:
+            table_schema.table_options.require_writable(allow_dynamic_bucket=True)
         table_schema.table_options.warn_unknown()
         root = self.table_path(identifier)
         paths = TablePaths(root)
@@ -130,6 +134,18 @@ class Catalog:
             return True
         except TableNotFound:
             return False
+
+    def alter_table(self, identifier: str, changes, ignore_if_not_exists: bool = False):
+        """Apply ``engine.schema_change.SchemaChange``s to a table (pypaimon's signature); returns the new
+        TableSchema, or None if the table does not exist and ``ignore_if_not_exists``. Raises TableNotFound,
+        InvalidSchema, InvalidOption; nothing is written unless every change is valid."""
+        try:
+            table = self.get_table(identifier)
+        except TableNotFound:
+            if ignore_if_not_exists:
+                return None
+            raise
+        return table.alter_table(changes)
 
     def drop_table(self, identifier: str, ignore_if_not_exists: bool = False) -> None:
         root = self.table_path(identifier)

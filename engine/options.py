@@ -163,6 +163,20 @@ DEFAULT_AGGREGATE_FUNCTION = _opt("fields.default-aggregate-function", str.strip
 SEQUENCE_AUTO_PADDING = _opt("sequence.auto-padding", _field_list, (),
                              "legacy: row-kind-flag, second-to-micro, millis-to-micro (comma separated)")
 
+# --- issue 8 (append tables, dynamic bucket) ---
+COMPACTION_MIN_FILE_NUM = _opt("compaction.min.file-num", parse_int, 5,
+                               "append tables: small files of a bucket that trigger a compaction")
+DYNAMIC_BUCKET_TARGET_ROW_NUM = _opt("dynamic-bucket.target-row-num", parse_int, 2_000_000,
+                                     "dynamic bucket mode: keys per bucket before a new bucket is opened")
+DYNAMIC_BUCKET_INITIAL_BUCKETS = _opt("dynamic-bucket.initial-buckets", parse_int, None,
+                                      "dynamic bucket mode: initial buckets of a partition (assigner count)")
+DYNAMIC_BUCKET_MAX_BUCKETS = _opt("dynamic-bucket.max-buckets", parse_int, -1,
+                                  "dynamic bucket mode: most buckets of a partition (-1: unlimited)")
+CROSS_PARTITION_INDEX_TTL = _opt("cross-partition-upsert.index-ttl", parse_duration_ms, None,
+                                 "cross-partition upsert: only keys of files newer than this are indexed")
+ADD_COLUMN_BEFORE_PARTITION = _opt("add-column-before-partition", parse_bool, False,
+                                   "schema evolution: new columns go before the first partition column")
+
 # Paimon options that lakemerge knows by name but that do not change what this version writes or reads.
 # They are kept in the schema (and honoured by Paimon's own readers and writers) without a warning.
 KNOWN_PAIMON_KEYS = frozenset({
@@ -236,10 +250,11 @@ class TableOptions:
         if not re.fullmatch(r"none|counts|full|truncate\(\d+\)", mode):
             raise InvalidOption(STATS_MODE, mode, "expected none, counts, full or truncate(N)", table=self.table)
 
-    def require_writable(self) -> None:
-        """Raise UnsupportedFeature for valid Paimon settings this version cannot write."""
+    def require_writable(self, *, allow_dynamic_bucket: bool = False) -> None:
+        """Raise UnsupportedFeature for valid Paimon settings this version cannot write (``bucket=-1`` is
+        writable when ``allow_dynamic_bucket``: engine.dynamic_bucket)."""
         where = f"table {self.table!r}: "
-        if self.bucket <= 0:
+        if self.bucket <= 0 and not (allow_dynamic_bucket and self.bucket == -1):
             raise UnsupportedFeature(
                 where + f"bucket={self.bucket} (dynamic/postpone bucket mode) cannot be written by lakemerge yet; "
                 "create the table with a fixed bucket count, e.g. options={'bucket': '4'}")

@@ -48,8 +48,7 @@ class TableSchema:
             raise InvalidSchema(where + "duplicate column names")
         pk = tuple(primary_keys or ())
         parts = tuple(partition_keys or ())
-        if not pk:
-            raise InvalidSchema(where + "a primary key is required (append tables are not supported)")
+        # No primary key: an append table (engine.append).
         for role, cols in (("primary key", pk), ("partition key", parts)):
             for c in cols:
                 if c not in names:
@@ -57,10 +56,12 @@ class TableSchema:
             if len(set(cols)) != len(cols):
                 raise InvalidSchema(where + f"duplicate {role} columns {list(cols)}")
         missing = [p for p in parts if p not in pk]
-        if missing:
-            raise InvalidSchema(where + f"the primary key {list(pk)} must include every partition key; "
-                                f"missing {missing}")
-        if len(parts) == len(pk):
+        dynamic = str((options or {}).get("bucket", "-1")).strip() == "-1"
+        if pk and missing and not dynamic:
+            raise InvalidSchema(where + f"the primary key {list(pk)} must include every partition key "
+                                f"(missing {missing}) unless the table uses dynamic bucket mode (bucket=-1, "
+                                "cross-partition upsert)")
+        if pk and all(k in parts for k in pk):
             raise InvalidSchema(where + "the primary key must have a column that is not a partition key")
         fields = []
         for i, f in enumerate(arrow_schema):
@@ -90,11 +91,30 @@ class TableSchema:
             if not self.field(rk).type.is_string:
                 raise InvalidSchema(where + f"rowkind.field {rk!r} must be a string column")
         for b in opts.get(BUCKET_KEY):
-            if b not in self.primary_keys or b in self.partition_keys:
+            if not self.primary_keys:
+                if b not in names or b in self.partition_keys:
+                    raise InvalidSchema(where + f"bucket-key {b!r} must be a column that is not a partition key")
+            elif b not in self.primary_keys or b in self.partition_keys:
                 raise InvalidSchema(where + f"bucket-key {b!r} must be a primary-key column that is not a "
                                     "partition key")
         from engine.merge_engines.config import validate as validate_merge_engine  # issue 3
         validate_merge_engine(self, table)
+
+        if self.primary_keys and opts.bucket == -1 and opts.get(BUCKET_KEY):
+            raise InvalidSchema(where + "bucket-key cannot be set in dynamic bucket mode (bucket=-1)")
+        if not self.primary_keys and opts.bucket > 0 and not opts.get(BUCKET_KEY):
+            raise InvalidSchema(where + f"an append table with bucket={opts.bucket} needs a 'bucket-key' option "
+                                "naming the columns rows are hashed by (or bucket=-1 for bucket-unaware)")
+
+    @property
+    def cross_partition_update(self) -> bool:
+        """True when the primary key lacks a partition field: a key may move between partitions."""
+        return bool(self.primary_keys) and any(p not in self.primary_keys for p in self.partition_keys)
+
+    @property
+    def is_append_only(self) -> bool:
+        """True for a table without primary key (an append table, engine.append)."""
+        return not self.primary_keys
 
     # --- JSON ---------------------------------------------------------------------------------------
     def to_json(self) -> str:

@@ -89,6 +89,15 @@ class Table:
     # --- writing ------------------------------------------------------------------------------------
     def new_write(self, *, commit_user: str | None = None, commit_identifier: int | None = None) -> TableWrite:
         """A writer for many batches committed together (use as a context manager)."""
+        if self.schema.is_append_only:
+            from engine.append.write import AppendWrite
+            return AppendWrite(self, commit_user=commit_user, commit_identifier=commit_identifier)
+        if self.schema.table_options.bucket == -1 and self.schema.cross_partition_update:
+            from engine.dynamic_bucket.cross_partition import CrossPartitionWrite
+            return CrossPartitionWrite(self, commit_user=commit_user, commit_identifier=commit_identifier)
+        if self.schema.table_options.bucket == -1:
+            from engine.dynamic_bucket.write import DynamicBucketWrite
+            return DynamicBucketWrite(self, commit_user=commit_user, commit_identifier=commit_identifier)
         return TableWrite(self, commit_user=commit_user, commit_identifier=commit_identifier)
 
     def commit(self, messages: Sequence[CommitMessage], *, properties: dict | None = None) -> int | None:
@@ -104,6 +113,8 @@ class Table:
             for m in messages:
                 for f in m.new_files:
                     self.file_io.delete(os.path.join(self.bucket_dir(m.partition_values, m.bucket), f.file_name))
+                for path in getattr(m, "index_paths", ()):  # dynamic-bucket HASH index files
+                    self.file_io.delete(path)
             raise
         self._expire_after_commit()
         return sid
@@ -135,6 +146,9 @@ class Table:
         Raises SnapshotNotFound for an unknown snapshot, InvalidInput for unknown columns or bad filters,
         CorruptFile if a referenced file is missing or damaged.
         """
+        if self.schema.is_append_only:
+            from engine.append.read import read_append
+            return read_append(self, snapshot_id, columns, filter)
         out_cols = list(columns) if columns is not None else list(self.schema.field_names)
         unknown = [c for c in out_cols if c not in self.schema.field_names]
         if unknown:
@@ -143,7 +157,7 @@ class Table:
         snap = self.tag_snapshot(tag) if tag is not None else self.snapshot(snapshot_id)
         splits = self.scan().plan(snap, dnf)
         read_cols = list(dict.fromkeys(out_cols + sorted(pred.columns_of(dnf))))
-        reader = SplitReader(self.file_io, self.schema)
+        reader = SplitReader(self.file_io, self.schema, self.schema_manager.schema)
         parts = self._map(lambda sp: reader.read(sp, read_cols), splits)
         target = pa.schema([self.arrow_schema.field(c) for c in read_cols])
         result = pa.concat_tables([p.cast(target) for p in parts]) if parts else target.empty_table()
@@ -161,6 +175,11 @@ class Table:
 
     def lookup(self, keys, snapshot_id: int | None = None, columns: Sequence[str] | None = None) -> pa.Table:
         """Rows for the given primary keys at a snapshot; keys that do not exist are absent from the result."""
+        if self.schema.is_append_only:
+            raise InvalidInput("an append table has no primary key to look rows up by", table=self.name)
+        if self.schema.cross_partition_update:
+            from engine.dynamic_bucket.cross_partition import lookup_cross_partition
+            return lookup_cross_partition(self, keys, snapshot_id, columns)
         from engine.read.lookup import lookup_rows
         return lookup_rows(self, keys, self.snapshot(snapshot_id), columns)
 
@@ -268,3 +287,19 @@ class Table:
         if not self.schema.table_options.get(WRITE_ONLY):
             self.expire_snapshots()
 
+
+    # --- schema evolution (issue 8) -----------------------------------------------------------------
+    def alter(self):
+        """A fluent schema update: ``table.alter().add_column("x", pa.int64()).rename_column("a", "b").commit()``.
+        See engine.schema_change for the rules; ``commit()`` publishes schema-<N+1> and updates ``self.schema``."""
+        from engine.schema_change import SchemaUpdate
+        return SchemaUpdate(self)
+
+    def alter_table(self, changes) -> TableSchema:
+        """Apply a list of ``engine.schema_change.SchemaChange`` and publish the next schema; returns it."""
+        from engine.schema_change import alter_table
+        return alter_table(self, changes)
+
+    def schemas(self) -> list[TableSchema]:
+        """Every schema of the table, oldest first."""
+        return [self.schema_manager.schema(i) for i in self.schema_manager.ids()]

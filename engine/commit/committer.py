@@ -53,8 +53,8 @@ class Committer:
         """
         t = self.table
         messages = list(messages)
-        appends = [ManifestEntry(ADD, m.partition, m.bucket, m.total_buckets, f)
-                   for m in messages for f in m.new_files]
+        self._messages = messages
+        appends = self._entries(messages)
         compacts = [ManifestEntry(DELETE, m.partition, m.bucket, m.total_buckets, f)
                     for m in messages for f in m.compact_before]
         compacts += [ManifestEntry(ADD, m.partition, m.bucket, m.total_buckets, f)
@@ -69,6 +69,7 @@ class Committer:
         bases = [m.base_snapshot_id for m in messages if m.base_snapshot_id is not None]
         base_id = min(bases) if bases else 0
         schema_id = max(m.schema_id for m in messages)
+        self._check_schemas({m.schema_id for m in messages})
         published = None
         try:
             if appends:
@@ -80,6 +81,8 @@ class Committer:
             self._delete_compaction_outputs(messages)
             raise
         if compacts:
+            if appends:
+                self._messages = ()  # index changes (dynamic buckets) landed with the APPEND snapshot
             try:
                 published = self._commit_entries(compacts, commit_user, identifier, base_id, COMMIT_KIND_COMPACT,
                                                  schema_id, properties)
@@ -130,6 +133,20 @@ class Committer:
                     t.file_io.delete(os.path.join(t.bucket_dir(m.partition_values, m.bucket), f.file_name))
 
     # --- steps --------------------------------------------------------------------------------------
+    def _entries(self, messages: Sequence[CommitMessage]) -> list[ManifestEntry]:
+        """The manifest entries of the commit's first snapshot (subclasses may add DELETE entries)."""
+        return [ManifestEntry(ADD, m.partition, m.bucket, m.total_buckets, f) for m in messages for f in m.new_files]
+
+    def _check_schemas(self, schema_ids: set[int]) -> None:
+        """Files written under an older schema may land only if the latest schema reads them correctly
+        (engine.schema_change.check_commit_schema); raises CommitConflict otherwise."""
+        from engine.schema_change import check_commit_schema
+        sm = self.table.schema_manager
+        latest = sm.latest()
+        for sid in schema_ids:
+            if latest is not None and sid != latest.id:
+                check_commit_schema(sm.schema(sid), latest, self.table.name)
+
     def _already_committed(self, user: str, identifier: int, base_id: int, latest: Snapshot | None,
                            kind: str = COMMIT_KIND_APPEND) -> int | None:
         if latest is None:
@@ -219,6 +236,8 @@ class Committer:
         delta_name = paths.new_manifest_name("manifest-list")
         io.write_bytes(paths.manifest(base_name), base_data)
         io.write_bytes(paths.manifest(delta_name), delta_data)
+        from engine.dynamic_bucket.write import next_index_manifest
+        index_manifest, index_written = next_index_manifest(t, latest, getattr(self, "_messages", ()))
         added = sum(e.file.row_count if e.kind == ADD else -e.file.row_count for e in entries)
         new_id = 1 if latest is None else latest.id + 1
         snapshot = Snapshot(
@@ -228,7 +247,7 @@ class Committer:
             total_record_count=(latest.total_record_count if latest else 0) + added, delta_record_count=added,
             base_manifest_list_size=len(base_data), delta_manifest_list_size=len(delta_data),
             properties=properties or None, uuid=str(uuid.uuid4()), writer_version=WRITER_VERSION,
-            watermark=latest.watermark if latest else None)
+            watermark=latest.watermark if latest else None, index_manifest=index_manifest)
         body = snapshot.to_json().encode()
         io.mkdirs(paths.snapshot_dir)
         path = paths.snapshot(new_id)
@@ -248,12 +267,16 @@ class Committer:
                 io.delete(paths.manifest(delta_name))
                 for name in merger.created:
                     io.delete(paths.manifest(name))
+                if index_written:
+                    io.delete(paths.manifest(index_manifest))
                 raise
         if not won:
             io.delete(paths.manifest(base_name))
             io.delete(paths.manifest(delta_name))
             for name in merger.created:
                 io.delete(paths.manifest(name))
+            if index_written:
+                io.delete(paths.manifest(index_manifest))
             return None
         try:
             t.snapshot_manager.write_latest_hint(new_id)

@@ -75,7 +75,7 @@ class CompactRewriter:
         self.settings = settings
         self.bucket_dir = table.bucket_dir(partition_values, bucket)
         self.split = Split(b"", partition_values, bucket, 0, self.bucket_dir, ())
-        self.reader = SplitReader(table.file_io, self.schema)
+        self.reader = SplitReader(table.file_io, self.schema, table.schema_manager.schema)
         self.columns = list(self.schema.field_names)
         self.key_columns = [KEY_COLUMN_PREFIX + k for k in self.schema.trimmed_primary_keys]
         self.batch_rows = max(1, self.schema.table_options.get(COMPACTION_READ_BATCH_ROWS))

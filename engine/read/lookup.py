@@ -39,7 +39,7 @@ def lookup_rows(table, keys, snapshot, columns=None) -> pa.Table:
     part_types = schema.types_of(schema.partition_keys)
     splits = {(sp.partition, sp.bucket): sp for sp in table.scan().plan(snapshot)}
     totals = {partition: sp.total_buckets for (partition, _), sp in splits.items()}
-    reader = SplitReader(table.file_io, schema)
+    reader = SplitReader(table.file_io, schema, table.schema_manager.schema)
     # Without sequence.field the newest run holding a key decides, so later (older) runs need not be searched.
     # Other merge engines fold every record of a key: all runs are searched and merged per bucket.
     dedupe = schema.table_options.merge_engine == "deduplicate"
@@ -53,8 +53,13 @@ def lookup_rows(table, keys, snapshot, columns=None) -> pa.Table:
             continue
         in_part = probes if idx is None else probes.take(pa.array(idx))
         idx = np.arange(probes.num_rows, dtype=np.int64) if idx is None else idx
-        buckets = bucket_ids([in_part.column(k) for k in schema.bucket_keys], max(1, totals[partition]))
-        for bucket, chunk in bucket_groups(buckets):
+        if totals[partition] > 0:
+            groups = bucket_groups(bucket_ids([in_part.column(k) for k in schema.bucket_keys], totals[partition]))
+        else:  # dynamic bucket mode: the HASH index knows the key's bucket
+            from engine.dynamic_bucket.lookup import probe_groups
+            groups = probe_groups(table, snapshot, partition, [in_part.column(k) for k in schema.bucket_keys],
+                                  [b for (p, b) in splits if p == partition])
+        for bucket, chunk in groups:
             sp = splits.get((partition, bucket))
             if sp is None:
                 continue

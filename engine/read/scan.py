@@ -134,7 +134,8 @@ class TableScan:
             values = self.partition_values(entry.partition)
             if not partition_ok(values):
                 continue
-            if buckets_allowed is not None and entry.bucket not in buckets_allowed.get(entry.total_buckets, set()):
+            if buckets_allowed is not None and entry.total_buckets > 0 \
+                    and entry.bucket not in buckets_allowed.get(entry.total_buckets, set()):
                 continue
             if dnf and not self._file_may_match(entry.file, dnf, key_names, key_types):
                 continue
@@ -164,24 +165,29 @@ class TableScan:
         stats = f.value_stats
         if stats.null_counts is None:
             return True
+        try:
+            file_schema = self.schema if f.schema_id == self.schema.id else self.manifests_schema(f.schema_id)
+        except Exception:
+            return True
         names = f.value_stats_cols
         if names is None:
-            try:
-                names = self.manifests_schema(f.schema_id).field_names
-            except Exception:
-                return True
-        if not names or len(stats.null_counts) != len(names):
+            names = file_schema.field_names
+        if not names or len(stats.null_counts) != len(names) or any(n not in file_schema.field_names for n in names):
             return True
-        if any(n not in self.schema.field_names for n in names):
-            return True
-        types = [t.with_nullable(True) for t in self.schema.types_of(names)]
+        # Stats are stored under the file's schema: decode with its types, then name them as the table does now
+        # (by field id; columns dropped since are ignored).
+        types = [t.with_nullable(True) for t in file_schema.types_of(names)]
+        now = {fl.id: fl.name for fl in self.schema.fields}
         try:
             mins = binary_row.deserialize_row(stats.min_values, _stat_types(types))
             maxs = binary_row.deserialize_row(stats.max_values, _stat_types(types))
         except Exception:
             return True
-        ranges = {n: (mins[i], maxs[i], stats.null_counts[i]) for i, n in enumerate(names)
-                  if not types[i].is_nested}
+        ranges = {}
+        for i, n in enumerate(names):
+            table_name = now.get(file_schema.field(n).id)
+            if table_name is not None and not types[i].is_nested:
+                ranges[table_name] = (mins[i], maxs[i], stats.null_counts[i])
         return pred.may_match(dnf, ranges.get, row_count=f.row_count)
 
     @staticmethod

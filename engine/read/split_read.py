@@ -59,9 +59,13 @@ def read_data_file(io: FileIO, path: str, meta: DataFileMeta, choose_columns) ->
 
 
 class SplitReader:
-    def __init__(self, io: FileIO, schema: TableSchema):
+    def __init__(self, io: FileIO, schema: TableSchema, schema_of=None):
+        """``schema_of(schema_id)`` returns an older TableSchema; with it, files written under another schema are
+        read by field id (renamed columns found, dropped ones ignored, added ones null, widened ones cast)."""
         self.io = io
         self.schema = schema
+        self.schema_of = schema_of
+        self._renames: dict[int, dict[str, str]] = {}
         self.key_names = list(schema.trimmed_primary_keys)
         self.seq_fields = list(schema.table_options.sequence_fields)
         self.descending = schema.table_options.sequence_descending
@@ -78,7 +82,14 @@ class SplitReader:
     def read_file(self, split: Split, meta: DataFileMeta, columns: list[str]) -> pa.Table:
         """One file, normalized to: key columns named by the table's key names, seq, kind, then ``columns``."""
         path = os.path.join(split.bucket_dir, meta.file_name) if meta.external_path is None else meta.external_path
-        raw = read_data_file(self.io, path, meta, lambda present: self.physical_columns(columns, present))
+        rename = self.file_to_table_names(meta.schema_id)
+
+        def choose(present: set[str]) -> list[str]:
+            by_table_name = {rename[c]: c for c in present if c in rename}
+            return [by_table_name[c] for c in self.physical_columns(columns, set(by_table_name))]
+
+        raw = read_data_file(self.io, path, meta, choose)
+        raw = raw.rename_columns([rename[c] for c in raw.column_names])
         arrow = self.schema.arrow_schema
         out = {}
         for k in self.key_names:
@@ -98,6 +109,23 @@ class SplitReader:
             else:  # a column added after the file was written
                 out[c] = pa.nulls(raw.num_rows, arrow.field(c).type)
         return pa.table(out)
+
+    def file_to_table_names(self, schema_id: int) -> dict[str, str]:
+        """Column name in a file written under ``schema_id`` -> this table's name for it, matched by field id
+        (system columns map to themselves; columns of dropped fields are absent)."""
+        cached = self._renames.get(schema_id)
+        if cached is None:
+            file_schema = self.schema
+            if schema_id != self.schema.id and self.schema_of is not None:
+                file_schema = self.schema_of(schema_id)
+            now = {f.id: f.name for f in self.schema.fields}
+            cached = {SEQUENCE_NUMBER: SEQUENCE_NUMBER, VALUE_KIND: VALUE_KIND}
+            for f in file_schema.fields:
+                if f.id in now:
+                    cached[f.name] = now[f.id]
+                    cached[KEY_FIELD_PREFIX + f.name] = KEY_FIELD_PREFIX + now[f.id]
+            self._renames[schema_id] = cached
+        return cached
 
     def runs(self, split: Split) -> list[list[DataFileMeta]]:
         """Sorted runs: every level-0 file alone; each higher level is one run ordered by min key."""

@@ -36,7 +36,7 @@ def batch_reader(table, snapshot_id: int | None = None, columns: Sequence[str] |
     read_schema = pa.schema([table.arrow_schema.field(c) for c in read_cols])
     out_schema = pa.schema([table.arrow_schema.field(c) for c in out_cols])
     expression = pred.to_expression(dnf) if dnf else None
-    reader = SplitReader(table.file_io, table.schema)
+    reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema)
     max_rows = batch_size or DEFAULT_BATCH_ROWS
 
     def batches() -> Iterator[pa.RecordBatch]:

@@ -49,7 +49,7 @@ class TableWrite:
         self.table = table
         self.schema = table.schema
         self.options = self.schema.table_options
-        self.options.require_writable()
+        self._require_writable()
         self.commit_user = commit_user or str(uuid.uuid4())
         self.commit_identifier = BATCH_COMMIT_IDENTIFIER if commit_identifier is None else int(commit_identifier)
         self.base_snapshot = table.snapshot_manager.latest()
@@ -130,6 +130,9 @@ class TableWrite:
         return False
 
     # --- internals ----------------------------------------------------------------------------------
+    def _require_writable(self) -> None:
+        self.options.require_writable()
+
     def _check_open(self):
         if self._closed:
             raise InvalidInput("this writer is closed", table=self.table.name)
@@ -154,7 +157,6 @@ class TableWrite:
             return
         from engine.merge_engines import check_write_kinds
         check_write_kinds(self.schema, kinds, self.table.name)
-        from kernels.hashing import bucket_ids
 
         # Buffers hold (input batch, row indices) pairs: rows are gathered once, in key order, at flush. Gathers
         # from a multi-chunk table would combine its chunks on every take, so combine once here.
@@ -165,7 +167,7 @@ class TableWrite:
             partition = binary_row.serialize_row(list(values), self.schema.types_of(self.schema.partition_keys))
             key_cols = [rows.column(k) if idx is None else rows.column(k).take(pa.array(idx))
                         for k in self.schema.bucket_keys]
-            for b, chunk in bucket_groups(bucket_ids(key_cols, self.num_buckets)):
+            for b, chunk in bucket_groups(self._bucket_ids(partition, key_cols)):
                 buf = self._buffer(partition, values, b)
                 row_idx = chunk if idx is None else idx[chunk]
                 seq = np.arange(buf.next_seq, buf.next_seq + len(chunk), dtype=np.int64)
@@ -176,6 +178,12 @@ class TableWrite:
                 self._buffered += size
         if self._buffered > self._buffer_limit:
             self.flush()
+
+    def _bucket_ids(self, partition: bytes, key_cols) -> np.ndarray:
+        """Bucket of each row from its bucket-key columns: Paimon's fixed-bucket hash. Dynamic bucket mode
+        (engine.dynamic_bucket.write) overrides this."""
+        from kernels.hashing import bucket_ids
+        return bucket_ids(key_cols, self.num_buckets)
 
     def _buffer(self, partition: bytes, values: tuple, bucket: int) -> _BucketBuffer:
         key = (partition, bucket)

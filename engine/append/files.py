@@ -1,0 +1,83 @@
+"""Writing append-table data files: only the table's columns (Parquet field ids = Paimon field ids), no key or
+system columns. Each file records the sequence-number range of its rows and full value statistics.
+
+Contract: ``write_append_files`` writes ``rows`` (in order) as new files rolled near ``target-file-size`` with
+consecutive sequence numbers from ``first_sequence``; it returns their ``DataFileMeta`` in order. On error the
+files it created are removed.
+"""
+from __future__ import annotations
+
+import os
+import uuid
+
+import pyarrow as pa
+
+from engine.io.file_io import FileIO
+from engine.meta.data_file import (
+    EMPTY_ROW,
+    FILE_SOURCE_APPEND,
+    DataFileMeta,
+    SimpleStats,
+)
+from engine.options import (
+    DATA_FILE_PREFIX,
+    FILE_COMPRESSION,
+    STATS_MODE,
+    TARGET_FILE_SIZE,
+    ZSTD_LEVEL,
+)
+from engine.schema import TableSchema
+from engine.write.file_writer import _parquet_bytes, local_millis_as_utc
+from engine.write.stats import simple_stats
+
+APPEND_TARGET_FILE_SIZE = 256 << 20  # Paimon's default target-file-size for append tables
+
+
+def target_file_size(schema: TableSchema) -> int:
+    """``target-file-size`` if set, else Paimon's append-table default (256 MB; primary-key tables: 128 MB)."""
+    return schema.table_options.get(TARGET_FILE_SIZE) if TARGET_FILE_SIZE in schema.options \
+        else APPEND_TARGET_FILE_SIZE
+
+
+def append_file_schema(schema: TableSchema) -> pa.Schema:
+    """Physical schema of an append data file: the table columns with their Paimon field ids."""
+    return pa.schema([pa.field(f.name, f.type.to_arrow(), nullable=f.type.nullable,
+                               metadata={b"PARQUET:field_id": str(f.id).encode()}) for f in schema.fields])
+
+
+def write_append_files(io: FileIO, bucket_dir: str, rows: pa.Table, schema: TableSchema, first_sequence: int,
+                       file_source: int = FILE_SOURCE_APPEND) -> list[DataFileMeta]:
+    n = rows.num_rows
+    if n == 0:
+        return []
+    opts = schema.table_options
+    rows = pa.Table.from_arrays(rows.select(list(schema.field_names)).columns, schema=append_file_schema(schema))
+    rows_per_file = max(1, int(target_file_size(schema) / max(1.0, rows.nbytes / n)))
+    names = list(schema.field_names)
+    types = schema.types_of(names)
+    prefix = opts.get(DATA_FILE_PREFIX)
+    file_uuid = uuid.uuid4()
+    io.mkdirs(bucket_dir)
+    written: list[str] = []
+    metas: list[DataFileMeta] = []
+    try:
+        for i, start in enumerate(range(0, n, rows_per_file)):
+            part = rows.slice(start, rows_per_file)
+            name = f"{prefix}{file_uuid}-{i}.parquet"
+            path = os.path.join(bucket_dir, name)
+            data = _parquet_bytes(part, opts.get(FILE_COMPRESSION), opts.get(ZSTD_LEVEL))
+            io.write_bytes(path, data)
+            written.append(path)
+            stats = simple_stats(part, names, types, opts.get(STATS_MODE))
+            seq0 = first_sequence + start
+            metas.append(DataFileMeta(
+                file_name=name, file_size=len(data), row_count=part.num_rows, min_key=EMPTY_ROW, max_key=EMPTY_ROW,
+                key_stats=SimpleStats.EMPTY, value_stats=stats, min_sequence_number=seq0,
+                max_sequence_number=seq0 + part.num_rows - 1, schema_id=schema.id, level=0, extra_files=(),
+                creation_time_millis=local_millis_as_utc(), delete_row_count=0, embedded_index=None,
+                file_source=file_source, value_stats_cols=None if stats is not SimpleStats.EMPTY else ()))
+    except BaseException:
+        for p in written:
+            io.delete(p)
+        raise
+    return metas

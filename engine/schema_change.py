@@ -1,0 +1,509 @@
+"""Schema evolution with Paimon's rules: schema changes, applying them, and publishing ``schema/schema-<N+1>``.
+
+Contract:
+- ``apply_changes(schema, changes)`` returns the next ``TableSchema`` (id + 1) or raises ``InvalidSchema`` /
+  ``InvalidOption`` naming the table and column; it writes nothing.
+- Field ids are never reused or changed: a new column gets ``highestFieldId + 1``; rename keeps the id; a dropped
+  column's id is retired. Old data files are read by field id (``engine.read.split_read``), so a renamed column is
+  found under its old name, a dropped-and-re-added name is a new (null) column, and widened types are cast on read.
+- Allowed type changes are the lossless widenings (integers to larger integers, FLOAT/DOUBLE, DECIMAL with room for
+  every old value; DECIMAL(p, s) to DECIMAL(p', s') with s' >= s and p'-s' >= p-s; FLOAT to DOUBLE; DECIMAL to
+  DOUBLE; longer CHAR/VARCHAR/BINARY/VARBINARY; CHAR to VARCHAR, BINARY to VARBINARY; more TIMESTAMP precision).
+  Paimon also accepts lossy "explicit" casts (e.g. BIGINT to INT) unless ``disable-explicit-type-casting``; lakemerge
+  refuses them, since old files could not all be read under the new type.
+- Nullability: NOT NULL -> nullable is always allowed (not for primary keys); nullable -> NOT NULL only while the
+  table has no snapshot (Paimon's ``alter-column-null-to-not-null.disabled`` default refuses it on data).
+- Options: immutable options (Paimon's ``@Immutable`` set) cannot be set or removed once the table has snapshots;
+  ``bucket`` cannot change on a table with data (rescale with an overwrite into a new table instead).
+- ``alter_table`` publishes with put-if-absent and re-applies the changes on top of a concurrently published schema.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import pyarrow as pa
+
+from engine.errors import CommitConflict, InvalidSchema
+from engine.options import (
+    ADD_COLUMN_BEFORE_PARTITION,
+    BUCKET,
+    BUCKET_KEY,
+    SEQUENCE_FIELD,
+    TableOptions,
+)
+from engine.schema import TableSchema
+from engine.types import DataField, DataType, parse_atomic
+
+TypeLike = pa.DataType | DataType | str
+
+# Paimon's @Immutable options (CoreOptions.IMMUTABLE_OPTIONS): structural, fixed once the table has data.
+IMMUTABLE_OPTIONS = frozenset({
+    "type", "bucket-key", "bucket-function.type", "data-file.path-directory", "merge-engine",
+    "sequence.snapshot-ordering", "aggregation.remove-record-on-delete", "partial-update.remove-record-on-delete",
+    "partial-update.remove-record-on-sequence-group", "rowkind.field", "primary-key", "primary-key.nullable",
+    "partition", "dynamic-bucket.initial-buckets", "force-lookup", "row-tracking.enabled",
+    "data-evolution.enabled", "index-file-in-data-file-dir",
+})
+# Per-field option suffixes whose key carries the column name (renamed with the column).
+_FIELD_OPTION_SUFFIXES = ("aggregate-function", "ignore-retract", "distinct", "list-agg-delimiter")
+
+
+# --- changes -----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Move:
+    """Where a column goes: ``Move.first(c)``, ``Move.after(c, ref)``, ``Move.before(c, ref)``, ``Move.last(c)``."""
+    column: str
+    kind: str  # FIRST | AFTER | BEFORE | LAST
+    reference: str | None = None
+
+    @staticmethod
+    def first(column: str) -> Move:
+        return Move(column, "FIRST")
+
+    @staticmethod
+    def after(column: str, reference: str) -> Move:
+        return Move(column, "AFTER", reference)
+
+    @staticmethod
+    def before(column: str, reference: str) -> Move:
+        return Move(column, "BEFORE", reference)
+
+    @staticmethod
+    def last(column: str) -> Move:
+        return Move(column, "LAST")
+
+
+class SchemaChange:
+    """Base of the change records; build them with the static constructors (pypaimon's names)."""
+
+    @staticmethod
+    def set_option(key: str, value) -> SetOption:
+        return SetOption(str(key), str(value))
+
+    @staticmethod
+    def remove_option(key: str) -> RemoveOption:
+        return RemoveOption(str(key))
+
+    @staticmethod
+    def update_comment(comment: str | None) -> UpdateComment:
+        return UpdateComment(comment)
+
+    @staticmethod
+    def add_column(name: str, data_type: TypeLike, comment: str | None = None, move: Move | None = None
+                   ) -> AddColumn:
+        return AddColumn(name, to_data_type(data_type), comment, move)
+
+    @staticmethod
+    def rename_column(name: str, new_name: str) -> RenameColumn:
+        return RenameColumn(name, new_name)
+
+    @staticmethod
+    def drop_column(name: str) -> DropColumn:
+        return DropColumn(name)
+
+    @staticmethod
+    def update_column_type(name: str, new_type: TypeLike, keep_nullability: bool = True) -> UpdateColumnType:
+        return UpdateColumnType(name, to_data_type(new_type), keep_nullability)
+
+    @staticmethod
+    def update_column_nullability(name: str, nullable: bool) -> UpdateColumnNullability:
+        return UpdateColumnNullability(name, bool(nullable))
+
+    @staticmethod
+    def update_column_comment(name: str, comment: str | None) -> UpdateColumnComment:
+        return UpdateColumnComment(name, comment)
+
+    @staticmethod
+    def update_column_position(move: Move) -> UpdateColumnPosition:
+        return UpdateColumnPosition(move)
+
+
+@dataclass(frozen=True)
+class SetOption(SchemaChange):
+    key: str
+    value: str
+
+
+@dataclass(frozen=True)
+class RemoveOption(SchemaChange):
+    key: str
+
+
+@dataclass(frozen=True)
+class UpdateComment(SchemaChange):
+    comment: str | None
+
+
+@dataclass(frozen=True)
+class AddColumn(SchemaChange):
+    name: str
+    data_type: DataType
+    comment: str | None = None
+    move: Move | None = None
+
+
+@dataclass(frozen=True)
+class RenameColumn(SchemaChange):
+    name: str
+    new_name: str
+
+
+@dataclass(frozen=True)
+class DropColumn(SchemaChange):
+    name: str
+
+
+@dataclass(frozen=True)
+class UpdateColumnType(SchemaChange):
+    name: str
+    new_type: DataType
+    keep_nullability: bool = True
+
+
+@dataclass(frozen=True)
+class UpdateColumnNullability(SchemaChange):
+    name: str
+    nullable: bool
+
+
+@dataclass(frozen=True)
+class UpdateColumnComment(SchemaChange):
+    name: str
+    comment: str | None
+
+
+@dataclass(frozen=True)
+class UpdateColumnPosition(SchemaChange):
+    move: Move
+
+
+def to_data_type(t: TypeLike) -> DataType:
+    """A Paimon type from an Arrow type (nullable), a ``DataType`` or a Paimon type string ('DECIMAL(12, 2)')."""
+    if isinstance(t, DataType):
+        return t
+    if isinstance(t, pa.DataType):
+        return DataType.from_arrow(t, True)
+    if isinstance(t, str):
+        return parse_atomic(t)
+    raise InvalidSchema(f"expected a pyarrow type, a Paimon type string or DataType, got {type(t).__name__}")
+
+
+# --- type widening -----------------------------------------------------------------------------------------
+_INT_DIGITS = {"TINYINT": 3, "SMALLINT": 5, "INT": 10, "BIGINT": 19}
+_INT_RANK = {"TINYINT": 0, "SMALLINT": 1, "INT": 2, "BIGINT": 3}
+
+
+def is_widening(old: DataType, new: DataType) -> bool:
+    """True if every value of ``old`` is exactly representable in ``new`` (nullability ignored)."""
+    a, b = old.root, new.root
+    if old.with_nullable(True) == new.with_nullable(True):
+        return True
+    if a in _INT_RANK:
+        if b in _INT_RANK:
+            return _INT_RANK[b] >= _INT_RANK[a]
+        if b == "DOUBLE":
+            return a != "BIGINT"
+        if b == "FLOAT":
+            return a in ("TINYINT", "SMALLINT")
+        if b == "DECIMAL":
+            return new.precision - new.scale >= _INT_DIGITS[a]
+        return False
+    if a == "FLOAT":
+        return b == "DOUBLE"
+    if a == "DECIMAL":
+        if b == "DECIMAL":
+            return new.scale >= old.scale and new.precision - new.scale >= old.precision - old.scale
+        return b == "DOUBLE" and old.precision <= 15
+    if a in ("CHAR", "VARCHAR"):
+        return b == "VARCHAR" and new.length >= old.length or (a == b == "CHAR" and new.length >= old.length)
+    if a in ("BINARY", "VARBINARY"):
+        return b == "VARBINARY" and new.length >= old.length or (a == b == "BINARY" and new.length >= old.length)
+    if a in ("TIMESTAMP", "TIMESTAMP_LTZ"):
+        return b == a and new.precision >= old.precision
+    if a == "TIME":
+        return b == "TIME" and new.precision >= old.precision
+    return False
+
+
+# --- applying ----------------------------------------------------------------------------------------------
+def apply_changes(schema: TableSchema, changes: Sequence[SchemaChange], *, table: str | None = None,
+                  has_snapshots: bool = True) -> TableSchema:
+    """The schema after ``changes`` (see module contract). Raises InvalidSchema / InvalidOption; writes nothing."""
+    where = f"table {table!r}: " if table else ""
+
+    def fail(msg: str):
+        raise InvalidSchema(where + msg)
+
+    fields = list(schema.fields)
+    highest = schema.highest_field_id
+    options = dict(schema.options)
+    comment = schema.comment
+    primary_keys = list(schema.primary_keys)
+    renames: dict[str, str] = {}
+
+    def index_of(name: str) -> int:
+        for i, f in enumerate(fields):
+            if f.name == name:
+                return i
+        fail(f"column {name!r} does not exist; columns are {[f.name for f in fields]}")
+
+    def assert_absent(name: str):
+        if any(f.name == name for f in fields):
+            fail(f"column {name!r} already exists")
+
+    for change in changes:
+        if isinstance(change, SetOption):
+            if options.get(change.key) == change.value:
+                continue
+            _check_option_change(change.key, options.get(change.key), change.value, has_snapshots, fail)
+            options[change.key] = change.value
+        elif isinstance(change, RemoveOption):
+            if change.key not in options:
+                continue
+            _check_option_change(change.key, options.get(change.key), None, has_snapshots, fail)
+            del options[change.key]
+        elif isinstance(change, UpdateComment):
+            comment = change.comment
+        elif isinstance(change, AddColumn):
+            if not change.name:
+                fail("a new column needs a name")
+            assert_absent(change.name)
+            if not change.data_type.nullable:
+                fail(f"column {change.name!r} cannot be added as NOT NULL (existing rows have no value); "
+                     "add it nullable")
+            highest += 1
+            new_field = DataField(highest, change.name, change.data_type, change.comment)
+            before_partition = TableOptions(options, table=table).get(ADD_COLUMN_BEFORE_PARTITION)
+            if change.move is None and before_partition and schema.partition_keys:
+                first_part = min(i for i, f in enumerate(fields) if f.name in schema.partition_keys)
+                fields.insert(first_part, new_field)
+            elif change.move is None:
+                fields.append(new_field)
+            else:
+                fields.append(new_field)
+                _apply_move(fields, replace(change.move, column=change.name), fail)
+        elif isinstance(change, RenameColumn):
+            if change.name in schema.partition_keys:
+                fail(f"cannot rename partition column {change.name!r}")
+            i = index_of(change.name)
+            if change.new_name != change.name:
+                assert_absent(change.new_name)
+            fields[i] = replace(fields[i], name=change.new_name)
+            primary_keys = [change.new_name if k == change.name else k for k in primary_keys]
+            renames = {k: (change.new_name if v == change.name else v) for k, v in renames.items()}
+            renames.setdefault(change.name, change.new_name)
+            options = _rename_in_options(options, change.name, change.new_name)
+        elif isinstance(change, DropColumn):
+            if change.name in schema.partition_keys or change.name in primary_keys:
+                fail(f"cannot drop partition key or primary key column {change.name!r}")
+            i = index_of(change.name)
+            del fields[i]
+            if not fields:
+                fail("cannot drop every column")
+            prefix = f"fields.{change.name}."
+            options = {k: v for k, v in options.items() if not k.startswith(prefix)}
+        elif isinstance(change, UpdateColumnType):
+            if change.name in schema.partition_keys:
+                fail(f"cannot change the type of partition column {change.name!r}")
+            if change.name in primary_keys:
+                fail(f"cannot change the type of primary key column {change.name!r}")
+            if change.name in schema.bucket_keys:
+                fail(f"cannot change the type of bucket-key column {change.name!r}: rows are placed in buckets by "
+                     "its hash")
+            i = index_of(change.name)
+            old_type = fields[i].type
+            new_type = change.new_type.with_nullable(old_type.nullable) if change.keep_nullability \
+                else change.new_type
+            if old_type.nullable and not new_type.nullable and has_snapshots:
+                fail(f"cannot make column {change.name!r} NOT NULL: the table already has data")
+            if not is_widening(old_type, new_type):
+                fail(f"column {change.name!r} cannot change type from {old_type.sql()} to {new_type.sql()} "
+                     "without losing information; only widening changes are allowed "
+                     "(e.g. INT -> BIGINT, FLOAT -> DOUBLE, DECIMAL(10, 2) -> DECIMAL(12, 2))")
+            fields[i] = replace(fields[i], type=new_type)
+        elif isinstance(change, UpdateColumnNullability):
+            i = index_of(change.name)
+            old_type = fields[i].type
+            if change.nullable and change.name in primary_keys:
+                fail(f"primary key column {change.name!r} must stay NOT NULL")
+            if old_type.nullable and not change.nullable and has_snapshots:
+                fail(f"cannot make column {change.name!r} NOT NULL: the table already has data that may "
+                     "hold nulls")
+            fields[i] = replace(fields[i], type=old_type.with_nullable(change.nullable))
+        elif isinstance(change, UpdateColumnComment):
+            i = index_of(change.name)
+            fields[i] = replace(fields[i], description=change.comment)
+        elif isinstance(change, UpdateColumnPosition):
+            _apply_move(fields, change.move, fail)
+        else:
+            raise InvalidSchema(where + f"unsupported schema change {change!r}")
+
+    new = TableSchema(schema.id + 1, tuple(fields), highest, schema.partition_keys, tuple(primary_keys),
+                      options, comment, _now_millis(), schema.version)
+    TableOptions(options, table=table)  # raises InvalidOption for a bad value
+    new.validate(table)
+    return new
+
+
+def _check_option_change(key: str, old: str | None, new: str | None, has_snapshots: bool, fail) -> None:
+    if key == "type":
+        fail("option 'type' cannot be changed")
+    if not has_snapshots:
+        return
+    if key in IMMUTABLE_OPTIONS:
+        fail(f"option {key!r} cannot be changed once the table has data")
+    if key == BUCKET:
+        fail(f"option 'bucket' cannot be changed from {old} to {new} on a table with data: the existing files "
+             "are placed by the old bucket count; rescale by creating a table with the new bucket count and "
+             "overwriting it with this table's rows")
+
+
+def _rename_in_options(options: dict, old: str, new: str) -> dict:
+    out = dict(options)
+    for key in (BUCKET_KEY, SEQUENCE_FIELD):
+        if key in out:
+            out[key] = ",".join(new if c.strip() == old else c.strip() for c in out[key].split(","))
+    for suffix in _FIELD_OPTION_SUFFIXES:
+        k = f"fields.{old}.{suffix}"
+        if k in out:
+            out[f"fields.{new}.{suffix}"] = out.pop(k)
+    return out
+
+
+def _apply_move(fields: list, move: Move, fail) -> None:
+    names = [f.name for f in fields]
+    if move.column not in names:
+        fail(f"column {move.column!r} does not exist")
+    i = names.index(move.column)
+    if move.kind in ("AFTER", "BEFORE"):
+        if move.reference not in names:
+            fail(f"reference column {move.reference!r} does not exist")
+        if move.reference == move.column:
+            fail(f"cannot move column {move.column!r} relative to itself")
+    f = fields.pop(i)
+    names.pop(i)
+    if move.kind == "FIRST":
+        fields.insert(0, f)
+    elif move.kind == "LAST":
+        fields.append(f)
+    elif move.kind == "AFTER":
+        fields.insert(names.index(move.reference) + 1, f)
+    elif move.kind == "BEFORE":
+        fields.insert(names.index(move.reference), f)
+    else:
+        fail(f"unknown move kind {move.kind!r}")
+
+
+def _now_millis() -> int:
+    import time
+    return int(time.time() * 1000)
+
+
+# --- publishing --------------------------------------------------------------------------------------------
+def alter_table(table, changes: Sequence[SchemaChange], *, max_attempts: int = 10) -> TableSchema:
+    """Apply ``changes`` to the table's latest schema and publish it as ``schema-<N+1>``; returns the new schema
+    and updates ``table.schema``. If another writer publishes a schema first, the changes are re-applied on top
+    of it. Raises InvalidSchema / InvalidOption (nothing written) or CommitConflict after ``max_attempts``."""
+    changes = list(changes)
+    for _ in range(max_attempts):
+        latest = table.schema_manager.latest()
+        has_snapshots = table.snapshot_manager.latest_id() is not None
+        new = apply_changes(latest, changes, table=table.name, has_snapshots=has_snapshots)
+        if table.schema_manager.commit(new):
+            table.schema = new
+            return new
+    raise CommitConflict(table.name, f"schema changed concurrently {max_attempts} times; nothing was changed")
+
+
+class SchemaUpdate:
+    """Fluent builder over ``SchemaChange``: ``table.alter().add_column("x", pa.int64()).commit()``."""
+
+    def __init__(self, table):
+        self.table = table
+        self.changes: list[SchemaChange] = []
+
+    def _add(self, change: SchemaChange) -> SchemaUpdate:
+        self.changes.append(change)
+        return self
+
+    def add_column(self, name: str, data_type: TypeLike, comment: str | None = None, *, first: bool = False,
+                   after: str | None = None, before: str | None = None) -> SchemaUpdate:
+        move = Move.first(name) if first else Move.after(name, after) if after else \
+            Move.before(name, before) if before else None
+        return self._add(SchemaChange.add_column(name, data_type, comment, move))
+
+    def drop_column(self, name: str) -> SchemaUpdate:
+        return self._add(SchemaChange.drop_column(name))
+
+    def rename_column(self, name: str, new_name: str) -> SchemaUpdate:
+        return self._add(SchemaChange.rename_column(name, new_name))
+
+    def update_column_type(self, name: str, new_type: TypeLike) -> SchemaUpdate:
+        return self._add(SchemaChange.update_column_type(name, new_type))
+
+    def set_nullable(self, name: str, nullable: bool = True) -> SchemaUpdate:
+        return self._add(SchemaChange.update_column_nullability(name, nullable))
+
+    def move_column(self, name: str, *, first: bool = False, last: bool = False, after: str | None = None,
+                    before: str | None = None) -> SchemaUpdate:
+        move = Move.first(name) if first else Move.last(name) if last else Move.after(name, after) if after \
+            else Move.before(name, before) if before else None
+        if move is None:
+            raise InvalidSchema("move_column needs one of first/last/after/before")
+        return self._add(SchemaChange.update_column_position(move))
+
+    def update_column_comment(self, name: str, comment: str | None) -> SchemaUpdate:
+        return self._add(SchemaChange.update_column_comment(name, comment))
+
+    def update_comment(self, comment: str | None) -> SchemaUpdate:
+        return self._add(SchemaChange.update_comment(comment))
+
+    def set_option(self, key: str, value) -> SchemaUpdate:
+        return self._add(SchemaChange.set_option(key, value))
+
+    def remove_option(self, key: str) -> SchemaUpdate:
+        return self._add(SchemaChange.remove_option(key))
+
+    def commit(self) -> TableSchema:
+        return alter_table(self.table, self.changes)
+
+
+# --- commits prepared under an older schema ----------------------------------------------------------------
+def check_commit_schema(written: TableSchema, latest: TableSchema, table: str) -> None:
+    """Raise CommitConflict unless files written under ``written`` are read correctly under ``latest``: same key
+    and partition columns (by field id), same bucketing, same sequence fields, and every surviving column's type
+    in ``latest`` a widening of its type in ``written`` (not newly NOT NULL)."""
+    if written.id == latest.id:
+        return
+
+    def ids(s: TableSchema, names) -> tuple:
+        return tuple(s.field(n).id for n in names)
+
+    def conflict(detail: str):
+        raise CommitConflict(table, f"the files were written under schema {written.id} but the table now has "
+                                    f"schema {latest.id}: {detail}; write the data again")
+
+    if ids(written, written.primary_keys) != ids(latest, latest.primary_keys):
+        conflict("the primary key changed")
+    if ids(written, written.partition_keys) != ids(latest, latest.partition_keys):
+        conflict("the partition keys changed")
+    if ids(written, written.bucket_keys) != ids(latest, latest.bucket_keys):
+        conflict("the bucket key changed")
+    if written.table_options.bucket != latest.table_options.bucket:
+        conflict("the bucket count changed")
+    if ids(written, written.table_options.sequence_fields) != ids(latest, latest.table_options.sequence_fields):
+        conflict("sequence.field changed")
+    if written.table_options.merge_engine != latest.table_options.merge_engine:
+        conflict("the merge engine changed")
+    old_by_id = {f.id: f for f in written.fields}
+    for f in latest.fields:
+        old = old_by_id.get(f.id)
+        if old is None:
+            if not f.type.nullable:
+                conflict(f"column {f.name!r} is NOT NULL and the files do not have it")
+            continue
+        if not is_widening(old.type, f.type):
+            conflict(f"column {f.name!r} changed type from {old.type.sql()} to {f.type.sql()}")
+        if old.type.nullable and not f.type.nullable:
+            conflict(f"column {f.name!r} became NOT NULL")

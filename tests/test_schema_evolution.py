@@ -1,0 +1,306 @@
+"""Schema evolution: Paimon's rules for each change, schema-N files, and old files read by field id."""
+from __future__ import annotations
+
+import json
+import os
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine.errors import CommitConflict, InvalidSchema
+from engine.schema_change import Move, SchemaChange, apply_changes, is_widening
+from engine.types import parse_atomic
+
+SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("qty", pa.int32()), ("price", pa.float32())])
+
+
+@pytest.fixture
+def table(catalog):
+    t = catalog.create_table("db.t", SCHEMA, primary_key="id", options={"bucket": "2"})
+    t.write(pa.table({"id": [1, 2], "name": ["a", "b"], "qty": [10, 20], "price": [1.5, 2.5]}, schema=SCHEMA))
+    return t
+
+
+def schema_file(table, n: int) -> dict:
+    with open(os.path.join(table.root, "schema", f"schema-{n}")) as f:
+        return json.load(f)
+
+
+def rows(t, **kw) -> list[dict]:
+    return sorted(t.read(**kw).to_pylist(), key=lambda r: r["id"])
+
+
+def test_add_column_gets_next_field_id_and_old_rows_read_null(table):
+    table.alter().add_column("city", pa.string()).commit()
+    js = schema_file(table, 1)
+    assert js["id"] == 1 and js["highestFieldId"] == 4
+    assert [(f["id"], f["name"]) for f in js["fields"]][-1] == (4, "city")
+    assert schema_file(table, 0)["highestFieldId"] == 3  # schema-0 untouched
+    assert [r["city"] for r in rows(table)] == [None, None]
+    table.write(pa.table({"id": [3], "name": ["c"], "qty": [30], "price": [3.5], "city": ["Oslo"]}))
+    assert [r["city"] for r in rows(table)] == [None, None, "Oslo"]
+
+
+def test_add_column_positions(table):
+    table.alter().add_column("f", pa.int8(), first=True).add_column("m", pa.int8(), after="name") \
+        .add_column("b", pa.int8(), before="price").commit()
+    assert table.schema.field_names == ("f", "id", "name", "m", "qty", "b", "price")
+    assert table.read().column_names == ["f", "id", "name", "m", "qty", "b", "price"]
+    assert [f.id for f in table.schema.fields] == [4, 0, 1, 5, 2, 6, 3]
+
+
+def test_move_column(table):
+    table.alter().move_column("price", first=True).commit()
+    assert table.schema.field_names == ("price", "id", "name", "qty")
+    table.alter().move_column("price", after="qty").commit()
+    assert table.schema.field_names == ("id", "name", "qty", "price")
+    assert rows(table)[0] == {"id": 1, "name": "a", "qty": 10, "price": 1.5}
+
+
+def test_rename_column_found_by_field_id_in_old_files(table):
+    table.alter().rename_column("name", "label").commit()
+    assert [r["label"] for r in rows(table)] == ["a", "b"]
+    # A new column that takes the old name is a different field: null in old files.
+    table.alter().add_column("name", pa.string()).commit()
+    assert [(r["label"], r["name"]) for r in rows(table)] == [("a", None), ("b", None)]
+    assert rows(table, filter=[("label", "=", "b")])[0]["id"] == 2
+
+
+def test_rename_primary_key_column_updates_key_and_reads_old_files(table):
+    table.alter().rename_column("id", "order_id").commit()
+    assert table.schema.primary_keys == ("order_id",)
+    table.write(pa.table({"order_id": [2], "name": ["B"], "qty": [21], "price": [2.0]}))
+    got = sorted(table.read().to_pylist(), key=lambda r: r["order_id"])
+    assert [(r["order_id"], r["name"]) for r in got] == [(1, "a"), (2, "B")]
+    assert table.lookup(pa.table({"order_id": [1]})).to_pylist()[0]["name"] == "a"
+
+
+def test_drop_column_and_readd_same_name_is_a_new_column(table):
+    table.alter().drop_column("qty").commit()
+    assert "qty" not in table.read().column_names
+    table.alter().add_column("qty", pa.int64()).commit()
+    assert [r["qty"] for r in rows(table)] == [None, None]
+    assert schema_file(table, 2)["highestFieldId"] == 4
+
+
+def test_widen_types_cast_old_files(table):
+    table.alter().update_column_type("qty", pa.int64()).update_column_type("price", "DOUBLE").commit()
+    out = table.read()
+    assert out.schema.field("qty").type == pa.int64() and out.schema.field("price").type == pa.float64()
+    assert [r["qty"] for r in rows(table)] == [10, 20]
+    table.write(pa.table({"id": [3], "name": ["c"], "qty": [2**40], "price": [0.1]}))
+    assert rows(table)[-1]["qty"] == 2**40
+    assert rows(table, filter=[("qty", ">", 15)])[0]["id"] == 2
+
+
+def test_widen_decimal(catalog):
+    from decimal import Decimal
+    t = catalog.create_table("db.d", pa.schema([("id", pa.int32()), ("v", pa.decimal128(5, 2))]), "id",
+                             options={"bucket": "1"})
+    t.write(pa.table({"id": [1], "v": pa.array([Decimal("123.45")], pa.decimal128(5, 2))}))
+    t.alter().update_column_type("v", "DECIMAL(10, 3)").commit()
+    assert t.read().column("v").to_pylist() == [Decimal("123.450")]
+    with pytest.raises(InvalidSchema, match="without losing information"):
+        t.alter().update_column_type("v", "DECIMAL(10, 1)").commit()
+
+
+@pytest.mark.parametrize("old,new,ok", [
+    ("INT", "BIGINT", True), ("TINYINT", "INT", True), ("BIGINT", "INT", False), ("FLOAT", "DOUBLE", True),
+    ("DOUBLE", "FLOAT", False), ("INT", "DOUBLE", True), ("BIGINT", "DOUBLE", False),
+    ("INT", "DECIMAL(10, 0)", True), ("INT", "DECIMAL(9, 0)", False), ("DECIMAL(5, 2)", "DECIMAL(6, 3)", True),
+    ("DECIMAL(5, 2)", "DECIMAL(5, 3)", False), ("VARCHAR(5)", "VARCHAR(10)", True), ("VARCHAR(10)", "VARCHAR(5)", False),
+    ("CHAR(3)", "STRING", True), ("INT", "STRING", False), ("TIMESTAMP(3)", "TIMESTAMP(6)", True),
+    ("TIMESTAMP(6)", "TIMESTAMP(3)", False), ("DATE", "TIMESTAMP(3)", False), ("BOOLEAN", "INT", False),
+])
+def test_widening_rules(old, new, ok):
+    assert is_widening(parse_atomic(old), parse_atomic(new)) is ok
+
+
+def test_nullability(table):
+    with pytest.raises(InvalidSchema, match="NOT NULL"):
+        table.alter().set_nullable("qty", False).commit()
+    with pytest.raises(InvalidSchema, match="must stay NOT NULL"):
+        table.alter().set_nullable("id", True).commit()
+    assert table.schema.id == 0
+
+
+def test_nullability_on_empty_table(catalog):
+    t = catalog.create_table("db.e", SCHEMA, "id", options={"bucket": "1"})
+    t.alter().set_nullable("qty", False).commit()
+    assert not t.schema.field("qty").type.nullable
+    t.alter().set_nullable("qty", True).commit()
+    assert t.schema.field("qty").type.nullable
+
+
+@pytest.mark.parametrize("change,match", [
+    (SchemaChange.drop_column("id"), "primary key"),
+    (SchemaChange.update_column_type("id", "INT"), "primary key"),
+    (SchemaChange.add_column("name", pa.string()), "already exists"),
+    (SchemaChange.add_column("z", "INT NOT NULL"), "NOT NULL"),
+    (SchemaChange.rename_column("nope", "x"), "does not exist"),
+    (SchemaChange.rename_column("name", "qty"), "already exists"),
+    (SchemaChange.update_column_type("name", "INT"), "without losing information"),
+    (SchemaChange.set_option("bucket", "4"), "rescale"),
+    (SchemaChange.remove_option("bucket"), "rescale"),
+    (SchemaChange.set_option("merge-engine", "first-row"), "cannot be changed"),
+    (SchemaChange.set_option("bucket-key", "name"), "cannot be changed"),
+    (SchemaChange.update_column_position(Move.after("name", "name")), "itself"),
+])
+def test_invalid_changes_refused_and_nothing_written(table, change, match):
+    with pytest.raises(InvalidSchema, match=match):
+        table.alter_table([change])
+    assert table.schema_manager.ids() == [0]
+    assert rows(table)[0]["name"] == "a"
+
+
+def test_partition_column_rules(catalog):
+    s = pa.schema([("dt", pa.string()), ("id", pa.int64()), ("v", pa.int32())])
+    t = catalog.create_table("db.p", s, ["dt", "id"], ["dt"], options={"bucket": "1"})
+    for change in (SchemaChange.rename_column("dt", "day"), SchemaChange.drop_column("dt"),
+                   SchemaChange.update_column_type("dt", "STRING")):
+        with pytest.raises(InvalidSchema, match="partition"):
+            t.alter_table([change])
+
+
+def test_options_set_and_remove(table):
+    table.alter().set_option("target-file-size", "64 mb").set_option("my.custom", "1").commit()
+    assert table.options["target-file-size"] == "64 mb"
+    table.alter().remove_option("my.custom").commit()
+    assert "my.custom" not in table.options
+    from engine.errors import InvalidOption
+    with pytest.raises(InvalidOption):
+        table.alter().set_option("target-file-size", "lots").commit()
+
+
+def test_bucket_change_allowed_before_data(catalog):
+    t = catalog.create_table("db.nb", SCHEMA, "id", options={"bucket": "2"})
+    t.alter().set_option("bucket", "4").commit()
+    assert t.schema.table_options.bucket == 4
+
+
+def test_rename_updates_sequence_field_option(catalog):
+    t = catalog.create_table("db.s", SCHEMA, "id", options={"bucket": "1", "sequence.field": "qty"})
+    t.write(pa.table({"id": [1], "name": ["a"], "qty": [5], "price": [1.0]}))
+    t.alter().rename_column("qty", "version").commit()
+    assert t.options["sequence.field"] == "version"
+    t.write(pa.table({"id": [1], "name": ["old"], "version": [4], "price": [1.0]}))
+    assert t.read().column("name").to_pylist() == ["a"]  # lower sequence loses, across schemas
+    with pytest.raises(InvalidSchema, match="sequence.field"):
+        t.alter().drop_column("version").commit()
+
+
+def test_catalog_alter_table(catalog, table):
+    catalog.alter_table("db.t", [SchemaChange.add_column("x", pa.int16())])
+    assert catalog.get_table("db.t").schema.field("x").id == 4
+    assert catalog.alter_table("db.missing", [], ignore_if_not_exists=True) is None
+
+
+def test_concurrent_alters_both_land(catalog, table):
+    other = catalog.get_table("db.t")
+    table.alter().add_column("a1", pa.int8()).commit()
+    other.alter().add_column("a2", pa.int8()).commit()  # re-applied on top of schema-1
+    assert other.schema.id == 2 and other.schema.field_names[-2:] == ("a1", "a2")
+    assert other.schema.highest_field_id == 5
+
+
+def test_commit_prepared_under_old_schema_lands_when_compatible(catalog, table):
+    with table.new_write() as w:
+        w.write(pa.table({"id": [5], "name": ["e"], "qty": [50], "price": [5.0]}, schema=SCHEMA))
+        msgs = w.prepare_commit()
+    catalog.get_table("db.t").alter().rename_column("name", "label").update_column_type("qty", pa.int64()) \
+        .add_column("extra", pa.string()).commit()
+    table.commit(msgs)
+    t = catalog.get_table("db.t")
+    got = {r["id"]: r for r in t.read().to_pylist()}
+    assert got[5] == {"id": 5, "label": "e", "qty": 50, "price": 5.0, "extra": None}
+
+
+def test_commit_prepared_under_incompatible_schema_is_refused(catalog, table):
+    with table.new_write() as w:
+        w.write(pa.table({"id": [5], "name": ["e"], "qty": [50], "price": [5.0]}, schema=SCHEMA))
+        msgs = w.prepare_commit()
+    # Another engine narrows a type (Paimon allows explicit casts): files with the old type must not land.
+    other = catalog.get_table("db.t")
+    narrowed = apply_changes(other.schema, [SchemaChange.set_option("x", "1")], table="db.t")
+    from dataclasses import replace
+    fields = tuple(replace(f, type=parse_atomic("SMALLINT")) if f.name == "qty" else f for f in narrowed.fields)
+    assert other.schema_manager.commit(replace(narrowed, fields=fields))
+    before = table.latest_snapshot_id()
+    with pytest.raises(CommitConflict, match="schema 0 .* schema 1.*qty"):
+        table.commit(msgs)
+    assert table.latest_snapshot_id() == before
+    for m in msgs:
+        for f in m.new_files:
+            assert not os.path.exists(os.path.join(table.bucket_dir(m.partition_values, m.bucket), f.file_name))
+
+
+# --- property: random change sequences interleaved with writes match a model keyed by field id ------------
+_OPS = st.lists(st.tuples(st.sampled_from(["add", "drop", "rename", "widen", "write", "move"]),
+                          st.integers(0, 1000), st.lists(st.integers(0, 7), min_size=1, max_size=5)),
+                min_size=1, max_size=12)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=_OPS)
+def test_random_evolution_matches_model(tmp_path_factory, ops):
+    from engine import Catalog
+    cat = Catalog(str(tmp_path_factory.mktemp("wh")))
+    cat.create_database("db")
+    t = cat.create_table("db.r", pa.schema([("id", pa.int32()), ("c0", pa.int32())]), "id",
+                         options={"bucket": "2"})
+    model: dict[int, dict[int, int]] = {}  # id -> {field id: value}
+    for counter, (op, r, ids) in enumerate(ops, start=1):
+        names = [f.name for f in t.schema.fields if f.name != "id"]
+        if op == "add":
+            t.alter().add_column(f"n{counter}", pa.int32(), after=(names[r % len(names)] if names and r % 2
+                                                                     else None)).commit()
+        elif op == "drop" and names:
+            t.alter().drop_column(names[r % len(names)]).commit()
+        elif op == "rename" and names:
+            t.alter().rename_column(names[r % len(names)], f"r{counter}").commit()
+        elif op == "widen" and names:
+            name = names[r % len(names)]
+            if t.schema.field(name).type.root == "INT":
+                t.alter().update_column_type(name, pa.int64()).commit()
+        elif op == "move" and names:
+            t.alter().move_column(names[r % len(names)], first=True).commit()
+        elif op == "write":
+            ids = sorted(set(ids))
+            data = {"id": pa.array(ids, pa.int32())}
+            for f in t.schema.fields:
+                if f.name != "id":
+                    data[f.name] = [i * 1000 + f.id + r for i in ids]
+            t.write(pa.table(data))
+            for i in ids:
+                model[i] = {f.id: i * 1000 + f.id + r for f in t.schema.fields if f.name != "id"}
+        fresh = cat.get_table("db.r")
+        got = {row["id"]: row for row in fresh.read().to_pylist()}
+        expected = {i: {"id": i, **{f.name: vals.get(f.id) for f in fresh.schema.fields if f.name != "id"}}
+                    for i, vals in model.items()}
+        assert got == expected
+        assert fresh.read().column_names == list(fresh.schema.field_names)
+
+
+def test_comments(table):
+    table.alter().update_comment("orders").update_column_comment("qty", "units").commit()
+    js = schema_file(table, 1)
+    assert js["comment"] == "orders"
+    assert [f.get("description") for f in js["fields"] if f["name"] == "qty"] == ["units"]
+
+
+def test_bucket_key_type_cannot_change_on_append_table(catalog):
+    t = catalog.create_table("db.a", SCHEMA, options={"bucket": "2", "bucket-key": "qty"})
+    with pytest.raises(InvalidSchema, match="bucket-key"):
+        t.alter().update_column_type("qty", pa.int64()).commit()
+    t.alter().rename_column("qty", "units").commit()
+    assert t.options["bucket-key"] == "units"
+
+
+def test_add_column_before_partition_option(catalog):
+    s = pa.schema([("id", pa.int64()), ("v", pa.int32()), ("dt", pa.string())])
+    t = catalog.create_table("db.p", s, ["id", "dt"], ["dt"],
+                             options={"bucket": "1", "add-column-before-partition": "true"})
+    t.alter().add_column("w", pa.int8()).commit()
+    assert t.schema.field_names == ("id", "v", "w", "dt")

@@ -6,6 +6,7 @@ import re
 
 import pyarrow as pa
 
+from engine.crash_points import crash_point
 from engine.errors import (DatabaseAlreadyExists, DatabaseNotFound, InvalidSchema, TableAlreadyExists,
                            TableNotFound)
 from engine.io.file_io import FileIO, LocalFileIO, local_path
@@ -44,7 +45,7 @@ class Catalog:
 
     def create_database(self, name: str, ignore_if_exists: bool = False) -> None:
         path = self._db_dir(name)
-        if os.path.isdir(path):
+        if self.io.is_dir(path):
             if ignore_if_exists:
                 return
             raise DatabaseAlreadyExists(name)
@@ -52,11 +53,11 @@ class Catalog:
 
     def list_databases(self) -> list[str]:
         return sorted(n[: -len(DB_SUFFIX)] for n in self.io.list_names(self.warehouse)
-                      if n.endswith(DB_SUFFIX) and os.path.isdir(os.path.join(self.warehouse, n)))
+                      if n.endswith(DB_SUFFIX) and self.io.is_dir(os.path.join(self.warehouse, n)))
 
     def drop_database(self, name: str, ignore_if_not_exists: bool = False, cascade: bool = False) -> None:
         path = self._db_dir(name)
-        if not os.path.isdir(path):
+        if not self.io.is_dir(path):
             if ignore_if_not_exists:
                 return
             raise DatabaseNotFound(name)
@@ -71,10 +72,10 @@ class Catalog:
 
     def list_tables(self, database: str) -> list[str]:
         path = self._db_dir(database)
-        if not os.path.isdir(path):
+        if not self.io.is_dir(path):
             raise DatabaseNotFound(database)
         return sorted(n for n in self.io.list_names(path)
-                      if os.path.isdir(os.path.join(path, n, "schema")))
+                      if self.io.is_dir(os.path.join(path, n, "schema")))
 
     def create_table(self, identifier: str, schema: pa.Schema, primary_key, partition_keys=(),
                      options: dict | None = None, *, comment: str | None = None,
@@ -87,7 +88,7 @@ class Catalog:
         from engine.table import Table
 
         db, _ = split_identifier(identifier)
-        if not os.path.isdir(self._db_dir(db)):
+        if not self.io.is_dir(self._db_dir(db)):
             raise DatabaseNotFound(db)
         if isinstance(primary_key, str):
             primary_key = [primary_key]
@@ -103,6 +104,7 @@ class Catalog:
             if ignore_if_exists:
                 return self.get_table(identifier)
             raise TableAlreadyExists(identifier)
+        crash_point("catalog.before-schema")
         if not manager.commit(table_schema):
             if ignore_if_exists:
                 return self.get_table(identifier)

@@ -14,11 +14,14 @@ Guarantees (and how they are kept):
 """
 from __future__ import annotations
 
+import os
 import random
 import time
 import uuid
 from typing import Sequence
 
+from engine.commit.sequence_guard import rebase_sequences
+from engine.crash_points import crash_point
 from engine.errors import CommitConflict, CommitOutcomeUnknown, CommitRetriesExhausted, StorageError
 from engine.meta import binary_row
 from engine.meta.data_file import SimpleStats
@@ -63,6 +66,7 @@ class Committer:
         max_wait = opts.get(COMMIT_MAX_RETRY_WAIT) / 1000.0
 
         delta_name, delta_meta = None, None
+        rebased: list[str] = []  # data files rewritten by the sequence guard for the current entries
         try:
             for attempt in range(retries + 1):
                 latest = t.snapshot_manager.latest()
@@ -70,18 +74,43 @@ class Committer:
                 if done is not None:
                     return done
                 self._check_conflicts(entries, latest)
+                entries, written = rebase_sequences(t, entries, latest)
+                if written:  # a concurrent commit wrote the same bucket: the manifest must name the new files
+                    self._delete_all(rebased)
+                    rebased = written
+                    if delta_name is not None:
+                        t.file_io.delete(t.paths.manifest(delta_name))
+                        delta_name = None
                 if delta_name is None:
+                    crash_point("commit.before-manifest")
                     delta_name, delta_meta = self._write_manifest(entries, schema_id)
+                    crash_point("commit.after-manifest")
                 published = self._try_publish(latest, delta_meta, entries, commit_user, identifier, commit_kind,
                                               schema_id, properties)
                 if published is not None:
                     delta_name = None  # now referenced by a snapshot: never delete
+                    if rebased:  # the originals were replaced by their re-sequenced copies
+                        rebased = []
+                        self._delete_all(self._message_files(messages))
                     return published
                 time.sleep(min(max_wait, wait * (2 ** attempt)) * (0.5 + random.random()))
             raise CommitRetriesExhausted(t.name, retries + 1)
         finally:
             if delta_name is not None:
                 t.file_io.delete(t.paths.manifest(delta_name))
+            self._delete_all(rebased)
+
+    def _delete_all(self, paths) -> None:
+        for p in paths:
+            try:
+                self.table.file_io.delete(p)
+            except StorageError:
+                pass  # an unreferenced file left behind is an orphan, never a correctness problem
+
+    def _message_files(self, messages) -> list[str]:
+        t = self.table
+        return [os.path.join(t.bucket_dir(m.partition_values, m.bucket), f.file_name)
+                for m in messages for f in m.new_files]
 
     # --- steps --------------------------------------------------------------------------------------
     def _already_committed(self, user: str, identifier: int, base_id: int, latest: Snapshot | None) -> int | None:
@@ -173,21 +202,24 @@ class Committer:
         body = snapshot.to_json().encode()
         io.mkdirs(paths.snapshot_dir)
         path = paths.snapshot(new_id)
+        crash_point("commit.before-publish")
         try:
             won = io.write_if_absent(path, body)
         except StorageError as e:
-            if io.exists(path):
-                try:
-                    if io.read_bytes(path) == body:
-                        won = True
-                    else:
-                        won = False
-                except OSError:
-                    raise CommitOutcomeUnknown(t.name, new_id, e) from e
-            else:
+            # Tell "failed" from "landed but reported failure" by reading the name back; never guess.
+            try:
+                present = io.read_bytes(path)
+            except FileNotFoundError:
+                present = None
+            except (OSError, StorageError):
+                raise CommitOutcomeUnknown(t.name, new_id, e) from e
+            if present is None:
                 io.delete(paths.manifest(base_name))
                 io.delete(paths.manifest(delta_name))
                 raise
+            won = present == body
+        if won:
+            crash_point("commit.after-publish")
         if not won:
             io.delete(paths.manifest(base_name))
             io.delete(paths.manifest(delta_name))
@@ -198,4 +230,5 @@ class Committer:
                 t.snapshot_manager.write_earliest_hint(new_id)
         except StorageError:
             pass  # the hint is only a hint; readers fall back to listing
+        crash_point("commit.after-hint")
         return new_id

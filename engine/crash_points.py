@@ -11,7 +11,8 @@ counting every arrival in this process, e.g. the 3rd data file of a write). Use 
     LAKEMERGE_CRASH_POINT=commit.before-publish python my_job.py
 
 or from Python with ``run_crashing(point, fn, *args)``, which runs ``fn(*args)`` in a fresh child process with the
-point armed and reports whether the child died there.
+point armed and reports whether the child died there; ``reopen_and_check(warehouse, identifier)`` then opens the
+table afresh and returns ``(table, table.check())``.
 
 Every point is listed in ``POINTS`` (name -> what has happened when the process dies there). A point that is not
 listed raises ``ValueError`` when reached, so a typo cannot silently disarm a test. Other work adds its points here
@@ -72,8 +73,11 @@ class CrashRun:
     error: str | None   # repr of the exception when it raised
 
 
-def _child(conn, spec: str, fn, args):
-    os.environ[ENV] = spec
+def _child(conn, spec: str | None, fn, args):
+    if spec:
+        os.environ[ENV] = spec
+    else:
+        os.environ.pop(ENV, None)
     try:
         result = fn(*args)
     except BaseException as e:  # report, then exit non-zero
@@ -85,20 +89,20 @@ def _child(conn, spec: str, fn, args):
     os._exit(0)
 
 
-def run_crashing(point: str, fn, *args, occurrence: int = 1, timeout: float = 300.0) -> CrashRun:
-    """Run ``fn(*args)`` in a child process with ``point`` armed to fire on its ``occurrence``-th arrival.
+def run_crashing(point: str | None, fn, *args, occurrence: int = 1, timeout: float = 300.0) -> CrashRun:
+    """Run ``fn(*args)`` in a child process with ``point`` armed to fire on its ``occurrence``-th arrival
+    (``point=None``: nothing armed, e.g. for a child that sets resource limits).
 
     ``fn`` must be importable (a module-level function) and ``args`` picklable. Children are forked from a
     forkserver (fast, and safe with the parent's threads). Raises ValueError for an unknown point, TimeoutError
     if the child hangs.
     """
-    import multiprocessing as mp
-
-    if point not in POINTS:
+    if point is not None and point not in POINTS:
         raise ValueError(f"unknown crash point {point!r}; registered: {sorted(POINTS)}")
     ctx = _context()
     parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(child, f"{point}:{occurrence}", fn, args))
+    spec = None if point is None else f"{point}:{occurrence}"
+    proc = ctx.Process(target=_child, args=(child, spec, fn, args))
     proc.start()
     child.close()
     status, payload = None, None
@@ -115,6 +119,15 @@ def run_crashing(point: str, fn, *args, occurrence: int = 1, timeout: float = 30
     parent.close()
     return CrashRun(point, occurrence, proc.exitcode == CRASH_EXIT_CODE, proc.exitcode,
                     payload if status == "ok" else None, payload if status == "error" else None)
+
+
+def reopen_and_check(warehouse: str, identifier: str, **check_options):
+    """Open the table afresh (no state carried over from the crashed process) and check it.
+    Returns ``(table, CheckReport)``."""
+    from engine.catalog import Catalog
+
+    table = Catalog(warehouse).get_table(identifier)
+    return table, table.check(**check_options)
 
 
 _ctx = None

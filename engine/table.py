@@ -166,3 +166,10 @@ class Table:
         with ThreadPoolExecutor(max_workers=min(len(items), os.cpu_count() or 2)) as pool:
             return list(pool.map(fn, items))
 
+
+    # --- reliability (issue 7) ---
+    def check(self, *, verify_data: bool = True, find_orphans: bool = True):
+        """Check every snapshot's files against their metadata and return a ``engine.check.CheckReport``
+        (typed problems, warnings, unreferenced files). Read-only; never raises for a damaged table."""
+        from engine.check import check_table
+        return check_table(self, verify_data=verify_data, find_orphans=find_orphans)

@@ -56,8 +56,19 @@ class LocalFileIO:
             raise StorageError(path, f"read failed: {e.strerror}", e.errno) from e
 
     def write_bytes(self, path: str, data: bytes) -> None:
-        """Create a new immutable file (data, manifest). Fails if it exists."""
-        self._guard(path, lambda: self._write_new(path, data))
+        """Create a new immutable file (data, manifest). Fails if it exists; a failed write removes its partial file."""
+        def run():
+            try:
+                self._write_new(path, data)
+            except FileExistsError:
+                raise
+            except OSError:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+                raise
+        self._guard(path, run)
 
     def write_if_absent(self, path: str, data: bytes) -> bool:
         """Publish ``data`` under ``path`` only if no file has that name. Returns False if one existed."""

@@ -1,0 +1,327 @@
+"""Reliability scenarios shared by the tests (tests/reliability/) and ``python -m benchmarks reliability``.
+
+Each scenario builds a table in a scratch directory, runs work in child processes (crash points armed, several
+writers racing, resource limits), re-opens the table and compares it with a plain dict model. Scenarios return
+outcome records listing every failed expectation, so tests assert ``failures == []`` and the benchmark counts them.
+Child entry points are module-level functions (children are forked from a forkserver and import them by name).
+"""
+from __future__ import annotations
+
+import os
+import pickle
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from engine.catalog import Catalog
+from engine.crash_points import ENV, reopen_and_check, run_crashing
+
+SCHEMA = pa.schema([("p", pa.string()), ("id", pa.int64()), ("v", pa.string())])
+KEY_SCHEMA = pa.schema([SCHEMA.field("p"), SCHEMA.field("id")])
+IDENT = "db.t"
+USER = "crash-test"
+
+WRITE_AND_COMMIT_POINTS = ["write.before-data-file", "write.after-data-file", "commit.before-manifest",
+                           "commit.after-manifest", "commit.before-publish", "commit.after-publish",
+                           "commit.after-hint"]
+
+
+def create_table(warehouse: str, buckets: int, **options):
+    cat = Catalog(warehouse)
+    cat.create_database("db", ignore_if_exists=True)
+    opts = {"bucket": str(buckets), "commit.min-retry-wait": "1 ms", "commit.max-retries": "500"}
+    opts.update({k: str(v) for k, v in options.items()})
+    return cat.create_table(IDENT, SCHEMA, primary_key=["p", "id"], partition_keys=["p"], options=opts)
+
+
+def read_state(table, snapshot_id=None) -> dict:
+    t = table.read(snapshot_id=snapshot_id)
+    return {(r["p"], r["id"]): r["v"] for r in t.to_pylist()}
+
+
+def _rows(keys, values) -> pa.Table:
+    return pa.table({"p": [k[0] for k in keys], "id": [k[1] for k in keys], "v": values}, schema=SCHEMA)
+
+
+def _keys(keys) -> pa.Table:
+    return pa.table({"p": [k[0] for k in keys], "id": [k[1] for k in keys]}, schema=KEY_SCHEMA)
+
+
+# --- crash matrix ---------------------------------------------------------------------------------------------
+def batches(i: int):
+    """Commit i: two upsert batches (flushed separately, so each bucket gets two files) and a delete batch."""
+    ids = list(range(i * 10, i * 10 + 16))
+    keys = [("a" if x % 2 else "b", x) for x in ids]
+    half = len(keys) // 2
+    up1 = (keys[:half], [f"c{i}-{x}" for _, x in keys[:half]])
+    up2 = (keys[half:], [f"c{i}-{x}" for _, x in keys[half:]])
+    dels = [("a" if x % 2 else "b", x) for x in range(i * 10 - 10, i * 10 - 6)] if i > 1 else []
+    return up1, up2, dels
+
+
+def model_after(k: int) -> dict:
+    state: dict = {}
+    for i in range(1, k + 1):
+        up1, up2, dels = batches(i)
+        for keys, values in (up1, up2):
+            state.update(zip(keys, values))
+        for key in dels:
+            state.pop(key, None)
+    return state
+
+
+def _atomic_write(path: str, data: bytes) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def crash_workload(warehouse: str, state_dir: str, commits: int) -> list[int]:
+    """Commits 1..``commits`` (user USER, identifier i), resuming where a crashed run stopped: a commit whose
+    messages were saved is re-committed from them (exactly once), otherwise written again."""
+    t = Catalog(warehouse).get_table(IDENT)
+    sids = []
+    for i in range(1, commits + 1):
+        acked = os.path.join(state_dir, f"acked-{i}")
+        if os.path.exists(acked):
+            continue
+        pending = os.path.join(state_dir, f"pending-{i}.pkl")
+        if os.path.exists(pending):
+            with open(pending, "rb") as f:
+                messages = pickle.load(f)
+        else:
+            up1, up2, dels = batches(i)
+            with t.new_write(commit_user=USER, commit_identifier=i) as w:
+                w.write(_rows(*up1))
+                w.flush()
+                w.write(_rows(*up2))
+                if dels:
+                    w.delete(_keys(dels))
+                messages = w.prepare_commit()
+            _atomic_write(pending, pickle.dumps(messages))
+        sid = t.commit(messages)
+        _atomic_write(acked, str(sid).encode())
+        sids.append(sid)
+    return sids
+
+
+@dataclass
+class CrashOutcome:
+    point: str
+    occurrence: int
+    buckets: int
+    crashed: bool = False
+    failures: list[str] = field(default_factory=list)
+    leftover_files: int = 0      # unreferenced files the crash left behind
+    leftover_bytes: int = 0
+    orphan_bytes_after_cleanup: int = 0
+
+    @property
+    def survived(self) -> bool:
+        return not self.failures
+
+
+def _acked(state_dir: str) -> dict[int, int]:
+    out = {}
+    for name in os.listdir(state_dir):
+        if name.startswith("acked-") and not name.endswith(".tmp"):
+            with open(os.path.join(state_dir, name)) as f:
+                out[int(name[len("acked-"):])] = int(f.read())
+    return out
+
+
+def _identifier_snapshots(table, identifier: int) -> list[int]:
+    return [s.id for s in table.snapshots() if s.commit_user == USER and s.commit_identifier == identifier]
+
+
+def crash_case(workdir: str, point: str, occurrence: int, buckets: int, commits: int = 3) -> CrashOutcome:
+    """Crash a run of ``commits`` commits at ``point`` (its ``occurrence``-th arrival), then check: the table
+    reads as the model before or after the interrupted commit, check() is clean, every acknowledged commit is
+    there, leftovers are unreferenced; re-running applies the interrupted commit exactly once; deleting every
+    unreferenced file afterwards changes nothing."""
+    out = CrashOutcome(point, occurrence, buckets)
+    warehouse, state_dir = os.path.join(workdir, "wh"), os.path.join(workdir, "state")
+    os.makedirs(state_dir, exist_ok=True)
+    create_table(warehouse, buckets)
+    run = run_crashing(point, crash_workload, warehouse, state_dir, commits, occurrence=occurrence)
+    out.crashed = run.crashed
+    if run.error:
+        out.failures.append(f"child raised {run.error}")
+    f = out.failures
+    table, report = reopen_and_check(warehouse, IDENT)
+    f += [f"after crash: {p}" for p in report.problems]
+    acked = _acked(state_dir)
+    for i, sid in acked.items():
+        if _identifier_snapshots(table, i) != [sid]:
+            f.append(f"acknowledged commit {i} (snapshot {sid}) lost or duplicated")
+    k = max(acked, default=0) + 1  # the commit in flight when the process died
+    landed = bool(_identifier_snapshots(table, k)) if k <= commits else False
+    expected = model_after(k if landed else k - 1) if k <= commits else model_after(commits)
+    if read_state(table) != expected:
+        f.append(f"after crash: table is neither the state before nor after commit {k}")
+    snapshot_names = [p for p in report.orphan_files if os.path.basename(p).startswith("snapshot-")]
+    if snapshot_names:
+        f.append(f"unreferenced snapshot files: {snapshot_names}")
+    if set(report.orphan_files) & report.referenced_files:
+        f.append("a leftover file is referenced")
+    out.leftover_files, out.leftover_bytes = len(report.orphan_files), report.orphan_bytes
+
+    os.environ.pop(ENV, None)
+    crash_workload(warehouse, state_dir, commits)  # recover: re-run (resumes at the interrupted commit)
+    table, report = reopen_and_check(warehouse, IDENT)
+    f += [f"after recovery: {p}" for p in report.problems]
+    for i in range(1, commits + 1):
+        n = len(_identifier_snapshots(table, i))
+        if n != 1:
+            f.append(f"commit {i} applied {n} times")
+    if read_state(table) != model_after(commits):
+        f.append("after recovery: table differs from the model")
+    for p in report.orphan_files:  # what orphan cleanup would delete: the table must not need any of it
+        table.file_io.delete(p)
+    table, report = reopen_and_check(warehouse, IDENT)
+    f += [f"after removing unreferenced files: {p}" for p in report.problems]
+    if read_state(table) != model_after(commits):
+        f.append("after removing unreferenced files: table differs from the model")
+    out.orphan_bytes_after_cleanup = report.orphan_bytes
+    return out
+
+
+# --- crash while re-sequencing onto a concurrent commit of the same bucket ----------------------------------
+def rebase_crash_workload(warehouse: str, state_dir: str) -> int:
+    t = Catalog(warehouse).get_table(IDENT)
+    writers = []
+    for n in (1, 2):
+        w = t.new_write(commit_user=f"racer-{n}", commit_identifier=1)
+        w.write(_rows([("a", 1), ("a", 100 + n)], [f"racer-{n}", f"racer-{n}"]))
+        writers.append(w.prepare_commit())
+    with open(os.path.join(state_dir, "racer-2.pkl"), "wb") as f:
+        pickle.dump(writers[1], f)
+    t.commit(writers[0])
+    return t.commit(writers[1])  # same bucket, same base: re-sequenced (crash point commit.after-rebase)
+
+
+def rebase_crash_case(workdir: str) -> CrashOutcome:
+    out = CrashOutcome("commit.after-rebase", 1, 1)
+    warehouse, state_dir = os.path.join(workdir, "wh"), os.path.join(workdir, "state")
+    os.makedirs(state_dir, exist_ok=True)
+    create_table(warehouse, 1).write(_rows([("a", 1)], ["base"]))
+    run = run_crashing("commit.after-rebase", rebase_crash_workload, warehouse, state_dir)
+    out.crashed = run.crashed
+    f = out.failures
+    table, report = reopen_and_check(warehouse, IDENT)
+    f += [str(p) for p in report.problems]
+    if read_state(table) != {("a", 1): "racer-1", ("a", 101): "racer-1"}:
+        f.append(f"after crash: unexpected state {read_state(table)}")
+    out.leftover_files, out.leftover_bytes = len(report.orphan_files), report.orphan_bytes
+    with open(os.path.join(state_dir, "racer-2.pkl"), "rb") as fh:
+        messages = pickle.load(fh)
+    sid = table.commit(messages)
+    if table.commit(messages) != sid:
+        f.append("re-commit applied twice")
+    want = {("a", 1): "racer-2", ("a", 101): "racer-1", ("a", 102): "racer-2"}
+    if read_state(table) != want:
+        f.append(f"after recovery: {read_state(table)} != {want} (the later commit must win)")
+    table, report = reopen_and_check(warehouse, IDENT)
+    f += [str(p) for p in report.problems]
+    return out
+
+
+# --- concurrent writers --------------------------------------------------------------------------------------
+def keys_for_bucket(bucket: int, buckets: int, count: int, start: int = 0) -> list[int]:
+    """``count`` ids whose bucket (of ``buckets``) is ``bucket``."""
+    from kernels.hashing import bucket_ids
+
+    out, lo = [], start
+    while len(out) < count:
+        cand = list(range(lo, lo + 4096))
+        ids = bucket_ids([pa.array(cand, pa.int64())], buckets)
+        out += [c for c, b in zip(cand, ids) if int(b) == bucket]
+        lo += 4096
+    return out[:count]
+
+
+HOT = ("a", -1)
+
+
+def writer_worker(warehouse: str, worker: int, commits: int, ids: list[int], hot: bool) -> list[tuple]:
+    """``commits`` commits, each upserting one key of its own (and the shared HOT key if ``hot``)."""
+    t = Catalog(warehouse).get_table(IDENT)
+    acked = []
+    for i in range(commits):
+        value = f"w{worker}-{i}"
+        keys, values = [("a", ids[i])], [value]
+        if hot:
+            keys.append(HOT)
+            values.append(value)
+        with t.new_write(commit_user=f"w{worker}", commit_identifier=i + 1) as w:
+            w.write(_rows(keys, values))
+            messages = w.prepare_commit()
+        sid = t.commit(messages)
+        acked.append((ids[i], sid, value))
+    return acked
+
+
+@dataclass
+class ConcurrencyOutcome:
+    mode: str
+    workers: int
+    commits: int
+    acknowledged: int = 0
+    lost: int = 0
+    duplicates: int = 0
+    failures: list[str] = field(default_factory=list)
+
+
+def concurrency_case(workdir: str, workers: int, commits: int, same_bucket: bool) -> ConcurrencyOutcome:
+    """N processes x C commits. Same bucket: all write bucket 0 of a 1-bucket table and also the shared HOT key,
+    whose value at every snapshot must be the one written by that snapshot's commit (the later commit wins).
+    Different buckets: worker w writes only keys of bucket w."""
+    from engine.crash_points import _context
+
+    mode = "same-bucket" if same_bucket else "different-buckets"
+    out = ConcurrencyOutcome(mode, workers, commits)
+    warehouse = os.path.join(workdir, "wh")
+    buckets = 1 if same_bucket else workers
+    create_table(warehouse, buckets)
+    jobs = [(warehouse, w, commits, keys_for_bucket(0 if same_bucket else w, buckets, commits, 10_000 * w),
+             same_bucket) for w in range(workers)]
+    with _context().Pool(workers) as pool:
+        results = pool.starmap(writer_worker, jobs)
+    acked = [a for r in results for a in r]
+    out.acknowledged = len(acked)
+    table, report = reopen_and_check(warehouse, IDENT)
+    out.failures += [str(p) for p in report.problems]
+    snaps = table.snapshots()
+    seen: dict[tuple, int] = {}
+    for s in snaps:
+        seen[(s.commit_user, s.commit_identifier)] = seen.get((s.commit_user, s.commit_identifier), 0) + 1
+    out.duplicates = sum(n - 1 for n in seen.values()) + len(acked) - len({sid for _, sid, _ in acked})
+    final = read_state(table)
+    by_sid = {sid: value for _, sid, value in acked}
+    for key, sid, value in acked:
+        if final.get(("a", key)) != value or read_state(table, sid).get(("a", key)) != value:
+            out.lost += 1
+    if same_bucket:
+        for s in snaps:
+            hot = read_state(table, s.id).get(HOT)
+            if hot != by_sid.get(s.id):
+                out.failures.append(f"snapshot {s.id}: hot key holds {hot!r}, its commit wrote {by_sid.get(s.id)!r}")
+    if len(snaps) != len(acked):
+        out.failures.append(f"{len(snaps)} snapshots for {len(acked)} acknowledged commits")
+    if out.lost or out.duplicates:
+        out.failures.append(f"{out.lost} acknowledged commit(s) lost, {out.duplicates} duplicate(s)")
+    return out
+
+
+def create_worker(warehouse: str, worker: int) -> str:
+    from engine.errors import TableAlreadyExists
+
+    cat = Catalog(warehouse)
+    cat.create_database("db", ignore_if_exists=True)
+    schema = pa.schema([("p", pa.string()), ("id", pa.int64()), (f"v{worker}", pa.string())])
+    try:
+        cat.create_table(IDENT, schema, primary_key=["p", "id"], partition_keys=["p"], options={"bucket": "1"})
+        return f"created v{worker}"
+    except TableAlreadyExists:
+        return "exists"

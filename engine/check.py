@@ -34,6 +34,8 @@ from engine.snapshots import SchemaManager, SnapshotManager
 PROBLEM_KINDS = {
     "snapshot-unreadable": "a snapshot file does not parse or holds another id",
     "snapshot-gap": "snapshot ids between earliest and latest are missing",
+    "snapshot-missing": "the LATEST hint names a snapshot newer than every snapshot file: published snapshots "
+                        "were deleted (readers fall back to the newest remaining one, as Paimon does)",
     "schema-missing": "a snapshot or data file names a schema id that does not exist",
     "manifest-unreadable": "a manifest list or manifest is missing or does not decode",
     "manifest-size-mismatch": "a manifest list or manifest has another size than recorded",
@@ -146,7 +148,10 @@ class _Checker:
             except StorageError as e:
                 self.report.warnings.append(Problem("hint-invalid", path, str(e)))
                 continue
-            if not text.isdigit() or int(text) != expected:
+            if name == "LATEST" and text.isdigit() and (expected is None or int(text) > expected):
+                self.problem("snapshot-missing", path, f"names snapshot {text} but the newest snapshot file is "
+                             f"{expected}")
+            elif not text.isdigit() or int(text) != expected:
                 self.report.warnings.append(Problem("hint-invalid", path, f"holds {text[:40]!r}, the {name.lower()} "
                                                     f"snapshot is {expected}"))
 

@@ -325,3 +325,92 @@ def create_worker(warehouse: str, worker: int) -> str:
         return f"created v{worker}"
     except TableAlreadyExists:
         return "exists"
+
+
+# --- corruption ----------------------------------------------------------------------------------------------
+CORRUPTION_TARGETS = ["data-file", "manifest", "manifest-list", "snapshot", "latest-hint"]
+DAMAGES = ["truncate", "garbage", "bit-flip", "missing"]
+
+
+def corruption_table(warehouse: str):
+    t = create_table(warehouse, 2)
+    t.write(_rows([("a", i) for i in range(40)], [f"v{i}" for i in range(40)]))
+    t.write(_rows([("a", i) for i in range(20, 60)], [f"w{i}" for i in range(20, 60)]))
+    return t
+
+
+def corruption_target(table, target: str) -> str:
+    snap = table.snapshot()
+    if target == "data-file":
+        split = table.plan()[0]
+        return os.path.join(split.bucket_dir, sorted(split.files, key=lambda f: -f.max_sequence_number)[0].file_name)
+    if target == "manifest":
+        return table.paths.manifest(table.manifests.manifest_list(snap.delta_manifest_list)[0].file_name)
+    if target == "manifest-list":
+        return table.paths.manifest(snap.base_manifest_list)
+    if target == "snapshot":
+        return table.paths.snapshot(snap.id)
+    if target == "latest-hint":
+        return os.path.join(table.paths.snapshot_dir, "LATEST")
+    raise ValueError(target)
+
+
+def damage_file(path: str, damage: str, rng) -> None:
+    """Damage ``path`` in place: truncate to a random length, replace by random bytes, flip one random bit,
+    or delete it."""
+    size = os.path.getsize(path)
+    if damage == "missing":
+        os.unlink(path)
+        return
+    with open(path, "r+b") as f:
+        if damage == "truncate":
+            f.truncate(rng.randrange(0, max(1, size)))
+        elif damage == "garbage":
+            f.write(bytes(rng.randrange(256) for _ in range(size)))
+        elif damage == "bit-flip":
+            pos = rng.randrange(size)
+            f.seek(pos)
+            b = f.read(1)[0]
+            f.seek(pos)
+            f.write(bytes([b ^ (1 << rng.randrange(8))]))
+        else:
+            raise ValueError(damage)
+
+
+@dataclass
+class CorruptionOutcome:
+    target: str
+    damage: str
+    verdict: str          # detected | harmless | silently-wrong | untyped-error
+    detail: str = ""
+    check_flagged: bool = False
+
+
+def corruption_case(workdir: str, target: str, damage: str, seed: int = 0) -> CorruptionOutcome:
+    """Damage one file reachable from the latest snapshot, then read it from a fresh catalog. ``detected``: read
+    raised a LakemergeError; ``harmless``: read returned exactly the right rows; otherwise a failure."""
+    import random
+
+    from engine.errors import LakemergeError
+
+    warehouse = os.path.join(workdir, "wh")
+    t = corruption_table(warehouse)
+    expected = read_state(t)
+    path = corruption_target(t, target)
+    damage_file(path, damage, random.Random(seed))
+    fresh = Catalog(warehouse).get_table(IDENT)
+    try:
+        got = read_state(fresh)
+    except LakemergeError as e:
+        verdict, detail = "detected", f"{type(e).__name__}: {e}"
+    except Exception as e:  # noqa: BLE001 - an untyped error is a failure of its own
+        verdict, detail = "untyped-error", repr(e)
+    else:
+        verdict, detail = ("harmless", "") if got == expected else ("silently-wrong", f"read {len(got)} rows")
+    report = Catalog(warehouse).get_table(IDENT).check()
+    if verdict == "silently-wrong" and target == "snapshot" and damage == "missing" \
+            and "snapshot-missing" in report.kinds() and got == read_state(fresh, fresh.latest_snapshot_id()):
+        # The newest snapshot file was deleted: readers see the previous snapshot (Paimon's rule: the listing
+        # decides); check() reports the loss. Counted as detected by check(), not by the read.
+        verdict, detail = "detected", "read fell back to the previous snapshot; check() reports snapshot-missing"
+    return CorruptionOutcome(target, damage, verdict, detail, not report.ok)

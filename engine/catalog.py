@@ -10,6 +10,7 @@ from engine.crash_points import crash_point
 from engine.errors import (DatabaseAlreadyExists, DatabaseNotFound, InvalidSchema, TableAlreadyExists,
                            TableNotFound)
 from engine.io.file_io import FileIO, LocalFileIO, local_path
+from engine.options import TableOptions
 from engine.paths import TablePaths
 from engine.schema import TableSchema
 from engine.snapshots import SchemaManager
@@ -95,7 +96,7 @@ class Catalog:
         if isinstance(partition_keys, str):
             partition_keys = [partition_keys]
         table_schema = TableSchema.create(schema, primary_key, partition_keys, options, comment, table=identifier)
-        table_schema.table_options.require_writable()
+        TableOptions(table_schema.options, table=identifier).require_writable()  # errors name the table
         table_schema.table_options.warn_unknown()
         root = self.table_path(identifier)
         paths = TablePaths(root)

@@ -414,3 +414,88 @@ def corruption_case(workdir: str, target: str, damage: str, seed: int = 0) -> Co
         # decides); check() reports the loss. Counted as detected by check(), not by the read.
         verdict, detail = "detected", "read fell back to the previous snapshot; check() reports snapshot-missing"
     return CorruptionOutcome(target, damage, verdict, detail, not report.ok)
+
+
+# --- bad input -----------------------------------------------------------------------------------------------
+BAD_SCHEMA = pa.schema([("p", pa.string()), ("id", pa.int64()), ("ts", pa.int64()),
+                        pa.field("v", pa.string(), nullable=False)])
+
+
+def _bad_rows(**cols):
+    base = {"p": ["a"], "id": [1], "ts": [1], "v": ["x"]}
+    base.update(cols)
+    return base
+
+
+def _write(data):
+    return lambda t: t.write(data)
+
+
+def _create(options=None, pk=("p", "id"), partition=("p",), schema=BAD_SCHEMA):
+    def run(t):
+        cat = Catalog(os.path.dirname(os.path.dirname(t.root)))
+        cat.create_table("db.other", schema, primary_key=list(pk), partition_keys=list(partition),
+                         options={"bucket": "2", **(options or {})})
+    return run
+
+
+def bad_input_cases():
+    """(name, operation on a fresh table, expected error type). Every operation must raise that type and leave
+    the warehouse byte-for-byte as it was."""
+    from engine import errors as E
+
+    return [
+        ("missing column", _write({"p": ["a"], "id": [1], "ts": [1]}), E.SchemaMismatch),
+        ("extra column", _write(_bad_rows(extra=[1])), E.SchemaMismatch),
+        ("wrong type", _write(_bad_rows(id=["one"])), E.SchemaMismatch),
+        ("lossy cast", _write(_bad_rows(id=[1.5])), E.SchemaMismatch),
+        ("null in NOT NULL column", _write(_bad_rows(v=[None])), E.InvalidInput),
+        ("null primary key", _write(_bad_rows(id=[None])), E.NullPrimaryKey),
+        ("null partition key", _write(_bad_rows(p=[None])), E.NullPrimaryKey),
+        ("delete without key column", lambda t: t.delete({"p": ["a"]}), E.SchemaMismatch),
+        ("bad row kind", lambda t: t.write(_bad_rows(), row_kinds=["+X"]), E.InvalidRowKind),
+        ("row kinds of wrong length", lambda t: t.write(_bad_rows(), row_kinds=["+I", "+I"]), E.InvalidRowKind),
+        ("not a table", _write([1, 2, 3]), E.InvalidInput),
+        ("bucket 0", _create({"bucket": "0"}), E.InvalidOption),
+        ("sequence.field not a column", _create({"sequence.field": "nope"}), E.InvalidSchema),
+        ("bucket-key outside the primary key", _create({"bucket-key": "v"}), E.InvalidSchema),
+        ("rowkind.field not a string", _create({"rowkind.field": "id"}), E.InvalidSchema),
+        ("bad sort order", _create({"sequence.field": "ts", "sequence.field.sort-order": "up"}), E.InvalidOption),
+        ("primary key not a column", _create(pk=("p", "nope")), E.InvalidSchema),
+        ("partition key outside the primary key", _create(partition=("v",)), E.InvalidSchema),
+        ("dynamic bucket mode", _create({"bucket": "-1"}), E.UnsupportedFeature),
+    ]
+
+
+def bad_input_table(warehouse: str, **options):
+    cat = Catalog(warehouse)
+    cat.create_database("db", ignore_if_exists=True)
+    opts = {"bucket": "2", **{k: str(v) for k, v in options.items()}}
+    return cat.create_table(IDENT, BAD_SCHEMA, primary_key=["p", "id"], partition_keys=["p"], options=opts)
+
+
+def tree(root: str) -> dict[str, bytes]:
+    out = {}
+    for d, _, files in os.walk(root):
+        for name in files:
+            p = os.path.join(d, name)
+            with open(p, "rb") as f:
+                out[os.path.relpath(p, root)] = f.read()
+    return out
+
+
+def bad_input_case(workdir: str, name: str, op, expected) -> tuple[bool, bool, str]:
+    """Returns (raised the expected type, created or changed files, error text)."""
+    warehouse = os.path.join(workdir, "wh")
+    t = bad_input_table(warehouse)
+    t.write(_bad_rows())
+    before = tree(warehouse)
+    try:
+        op(t)
+    except expected as e:
+        ok, text = True, str(e)
+    except Exception as e:  # noqa: BLE001
+        ok, text = False, repr(e)
+    else:
+        ok, text = False, "accepted"
+    return ok, tree(warehouse) != before, text

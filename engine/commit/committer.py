@@ -89,9 +89,10 @@ class Committer:
                                               schema_id, properties)
                 if published is not None:
                     delta_name = None  # now referenced by a snapshot: never delete
-                    if rebased:  # the originals were replaced by their re-sequenced copies
+                    if rebased:  # originals replaced by re-sequenced copies are no longer needed
                         rebased = []
-                        self._delete_all(self._message_files(messages))
+                        kept = {e.file.file_name for e in entries}
+                        self._delete_all(self._message_files(messages, skip=kept))
                     return published
                 time.sleep(min(max_wait, wait * (2 ** attempt)) * (0.5 + random.random()))
             raise CommitRetriesExhausted(t.name, retries + 1)
@@ -107,10 +108,10 @@ class Committer:
             except StorageError:
                 pass  # an unreferenced file left behind is an orphan, never a correctness problem
 
-    def _message_files(self, messages) -> list[str]:
+    def _message_files(self, messages, skip=frozenset()) -> list[str]:
         t = self.table
         return [os.path.join(t.bucket_dir(m.partition_values, m.bucket), f.file_name)
-                for m in messages for f in m.new_files]
+                for m in messages for f in m.new_files if f.file_name not in skip]
 
     # --- steps --------------------------------------------------------------------------------------
     def _already_committed(self, user: str, identifier: int, base_id: int, latest: Snapshot | None) -> int | None:

@@ -63,3 +63,17 @@ def test_in_process_writers_from_one_base_later_commit_wins(tmp_path):
     report = t.check()
     assert report.ok and report.orphan_files == []  # the replaced originals were removed
     assert t.commit(writers[0]) == s_first  # exactly once still holds for a re-sequenced commit
+
+
+def test_resequencing_one_bucket_keeps_the_commits_other_files(tmp_path):
+    """Regression: only the re-sequenced originals may be removed, not the commit's files of other buckets."""
+    t = sc.create_table(str(tmp_path / "wh"), 1)
+    w1, w2 = t.new_write(), t.new_write()
+    w1.write(pa.table({"p": ["a"], "id": [1], "v": ["w1"]}))
+    w2.write(pa.table({"p": ["a", "b"], "id": [1, 2], "v": ["w2", "w2"]}))
+    m1, m2 = w1.prepare_commit(), w2.prepare_commit()
+    t.commit(m1)
+    t.commit(m2)  # bucket of p=a re-sequenced; the file of p=b stays as written
+    assert sc.read_state(t) == {("a", 1): "w2", ("b", 2): "w2"}
+    report = t.check()
+    assert report.ok and report.orphan_files == [], report.summary()

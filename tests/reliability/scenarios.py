@@ -499,3 +499,62 @@ def bad_input_case(workdir: str, name: str, op, expected) -> tuple[bool, bool, s
     else:
         ok, text = False, "accepted"
     return ok, tree(warehouse) != before, text
+
+
+# --- storage faults ------------------------------------------------------------------------------------------
+STORAGE_FAULTS = [  # (name, FileIO op, path glob, kind)
+    ("EIO writing a data file (flush)", "write_bytes", "*.parquet", "eio"),
+    ("ENOSPC writing a data file (flush)", "write_bytes", "*.parquet", "enospc"),
+    ("torn data file", "write_bytes", "*.parquet", "torn"),
+    ("EIO writing the manifest", "write_bytes", "*/manifest/manifest-[0-9a-f]*", "eio"),
+    ("EIO writing a manifest list", "write_bytes", "*/manifest/manifest-list-*", "eio"),
+    ("EIO publishing the snapshot", "write_if_absent", "*/snapshot/snapshot-*", "eio"),
+    ("torn snapshot publish", "write_if_absent", "*/snapshot/snapshot-*", "torn"),
+    ("publish succeeded but reported EIO", "write_if_absent", "*/snapshot/snapshot-*", "lost-ack"),
+    ("torn LATEST hint", "overwrite", "*/LATEST", "torn"),
+]
+
+
+def storage_case(workdir: str, op: str, pattern: str, kind: str) -> list[str]:
+    """One injected fault during a commit. Expectations: either the commit succeeds (faults it can see through)
+    or it raises a StorageError that is not a lost-race error, the previous snapshot is intact, and re-running
+    the same commit afterwards applies it exactly once. check() is clean at the end."""
+    from engine.errors import CommitRetriesExhausted, StorageError
+    from engine.io.faulty import Fault, FaultyFileIO
+
+    failures = []
+    warehouse = os.path.join(workdir, "wh")
+    create_table(warehouse, 2).write(_rows([("a", 1), ("b", 2)], ["one", "two"]))
+    io = FaultyFileIO(faults=[Fault(op, pattern, kind=kind)])
+    t = Catalog(warehouse, file_io=io).get_table(IDENT)
+    before = read_state(t)
+    after = {**before, ("a", 1): "new", ("a", 3): "three"}
+    messages = None
+    try:
+        with t.new_write(commit_user="u", commit_identifier=1) as w:
+            w.write(_rows([("a", 1), ("a", 3)], ["new", "three"]))
+            messages = w.prepare_commit()
+        t.commit(messages)
+    except CommitRetriesExhausted:
+        failures.append("an I/O error was treated as a lost race")
+    except StorageError:
+        publishes = sum(1 for o, p in io.calls if o == "write_if_absent" and "/snapshot/" in p)
+        if publishes > 1:
+            failures.append("the commit retried the publish after an I/O error")
+        fresh = Catalog(warehouse).get_table(IDENT)
+        if read_state(fresh) != before or fresh.latest_snapshot_id() != 1:
+            failures.append("the previous snapshot is not intact")
+    except Exception as e:  # noqa: BLE001
+        failures.append(f"untyped error {e!r}")
+    io.clear()
+    if messages is not None:
+        t.commit(messages)
+        t.commit(messages)
+    else:  # the write itself failed: write again
+        t.write(_rows([("a", 1), ("a", 3)], ["new", "three"]))
+    fresh = Catalog(warehouse).get_table(IDENT)
+    if read_state(fresh) != after or len(fresh.snapshots()) != 2:
+        failures.append(f"after retry: {len(fresh.snapshots())} snapshots, state {read_state(fresh)}")
+    report = fresh.check()
+    failures += [str(p) for p in report.problems]
+    return failures

@@ -145,3 +145,8 @@ def test_disk_full_for_real_rlimit_fsize(tmp_path):
     assert sc.read_state(t) == BEFORE and t.latest_snapshot_id() == 1
     report = t.check()
     assert report.ok and report.orphan_files == []  # the partial file was removed
+
+
+@pytest.mark.parametrize("name,op,pattern,kind", sc.STORAGE_FAULTS, ids=[f[0] for f in sc.STORAGE_FAULTS])
+def test_storage_fault_matrix(tmp_path, name, op, pattern, kind):
+    assert sc.storage_case(str(tmp_path), op, pattern, kind) == []

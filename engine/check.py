@@ -91,6 +91,14 @@ class CheckReport:
                 f"{len(self.orphan_files)} unreferenced file(s) ({self.orphan_bytes} bytes)")
         return "\n".join([head] + [f"  problem {p}" for p in self.problems] + [f"  warning {w}" for w in self.warnings])
 
+    def to_dict(self) -> dict:
+        """JSON-ready form (for ``lakemerge fsck --json``)."""
+        as_dict = lambda p: {"kind": p.kind, "path": p.path, "detail": p.detail, "snapshot_id": p.snapshot_id}
+        return {"table": self.table, "ok": self.ok, "snapshot_ids": self.snapshot_ids,
+                "data_files_checked": self.data_files_checked, "problems": [as_dict(p) for p in self.problems],
+                "warnings": [as_dict(w) for w in self.warnings], "orphan_files": self.orphan_files,
+                "orphan_bytes": self.orphan_bytes}
+
     def raise_if_problems(self) -> None:
         """Raise CorruptFile for the first problem (naming its file), if any."""
         if self.problems:

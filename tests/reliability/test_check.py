@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 
 import pyarrow as pa
@@ -36,6 +37,7 @@ def test_healthy_table(table):
     assert report.ok and report.problems == [] and report.warnings == []
     assert report.snapshot_ids == [1, 2] and report.data_files_checked == 4
     assert report.orphan_files == [] and "0 problem(s)" in report.summary()
+    assert json.loads(json.dumps(report.to_dict()))["ok"] is True
     report.raise_if_problems()
 
 

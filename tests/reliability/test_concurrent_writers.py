@@ -77,3 +77,21 @@ def test_resequencing_one_bucket_keeps_the_commits_other_files(tmp_path):
     assert sc.read_state(t) == {("a", 1): "w2", ("b", 2): "w2"}
     report = t.check()
     assert report.ok and report.orphan_files == [], report.summary()
+
+
+def test_pinned_reader_keeps_its_snapshot_while_writers_commit(tmp_path):
+    """Snapshot isolation: a reader pinned to snapshot 1 reads the same rows while other processes commit."""
+    warehouse = str(tmp_path / "wh")
+    t = sc.create_table(warehouse, 2)
+    t.write(pa.table({"p": ["a", "b"], "id": [-5, -6], "v": ["pinned", "pinned"]}))
+    pinned = sc.read_state(t, 1)
+    jobs = [(warehouse, w, 6, sc.keys_for_bucket(w % 2, 2, 6, 1000 * w), True) for w in range(2)]
+    with _context().Pool(2) as pool:
+        pending = pool.starmap_async(sc.writer_worker, jobs)
+        reads = 0
+        while not pending.ready() or reads == 0:
+            assert sc.read_state(sc.Catalog(warehouse).get_table(sc.IDENT), 1) == pinned
+            assert sc.read_state(t, 1) == pinned
+            reads += 1
+        pending.get()
+    assert len(t.snapshots()) == 13 and sc.read_state(t, 1) == pinned

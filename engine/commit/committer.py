@@ -58,6 +58,7 @@ class Committer:
         commit_user, identifier = users.pop()
         bases = [m.base_snapshot_id for m in messages if m.base_snapshot_id is not None]
         base_id = min(bases) if bases else 0
+        guard_base = None if any(m.base_snapshot_id is None for m in messages) else base_id
         schema_id = max(m.schema_id for m in messages)
 
         opts = t.schema.table_options
@@ -74,7 +75,7 @@ class Committer:
                 if done is not None:
                     return done
                 self._check_conflicts(entries, latest)
-                entries, written = rebase_sequences(t, entries, latest)
+                entries, written = rebase_sequences(t, entries, latest, guard_base)
                 if written:  # a concurrent commit wrote the same bucket: the manifest must name the new files
                     self._delete_all(rebased)
                     rebased = written

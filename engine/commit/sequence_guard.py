@@ -32,9 +32,11 @@ def _is_new_append(e: ManifestEntry) -> bool:
     return e.kind == ADD and e.file.level == 0 and e.file.file_source in (None, FILE_SOURCE_APPEND)
 
 
-def rebase_sequences(table, entries: list[ManifestEntry], latest) -> tuple[list[ManifestEntry], list[str]]:
-    """Return ``(entries, written paths)``; entries unchanged and ``[]`` when no bucket overlaps ``latest``."""
-    if latest is None:
+def rebase_sequences(table, entries: list[ManifestEntry], latest, base_id: int | None = None
+                     ) -> tuple[list[ManifestEntry], list[str]]:
+    """Return ``(entries, written paths)``; entries unchanged and ``[]`` when no bucket overlaps ``latest``.
+    ``base_id``: the oldest snapshot the writers numbered from; nothing can overlap if it is still the latest."""
+    if latest is None or (base_id is not None and latest.id <= base_id):
         return entries, []
     mine: dict[tuple[bytes, int], int] = {}
     for e in entries:

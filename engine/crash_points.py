@@ -138,5 +138,5 @@ def _context():
     if _ctx is None:
         import multiprocessing as mp
         _ctx = mp.get_context("forkserver")
-        _ctx.set_forkserver_preload(["engine.table", "engine.catalog", "pyarrow.parquet"])
+        _ctx.set_forkserver_preload(["engine.table", "engine.catalog", "pyarrow.parquet", "engine._child_warm_up"])
     return _ctx

@@ -11,6 +11,13 @@ Guarantees (and how they are kept):
 - Exactly once: if a snapshot with the same commit user and identifier was published after the writer's base
   snapshot, committing again returns that snapshot's id and applies nothing.
 - On any error before publishing, the manifests written for the attempt are deleted and the table is unchanged.
+- Storage errors are never mistaken for a lost race: if writing ``snapshot-N`` raises, the name is read back;
+  our bytes there = the commit landed; absent = ``StorageError`` (data files are kept so the same messages can be
+  committed again); unreadable = ``CommitOutcomeUnknown``.
+- Writers of one bucket that started from the same snapshot: the commit landing later is re-sequenced past the
+  earlier one before publishing (engine/commit/sequence_guard.py), so the later commit wins, never a tie.
+- Crash points (engine/crash_points.py) mark every step: commit.before-manifest, commit.after-manifest,
+  commit.after-rebase, commit.before-publish, commit.after-publish, commit.after-hint.
 """
 from __future__ import annotations
 

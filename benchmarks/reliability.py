@@ -22,6 +22,8 @@ def parse_args(argv):
     ap.add_argument("--seeds", type=int, help="random damages per (file kind, damage) (default 10, --quick 3)")
     ap.add_argument("--writers", type=int, help="concurrent writer processes (default 8, --quick 4)")
     ap.add_argument("--commits", type=int, help="commits per writer (default 25, --quick 8)")
+    ap.add_argument("--no-pypaimon", dest="pypaimon", action="store_false",
+                    help="skip the pypaimon baseline (same concurrent-writer run through pypaimon 2.1)")
     args = ap.parse_args(argv)
     args.seeds = args.seeds or (3 if args.quick else 10)
     args.writers = args.writers or (4 if args.quick else 8)
@@ -69,6 +71,11 @@ def main(argv=None) -> int:
             broken += [f"concurrency {c.mode}: {f}" for f in c.failures]
             lines.append(f"concurrent writers, {c.mode:<17} {c.workers} processes x {c.commits} commits: "
                          f"acknowledged {c.acknowledged}, acknowledged-but-lost {c.lost}, duplicates {c.duplicates}")
+
+        if args.pypaimon:
+            acked, lost = pypaimon_baseline(scratch(), args.writers, args.commits)
+            lines.append(f"  baseline: pypaimon 2.1, {args.writers} processes x {args.commits} commits, different keys: "
+                         f"acknowledged {acked}, acknowledged-but-lost {lost}")
 
         # --- storage faults ---
         ok_faults = 0
@@ -119,6 +126,51 @@ def main(argv=None) -> int:
         print("\nBROKEN PROMISES:\n  " + "\n  ".join(broken), file=sys.stderr)
         return 1
     return 0
+
+
+def _pypaimon_worker(warehouse: str, worker: int, commits: int) -> list[int]:
+    from tests.interop.pypaimon_util import pp_get_table, pp_write
+    from tests.reliability.scenarios import SCHEMA
+
+    import contextlib
+    import logging
+
+    logging.disable(logging.CRITICAL)  # pypaimon logs every lost race
+    with open(os.devnull, "w") as null, contextlib.redirect_stdout(null), contextlib.redirect_stderr(null):
+        return _pypaimon_commits(warehouse, worker, commits, pp_get_table, pp_write, SCHEMA)
+
+
+def _pypaimon_commits(warehouse, worker, commits, pp_get_table, pp_write, SCHEMA) -> list[int]:
+    t = pp_get_table(warehouse, "db.t")
+    acked = []
+    for i in range(commits):
+        key = worker * 100_000 + i
+        try:
+            pp_write(t, pa_table({"p": ["a"], "id": [key], "v": [f"w{worker}-{i}"]}, SCHEMA), SCHEMA)
+        except Exception:  # noqa: BLE001 - a failed commit is not acknowledged
+            continue
+        acked.append(key)
+    return acked
+
+
+def pa_table(cols, schema):
+    import pyarrow as pa
+    return pa.table(cols, schema=schema)
+
+
+def pypaimon_baseline(workdir: str, writers: int, commits: int) -> tuple[int, int]:
+    """The same N x C run through pypaimon: (acknowledged, acknowledged-but-lost)."""
+    from engine.crash_points import _context
+    from tests.interop.pypaimon_util import pp_catalog, pp_create_table, pp_get_table, pp_read
+    from tests.reliability.scenarios import SCHEMA
+
+    warehouse = os.path.join(workdir, "wh")
+    pp_create_table(pp_catalog(warehouse, "db"), "db.t", SCHEMA, ["p", "id"], ["p"], {"bucket": str(writers)})
+    with _context().Pool(writers) as pool:
+        acked = [k for r in pool.starmap(_pypaimon_worker, [(warehouse, w, commits) for w in range(writers)])
+                 for k in r]
+    present = set(pp_read(pp_get_table(warehouse, "db.t")).column("id").to_pylist())
+    return len(acked), sum(1 for k in acked if k not in present)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ Problems are ``Problem`` records (``kind`` from ``PROBLEM_KINDS``, the file ``pa
 reaches it, a ``detail`` sentence). Harmless findings (a LATEST/EARLIEST hint that is wrong, files no snapshot
 references) are reported separately as ``warnings`` and ``orphan_files``; they never make ``ok`` False.
 The check only reads; it never repairs. It raises only for a table whose root cannot be listed (StorageError).
+``orphan_files`` also lists files of commits still in flight: removing them needs an age threshold.
 """
 from __future__ import annotations
 
@@ -109,6 +110,16 @@ class CheckReport:
 def check_table(table, *, verify_data: bool = True, find_orphans: bool = True) -> CheckReport:
     """Check every snapshot of ``table`` (see module docstring). Never raises for a damaged table."""
     return _Checker(table, verify_data).run(find_orphans)
+
+
+def check_warehouse(warehouse: str, *, file_io=None, verify_data: bool = True,
+                    find_orphans: bool = True) -> list[CheckReport]:
+    """``check_table`` for every table of every database of a warehouse, in name order."""
+    from engine.catalog import Catalog
+
+    cat = Catalog(warehouse, file_io=file_io)
+    return [check_table(cat.get_table(f"{db}.{name}"), verify_data=verify_data, find_orphans=find_orphans)
+            for db in cat.list_databases() for name in cat.list_tables(db)]
 
 
 class _Checker:

@@ -162,3 +162,14 @@ def test_orphans_are_listed_not_problems(table):
         f.write(b"12345")
     report = table.check()
     assert report.ok and report.orphan_files == [stray] and report.orphan_bytes == 5
+
+
+def test_check_warehouse(table, tmp_path):
+    from engine.check import check_warehouse
+
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db2")
+    cat.create_table("db2.u", sc.SCHEMA, primary_key=["p", "id"], options={"bucket": "1"})
+    os.unlink(sc.corruption_target(table, "data-file"))
+    reports = check_warehouse(str(tmp_path / "wh"))
+    assert [(r.table, r.ok) for r in reports] == [("db.t", False), ("db2.u", True)]

@@ -4,7 +4,7 @@
 names that point. Then the process ends at once with ``os._exit(CRASH_EXIT_CODE)``: no ``finally`` block, context
 manager exit or atexit handler runs, as with ``kill -9`` right after the step before. This models a process crash:
 what was written stays (it is in the kernel). It does not model a power loss, which could also drop data that was
-never fsynced (only snapshot files and their directory are fsynced, like Paimon's own local FileIO).
+never fsynced (only snapshot and schema files and their directory are fsynced).
 
 The variable's value is ``<name>`` (die the first time the point is reached) or ``<name>:<n>`` (die the n-th time,
 counting every arrival in this process, e.g. the 3rd data file of a write). Use it from a shell::

@@ -6,9 +6,11 @@ import re
 
 import pyarrow as pa
 
+from engine.crash_points import crash_point
 from engine.errors import (DatabaseAlreadyExists, DatabaseNotFound, InvalidSchema, TableAlreadyExists,
                            TableNotFound)
 from engine.io.file_io import FileIO, LocalFileIO, local_path
+from engine.options import TableOptions
 from engine.paths import TablePaths
 from engine.schema import TableSchema
 from engine.snapshots import SchemaManager
@@ -44,7 +46,7 @@ class Catalog:
 
     def create_database(self, name: str, ignore_if_exists: bool = False) -> None:
         path = self._db_dir(name)
-        if os.path.isdir(path):
+        if self.io.is_dir(path):
             if ignore_if_exists:
                 return
             raise DatabaseAlreadyExists(name)
@@ -52,11 +54,11 @@ class Catalog:
 
     def list_databases(self) -> list[str]:
         return sorted(n[: -len(DB_SUFFIX)] for n in self.io.list_names(self.warehouse)
-                      if n.endswith(DB_SUFFIX) and os.path.isdir(os.path.join(self.warehouse, n)))
+                      if n.endswith(DB_SUFFIX) and self.io.is_dir(os.path.join(self.warehouse, n)))
 
     def drop_database(self, name: str, ignore_if_not_exists: bool = False, cascade: bool = False) -> None:
         path = self._db_dir(name)
-        if not os.path.isdir(path):
+        if not self.io.is_dir(path):
             if ignore_if_not_exists:
                 return
             raise DatabaseNotFound(name)
@@ -71,10 +73,10 @@ class Catalog:
 
     def list_tables(self, database: str) -> list[str]:
         path = self._db_dir(database)
-        if not os.path.isdir(path):
+        if not self.io.is_dir(path):
             raise DatabaseNotFound(database)
         return sorted(n for n in self.io.list_names(path)
-                      if os.path.isdir(os.path.join(path, n, "schema")))
+                      if self.io.is_dir(os.path.join(path, n, "schema")))
 
     def create_table(self, identifier: str, schema: pa.Schema, primary_key=None, partition_keys=(),
                      options: dict | None = None, *, comment: str | None = None,
@@ -87,7 +89,7 @@ class Catalog:
         from engine.table import Table
 
         db, _ = split_identifier(identifier)
-        if not os.path.isdir(self._db_dir(db)):
+        if not self.io.is_dir(self._db_dir(db)):
             raise DatabaseNotFound(db)
         if isinstance(primary_key, str):
             primary_key = [primary_key]
@@ -97,8 +99,8 @@ class Catalog:
         if table_schema.is_append_only:
             from engine.append.write import require_append_writable
             require_append_writable(table_schema, identifier)
-        else:
-            table_schema.table_options.require_writable(allow_dynamic_bucket=True)
+        else:  # errors name the table
+            TableOptions(table_schema.options, table=identifier).require_writable(allow_dynamic_bucket=True)
         table_schema.table_options.warn_unknown()
         root = self.table_path(identifier)
         paths = TablePaths(root)
@@ -107,6 +109,7 @@ class Catalog:
             if ignore_if_exists:
                 return self.get_table(identifier)
             raise TableAlreadyExists(identifier)
+        crash_point("catalog.before-schema")
         if not manager.commit(table_schema):
             if ignore_if_exists:
                 return self.get_table(identifier)

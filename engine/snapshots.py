@@ -69,7 +69,11 @@ class SnapshotManager:
             data = self.io.read_bytes(path)
         except FileNotFoundError:
             raise SnapshotNotFound(self.table_name, snapshot_id) from None
-        snap = Snapshot.from_json(data.decode("utf-8"), path)
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise CorruptFile(path, f"snapshot is not UTF-8 JSON: {e}") from None
+        snap = Snapshot.from_json(text, path)
         if snap.id != snapshot_id:
             raise CorruptFile(path, f"file holds snapshot id {snap.id}")
         self._cache[snapshot_id] = snap

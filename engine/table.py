@@ -303,3 +303,11 @@ class Table:
     def schemas(self) -> list[TableSchema]:
         """Every schema of the table, oldest first."""
         return [self.schema_manager.schema(i) for i in self.schema_manager.ids()]
+
+
+    # --- reliability (issue 7) ---
+    def check(self, *, verify_data: bool = True, find_orphans: bool = True):
+        """Check every snapshot's files against their metadata and return a ``engine.check.CheckReport``
+        (typed problems, warnings, unreferenced files). Read-only; never raises for a damaged table."""
+        from engine.check import check_table
+        return check_table(self, verify_data=verify_data, find_orphans=find_orphans)

@@ -11,6 +11,13 @@ Guarantees (and how they are kept):
 - Exactly once: if a snapshot with the same commit user and identifier was published after the writer's base
   snapshot, committing again returns that snapshot's id and applies nothing.
 - On any error before publishing, the manifests written for the attempt are deleted and the table is unchanged.
+- Storage errors are never mistaken for a lost race: if writing ``snapshot-N`` raises, the name is read back;
+  our bytes there = the commit landed; absent = ``StorageError`` (data files are kept so the same messages can be
+  committed again); unreadable = ``CommitOutcomeUnknown``.
+- Writers of one bucket that started from the same snapshot: the commit landing later is re-sequenced past the
+  earlier one before publishing (engine/commit/sequence_guard.py), so the later commit wins, never a tie.
+- Crash points (engine/crash_points.py) mark every step: commit.before-manifest, commit.after-manifest,
+  commit.after-rebase, commit.before-publish, commit.after-publish, commit.after-hint.
 """
 from __future__ import annotations
 
@@ -21,6 +28,8 @@ import time
 import uuid
 from typing import Sequence
 
+from engine.commit.sequence_guard import rebase_sequences
+from engine.crash_points import crash_point
 from engine.errors import CommitConflict, CommitOutcomeUnknown, CommitRetriesExhausted, StorageError
 from engine.meta import binary_row
 from engine.meta.data_file import SimpleStats
@@ -68,13 +77,14 @@ class Committer:
         commit_user, identifier = users.pop()
         bases = [m.base_snapshot_id for m in messages if m.base_snapshot_id is not None]
         base_id = min(bases) if bases else 0
+        guard_base = None if any(m.base_snapshot_id is None for m in messages) else base_id
         schema_id = max(m.schema_id for m in messages)
         self._check_schemas({m.schema_id for m in messages})
         published = None
         try:
             if appends:
                 published = self._commit_entries(appends, commit_user, identifier, base_id, commit_kind, schema_id,
-                                                 properties)
+                                                 properties, guard_base=guard_base)
         except CommitOutcomeUnknown:
             raise
         except BaseException:
@@ -95,14 +105,19 @@ class Committer:
         return published
 
     def _commit_entries(self, entries: list[ManifestEntry], commit_user: str, identifier: int, base_id: int,
-                        commit_kind: str, schema_id: int, properties: dict | None) -> int:
+                        commit_kind: str, schema_id: int, properties: dict | None, guard_base: int | None = None
+                        ) -> int:
+        """Publish ``entries`` as one snapshot, retrying lost races. ``guard_base``: the writers' base snapshot for
+        the sequence guard (None: no re-sequencing, e.g. for compaction results)."""
         t = self.table
+        messages = self._messages
         opts = t.schema.table_options
         retries = opts.get(COMMIT_MAX_RETRIES)
         wait = opts.get(COMMIT_MIN_RETRY_WAIT) / 1000.0
         max_wait = opts.get(COMMIT_MAX_RETRY_WAIT) / 1000.0
 
         delta_name, delta_meta = None, None
+        rebased: list[str] = []  # data files rewritten by the sequence guard for the current entries
         try:
             for attempt in range(retries + 1):
                 latest = t.snapshot_manager.latest()
@@ -110,18 +125,44 @@ class Committer:
                 if done is not None:
                     return done
                 self._check_conflicts(entries, latest)
+                entries, written = rebase_sequences(t, entries, latest, guard_base)
+                if written:  # a concurrent commit wrote the same bucket: the manifest must name the new files
+                    self._delete_all(rebased)
+                    rebased = written
+                    if delta_name is not None:
+                        t.file_io.delete(t.paths.manifest(delta_name))
+                        delta_name = None
                 if delta_name is None:
+                    crash_point("commit.before-manifest")
                     delta_name, delta_meta = self._write_manifest(entries, schema_id)
+                    crash_point("commit.after-manifest")
                 published = self._try_publish(latest, delta_meta, entries, commit_user, identifier, commit_kind,
                                               schema_id, properties)
                 if published is not None:
                     delta_name = None  # now referenced by a snapshot: never delete
+                    if rebased:  # originals replaced by re-sequenced copies are no longer needed
+                        rebased = []
+                        kept = {e.file.file_name for e in entries}
+                        self._delete_all(self._message_files(messages, skip=kept))
                     return published
                 time.sleep(min(max_wait, wait * (2 ** attempt)) * (0.5 + random.random()))
             raise CommitRetriesExhausted(t.name, retries + 1)
         finally:
             if delta_name is not None:
                 t.file_io.delete(t.paths.manifest(delta_name))
+            self._delete_all(rebased)
+
+    def _delete_all(self, paths) -> None:
+        for p in paths:
+            try:
+                self.table.file_io.delete(p)
+            except StorageError:
+                pass  # an unreferenced file left behind is an orphan, never a correctness problem
+
+    def _message_files(self, messages, skip=frozenset()) -> list[str]:
+        t = self.table
+        return [os.path.join(t.bucket_dir(m.partition_values, m.bucket), f.file_name)
+                for m in messages for f in m.new_files if f.file_name not in skip]
 
     def _delete_compaction_outputs(self, messages: Sequence[CommitMessage]) -> None:
         """Delete files a compaction wrote (not upgraded inputs, which stay referenced by their old entries)."""
@@ -251,18 +292,18 @@ class Committer:
         body = snapshot.to_json().encode()
         io.mkdirs(paths.snapshot_dir)
         path = paths.snapshot(new_id)
+        crash_point("commit.before-publish")
         try:
             won = io.write_if_absent(path, body)
         except StorageError as e:
-            if io.exists(path):
-                try:
-                    if io.read_bytes(path) == body:
-                        won = True
-                    else:
-                        won = False
-                except OSError:
-                    raise CommitOutcomeUnknown(t.name, new_id, e) from e
-            else:
+            # Tell "failed" from "landed but reported failure" by reading the name back; never guess.
+            try:
+                present = io.read_bytes(path)
+            except FileNotFoundError:
+                present = None
+            except (OSError, StorageError):
+                raise CommitOutcomeUnknown(t.name, new_id, e) from e
+            if present is None:
                 io.delete(paths.manifest(base_name))
                 io.delete(paths.manifest(delta_name))
                 for name in merger.created:
@@ -270,6 +311,9 @@ class Committer:
                 if index_written:
                     io.delete(paths.manifest(index_manifest))
                 raise
+            won = present == body
+        if won:
+            crash_point("commit.after-publish")
         if not won:
             io.delete(paths.manifest(base_name))
             io.delete(paths.manifest(delta_name))
@@ -284,4 +328,5 @@ class Committer:
                 t.snapshot_manager.write_earliest_hint(new_id)
         except StorageError:
             pass  # the hint is only a hint; readers fall back to listing
+        crash_point("commit.after-hint")
         return new_id

@@ -35,6 +35,7 @@ class FileIO(Protocol):
     def write_if_absent(self, path: str, data: bytes) -> bool: ...
     def overwrite(self, path: str, data: bytes) -> None: ...
     def exists(self, path: str) -> bool: ...
+    def is_dir(self, path: str) -> bool: ...
     def size(self, path: str) -> int: ...
     def list_names(self, directory: str) -> list[str]: ...
     def mkdirs(self, directory: str) -> None: ...
@@ -55,8 +56,19 @@ class LocalFileIO:
             raise StorageError(path, f"read failed: {e.strerror}", e.errno) from e
 
     def write_bytes(self, path: str, data: bytes) -> None:
-        """Create a new immutable file (data, manifest). Fails if it exists."""
-        self._guard(path, lambda: self._write_new(path, data))
+        """Create a new immutable file (data, manifest). Fails if it exists; a failed write removes its partial file."""
+        def run():
+            try:
+                self._write_new(path, data)
+            except FileExistsError:
+                raise
+            except OSError:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+                raise
+        self._guard(path, run)
 
     def write_if_absent(self, path: str, data: bytes) -> bool:
         """Publish ``data`` under ``path`` only if no file has that name. Returns False if one existed."""
@@ -91,6 +103,9 @@ class LocalFileIO:
 
     def exists(self, path: str) -> bool:
         return os.path.exists(path)
+
+    def is_dir(self, path: str) -> bool:
+        return os.path.isdir(path)
 
     def size(self, path: str) -> int:
         return self._guard(path, lambda: os.stat(path).st_size)

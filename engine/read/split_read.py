@@ -24,27 +24,27 @@ RETRACT_KINDS = pa.array([1, 3], pa.int8())
 
 
 def read_data_file(io: FileIO, path: str, meta: DataFileMeta, choose_columns) -> pa.Table:
-    """Read a data file (parquet, orc or avro); ``choose_columns(names in file)`` picks the columns.
-    Raises CorruptFile."""
+    """Read a data file (parquet, orc or avro) through ``io``; ``choose_columns(names in file)`` picks the columns.
+    Raises CorruptFile (missing, size differs from the manifest, undecodable); StorageError for I/O failures."""
     try:
-        size = io.size(path)
+        data = io.read_bytes(path)
     except FileNotFoundError:
         raise CorruptFile(path, "data file referenced by the snapshot is missing") from None
-    if size != meta.file_size:
-        raise CorruptFile(path, f"file has {size} bytes but the manifest records {meta.file_size}")
+    if len(data) != meta.file_size:
+        raise CorruptFile(path, f"file has {len(data)} bytes but the manifest records {meta.file_size}")
     fmt = meta.file_name.rsplit(".", 1)[-1].lower()
     try:
         if fmt == "parquet":
-            pf = pq.ParquetFile(path, page_checksum_verification=True)
+            pf = pq.ParquetFile(pa.BufferReader(data), page_checksum_verification=True)
             table = pf.read(columns=choose_columns(set(pf.schema_arrow.names)), use_threads=False)
         elif fmt == "orc":
             import pyarrow.orc as orc
-            f = orc.ORCFile(path)
+            f = orc.ORCFile(pa.BufferReader(data))
             table = f.read(columns=choose_columns(set(f.schema.names)))
         elif fmt == "avro":
+            import io as _io
             import fastavro
-            with open(path, "rb") as fh:
-                records = list(fastavro.reader(fh))
+            records = list(fastavro.reader(_io.BytesIO(data)))
             table = pa.Table.from_pylist(records) if records else pa.table({})
             table = table.select(choose_columns(set(table.column_names)))
         else:

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from engine.crash_points import crash_point
 from engine.io.file_io import FileIO
 from engine.meta import binary_row
 from engine.meta.data_file import FILE_SOURCE_APPEND, DataFileMeta, SimpleStats
@@ -72,8 +73,10 @@ def write_sorted_run(io_: FileIO, bucket_dir: str, rows: pa.Table, schema: Table
             name = f"{prefix}{file_uuid}-{i}.parquet"
             path = os.path.join(bucket_dir, name)
             data = _parquet_bytes(part, compression, zstd_level)
+            crash_point("write.before-data-file")
             io_.write_bytes(path, data)
             written.append(path)
+            crash_point("write.after-data-file")
             metas.append(_describe(name, len(data), part, key_names, key_types, value_names, value_types,
                                    schema.id, level, file_source, stats_mode))
     except BaseException:

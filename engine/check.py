@@ -1,0 +1,412 @@
+"""Table consistency check (``Table.check()``, the engine behind ``lakemerge fsck``).
+
+``check_table(table)`` re-reads everything from storage (no cache of the ``Table`` object is trusted) and reports:
+
+- snapshots: every listed ``snapshot-N`` parses and holds id N; ids from earliest to latest are contiguous;
+  ``schemaId`` names an existing schema; ``totalRecordCount`` equals the row count of the live files and
+  ``deltaRecordCount`` the added minus deleted rows of the delta;
+- manifests: every manifest list and manifest a snapshot names exists, decodes, and has the size recorded for it;
+  the entries fold without duplicate or dangling files;
+- data files: every live file exists with its recorded size and a known schema id; files of a level >= 1 of one
+  bucket do not overlap in key range; with ``verify_data`` each file is also decoded (Parquet page checksums are
+  verified), and its row count, sequence-number range and strict key order are compared with its metadata.
+
+Problems are ``Problem`` records (``kind`` from ``PROBLEM_KINDS``, the file ``path``, the ``snapshot_id`` that
+reaches it, a ``detail`` sentence). Harmless findings (a LATEST/EARLIEST hint that is wrong, files no snapshot
+references) are reported separately as ``warnings`` and ``orphan_files``; they never make ``ok`` False.
+The check only reads; it never repairs. It raises only for a table whose root cannot be listed (StorageError).
+``orphan_files`` also lists files of commits still in flight: removing them needs an age threshold.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from engine.errors import CorruptFile, SnapshotNotFound, StorageError
+from engine.meta import binary_row
+from engine.meta.manifest import ADD, DuplicateFileError, fold_entries
+from engine.paths import TablePaths
+from engine.read.scan import ManifestCache, TableScan
+from engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER
+from engine.snapshots import SchemaManager, SnapshotManager
+
+PROBLEM_KINDS = {
+    "snapshot-unreadable": "a snapshot file does not parse or holds another id",
+    "snapshot-gap": "snapshot ids between earliest and latest are missing",
+    "snapshot-missing": "the LATEST hint names a snapshot newer than every snapshot file: published snapshots "
+                        "were deleted (readers fall back to the newest remaining one, as Paimon does)",
+    "schema-missing": "a snapshot or data file names a schema id that does not exist",
+    "manifest-unreadable": "a manifest list or manifest is missing or does not decode",
+    "manifest-size-mismatch": "a manifest list or manifest has another size than recorded",
+    "manifest-inconsistent": "manifest entries add a file twice or delete a file that is not live",
+    "record-count-mismatch": "a snapshot's record counts disagree with its files, or a file's row count with "
+                             "its contents",
+    "data-file-missing": "a live data file does not exist",
+    "data-file-size-mismatch": "a live data file has another size than its manifest records",
+    "data-file-unreadable": "a live data file does not decode or fails its checksums",
+    "data-file-not-sorted": "a data file's keys are not strictly increasing",
+    "sequence-range-mismatch": "a data file holds sequence numbers outside the range its metadata records",
+    "level-overlap": "two files of one level >= 1 of a bucket overlap in key range",
+}
+WARNING_KINDS = {
+    "hint-invalid": "the LATEST or EARLIEST hint is unreadable or names another snapshot (only a hint: harmless)",
+}
+
+
+@dataclass(frozen=True)
+class Problem:
+    kind: str
+    path: str | None
+    detail: str
+    snapshot_id: int | None = None
+
+    def __str__(self) -> str:
+        where = f" (snapshot {self.snapshot_id})" if self.snapshot_id is not None else ""
+        return f"{self.kind}{where}: {self.path or '-'}: {self.detail}"
+
+
+@dataclass
+class CheckReport:
+    """Result of ``check_table``. ``ok`` is True iff ``problems`` is empty."""
+    table: str
+    snapshot_ids: list[int] = field(default_factory=list)
+    data_files_checked: int = 0
+    problems: list[Problem] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
+    referenced_files: set[str] = field(default_factory=set)
+    orphan_files: list[str] = field(default_factory=list)
+    orphan_bytes: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def kinds(self) -> set[str]:
+        return {p.kind for p in self.problems}
+
+    def summary(self) -> str:
+        head = (f"table {self.table}: {len(self.snapshot_ids)} snapshot(s), {self.data_files_checked} data file(s) "
+                f"checked, {len(self.problems)} problem(s), {len(self.warnings)} warning(s), "
+                f"{len(self.orphan_files)} unreferenced file(s) ({self.orphan_bytes} bytes)")
+        return "\n".join([head] + [f"  problem {p}" for p in self.problems] + [f"  warning {w}" for w in self.warnings])
+
+    def to_dict(self) -> dict:
+        """JSON-ready form (for ``lakemerge fsck --json``)."""
+        as_dict = lambda p: {"kind": p.kind, "path": p.path, "detail": p.detail, "snapshot_id": p.snapshot_id}
+        return {"table": self.table, "ok": self.ok, "snapshot_ids": self.snapshot_ids,
+                "data_files_checked": self.data_files_checked, "problems": [as_dict(p) for p in self.problems],
+                "warnings": [as_dict(w) for w in self.warnings], "orphan_files": self.orphan_files,
+                "orphan_bytes": self.orphan_bytes}
+
+    def raise_if_problems(self) -> None:
+        """Raise CorruptFile for the first problem (naming its file), if any."""
+        if self.problems:
+            p = self.problems[0]
+            raise CorruptFile(p.path or self.table, f"{p.kind}: {p.detail} ({len(self.problems)} problem(s))")
+
+
+def check_table(table, *, verify_data: bool = True, find_orphans: bool = True) -> CheckReport:
+    """Check every snapshot of ``table`` (see module docstring). Never raises for a damaged table."""
+    return _Checker(table, verify_data).run(find_orphans)
+
+
+def check_warehouse(warehouse: str, *, file_io=None, verify_data: bool = True,
+                    find_orphans: bool = True) -> list[CheckReport]:
+    """``check_table`` for every table of every database of a warehouse, in name order."""
+    from engine.catalog import Catalog
+
+    cat = Catalog(warehouse, file_io=file_io)
+    return [check_table(cat.get_table(f"{db}.{name}"), verify_data=verify_data, find_orphans=find_orphans)
+            for db in cat.list_databases() for name in cat.list_tables(db)]
+
+
+class _Checker:
+    def __init__(self, table, verify_data: bool):
+        self.t = table
+        self.io = table.file_io
+        self.paths = TablePaths(table.root)
+        self.snapshots = SnapshotManager(self.io, self.paths, table.name)
+        self.schemas = SchemaManager(self.io, self.paths, table.name)
+        self.manifests = ManifestCache(self.io, self.paths)
+        self.scan = TableScan(self.paths, table.schema, self.manifests, table.name)
+        self.verify_data = verify_data
+        self.report = CheckReport(table.name)
+        self.schema_ids = set(self.schemas.ids())
+        self._checked_files: set[str] = set()
+        self._checked_manifests: set[str] = set()
+
+    def problem(self, kind: str, path: str | None, detail: str, snapshot_id: int | None = None) -> None:
+        self.report.problems.append(Problem(kind, path, detail, snapshot_id))
+
+    def run(self, find_orphans: bool) -> CheckReport:
+        ids = self.snapshots.ids()
+        self.report.snapshot_ids = ids
+        if ids:
+            missing = sorted(set(range(ids[0], ids[-1] + 1)) - set(ids))
+            if missing:
+                self.problem("snapshot-gap", self.paths.snapshot_dir, f"snapshot ids {missing} are missing "
+                             f"between {ids[0]} and {ids[-1]}")
+        self._check_hints(ids)
+        for sid in ids:
+            self._check_snapshot(sid)
+        for sid in self.schema_ids:
+            self.report.referenced_files.add(self.paths.schema(sid))
+        if find_orphans:
+            self._find_orphans()
+        return self.report
+
+    def _check_hints(self, ids: list[int]) -> None:
+        for name, expected in (("LATEST", ids[-1] if ids else None), ("EARLIEST", ids[0] if ids else None)):
+            path = os.path.join(self.paths.snapshot_dir, name)
+            try:
+                text = self.io.read_bytes(path).decode("utf-8", "replace").strip()
+            except FileNotFoundError:
+                continue
+            except StorageError as e:
+                self.report.warnings.append(Problem("hint-invalid", path, str(e)))
+                continue
+            if name == "LATEST" and text.isdigit() and (expected is None or int(text) > expected):
+                self.problem("snapshot-missing", path, f"names snapshot {text} but the newest snapshot file is "
+                             f"{expected}")
+            elif not text.isdigit() or int(text) != expected:
+                self.report.warnings.append(Problem("hint-invalid", path, f"holds {text[:40]!r}, the {name.lower()} "
+                                                    f"snapshot is {expected}"))
+
+    def _check_snapshot(self, sid: int) -> None:
+        path = self.paths.snapshot(sid)
+        self.report.referenced_files.add(path)
+        try:
+            snap = self.snapshots.snapshot(sid)
+        except (CorruptFile, SnapshotNotFound, StorageError) as e:
+            self.problem("snapshot-unreadable", path, str(e), sid)
+            return
+        except Exception as e:  # noqa: BLE001 - any decoding failure is the finding
+            self.problem("snapshot-unreadable", path, repr(e), sid)
+            return
+        if snap.schema_id not in self.schema_ids:
+            self.problem("schema-missing", path, f"names schema {snap.schema_id}; existing: "
+                         f"{sorted(self.schema_ids)}", sid)
+        lists = [(snap.base_manifest_list, snap.base_manifest_list_size),
+                 (snap.delta_manifest_list, snap.delta_manifest_list_size)]
+        if snap.changelog_manifest_list:
+            lists.append((snap.changelog_manifest_list, snap.changelog_manifest_list_size))
+        if snap.index_manifest:
+            self.report.referenced_files.add(self.paths.manifest(snap.index_manifest))
+        metas_by_list = {}
+        for name, size in lists:
+            metas = self._manifest_list(name, size, sid)
+            if metas is None:
+                return
+            metas_by_list[name] = metas
+        entries_by_list = {}
+        for name, _ in lists:
+            entries = []
+            for meta in metas_by_list[name]:
+                got = self._manifest(meta.file_name, meta.file_size, sid)
+                if got is None:
+                    return
+                entries.extend(got)
+            entries_by_list[name] = entries
+        data_entries = entries_by_list[snap.base_manifest_list] + entries_by_list[snap.delta_manifest_list]
+        try:
+            live, pending = fold_entries(data_entries)
+        except (DuplicateFileError, ValueError) as e:
+            self.problem("manifest-inconsistent", self.paths.manifest(snap.delta_manifest_list), str(e), sid)
+            return
+        if pending:
+            names = sorted(i[3] for i in pending)[:5]
+            self.problem("manifest-inconsistent", self.paths.manifest(snap.delta_manifest_list),
+                         f"deletes files that are not live: {names}", sid)
+        live_adds = [e for e in live.values() if e.kind == ADD]
+        total = sum(e.file.row_count for e in live_adds)
+        if snap.total_record_count != total:
+            self.problem("record-count-mismatch", path, f"totalRecordCount is {snap.total_record_count} but its "
+                         f"live files hold {total} rows", sid)
+        delta = entries_by_list[snap.delta_manifest_list]
+        delta_rows = sum(e.file.row_count if e.kind == ADD else -e.file.row_count for e in delta)
+        if snap.delta_record_count != delta_rows:
+            self.problem("record-count-mismatch", path, f"deltaRecordCount is {snap.delta_record_count} but its "
+                         f"delta adds {delta_rows} rows", sid)
+        for e in entries_by_list.get(snap.changelog_manifest_list, []):
+            self.report.referenced_files.add(self._data_path(e))
+        for e in live_adds:
+            self._check_data_file(e, sid)
+        self._check_levels(live_adds, sid)
+
+    def _manifest_list(self, name: str, size: int | None, sid: int):
+        path = self.paths.manifest(name)
+        self.report.referenced_files.add(path)
+        try:
+            if size is not None and name not in self._checked_manifests:
+                actual = self.io.size(path)
+                if actual != size:
+                    self.problem("manifest-size-mismatch", path, f"has {actual} bytes, the snapshot records {size}",
+                                 sid)
+                    return None
+            metas = self.manifests.manifest_list(name)
+        except FileNotFoundError:
+            self.problem("manifest-unreadable", path, "manifest list is missing", sid)
+            return None
+        except Exception as e:  # noqa: BLE001 - any decoding failure is the finding
+            self.problem("manifest-unreadable", path, str(e), sid)
+            return None
+        self._checked_manifests.add(name)
+        return metas
+
+    def _manifest(self, name: str, size: int, sid: int):
+        path = self.paths.manifest(name)
+        self.report.referenced_files.add(path)
+        try:
+            if name not in self._checked_manifests:
+                actual = self.io.size(path)
+                if actual != size:
+                    self.problem("manifest-size-mismatch", path, f"has {actual} bytes, its manifest list records "
+                                 f"{size}", sid)
+                    return None
+            entries = self.manifests.manifest(name)
+        except FileNotFoundError:
+            self.problem("manifest-unreadable", path, "manifest is missing", sid)
+            return None
+        except Exception as e:  # noqa: BLE001
+            self.problem("manifest-unreadable", path, str(e), sid)
+            return None
+        self._checked_manifests.add(name)
+        return entries
+
+    def _data_path(self, e) -> str:
+        if e.file.external_path:
+            return e.file.external_path
+        return os.path.join(self.scan.bucket_dir(self.scan.partition_values(e.partition), e.bucket), e.file.file_name)
+
+    def _check_data_file(self, e, sid: int) -> None:
+        path = self._data_path(e)
+        self.report.referenced_files.add(path)
+        if path in self._checked_files:
+            return
+        self._checked_files.add(path)
+        self.report.data_files_checked += 1
+        meta = e.file
+        if meta.schema_id not in self.schema_ids:
+            self.problem("schema-missing", path, f"data file names schema {meta.schema_id}", sid)
+        try:
+            size = self.io.size(path)
+        except FileNotFoundError:
+            self.problem("data-file-missing", path, "live data file does not exist", sid)
+            return
+        except StorageError as e2:
+            self.problem("data-file-unreadable", path, str(e2), sid)
+            return
+        if size != meta.file_size:
+            self.problem("data-file-size-mismatch", path, f"has {size} bytes, the manifest records "
+                         f"{meta.file_size}", sid)
+            return
+        if self.verify_data:
+            self._verify_contents(path, meta, sid)
+
+    def _verify_contents(self, path: str, meta, sid: int) -> None:
+        from engine.read.split_read import read_data_file
+
+        key_names = list(self.t.schema.trimmed_primary_keys)
+
+        key_cols = []
+
+        def choose(present):  # every column: decoding all pages verifies all page checksums
+            key_cols.extend(KEY_FIELD_PREFIX + k if KEY_FIELD_PREFIX + k in present else k for k in key_names)
+            return sorted(present)
+
+        try:
+            raw = read_data_file(self.io, path, meta, choose)
+        except CorruptFile as err:
+            kind = "record-count-mismatch" if "rows but the manifest" in str(err) else "data-file-unreadable"
+            self.problem(kind, path, str(err), sid)
+            return
+        except Exception as err:  # noqa: BLE001
+            self.problem("data-file-unreadable", path, repr(err), sid)
+            return
+        if raw.num_rows == 0:
+            return
+        if SEQUENCE_NUMBER in raw.column_names:
+            seq = raw.column(SEQUENCE_NUMBER).to_numpy()
+            lo, hi = int(seq.min()), int(seq.max())
+            if lo < meta.min_sequence_number or hi > meta.max_sequence_number:
+                self.problem("sequence-range-mismatch", path, f"holds sequence numbers {lo}..{hi}, metadata "
+                             f"records {meta.min_sequence_number}..{meta.max_sequence_number}", sid)
+        if key_cols and all(c in raw.column_names for c in key_cols):
+            bad = _first_unsorted([raw.column(c) for c in key_cols])
+            if bad is not None:
+                self.problem("data-file-not-sorted", path, f"key of row {bad + 1} is not greater than the key of "
+                             f"row {bad}", sid)
+
+    def _check_levels(self, entries, sid: int) -> None:
+        key_types = [t.with_nullable(True) for t in self.t.schema.types_of(self.t.schema.trimmed_primary_keys)]
+        groups: dict[tuple, list] = {}
+        for e in entries:
+            if e.file.level >= 1:
+                groups.setdefault((e.partition, e.bucket, e.file.level), []).append(e.file)
+        for (partition, bucket, level), files in groups.items():
+            if len(files) < 2:
+                continue
+            try:
+                ranges = sorted(((_order(binary_row.deserialize_row(f.min_key, key_types)),
+                                  _order(binary_row.deserialize_row(f.max_key, key_types)), f.file_name)
+                                 for f in files))
+            except Exception as err:  # noqa: BLE001
+                self.problem("manifest-unreadable", None, f"undecodable min/max key in bucket {bucket}: {err!r}", sid)
+                continue
+            for (lo1, hi1, n1), (lo2, _hi2, n2) in zip(ranges, ranges[1:]):
+                if hi1 >= lo2:
+                    self.problem("level-overlap", n2, f"level {level} of bucket {bucket}: {n1} and {n2} overlap",
+                                 sid)
+
+    def _find_orphans(self) -> None:
+        """Files under the table root that no snapshot or schema references (hints and temp files excluded)."""
+        ref = self.report.referenced_files
+        hints = {os.path.join(self.paths.snapshot_dir, n) for n in ("LATEST", "EARLIEST")}
+        orphans, total = [], 0
+        stack = [self.t.root]
+        while stack:
+            d = stack.pop()
+            for name in self.io.list_names(d):
+                p = os.path.join(d, name)
+                if self.io.is_dir(p):
+                    stack.append(p)
+                elif p not in ref and p not in hints:
+                    orphans.append(p)
+                    try:
+                        total += self.io.size(p)
+                    except (FileNotFoundError, StorageError):
+                        pass
+        self.report.orphan_files = sorted(orphans)
+        self.report.orphan_bytes = total
+
+
+def _order(values: list) -> tuple:
+    return tuple((v is not None, v) for v in values)
+
+
+def _first_unsorted(columns) -> int | None:
+    """Index i of the first row whose key is not strictly less than row i+1's; None if strictly increasing."""
+    from kernels.keys import encode_keys
+
+    enc = encode_keys(columns, nullable=True)
+    if enc.is_fixed:
+        w = enc.words
+        if len(w) < 2:
+            return None
+        a, b = w[:-1], w[1:]
+        neq = a != b
+        first = np.argmax(neq, axis=1)
+        rows = np.arange(len(a))
+        ok = neq.any(axis=1) & (a[rows, first] < b[rows, first])
+        bad = np.flatnonzero(~ok)
+        return int(bad[0]) if len(bad) else None
+    off, data = enc.offsets, enc.data
+    prev = bytes(data[off[0]:off[1]])
+    for i in range(1, len(off) - 1):
+        cur = bytes(data[off[i]:off[i + 1]])
+        if not prev < cur:
+            return i - 1
+        prev = cur
+    return None

@@ -258,3 +258,23 @@ def test_streaming_merge_in_small_batches_equals_the_read(tmp_path, seed):
     assert t.read().sort_by([("k1", "ascending"), ("k2", "ascending")]).equals(expected)
     for sp in t.plan():
         assert {f.level for f in sp.files} == {5} and len(sp.files) >= 1
+
+
+def test_compaction_merges_bounded_batches_not_whole_buckets(tmp_path, monkeypatch):
+    """Each merge during compaction sees at most one read batch per input run, whatever the bucket size."""
+    import engine.compact.rewriter as rw
+    seen = []
+    real = rw.merge_runs
+
+    def spy(runs, schema, **kw):
+        seen.append(sum(r.num_rows for r in runs))
+        return real(runs, schema, **kw)
+
+    monkeypatch.setattr(rw, "merge_runs", spy)
+    t = _table(tmp_path, {"write-only": "true", "compaction.read-batch-rows": "50"})
+    for i in range(4):
+        t.write(_rows(range(i * 500, i * 500 + 1500), f"w{i}-"))
+    expected = _sorted(t)
+    t.compact(full=True)
+    assert _sorted(t) == expected
+    assert len(seen) > 20 and max(seen) <= 4 * 50

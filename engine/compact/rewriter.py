@@ -142,9 +142,7 @@ class CompactRewriter:
     # --- streaming merge ---------------------------------------------------------------------------
     def _batches(self, run: list[DataFileMeta]) -> Iterator[pa.Table]:
         for meta in run:
-            table = self.reader.read_file(self.split, meta, self.columns)
-            for start in range(0, table.num_rows, self.batch_rows):
-                yield table.slice(start, self.batch_rows)
+            yield from self.reader.iter_file(self.split, meta, self.columns, self.batch_rows)
 
     def _merge_section(self, section: list[list[DataFileMeta]], drop_delete: bool) -> Iterator[pa.Table]:
         cursors = [_Cursor(self._batches(run)) for run in section]

@@ -77,8 +77,47 @@ class SplitReader:
 
     def read_file(self, split: Split, meta: DataFileMeta, columns: list[str]) -> pa.Table:
         """One file, normalized to: key columns named by the table's key names, seq, kind, then ``columns``."""
-        path = os.path.join(split.bucket_dir, meta.file_name) if meta.external_path is None else meta.external_path
+        path = self.file_path(split, meta)
         raw = read_data_file(self.io, path, meta, lambda present: self.physical_columns(columns, present))
+        return self.normalize(raw, path, columns)
+
+    def file_path(self, split: Split, meta: DataFileMeta) -> str:
+        return os.path.join(split.bucket_dir, meta.file_name) if meta.external_path is None else meta.external_path
+
+    def iter_file(self, split: Split, meta: DataFileMeta, columns: list[str], batch_rows: int):
+        """Like ``read_file``, but yields the file as normalized tables of at most ``batch_rows`` rows, decoding a
+        Parquet file a batch at a time (bounded memory). Raises CorruptFile like ``read_file``."""
+        path = self.file_path(split, meta)
+        if not meta.file_name.lower().endswith(".parquet"):
+            table = self.read_file(split, meta, columns)
+            for start in range(0, table.num_rows, batch_rows):
+                yield table.slice(start, batch_rows)
+            return
+        try:
+            size = self.io.size(path)
+        except FileNotFoundError:
+            raise CorruptFile(path, "data file referenced by the snapshot is missing") from None
+        if size != meta.file_size:
+            raise CorruptFile(path, f"file has {size} bytes but the manifest records {meta.file_size}")
+        seen = 0
+        try:
+            pf = pq.ParquetFile(path, page_checksum_verification=True)
+            if pf.metadata.num_rows != meta.row_count:
+                raise CorruptFile(path, f"file has {pf.metadata.num_rows} rows but the manifest records "
+                                  f"{meta.row_count}")
+            wanted = self.physical_columns(columns, set(pf.schema_arrow.names))
+            for batch in pf.iter_batches(batch_size=batch_rows, columns=wanted, use_threads=False):
+                seen += batch.num_rows
+                yield self.normalize(pa.Table.from_batches([batch]), path, columns)
+        except CorruptFile:
+            raise
+        except (OSError, pa.ArrowException, ValueError) as e:
+            raise CorruptFile(path, str(e)) from None
+        if seen != meta.row_count:
+            raise CorruptFile(path, f"file has {seen} rows but the manifest records {meta.row_count}")
+
+    def normalize(self, raw: pa.Table, path: str, columns: list[str]) -> pa.Table:
+        """Raw file columns -> the normalized run layout (see ``read_file``)."""
         arrow = self.schema.arrow_schema
         out = {}
         for k in self.key_names:

@@ -6,7 +6,9 @@ by one compaction and consumed by a later one in the same commit is deleted at o
 """
 from __future__ import annotations
 
+import os
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Iterable
 
 from engine.compact.levels import Levels
@@ -126,26 +128,35 @@ def compact_table(table, *, full: bool = False, partitions=None) -> list[CommitM
         return []
     settings = CompactionSettings.of(schema.table_options)
     user = str(uuid.uuid4())
-    messages = []
-    done: list[BucketCompaction] = []
+    splits = [sp for sp in table.scan().plan(snapshot)
+              if partition_matches(schema, sp.partition_values, partitions)]
+    work = [BucketCompaction(table, sp.partition, sp.partition_values, sp.bucket, sp.files, settings)
+            for sp in splits]
+
+    def run(bc: BucketCompaction) -> bool:
+        changed = bc.compact(full=full)
+        while changed and full and bc.compact(full=True):  # upgrades can leave runs below the top level
+            pass
+        return changed
+
     try:
-        for split in table.scan().plan(snapshot):
-            if not partition_matches(schema, split.partition_values, partitions):
-                continue
-            bc = BucketCompaction(table, split.partition, split.partition_values, split.bucket, split.files,
-                                  settings)
-            done.append(bc)
-            if not bc.compact(full=full):
-                continue
-            if full:
-                while bc.compact(full=True):  # upgrades can leave several runs below the top level
-                    pass
-            before, after = bc.changes()
-            messages.append(CommitMessage(split.partition, split.partition_values, split.bucket,
-                                          split.total_buckets, (), user, BATCH_COMMIT_IDENTIFIER, snapshot.id,
-                                          schema.id, compact_before=before, compact_after=after))
+        # Buckets compact on parallel threads (Parquet and the merge kernels release the GIL); memory stays
+        # bounded per bucket (see engine/compact/rewriter.py).
+        if len(work) <= 1:
+            changed = [run(bc) for bc in work]
+        else:
+            with ThreadPoolExecutor(max_workers=min(len(work), os.cpu_count() or 2)) as pool:
+                changed = list(pool.map(run, work))
     except BaseException:
-        for bc in done:
+        for bc in work:
             bc.discard()
         raise
+    messages = []
+    for sp, bc, did in zip(splits, work, changed):
+        if not did:
+            continue
+        before, after = bc.changes()
+        messages.append(CommitMessage(sp.partition, sp.partition_values, sp.bucket, sp.total_buckets, (), user,
+                                      BATCH_COMMIT_IDENTIFIER, snapshot.id, schema.id, compact_before=before,
+                                      compact_after=after))
     return messages

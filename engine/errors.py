@@ -139,3 +139,11 @@ class CorruptFile(StorageError):
 
     def __init__(self, path: str, message: str):
         super().__init__(path, f"corrupt or unreadable: {message}")
+
+
+# --- issue 4 -------------------------------------------------------------------------------------------
+class TagNotFound(LakemergeError):
+    def __init__(self, table: str, tag: str):
+        super().__init__(f"table {table!r} has no tag {tag!r}")
+        self.table = table
+        self.tag = tag

@@ -109,7 +109,8 @@ class Table:
         return sid
 
     def write(self, data, row_kinds=None) -> int | None:
-        """Upsert ``data`` (pa.Table, RecordBatch or pandas DataFrame) in one commit; returns the snapshot id."""
+        """Upsert ``data`` (pa.Table, RecordBatch or pandas DataFrame) in one commit; returns the id of the last
+        snapshot it published (the COMPACT snapshot that follows the APPEND one when the write compacted)."""
         with self.new_write() as w:
             w.write(data, row_kinds=row_kinds)
             messages = w.prepare_commit()
@@ -240,7 +241,15 @@ class Table:
         rollback_to(self, target)
 
     def _expire_after_commit(self) -> None:
+        """Expiration after a commit never fails the commit (it landed): problems are logged, the next run retries."""
+        import logging
+        from engine.errors import LakemergeError
         from engine.options import WRITE_ONLY
-        if not self.schema.table_options.get(WRITE_ONLY):
+        if self.schema.table_options.get(WRITE_ONLY):
+            return
+        try:
             self.expire_snapshots()
+        except LakemergeError as e:
+            logging.getLogger("lakemerge.maintenance").warning("table %s: snapshot expiration after commit "
+                                                               "failed: %s", self.name, e)
 

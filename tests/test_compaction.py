@@ -278,3 +278,18 @@ def test_compaction_merges_bounded_batches_not_whole_buckets(tmp_path, monkeypat
     t.compact(full=True)
     assert _sorted(t) == expected
     assert len(seen) > 20 and max(seen) <= 4 * 50
+
+
+def test_a_writer_whose_compaction_inputs_vanished_still_commits(tmp_path, caplog):
+    t = _table(tmp_path, {"num-sorted-run.compaction-trigger": "2"})
+    t.write(_rows(range(10), "a"))
+    with t.new_write() as w:
+        w.write(_rows(range(5, 15), "b"))
+        (old,) = t.plan()[0].files
+        os.rename(os.path.join(t.bucket_dir((), 0), old.file_name), str(tmp_path / "aside"))
+        messages = w.prepare_commit()  # its compaction cannot read the old file
+        os.rename(str(tmp_path / "aside"), os.path.join(t.bucket_dir((), 0), old.file_name))
+    assert "compaction of" in caplog.text and not messages[0].compact_before
+    t.commit(messages)
+    assert {r["id"]: r["v"] for r in _sorted(t)} == {**{i: f"a{i}" for i in range(5)},
+                                                      **{i: f"b{i}" for i in range(5, 15)}}

@@ -8,9 +8,8 @@ import pyarrow as pa
 import pytest
 
 from engine import Catalog
-from engine.errors import CorruptFile, InvalidInput, SnapshotNotFound
+from engine.errors import CorruptFile, InvalidInput, SnapshotNotFound, TagNotFound
 from engine.maintenance.orphans import referenced_files
-from engine.maintenance.tags import TagNotFound
 from engine.read.split_read import SplitReader
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])

@@ -6,17 +6,21 @@ by one compaction and consumed by a later one in the same commit is deleted at o
 """
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterable
 
 from engine.compact.levels import Levels
+from engine.errors import CorruptFile
 from engine.compact.picker import CompactionSettings, CompactUnit, UniversalPicker
 from engine.compact.rewriter import CompactResult, CompactRewriter
 from engine.meta.data_file import DataFileMeta
 from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER
 from engine.write.commit_message import CommitMessage
+
+log = logging.getLogger("lakemerge.compact")
 
 
 class BucketCompaction:
@@ -32,6 +36,7 @@ class BucketCompaction:
         self.levels = Levels(files, settings.num_levels, key_types, self.where)
         self.before: dict[tuple[str, int], DataFileMeta] = {}
         self.after: dict[tuple[str, int], DataFileMeta] = {}
+        self.disabled = False
 
     def add_level0(self, files: Iterable[DataFileMeta]) -> None:
         self.levels = self.levels.update((), files)
@@ -55,10 +60,28 @@ class BucketCompaction:
         self.levels = self.levels.update(result.before, result.after)
         return bool(result.before or result.after)
 
+    def compact_in_writer(self, full: bool = False) -> None:
+        """A writer's compaction: best effort. If an input file vanished (a concurrent compaction and expiration
+        removed it), this bucket stops compacting for this commit; the data still commits and the commit's conflict
+        check decides whether earlier compaction results of the bucket can land."""
+        if self.disabled:
+            return
+        try:
+            if full:
+                while self.compact(full=True):
+                    pass
+            else:
+                self.compact()
+        except CorruptFile as e:
+            self.disabled = True
+            log.warning("table %s: compaction of %s skipped: %s", self.table.name, self.where, e)
+
     def compact_until_below_stop_trigger(self) -> None:
         """Writer back-pressure: compact synchronously while sorted runs exceed the stop trigger."""
-        while self.sorted_runs() > self.settings.stop_trigger:
-            if not self.compact():
+        while not self.disabled and self.sorted_runs() > self.settings.stop_trigger:
+            before = self.sorted_runs()
+            self.compact_in_writer()
+            if self.sorted_runs() >= before:
                 break
 
     def changes(self) -> tuple[tuple[DataFileMeta, ...], tuple[DataFileMeta, ...]]:

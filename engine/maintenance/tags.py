@@ -6,17 +6,11 @@ from __future__ import annotations
 import os
 import re
 
-from engine.errors import InvalidInput, LakemergeError
+from engine.errors import InvalidInput, TagNotFound
 from engine.meta.snapshot import Snapshot
 
 TAG_PREFIX = "tag-"
-
-
-class TagNotFound(LakemergeError):
-    def __init__(self, table: str, tag: str):
-        super().__init__(f"table {table!r} has no tag {tag!r}")
-        self.table = table
-        self.tag = tag
+__all__ = ["TAG_PREFIX", "TagManager", "TagNotFound", "tagged_snapshots"]
 
 
 class TagManager:

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -68,19 +69,35 @@ def test_streamed_file_metadata_equals_write_sorted_run(tmp_path_factory, data, 
         for c in phys.column_names for x, y in zip(table.column(c).to_pylist(), phys.column(c).to_pylist()))
 
 
-def test_rolls_at_the_target_size_of_encoded_bytes(tmp_path):
+class _NoStreamingIO:
+    """A FileIO without the optional open_new capability: the writer encodes each file in memory."""
+
+    def __init__(self):
+        self.inner = LocalFileIO()
+
+    def __getattr__(self, name):
+        if name == "open_new":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+@pytest.mark.parametrize("io_factory", [LocalFileIO, _NoStreamingIO], ids=["streamed", "in-memory"])
+def test_rolls_at_the_target_size_of_encoded_bytes(tmp_path, io_factory):
     schema = TableSchema.create(SCHEMA, primary_keys=["k", "i"], options={"bucket": "1", "target-file-size": "32 kb"})
     n = 600_000
     rows = pa.table({"k": pa.array(["k"] * n), "i": pa.array(np.arange(n, dtype=np.int32)),
                      "f": pa.array(np.random.default_rng(1).random(n)), "s": pa.nulls(n, pa.string()),
                      "d": pa.nulls(n, pa.date32()), "b": pa.nulls(n, pa.binary())})
     phys = physical_table(rows, np.arange(n, dtype=np.int64), np.zeros(n, np.int8), schema)
-    w = RollingRunWriter(LocalFileIO(), str(tmp_path), schema, 1)
+    w = RollingRunWriter(io_factory(), str(tmp_path), schema, 1)
     for start in range(0, n, 100_000):
         w.add(phys.slice(start, 100_000))
     files = w.finish()
     assert len(files) >= 2 and sum(f.row_count for f in files) == n
     assert all(a.max_sequence_number < b.min_sequence_number for a, b in zip(files, files[1:]))
+    for f in files:
+        assert pq.ParquetFile(str(tmp_path / f.file_name)).metadata.num_rows == f.row_count
+        assert (tmp_path / f.file_name).stat().st_size == f.file_size
 
 
 def test_abort_deletes_written_files(tmp_path):

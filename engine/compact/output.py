@@ -2,9 +2,11 @@
 
 ``RollingRunWriter.add(rows)`` takes consecutive pieces of one sorted run (physical data-file layout, see
 ``engine.write.file_writer.physical_table``); rows are buffered only up to one Parquet row group, encoded into the
-current file as they come, and the file is closed at ``target-file-size`` of *encoded* bytes (as Paimon rolls).
+current file as they come (streamed to disk when the FileIO can ``open_new``), and the file is closed at
+``target-file-size`` of *encoded* bytes (as Paimon rolls).
 File metadata (keys, sequence range, delete count, key and value statistics) is accumulated piece by piece and is
-exactly what ``write_sorted_run`` records for the same rows. Memory: one row group of rows plus one encoded file.
+exactly what ``write_sorted_run`` records for the same rows. Memory: one row group of rows (plus the encoded file
+for FileIOs that cannot stream).
 On ``abort`` (or an error) the files written so far are deleted.
 """
 from __future__ import annotations
@@ -65,7 +67,15 @@ def _serialize(stats: list[_ColumnStats], types: list[DataType]) -> SimpleStats:
 class _OpenFile:
     def __init__(self, w: "RollingRunWriter", name: str):
         self.name = name
-        self.sink = io.BytesIO()
+        self.path = os.path.join(w.bucket_dir, name)
+        open_new = getattr(w.io, "open_new", None)
+        self.streamed = open_new is not None  # straight to the file; else encoded in memory, written at close
+        if self.streamed:
+            w.io.mkdirs(w.bucket_dir)
+            self.sink = open_new(self.path)
+            w.paths.append(self.path)
+        else:
+            self.sink = io.BytesIO()
         kwargs = {"compression_level": w.zstd_level} if w.compression == "zstd" else {}
         self.writer = pq.ParquetWriter(self.sink, w.schema.file_arrow_schema, compression=w.codec,
                                        write_page_checksum=True, store_schema=False, **kwargs)
@@ -119,7 +129,11 @@ class RollingRunWriter:
 
     def abort(self) -> None:
         if self.current is not None:
-            self.current.writer.close()
+            try:
+                self.current.writer.close()
+                self.current.sink.close()
+            except Exception:  # noqa: BLE001 - the files are deleted below either way
+                pass
             self.current = None
         for p in self.paths:
             self.io.delete(p)
@@ -157,14 +171,18 @@ class RollingRunWriter:
     def _close(self) -> None:
         f, self.current = self.current, None
         f.writer.close()
-        data = f.sink.getvalue()
-        path = os.path.join(self.bucket_dir, f.name)
-        self.io.mkdirs(self.bucket_dir)
-        self.io.write_bytes(path, data)
-        self.paths.append(path)
+        if f.streamed:
+            size = f.sink.tell()
+            f.sink.close()
+        else:
+            data = f.sink.getbuffer()
+            size = len(data)
+            self.io.mkdirs(self.bucket_dir)
+            self.io.write_bytes(f.path, data)
+            self.paths.append(f.path)
         value_stats = _serialize(f.value_stats, self.value_types) if f.value_stats else SimpleStats.EMPTY
         self.files.append(DataFileMeta(
-            file_name=f.name, file_size=len(data), row_count=f.rows,
+            file_name=f.name, file_size=size, row_count=f.rows,
             min_key=binary_row.serialize_row(f.first_key, self.key_types),
             max_key=binary_row.serialize_row(f.last_key, self.key_types),
             key_stats=_serialize(f.key_stats, self.key_types), value_stats=value_stats,

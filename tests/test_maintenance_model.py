@@ -144,6 +144,19 @@ class MaintenanceModel(RuleBasedStateMachine):
         for name, (_, state) in self.tags.items():
             assert _rows(self.table.read(tag=name)) == state, f"tag {name}"
 
+    @invariant()
+    def newer_data_sits_in_lower_levels(self):
+        """The LSM order universal compaction keeps: each sorted run (level-0 files newest first, then levels 1..)
+        holds only records older than every record of the runs before it."""
+        if self.table is None or not self.history:
+            return
+        from engine.compact.levels import Levels
+        for sp in self.table.plan():
+            runs = Levels(sp.files, 1, self.table.schema.types_of(["k"])).runs()
+            for newer, older in zip(runs, runs[1:]):
+                assert min(f.min_sequence_number for f in newer.files) > \
+                    max(f.max_sequence_number for f in older.files), (newer, older)
+
     def teardown(self):
         if self.dir:
             shutil.rmtree(self.dir, ignore_errors=True)

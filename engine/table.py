@@ -211,20 +211,8 @@ class Table:
 
     def delete_tag(self, name: str) -> None:
         """Remove a tag and the files only it kept alive. Raises TagNotFound."""
-        from engine.maintenance.cleanup import delete_files, plan_removal
-        from engine.maintenance.tags import TagManager
-        tags = TagManager(self)
-        snap = tags.get(name)
-        others = [s for n, s in tags.all().items() if n != name]
-        removal = None
-        if not self.file_io.exists(self.paths.snapshot(snap.id)):
-            sm = self.snapshot_manager
-            earliest = sm.earliest_id()
-            kept = [] if earliest is None else [sm.snapshot(earliest)]  # holds every file later snapshots share
-            removal = plan_removal(self, [snap], kept, first_doomed_full=True, tags=others)
-        tags.delete(name)
-        if removal is not None:
-            delete_files(self, removal)
+        from engine.maintenance.tags import delete_tag
+        delete_tag(self, name)
 
     def tags(self) -> dict:
         """Tag name -> tagged Snapshot."""

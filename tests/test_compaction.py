@@ -293,3 +293,20 @@ def test_a_writer_whose_compaction_inputs_vanished_still_commits(tmp_path, caplo
     t.commit(messages)
     assert {r["id"]: r["v"] for r in _sorted(t)} == {**{i: f"a{i}" for i in range(5)},
                                                       **{i: f"b{i}" for i in range(5, 15)}}
+
+
+def test_a_failing_bucket_aborts_the_whole_compaction_and_leaves_no_files(tmp_path):
+    from engine.errors import CorruptFile
+    t = _table(tmp_path, {"write-only": "true", "bucket": "2"})
+    for i in range(3):
+        t.write(_rows(range(i * 10, i * 10 + 30), f"w{i}-"))
+    before = {d: sorted(os.listdir(os.path.join(t.root, d))) for d in ("bucket-0", "bucket-1")}
+    victim = next(f for sp in t.plan() if sp.bucket == 1 for f in sp.files)
+    path = os.path.join(t.root, "bucket-1", victim.file_name)
+    with open(path, "r+b") as f:  # truncate: the size no longer matches the manifest
+        f.truncate(victim.file_size // 2)
+    sid = t.latest_snapshot_id()
+    with pytest.raises(CorruptFile):
+        t.compact(full=True)
+    assert t.latest_snapshot_id() == sid
+    assert {d: sorted(os.listdir(os.path.join(t.root, d))) for d in ("bucket-0", "bucket-1")} == before

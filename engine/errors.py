@@ -145,3 +145,11 @@ class CorruptFile(StorageError):
 class MergeFunctionError(LakemergeError):
     """Records of one key cannot be merged (e.g. integer overflow in ``sum``, a retraction a function cannot
     take found in files written by another tool). Names the table and field; nothing was changed."""
+
+
+# --- issue 4 -------------------------------------------------------------------------------------------
+class TagNotFound(LakemergeError):
+    def __init__(self, table: str, tag: str):
+        super().__init__(f"table {table!r} has no tag {tag!r}")
+        self.table = table
+        self.tag = tag

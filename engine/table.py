@@ -120,7 +120,8 @@ class Table:
         return sid
 
     def write(self, data, row_kinds=None) -> int | None:
-        """Upsert ``data`` (pa.Table, RecordBatch or pandas DataFrame) in one commit; returns the snapshot id."""
+        """Upsert ``data`` (pa.Table, RecordBatch or pandas DataFrame) in one commit; returns the id of the last
+        snapshot it published (the COMPACT snapshot that follows the APPEND one when the write compacted)."""
         with self.new_write() as w:
             w.write(data, row_kinds=row_kinds)
             messages = w.prepare_commit()
@@ -253,20 +254,8 @@ class Table:
 
     def delete_tag(self, name: str) -> None:
         """Remove a tag and the files only it kept alive. Raises TagNotFound."""
-        from engine.maintenance.cleanup import delete_files, plan_removal
-        from engine.maintenance.tags import TagManager
-        tags = TagManager(self)
-        snap = tags.get(name)
-        others = [s for n, s in tags.all().items() if n != name]
-        removal = None
-        if not self.file_io.exists(self.paths.snapshot(snap.id)):
-            sm = self.snapshot_manager
-            earliest = sm.earliest_id()
-            kept = [] if earliest is None else [sm.snapshot(earliest)]  # holds every file later snapshots share
-            removal = plan_removal(self, [snap], kept, first_doomed_full=True, tags=others)
-        tags.delete(name)
-        if removal is not None:
-            delete_files(self, removal)
+        from engine.maintenance.tags import delete_tag
+        delete_tag(self, name)
 
     def tags(self) -> dict:
         """Tag name -> tagged Snapshot."""
@@ -283,9 +272,17 @@ class Table:
         rollback_to(self, target)
 
     def _expire_after_commit(self) -> None:
+        """Expiration after a commit never fails the commit (it landed): problems are logged, the next run retries."""
+        import logging
+        from engine.errors import LakemergeError
         from engine.options import WRITE_ONLY
-        if not self.schema.table_options.get(WRITE_ONLY):
+        if self.schema.table_options.get(WRITE_ONLY):
+            return
+        try:
             self.expire_snapshots()
+        except LakemergeError as e:
+            logging.getLogger("lakemerge.maintenance").warning("table %s: snapshot expiration after commit "
+                                                               "failed: %s", self.name, e)
 
 
     # --- schema evolution (issue 8) -----------------------------------------------------------------

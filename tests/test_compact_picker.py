@@ -120,3 +120,44 @@ def test_levels_order_level0_newest_first_and_refuse_overlaps():
     from engine.errors import CorruptFile
     with pytest.raises(CorruptFile, match="overlapping"):
         Levels([f(5, 1, 0, 5), f(5, 1, 5, 9)], 6, [INT])
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@st.composite
+def lsm_runs(draw):
+    """Sorted runs in pick order: 0..6 level-0 runs, then some distinct levels 1..5, random sizes."""
+    level0 = draw(st.integers(0, 6))
+    levels = sorted(draw(st.sets(st.integers(1, 5), max_size=5)))
+    spec = [(0, draw(st.integers(1, 10**6))) for _ in range(level0)]
+    spec += [(lv, draw(st.integers(1, 10**9))) for lv in levels]
+    return runs(*spec)
+
+
+@settings(max_examples=300, deadline=None)
+@given(rs=lsm_runs(), trigger=st.integers(2, 6), ratio=st.integers(0, 20), amp=st.integers(50, 400),
+       force=st.booleans())
+def test_picked_units_keep_the_lsm_order(rs, trigger, ratio, amp, force):
+    """Whatever is picked: a prefix of the runs (newest data), written above level 0 and below the first run left
+    out, or to the max level when everything is taken; with at least trigger+1 runs something is always picked."""
+    p = picker(trigger=trigger, size_ratio=ratio, max_size_amp=amp, force_up_level0=force)
+    unit = p.pick(rs)
+    if len(rs) > trigger:
+        assert unit is not None
+    if unit is None:
+        return
+    n = 0
+    files = list(unit.files)
+    while files[:len(rs[n].files)] == list(rs[n].files):
+        files = files[len(rs[n].files):]
+        n += 1
+        if not files:
+            break
+    assert not files, "the unit is not a prefix of whole runs"
+    assert unit.output_level >= 1
+    if n == len(rs):
+        assert unit.output_level == p.max_level
+    else:
+        assert unit.output_level < rs[n].level

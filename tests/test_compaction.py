@@ -258,3 +258,55 @@ def test_streaming_merge_in_small_batches_equals_the_read(tmp_path, seed):
     assert t.read().sort_by([("k1", "ascending"), ("k2", "ascending")]).equals(expected)
     for sp in t.plan():
         assert {f.level for f in sp.files} == {5} and len(sp.files) >= 1
+
+
+def test_compaction_merges_bounded_batches_not_whole_buckets(tmp_path, monkeypatch):
+    """Each merge during compaction sees at most one read batch per input run, whatever the bucket size."""
+    import engine.compact.rewriter as rw
+    seen = []
+    real = rw.merge_runs
+
+    def spy(runs, schema, **kw):
+        seen.append(sum(r.num_rows for r in runs))
+        return real(runs, schema, **kw)
+
+    monkeypatch.setattr(rw, "merge_runs", spy)
+    t = _table(tmp_path, {"write-only": "true", "compaction.read-batch-rows": "50"})
+    for i in range(4):
+        t.write(_rows(range(i * 500, i * 500 + 1500), f"w{i}-"))
+    expected = _sorted(t)
+    t.compact(full=True)
+    assert _sorted(t) == expected
+    assert len(seen) > 20 and max(seen) <= 4 * 50
+
+
+def test_a_writer_whose_compaction_inputs_vanished_still_commits(tmp_path, caplog):
+    t = _table(tmp_path, {"num-sorted-run.compaction-trigger": "2"})
+    t.write(_rows(range(10), "a"))
+    with t.new_write() as w:
+        w.write(_rows(range(5, 15), "b"))
+        (old,) = t.plan()[0].files
+        os.rename(os.path.join(t.bucket_dir((), 0), old.file_name), str(tmp_path / "aside"))
+        messages = w.prepare_commit()  # its compaction cannot read the old file
+        os.rename(str(tmp_path / "aside"), os.path.join(t.bucket_dir((), 0), old.file_name))
+    assert "compaction of" in caplog.text and not messages[0].compact_before
+    t.commit(messages)
+    assert {r["id"]: r["v"] for r in _sorted(t)} == {**{i: f"a{i}" for i in range(5)},
+                                                      **{i: f"b{i}" for i in range(5, 15)}}
+
+
+def test_a_failing_bucket_aborts_the_whole_compaction_and_leaves_no_files(tmp_path):
+    from engine.errors import CorruptFile
+    t = _table(tmp_path, {"write-only": "true", "bucket": "2"})
+    for i in range(3):
+        t.write(_rows(range(i * 10, i * 10 + 30), f"w{i}-"))
+    before = {d: sorted(os.listdir(os.path.join(t.root, d))) for d in ("bucket-0", "bucket-1")}
+    victim = next(f for sp in t.plan() if sp.bucket == 1 for f in sp.files)
+    path = os.path.join(t.root, "bucket-1", victim.file_name)
+    with open(path, "r+b") as f:  # truncate: the size no longer matches the manifest
+        f.truncate(victim.file_size // 2)
+    sid = t.latest_snapshot_id()
+    with pytest.raises(CorruptFile):
+        t.compact(full=True)
+    assert t.latest_snapshot_id() == sid
+    assert {d: sorted(os.listdir(os.path.join(t.root, d))) for d in ("bucket-0", "bucket-1")} == before

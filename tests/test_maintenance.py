@@ -8,9 +8,8 @@ import pyarrow as pa
 import pytest
 
 from engine import Catalog
-from engine.errors import CorruptFile, InvalidInput, SnapshotNotFound
+from engine.errors import CorruptFile, InvalidInput, SnapshotNotFound, TagNotFound
 from engine.maintenance.orphans import referenced_files
-from engine.maintenance.tags import TagNotFound
 from engine.read.split_read import SplitReader
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
@@ -228,3 +227,30 @@ def test_orphan_cleanup_refuses_when_a_referenced_manifest_is_unreadable(tmp_pat
     with pytest.raises(CorruptFile):
         t.remove_orphan_files(older_than=0)
     assert os.path.exists(junk)
+
+
+def test_expiration_keeps_what_a_consumer_still_needs(tmp_path):
+    t = _table(tmp_path, {"write-only": "true"})
+    for i in range(6):
+        _write(t, i)
+    os.makedirs(os.path.join(t.root, "consumer"))
+    with open(os.path.join(t.root, "consumer", "consumer-job1"), "w") as f:
+        f.write('{"nextSnapshot" : 3}')
+    assert t.expire_snapshots(retain_min=1, time_retained=0).snapshot_ids == [1, 2]
+    with open(os.path.join(t.root, "consumer", "consumer-job1"), "w") as f:
+        f.write("not json")
+    with pytest.raises(CorruptFile):
+        t.expire_snapshots(retain_min=1, time_retained=0)
+    assert [s.id for s in t.snapshots()] == [3, 4, 5, 6]
+
+
+def test_orphan_cleanup_leaves_index_and_statistics_directories_alone(tmp_path):
+    t = _table(tmp_path)
+    _write(t, 0)
+    kept = [os.path.join(t.root, "index", "index-x-0"), os.path.join(t.root, "statistics", "stat-x-0")]
+    for p in kept:
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, "wb") as f:
+            f.write(b"x")
+    assert t.remove_orphan_files(older_than=0) == []
+    assert all(os.path.exists(p) for p in kept)

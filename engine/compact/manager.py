@@ -6,15 +6,21 @@ by one compaction and consumed by a later one in the same commit is deleted at o
 """
 from __future__ import annotations
 
+import logging
+import os
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Iterable
 
 from engine.compact.levels import Levels
+from engine.errors import CorruptFile
 from engine.compact.picker import CompactionSettings, CompactUnit, UniversalPicker
 from engine.compact.rewriter import CompactResult, CompactRewriter
 from engine.meta.data_file import DataFileMeta
 from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER
 from engine.write.commit_message import CommitMessage
+
+log = logging.getLogger("lakemerge.compact")
 
 
 class BucketCompaction:
@@ -30,6 +36,7 @@ class BucketCompaction:
         self.levels = Levels(files, settings.num_levels, key_types, self.where)
         self.before: dict[tuple[str, int], DataFileMeta] = {}
         self.after: dict[tuple[str, int], DataFileMeta] = {}
+        self.disabled = False
 
     def add_level0(self, files: Iterable[DataFileMeta]) -> None:
         self.levels = self.levels.update((), files)
@@ -53,10 +60,28 @@ class BucketCompaction:
         self.levels = self.levels.update(result.before, result.after)
         return bool(result.before or result.after)
 
+    def compact_in_writer(self, full: bool = False) -> None:
+        """A writer's compaction: best effort. If an input file vanished (a concurrent compaction and expiration
+        removed it), this bucket stops compacting for this commit; the data still commits and the commit's conflict
+        check decides whether earlier compaction results of the bucket can land."""
+        if self.disabled:
+            return
+        try:
+            if full:
+                while self.compact(full=True):
+                    pass
+            else:
+                self.compact()
+        except CorruptFile as e:
+            self.disabled = True
+            log.warning("table %s: compaction of %s skipped: %s", self.table.name, self.where, e)
+
     def compact_until_below_stop_trigger(self) -> None:
         """Writer back-pressure: compact synchronously while sorted runs exceed the stop trigger."""
-        while self.sorted_runs() > self.settings.stop_trigger:
-            if not self.compact():
+        while not self.disabled and self.sorted_runs() > self.settings.stop_trigger:
+            before = self.sorted_runs()
+            self.compact_in_writer()
+            if self.sorted_runs() >= before:
                 break
 
     def changes(self) -> tuple[tuple[DataFileMeta, ...], tuple[DataFileMeta, ...]]:
@@ -106,11 +131,10 @@ def partition_matches(schema, values: tuple, partitions) -> bool:
     return False
 
 
-def compact_table(table, *, full: bool = False, partitions=None) -> list[CommitMessage]:
-    """Compact every bucket of the latest snapshot (optionally only some partitions) and return COMPACT messages.
-
-    Raises InvalidInput for a partition spec naming a column that is not a partition key.
-    """
+def compaction_splits(table, partitions=None):
+    """(latest snapshot, its splits in the given partitions): the work of a dedicated compaction, one split per
+    bucket. A scale-out driver can ship each split to a worker that calls ``compact_split``.
+    Raises InvalidInput for a partition spec naming a column that is not a partition key."""
     from engine.errors import InvalidInput
     schema = table.schema
     if partitions is not None:
@@ -123,29 +147,65 @@ def compact_table(table, *, full: bool = False, partitions=None) -> list[CommitM
                                    f"{list(schema.partition_keys)})", table=table.name, column=bad[0])
     snapshot = table.snapshot_manager.latest()
     if snapshot is None:
-        return []
-    settings = CompactionSettings.of(schema.table_options)
-    user = str(uuid.uuid4())
-    messages = []
-    done: list[BucketCompaction] = []
+        return None, []
+    return snapshot, [sp for sp in table.scan().plan(snapshot)
+                      if partition_matches(schema, sp.partition_values, partitions)]
+
+
+def compact_split(table, split, base_snapshot_id: int, *, full: bool = False, commit_user: str,
+                  commit_identifier: int = BATCH_COMMIT_IDENTIFIER) -> CommitMessage | None:
+    """Compact one bucket (a Split of snapshot ``base_snapshot_id``); the COMPACT message, or None if the picker
+    found nothing to do. On error the files it wrote are deleted."""
+    bc = BucketCompaction(table, split.partition, split.partition_values, split.bucket, split.files,
+                          CompactionSettings.of(table.schema.table_options))
     try:
-        for split in table.scan().plan(snapshot):
-            if not partition_matches(schema, split.partition_values, partitions):
-                continue
-            bc = BucketCompaction(table, split.partition, split.partition_values, split.bucket, split.files,
-                                  settings)
-            done.append(bc)
-            if not bc.compact(full=full):
-                continue
-            if full:
-                while bc.compact(full=True):  # upgrades can leave several runs below the top level
-                    pass
-            before, after = bc.changes()
-            messages.append(CommitMessage(split.partition, split.partition_values, split.bucket,
-                                          split.total_buckets, (), user, BATCH_COMMIT_IDENTIFIER, snapshot.id,
-                                          schema.id, compact_before=before, compact_after=after))
+        changed = bc.compact(full=full)
+        while changed and full and bc.compact(full=True):  # upgrades can leave runs below the top level
+            pass
     except BaseException:
-        for bc in done:
-            bc.discard()
+        bc.discard()
         raise
+    if not changed:
+        return None
+    before, after = bc.changes()
+    return CommitMessage(split.partition, split.partition_values, split.bucket, split.total_buckets, (), commit_user,
+                         commit_identifier, base_snapshot_id, table.schema.id, compact_before=before,
+                         compact_after=after)
+
+
+def compact_table(table, *, full: bool = False, partitions=None) -> list[CommitMessage]:
+    """Compact every bucket of the latest snapshot (optionally only some partitions) and return COMPACT messages
+    (commit them with ``Table.commit``). Buckets compact on parallel threads (Parquet and the merge kernels release
+    the GIL); memory stays bounded per bucket (engine/compact/rewriter.py). If any bucket fails, every file written
+    is deleted and the error is raised. Raises InvalidInput for a bad partition spec."""
+    snapshot, splits = compaction_splits(table, partitions)
+    if not splits:
+        return []
+    user = str(uuid.uuid4())
+
+    def run(sp):
+        try:
+            return compact_split(table, sp, snapshot.id, full=full, commit_user=user), None
+        except BaseException as e:  # noqa: BLE001 - re-raised below, after the other buckets' files are gone
+            return None, e
+
+    if len(splits) <= 1:
+        results = [run(sp) for sp in splits]
+    else:
+        with ThreadPoolExecutor(max_workers=min(len(splits), os.cpu_count() or 2)) as pool:
+            results = list(pool.map(run, splits))
+    messages = [m for m, _ in results if m is not None]
+    errors = [e for _, e in results if e is not None]
+    if errors:
+        discard_messages(table, messages)
+        raise errors[0]
     return messages
+
+
+def discard_messages(table, messages) -> None:
+    """Delete the files compaction messages wrote (never upgraded inputs); for messages that will not commit."""
+    for m in messages:
+        old = {f.file_name for f in m.compact_before}
+        for f in m.compact_after:
+            if f.file_name not in old:
+                table.file_io.delete(f"{table.bucket_dir(m.partition_values, m.bucket)}/{f.file_name}")

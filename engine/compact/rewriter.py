@@ -7,7 +7,8 @@ of single-run sections are upgraded by metadata only (unless a max-level upgrade
 
 Merging uses ``engine.merge.merge_runs`` (the one merge implementation) over key ranges: each input run is read a
 batch at a time, and only the rows up to the smallest "last key read" among runs still being read are merged and
-written. Memory holds one batch per run plus one output file, never the whole bucket. On error, files this
+streamed into rolling output files (engine.compact.output). Memory holds one read batch per run, one Parquet row
+group of output rows and one encoded output file, never the whole bucket. On error, files this
 rewriter wrote are deleted.
 """
 from __future__ import annotations
@@ -21,11 +22,12 @@ import pyarrow.compute as pc
 from engine.compact.levels import Levels
 from engine.compact.picker import CompactUnit, CompactionSettings
 from engine.merge import KEY_COLUMN_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, merge_runs
-from engine.meta.data_file import FILE_SOURCE_COMPACT, DataFileMeta
+from engine.meta.data_file import DataFileMeta
 from engine.options import COMPACTION_READ_BATCH_ROWS
 from engine.read.scan import Split
 from engine.read.split_read import SplitReader
-from engine.write.file_writer import physical_table, write_sorted_run
+from engine.compact.output import RollingRunWriter
+from engine.write.file_writer import physical_table
 
 
 @dataclass
@@ -127,24 +129,23 @@ class CompactRewriter:
         self._rewrite_sections(pending, out, drop_delete, result)
 
     def _rewrite_sections(self, pending, out: int, drop_delete: bool, result: CompactResult) -> None:
-        writer = _RollingWriter(self, out)
+        writer = RollingRunWriter(self.table.file_io, self.bucket_dir, self.schema, out)
         try:
             for section in pending:
                 for merged in self._merge_section(section, drop_delete):
-                    writer.add(merged)
-            writer.finish()
+                    writer.add(physical_table(merged.select(self.columns), merged.column(SEQUENCE_NUMBER).to_numpy(),
+                                              merged.column(VALUE_KIND).to_numpy(), self.schema))
+            files = writer.finish()
         except BaseException:
-            writer.discard()
+            writer.abort()
             raise
         result.before.extend(f for section in pending for run in section for f in run)
-        result.after.extend(writer.files)
+        result.after.extend(files)
 
     # --- streaming merge ---------------------------------------------------------------------------
     def _batches(self, run: list[DataFileMeta]) -> Iterator[pa.Table]:
         for meta in run:
-            table = self.reader.read_file(self.split, meta, self.columns)
-            for start in range(0, table.num_rows, self.batch_rows):
-                yield table.slice(start, self.batch_rows)
+            yield from self.reader.iter_file(self.split, meta, self.columns, self.batch_rows)
 
     def _merge_section(self, section: list[list[DataFileMeta]], drop_delete: bool) -> Iterator[pa.Table]:
         cursors = [_Cursor(self._batches(run)) for run in section]
@@ -225,40 +226,3 @@ def _at_most(table: pa.Table, key_columns, bound: tuple) -> pa.ChunkedArray:
         else:
             result = pc.or_(pc.less(column, scalar), pc.and_(pc.equal(column, scalar), result))
     return result
-
-
-class _RollingWriter:
-    """Accumulates merged rows (normalized layout) and writes them as data files of about ``target-file-size``."""
-
-    def __init__(self, rewriter: CompactRewriter, level: int):
-        self.r = rewriter
-        self.level = level
-        self.target = rewriter.settings.target_file_size
-        self.parts: list[pa.Table] = []
-        self.nbytes = 0
-        self.files: list[DataFileMeta] = []
-
-    def add(self, merged: pa.Table) -> None:
-        self.parts.append(merged)
-        self.nbytes += merged.nbytes
-        if self.nbytes >= self.target:
-            self._write()
-
-    def finish(self) -> None:
-        self._write()
-
-    def _write(self) -> None:
-        if not self.parts:
-            return
-        rows = pa.concat_tables(self.parts)
-        self.parts, self.nbytes = [], 0
-        r = self.r
-        physical = physical_table(rows.select(r.columns), rows.column(SEQUENCE_NUMBER).to_numpy(),
-                                  rows.column(VALUE_KIND).to_numpy(), r.schema)
-        self.files.extend(write_sorted_run(r.table.file_io, r.bucket_dir, physical, r.schema, level=self.level,
-                                           file_source=FILE_SOURCE_COMPACT))
-
-    def discard(self) -> None:
-        for f in self.files:
-            self.r.table.file_io.delete(f"{self.r.bucket_dir}/{f.file_name}")
-        self.files = []

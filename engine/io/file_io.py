@@ -101,6 +101,11 @@ class LocalFileIO:
             if os.path.exists(tmp):
                 os.unlink(tmp)
 
+    def open_new(self, path: str):
+        """Open a new file for streamed binary writing (fails if it exists); the caller closes it. Optional
+        capability: writers fall back to ``write_bytes`` on FileIOs without it."""
+        return self._guard(path, lambda: open(path, "xb"))
+
     def exists(self, path: str) -> bool:
         return os.path.exists(path)
 

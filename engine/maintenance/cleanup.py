@@ -23,8 +23,8 @@ class Removal:
 
 def plan_removal(table, doomed: Sequence[Snapshot], kept_data: Sequence[Snapshot], first_doomed_full: bool,
                  tags: Sequence[Snapshot] | None = None) -> Removal:
-    """Files to delete with ``doomed``: data files they reference that no snapshot in ``kept_data`` nor any tag
-    references, and their manifests/manifest lists that no remaining snapshot or tag uses.
+    """Files to delete with ``doomed``: data files and manifests/manifest lists they reference that neither a
+    snapshot in ``kept_data`` (the retained snapshot adjacent to the doomed range) nor a tag references.
 
     ``first_doomed_full``: candidates are the first doomed snapshot's live files plus later doomed snapshots' added
     files (expiration of the oldest snapshots); otherwise only doomed snapshots' added files (rollback, where the
@@ -32,7 +32,6 @@ def plan_removal(table, doomed: Sequence[Snapshot], kept_data: Sequence[Snapshot
     (default: every tag).
     """
     doomed = sorted(doomed, key=lambda s: s.id)
-    doomed_ids = {s.id for s in doomed}
     tags = tagged_snapshots(table) if tags is None else list(tags)
     candidates: set[str] = set()
     for i, snap in enumerate(doomed):
@@ -43,12 +42,10 @@ def plan_removal(table, doomed: Sequence[Snapshot], kept_data: Sequence[Snapshot
     meta_candidates: set[str] = set()
     for snap in doomed:
         meta_candidates |= metadata_files(table, snap)
+    # Manifests are immutable and, once merged away, never referenced again: a manifest shared by a doomed
+    # snapshot and any remaining one is also used by the kept snapshot next to the doomed range.
     meta_keep: set[str] = set()
-    sm = table.snapshot_manager
-    for sid in sm.ids():
-        if sid not in doomed_ids:
-            meta_keep |= metadata_files(table, sm.snapshot(sid))
-    for snap in tags:
+    for snap in list(kept_data) + tags:
         meta_keep |= metadata_files(table, snap)
     return Removal([s.id for s in doomed], sorted(candidates - keep), sorted(meta_candidates - meta_keep))
 

@@ -1,6 +1,6 @@
 """Snapshot expiration (paimon-semantics §12): retain at least ``snapshot.num-retained.min`` snapshots, at most
 ``snapshot.num-retained.max``, and every snapshot younger than ``snapshot.time-retained``; expire at most
-``snapshot.expire.limit`` per run.
+``snapshot.expire.limit`` per run; never expire a snapshot a consumer (``consumer/consumer-<id>``) still needs.
 
 Guarantees: the latest snapshot is never expired; snapshots are expired oldest first, so the retained ones stay
 a contiguous range; files still referenced by a retained snapshot or a tag are never deleted, every other file
@@ -9,9 +9,11 @@ that only expired snapshots referenced is.
 from __future__ import annotations
 
 import datetime as dt
+import json
+import os
 import time
 
-from engine.errors import InvalidInput
+from engine.errors import CorruptFile, InvalidInput
 from engine.maintenance.cleanup import Removal, delete_files, plan_removal
 from engine.options import (SNAPSHOT_EXPIRE_LIMIT, SNAPSHOT_NUM_RETAINED_MAX, SNAPSHOT_NUM_RETAINED_MIN,
                             SNAPSHOT_TIME_RETAINED)
@@ -21,6 +23,27 @@ def _millis(value) -> int:
     if isinstance(value, dt.timedelta):
         return int(value.total_seconds() * 1000)
     return int(value)
+
+
+def consumer_next_snapshots(table) -> list[int]:
+    """``nextSnapshot`` of every consumer in ``consumer/consumer-<id>`` (format spec §14). Raises CorruptFile for an
+    unreadable consumer file (expiring anyway could drop snapshots it still needs)."""
+    directory = os.path.join(table.root, "consumer")
+    out = []
+    for name in table.file_io.list_names(directory):
+        if not name.startswith("consumer-"):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            value = json.loads(table.file_io.read_bytes(path))["nextSnapshot"]
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ValueError(f"nextSnapshot is {value!r}")
+        except FileNotFoundError:
+            continue
+        except (ValueError, KeyError, TypeError) as e:
+            raise CorruptFile(path, f"consumer file is not valid: {e}") from None
+        out.append(value)
+    return out
 
 
 def expire_snapshots(table, *, retain_min: int | None = None, retain_max: int | None = None,
@@ -45,6 +68,9 @@ def expire_snapshots(table, *, retain_min: int | None = None, retain_max: int | 
     now = int(time.time() * 1000) if now_millis is None else now_millis
     lo = max(latest - retain_max + 1, earliest)
     hi = min(latest - retain_min + 1, earliest + limit)
+    consumers = consumer_next_snapshots(table)
+    if consumers:  # a consumer (streaming reader) still needs every snapshot from its next one on
+        hi = min(hi, min(consumers))
     end = hi
     present = set(ids)
     for sid in range(lo, hi):

@@ -2,8 +2,8 @@
 
 A file is an orphan when no existing snapshot or tag references it (as a manifest list, manifest, data, changelog
 or extra file) and it was last modified before ``older_than`` ago: younger files may belong to a commit still in
-flight. Snapshot, schema, tag, consumer and branch directories and hint files are never touched (except stale
-``.tmp`` files of interrupted publishes). If any snapshot, tag or manifest cannot be read, nothing is deleted
+flight. Snapshot, schema, tag, consumer, branch, changelog, index and statistics directories are never swept (except
+stale ``.tmp`` files of interrupted publishes). If any snapshot, tag or manifest cannot be read, nothing is deleted
 (CorruptFile is raised): an unreadable reference could point at any file.
 """
 from __future__ import annotations
@@ -15,7 +15,9 @@ import time
 from engine.maintenance.references import data_files, metadata_files
 from engine.maintenance.tags import tagged_snapshots
 
-PROTECTED_DIRS = ("schema", "snapshot", "tag", "consumer", "branch", "changelog", "service")
+# Never swept: metadata lakemerge does not interpret file by file (index/ holds deletion-vector and other index
+# files referenced through index manifests; statistics/ holds table statistics) is left alone rather than guessed at.
+PROTECTED_DIRS = ("schema", "snapshot", "tag", "consumer", "branch", "changelog", "service", "index", "statistics")
 DAY_MS = 86_400_000
 
 

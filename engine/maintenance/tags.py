@@ -6,17 +6,11 @@ from __future__ import annotations
 import os
 import re
 
-from engine.errors import InvalidInput, LakemergeError
+from engine.errors import InvalidInput, TagNotFound
 from engine.meta.snapshot import Snapshot
 
 TAG_PREFIX = "tag-"
-
-
-class TagNotFound(LakemergeError):
-    def __init__(self, table: str, tag: str):
-        super().__init__(f"table {table!r} has no tag {tag!r}")
-        self.table = table
-        self.tag = tag
+__all__ = ["TAG_PREFIX", "TagManager", "TagNotFound", "delete_tag", "tagged_snapshots"]
 
 
 class TagManager:
@@ -70,3 +64,21 @@ class TagManager:
 def tagged_snapshots(table) -> list[Snapshot]:
     """Every tag's snapshot. Raises CorruptFile when a tag cannot be read (callers deleting files fail closed)."""
     return list(TagManager(table).all().values())
+
+
+def delete_tag(table, name: str) -> None:
+    """Remove tag ``name``; when its snapshot has expired, also the files only the tag kept alive (files shared
+    with retained snapshots live on in the earliest one). Raises TagNotFound."""
+    from engine.maintenance.cleanup import delete_files, plan_removal
+    tags = TagManager(table)
+    snap = tags.get(name)
+    others = [s for n, s in tags.all().items() if n != name]
+    removal = None
+    if not table.file_io.exists(table.paths.snapshot(snap.id)):
+        sm = table.snapshot_manager
+        earliest = sm.earliest_id()
+        kept = [] if earliest is None else [sm.snapshot(earliest)]
+        removal = plan_removal(table, [snap], kept, first_doomed_full=True, tags=others)
+    tags.delete(name)
+    if removal is not None:
+        delete_files(table, removal)

@@ -81,15 +81,56 @@ class SplitReader:
 
     def read_file(self, split: Split, meta: DataFileMeta, columns: list[str]) -> pa.Table:
         """One file, normalized to: key columns named by the table's key names, seq, kind, then ``columns``."""
-        path = os.path.join(split.bucket_dir, meta.file_name) if meta.external_path is None else meta.external_path
+        path = self.file_path(split, meta)
         rename = self.file_to_table_names(meta.schema_id)
+        raw = read_data_file(self.io, path, meta, lambda present: self._choose(columns, present, rename))
+        return self.normalize(raw.rename_columns([rename[c] for c in raw.column_names]), path, columns)
 
-        def choose(present: set[str]) -> list[str]:
-            by_table_name = {rename[c]: c for c in present if c in rename}
-            return [by_table_name[c] for c in self.physical_columns(columns, set(by_table_name))]
+    def _choose(self, columns: list[str], present: set[str], rename: dict[str, str]) -> list[str]:
+        """File column names to decode: ``physical_columns`` matched through the field-id rename map."""
+        by_table_name = {rename[c]: c for c in present if c in rename}
+        return [by_table_name[c] for c in self.physical_columns(columns, set(by_table_name))]
 
-        raw = read_data_file(self.io, path, meta, choose)
-        raw = raw.rename_columns([rename[c] for c in raw.column_names])
+    def file_path(self, split: Split, meta: DataFileMeta) -> str:
+        return os.path.join(split.bucket_dir, meta.file_name) if meta.external_path is None else meta.external_path
+
+    def iter_file(self, split: Split, meta: DataFileMeta, columns: list[str], batch_rows: int):
+        """Like ``read_file``, but yields the file as normalized tables of at most ``batch_rows`` rows, decoding a
+        Parquet file a batch at a time (bounded memory: the encoded file plus one batch). Raises CorruptFile like
+        ``read_file``."""
+        path = self.file_path(split, meta)
+        if not meta.file_name.lower().endswith(".parquet"):
+            table = self.read_file(split, meta, columns)
+            for start in range(0, table.num_rows, batch_rows):
+                yield table.slice(start, batch_rows)
+            return
+        try:
+            data = self.io.read_bytes(path)
+        except FileNotFoundError:
+            raise CorruptFile(path, "data file referenced by the snapshot is missing") from None
+        if len(data) != meta.file_size:
+            raise CorruptFile(path, f"file has {len(data)} bytes but the manifest records {meta.file_size}")
+        rename = self.file_to_table_names(meta.schema_id)
+        seen = 0
+        try:
+            pf = pq.ParquetFile(pa.BufferReader(data), page_checksum_verification=True)
+            if pf.metadata.num_rows != meta.row_count:
+                raise CorruptFile(path, f"file has {pf.metadata.num_rows} rows but the manifest records "
+                                  f"{meta.row_count}")
+            wanted = self._choose(columns, set(pf.schema_arrow.names), rename)
+            for batch in pf.iter_batches(batch_size=batch_rows, columns=wanted, use_threads=False):
+                seen += batch.num_rows
+                raw = pa.Table.from_batches([batch])
+                yield self.normalize(raw.rename_columns([rename[c] for c in raw.column_names]), path, columns)
+        except CorruptFile:
+            raise
+        except (OSError, pa.ArrowException, ValueError) as e:
+            raise CorruptFile(path, str(e)) from None
+        if seen != meta.row_count:
+            raise CorruptFile(path, f"file has {seen} rows but the manifest records {meta.row_count}")
+
+    def normalize(self, raw: pa.Table, path: str, columns: list[str]) -> pa.Table:
+        """Raw file columns (already renamed to this schema's names) -> the normalized run layout."""
         arrow = self.schema.arrow_schema
         out = {}
         for k in self.key_names:

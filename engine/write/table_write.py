@@ -260,11 +260,7 @@ class TableWrite:
         full = full_compaction_due(next(iter(self._compactions.values())).settings, self.commit_identifier)
 
         def run(bc) -> None:
-            if full:
-                while bc.compact(full=True):
-                    pass
-            else:
-                bc.compact()
+            bc.compact_in_writer(full=full)
         work = list(self._compactions.values())
         if len(work) <= 1:
             for bc in work:

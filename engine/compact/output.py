@@ -1,0 +1,192 @@
+"""Streaming output of a compaction: sorted physical rows in, rolling Parquet data files out.
+
+``RollingRunWriter.add(rows)`` takes consecutive pieces of one sorted run (physical data-file layout, see
+``engine.write.file_writer.physical_table``); rows are buffered only up to one Parquet row group, encoded into the
+current file as they come (streamed to disk when the FileIO can ``open_new``), and the file is closed at
+``target-file-size`` of *encoded* bytes (as Paimon rolls).
+File metadata (keys, sequence range, delete count, key and value statistics) is accumulated piece by piece and is
+exactly what ``write_sorted_run`` records for the same rows. Memory: one row group of rows (plus the encoded file
+for FileIOs that cannot stream).
+On ``abort`` (or an error) the files written so far are deleted.
+"""
+from __future__ import annotations
+
+import io
+import os
+import uuid
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from engine.meta import binary_row
+from engine.meta.data_file import FILE_SOURCE_COMPACT, DataFileMeta, SimpleStats
+from engine.options import DATA_FILE_PREFIX, FILE_COMPRESSION, STATS_MODE, TARGET_FILE_SIZE, ZSTD_LEVEL
+from engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, TableSchema
+from engine.types import DataType
+from engine.write.file_writer import ROW_GROUP_ROWS, local_millis_as_utc
+from engine.write.stats import column_min_max
+
+
+class _ColumnStats:
+    """Min / max / null count of one column merged over pieces; ``claims`` False once a piece proves nothing."""
+
+    def __init__(self, dtype: DataType, mode: str):
+        self.dtype, self.mode = dtype, mode
+        self.lo = self.hi = None
+        self.lo_ok = self.hi_ok = True
+        self.nulls = 0
+
+    def add(self, col) -> None:
+        lo, hi, nulls = column_min_max(col, self.dtype, self.mode)
+        self.nulls += nulls
+        if nulls == len(col):
+            return
+        if lo is None:
+            self.lo_ok = False
+        elif self.lo_ok:
+            self.lo = lo if self.lo is None else min(self.lo, lo)
+        if hi is None:
+            self.hi_ok = False
+        elif self.hi_ok:
+            self.hi = hi if self.hi is None else max(self.hi, hi)
+
+    def result(self):
+        if self.dtype.is_nested:
+            return None, None, self.nulls
+        return (self.lo if self.lo_ok else None), (self.hi if self.hi_ok else None), self.nulls
+
+
+def _serialize(stats: list[_ColumnStats], types: list[DataType]) -> SimpleStats:
+    stat_types = [DataType("BIGINT", True) if t.is_nested else t.with_nullable(True) for t in types]
+    values = [s.result() for s in stats]
+    return SimpleStats(binary_row.serialize_row([v[0] for v in values], stat_types),
+                       binary_row.serialize_row([v[1] for v in values], stat_types), tuple(v[2] for v in values))
+
+
+class _OpenFile:
+    def __init__(self, w: "RollingRunWriter", name: str):
+        self.name = name
+        self.path = os.path.join(w.bucket_dir, name)
+        open_new = getattr(w.io, "open_new", None)
+        self.streamed = open_new is not None  # straight to the file; else encoded in memory, written at close
+        if self.streamed:
+            w.io.mkdirs(w.bucket_dir)
+            self.sink = open_new(self.path)
+            w.paths.append(self.path)
+        else:
+            self.sink = io.BytesIO()
+        kwargs = {"compression_level": w.zstd_level} if w.compression == "zstd" else {}
+        self.writer = pq.ParquetWriter(self.sink, w.schema.file_arrow_schema, compression=w.codec,
+                                       write_page_checksum=True, store_schema=False, **kwargs)
+        self.rows = 0
+        self.first_key = None
+        self.last_key = None
+        self.seq_min = self.seq_max = None
+        self.deletes = 0
+        self.key_stats = [_ColumnStats(t, "full") for t in w.key_types]
+        self.value_stats = [_ColumnStats(t, w.stats_mode) for t in w.value_types] if w.stats_mode != "none" else []
+
+
+class RollingRunWriter:
+    def __init__(self, io_, bucket_dir: str, schema: TableSchema, level: int, file_source: int = FILE_SOURCE_COMPACT):
+        opts = schema.table_options
+        self.io, self.bucket_dir, self.schema, self.level, self.file_source = io_, bucket_dir, schema, level, \
+            file_source
+        self.target = opts.get(TARGET_FILE_SIZE)
+        self.compression = opts.get(FILE_COMPRESSION)
+        self.codec = None if self.compression in ("none", "uncompressed") else self.compression
+        self.zstd_level = opts.get(ZSTD_LEVEL)
+        self.stats_mode = opts.get(STATS_MODE)
+        self.prefix = opts.get(DATA_FILE_PREFIX)
+        self.key_names = list(schema.trimmed_primary_keys)
+        self.key_types = schema.types_of(self.key_names)
+        self.value_names = list(schema.field_names)
+        self.value_types = schema.types_of(self.value_names)
+        self.key_cols = [KEY_FIELD_PREFIX + k if KEY_FIELD_PREFIX + k in schema.file_arrow_schema.names else k
+                         for k in self.key_names]
+        self.uuid = uuid.uuid4()
+        self.files: list[DataFileMeta] = []
+        self.paths: list[str] = []
+        self.pending: list[pa.Table] = []
+        self.pending_rows = 0
+        self.current: _OpenFile | None = None
+
+    def add(self, rows: pa.Table) -> None:
+        if rows.num_rows == 0:
+            return
+        self.pending.append(rows)
+        self.pending_rows += rows.num_rows
+        if self.pending_rows >= ROW_GROUP_ROWS:
+            self._write_row_group()
+
+    def finish(self) -> list[DataFileMeta]:
+        if self.pending_rows:
+            self._write_row_group()
+        if self.current is not None:
+            self._close()
+        return self.files
+
+    def abort(self) -> None:
+        if self.current is not None:
+            try:
+                self.current.writer.close()
+                self.current.sink.close()
+            except Exception:  # noqa: BLE001 - the files are deleted below either way
+                pass
+            self.current = None
+        for p in self.paths:
+            self.io.delete(p)
+        self.files, self.paths = [], []
+
+    # --- internals ---------------------------------------------------------------------------------
+    def _write_row_group(self) -> None:
+        group = pa.concat_tables(self.pending).combine_chunks()
+        self.pending, self.pending_rows = [], 0
+        if self.current is None:
+            self.current = _OpenFile(self, f"{self.prefix}{self.uuid}-{len(self.files)}.parquet")
+        f = self.current
+        f.writer.write_table(group, row_group_size=group.num_rows)
+        self._track(f, group)
+        if f.sink.tell() >= self.target:
+            self._close()
+
+    def _track(self, f: _OpenFile, part: pa.Table) -> None:
+        n = part.num_rows
+        if f.first_key is None:
+            f.first_key = [part.column(c)[0].as_py() for c in self.key_cols]
+        f.last_key = [part.column(c)[n - 1].as_py() for c in self.key_cols]
+        f.rows += n
+        mm = pc.min_max(part.column(SEQUENCE_NUMBER))
+        lo, hi = mm["min"].as_py(), mm["max"].as_py()
+        f.seq_min = lo if f.seq_min is None else min(f.seq_min, lo)
+        f.seq_max = hi if f.seq_max is None else max(f.seq_max, hi)
+        kinds = part.column(VALUE_KIND)
+        f.deletes += int(pc.sum(pc.is_in(kinds, value_set=pa.array([1, 3], pa.int8()))).as_py() or 0)
+        for s, c in zip(f.key_stats, self.key_cols):
+            s.add(part.column(c))
+        for s, c in zip(f.value_stats, self.value_names):
+            s.add(part.column(c))
+
+    def _close(self) -> None:
+        f, self.current = self.current, None
+        f.writer.close()
+        if f.streamed:
+            size = f.sink.tell()
+            f.sink.close()
+        else:
+            data = f.sink.getbuffer()
+            size = len(data)
+            self.io.mkdirs(self.bucket_dir)
+            self.io.write_bytes(f.path, data)
+            self.paths.append(f.path)
+        value_stats = _serialize(f.value_stats, self.value_types) if f.value_stats else SimpleStats.EMPTY
+        self.files.append(DataFileMeta(
+            file_name=f.name, file_size=size, row_count=f.rows,
+            min_key=binary_row.serialize_row(f.first_key, self.key_types),
+            max_key=binary_row.serialize_row(f.last_key, self.key_types),
+            key_stats=_serialize(f.key_stats, self.key_types), value_stats=value_stats,
+            min_sequence_number=f.seq_min, max_sequence_number=f.seq_max, schema_id=self.schema.id,
+            level=self.level, extra_files=(), creation_time_millis=local_millis_as_utc(), delete_row_count=f.deletes,
+            embedded_index=None, file_source=self.file_source,
+            value_stats_cols=None if value_stats is not SimpleStats.EMPTY else ()))

@@ -7,7 +7,8 @@ Conventions every command follows:
 - exit codes: 0 ok, 1 failure (one ``error: ...`` line on stderr, traceback only with ``--debug``), 2 usage;
 - long work (ingest) shows a rich progress bar with bytes, rows and rates, only on a terminal.
 
-Commands: create, ingest, show, snapshots, files, schema, options, bench, demo.
+Commands: create, ingest, show, snapshots, files, schema, options, compact, expire, remove-orphans, tag,
+rollback, bench, demo.
 """
 from engine.cli.app import cli, main
 

@@ -50,3 +50,19 @@ def ingest_progress(console: Console, total_bytes: int, enabled: bool):
                 progress.refresh()
 
         yield report
+
+
+@contextmanager
+def work_progress(console: Console, description: str, enabled: bool):
+    """A spinner with ``description`` and the elapsed time while the block runs (compaction, expiry, orphan
+    cleanup: work whose size is not known up front); silent when not ``enabled``. Yields ``update(text)`` to
+    change the description."""
+    if not enabled:
+        yield lambda text: None
+        return
+    from rich.progress import SpinnerColumn
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
+                  transient=True) as progress:
+        task = progress.add_task(description, total=None)
+        yield lambda text: progress.update(task, description=text)

@@ -16,7 +16,7 @@ from rich.console import Console
 from engine.catalog import Catalog
 from engine.cli import cli
 from engine.cli.maintenance import parse_duration
-from engine.cli.progress import work_progress
+from engine.cli.progress import bytes_progress, work_progress
 
 
 @pytest.fixture
@@ -217,3 +217,13 @@ def test_work_progress_draws_only_when_enabled():
     with work_progress(Console(file=quiet, force_terminal=True), "x", enabled=False) as update:
         update("y")
     assert quiet.getvalue() == ""
+
+
+def test_compaction_reports_progress_per_bucket(table):
+    seen = []
+    sid = table.compact(full=True, progress=lambda rows, bytes: seen.append((rows, bytes)))
+    assert sid == 5 and len(seen) == 2 and [rows for rows, _ in seen] == [4, 4] and all(b > 0 for _, b in seen)
+    out = io.StringIO()
+    with bytes_progress(Console(file=out, force_terminal=True, width=120), "compaction", 100, True) as report:
+        report(rows=1234, bytes=100)
+    assert "1,234 rows" in out.getvalue() and "compaction" in out.getvalue()

@@ -2,7 +2,8 @@
 
 They follow the conventions of engine/cli/__init__.py and wrap the Table methods of issue 4 (engine.compact,
 engine.maintenance). Each prints a one-line summary (or one JSON document with ``--json``) and shows a spinner on
-stderr while it works when stderr is a terminal. Registered on the ``lakemerge`` group by engine/cli/app.py.
+stderr while it works when stderr is a terminal (compaction: a bar over the bytes of the live files, with rows
+and rates). Registered on the ``lakemerge`` group by engine/cli/app.py.
 """
 from __future__ import annotations
 
@@ -140,8 +141,11 @@ def compact(table, full, partitions, warehouse, as_json):
     before = _live_files(t, t.snapshot_manager.latest(), specs)
     console, show = _show_progress(as_json)
     started = time.monotonic()
-    with _spinner(console, f"{'full ' if full else ''}compaction of {t.name}", show):
-        sid = t.compact(full=full, partitions=specs)
+    from engine.cli.progress import bytes_progress
+
+    total_bytes = sum(f.file_size for f in before.values())
+    with bytes_progress(console, f"{'full ' if full else ''}compaction of {t.name}", total_bytes, show) as report:
+        sid = t.compact(full=full, partitions=specs, progress=report)
     seconds = time.monotonic() - started
     after = _live_files(t, t.snapshot(sid), specs) if sid is not None else before
     removed = [f for k, f in before.items() if k not in after]
@@ -212,7 +216,7 @@ def expire(table, retain_min, retain_max, older_than, max_deletes, warehouse, as
         span = f"{first}" if first == last else f"{first}..{last}"
         click.echo(f"expired {len(removal.snapshot_ids)} snapshot(s) of {t.name} ({span}); deleted "
                    f"{len(removal.data_files)} data file(s) and {len(removal.metadata_files)} metadata file(s); "
-                   f"snapshots {ids[0]}..{ids[-1]} remain")
+                   + (f"snapshot {ids[0]} remains" if len(ids) == 1 else f"snapshots {ids[0]}..{ids[-1]} remain"))
 
 
 # --- remove-orphans --------------------------------------------------------------------------------------

@@ -66,3 +66,23 @@ def work_progress(console: Console, description: str, enabled: bool):
                   transient=True) as progress:
         task = progress.add_task(description, total=None)
         yield lambda text: progress.update(task, description=text)
+
+
+@contextmanager
+def bytes_progress(console: Console, description: str, total_bytes: int, enabled: bool):
+    """Yield ``report(rows=, bytes=)`` advancing a bar over ``total_bytes`` that shows bytes, rows and their
+    rates (e.g. compaction, bucket by bucket); a no-op when not ``enabled``."""
+    if not enabled:
+        yield lambda **kw: None
+        return
+    columns = [TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+               RowsColumn(), TimeElapsedColumn()]
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task(description, total=total_bytes, rows=0)
+        state = {"rows": 0}
+
+        def report(rows: int = 0, bytes: int = 0) -> None:
+            state["rows"] += rows
+            progress.update(task, advance=bytes, rows=state["rows"])
+
+        yield report

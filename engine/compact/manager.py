@@ -106,10 +106,12 @@ def partition_matches(schema, values: tuple, partitions) -> bool:
     return False
 
 
-def compact_table(table, *, full: bool = False, partitions=None) -> list[CommitMessage]:
+def compact_table(table, *, full: bool = False, partitions=None, progress=None) -> list[CommitMessage]:
     """Compact every bucket of the latest snapshot (optionally only some partitions) and return COMPACT messages.
 
-    Raises InvalidInput for a partition spec naming a column that is not a partition key.
+    ``progress(rows=, bytes=)``, if given, is called after each bucket with the rows and bytes of the bucket's
+    live files (whether or not they needed rewriting). Raises InvalidInput for a partition spec naming a column
+    that is not a partition key.
     """
     from engine.errors import InvalidInput
     schema = table.schema
@@ -135,11 +137,14 @@ def compact_table(table, *, full: bool = False, partitions=None) -> list[CommitM
             bc = BucketCompaction(table, split.partition, split.partition_values, split.bucket, split.files,
                                   settings)
             done.append(bc)
-            if not bc.compact(full=full):
-                continue
-            if full:
+            changed = bc.compact(full=full)
+            if changed and full:
                 while bc.compact(full=True):  # upgrades can leave several runs below the top level
                     pass
+            if progress is not None:
+                progress(rows=split.row_count, bytes=sum(f.file_size for f in split.files))
+            if not changed:
+                continue
             before, after = bc.changes()
             messages.append(CommitMessage(split.partition, split.partition_values, split.bucket,
                                           split.total_buckets, (), user, BATCH_COMMIT_IDENTIFIER, snapshot.id,

@@ -227,3 +227,14 @@ def test_compaction_reports_progress_per_bucket(table):
     with bytes_progress(Console(file=out, force_terminal=True, width=120), "compaction", 100, True) as report:
         report(rows=1234, bytes=100)
     assert "1,234 rows" in out.getvalue() and "compaction" in out.getvalue()
+
+
+def test_progress_on_stderr_only_when_asked_off_a_terminal(run, table):
+    quiet = run("compact", "db.t", "--full", "--json")
+    assert quiet.exit_code == 0 and quiet.stderr == ""
+    loud = run("compact", "db.t", "--full", "--progress", "--json")  # nothing left to compact: bar at 0 rows
+    assert loud.exit_code == 0 and "compaction of db.t" in loud.stderr
+    assert json.loads(loud.stdout)["snapshot_id"] is None  # stdout stays one JSON document
+    spin = run("expire", "db.t", "--progress")
+    assert spin.exit_code == 0 and "expiring snapshots of db.t" in spin.stderr
+    assert run("remove-orphans", "db.t", "--no-progress").stderr == ""

@@ -85,10 +85,17 @@ def _data_table(warehouse: str, name: str):
     return open_table(warehouse, name)
 
 
-def _show_progress(as_json: bool):
-    """(console on stderr, whether to show a spinner): only on a terminal, never with --json."""
+def progress_option(f):
+    """``--progress/--no-progress``: force progress on stderr on or off (default: only on a terminal)."""
+    return click.option("--progress/--no-progress", default=None,
+                        help="Show progress on stderr (default: only on a terminal, never with --json).")(f)
+
+
+def _show_progress(as_json: bool, progress: bool | None = None):
+    """(console on stderr, whether to show progress): as ``--progress`` says, else only on a terminal and never
+    with --json."""
     console = make_console(stderr=True)
-    return console, console.is_terminal and not as_json
+    return console, (console.is_terminal and not as_json) if progress is None else progress
 
 
 def _parse_partition_specs(specs: tuple[str, ...]) -> list[dict] | None:
@@ -127,10 +134,11 @@ def _live_files(table, snapshot, partitions) -> dict[tuple, object]:
 @click.option("--full", is_flag=True, help="Rewrite every bucket into one sorted run at the top level.")
 @click.option("--partition", "-p", "partitions", multiple=True, metavar="COL=VALUE[,COL=VALUE]",
               help="Only compact this partition (repeatable).")
+@progress_option
 @warehouse_option()
 @json_option
 @debug_option
-def compact(table, full, partitions, warehouse, as_json):
+def compact(table, full, partitions, progress, warehouse, as_json):
     """Compact a table's buckets and commit a COMPACT snapshot.
 
     Without --full each bucket runs what universal compaction picks (as a writer would); with --full each bucket
@@ -139,7 +147,7 @@ def compact(table, full, partitions, warehouse, as_json):
     specs = _parse_partition_specs(partitions)
     t = _data_table(warehouse, table)
     before = _live_files(t, t.snapshot_manager.latest(), specs)
-    console, show = _show_progress(as_json)
+    console, show = _show_progress(as_json, progress)
     started = time.monotonic()
     from engine.cli.progress import bytes_progress
 
@@ -186,10 +194,11 @@ def _spinner(console, description: str, enabled: bool):
                    "before a local date-time (default: option snapshot.time-retained); --retain-min still holds.")
 @click.option("--max-deletes", type=click.IntRange(min=1), metavar="N",
               help="Expire at most N snapshots in this run (default: option snapshot.expire.limit).")
+@progress_option
 @warehouse_option()
 @json_option
 @debug_option
-def expire(table, retain_min, retain_max, older_than, max_deletes, warehouse, as_json):
+def expire(table, retain_min, retain_max, older_than, max_deletes, progress, warehouse, as_json):
     """Expire old snapshots and delete the files only they referenced.
 
     The latest snapshot, snapshots younger than the retention time and files a tag still uses are always kept.
@@ -198,7 +207,7 @@ def expire(table, retain_min, retain_max, older_than, max_deletes, warehouse, as
         raise click.BadParameter(f"--retain-max ({retain_max}) is below --retain-min ({retain_min})",
                                  param_hint="'--retain-max'")
     t = _data_table(warehouse, table)
-    console, show = _show_progress(as_json)
+    console, show = _show_progress(as_json, progress)
     with _spinner(console, f"expiring snapshots of {t.name}", show):
         removal = t.expire_snapshots(retain_min=retain_min, retain_max=retain_max,
                                      time_retained=_age_as_timedelta(older_than) if older_than is not None else None,
@@ -226,16 +235,17 @@ def expire(table, retain_min, retain_max, older_than, max_deletes, warehouse, as
               help="Only files last modified longer ago than this (younger ones may belong to a commit in "
                    "flight).")
 @click.option("--dry-run", is_flag=True, help="List the orphan files without deleting them.")
+@progress_option
 @warehouse_option()
 @json_option
 @debug_option
-def remove_orphans(table, older_than, dry_run, warehouse, as_json):
+def remove_orphans(table, older_than, dry_run, progress, warehouse, as_json):
     """Delete files under the table that no snapshot or tag references.
 
     Nothing is deleted if any snapshot, tag or manifest cannot be read.
     """
     t = _data_table(warehouse, table)
-    console, show = _show_progress(as_json)
+    console, show = _show_progress(as_json, progress)
     with _spinner(console, f"looking for orphan files of {t.name}", show):
         paths = t.remove_orphan_files(older_than, dry_run=dry_run)
     if as_json:

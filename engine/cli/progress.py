@@ -62,8 +62,9 @@ def work_progress(console: Console, description: str, enabled: bool):
         return
     from rich.progress import SpinnerColumn
 
+    # on a terminal the spinner disappears when done; forced on elsewhere (a log) it leaves its last line
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
-                  transient=True) as progress:
+                  transient=console.is_terminal) as progress:
         task = progress.add_task(description, total=None)
         yield lambda text: progress.update(task, description=text)
 

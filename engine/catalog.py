@@ -45,6 +45,8 @@ class Catalog:
         return os.path.join(self.warehouse, database + DB_SUFFIX)
 
     def create_database(self, name: str, ignore_if_exists: bool = False) -> None:
+        """Create database ``name`` (directory ``<name>.db``). Raises DatabaseAlreadyExists unless
+        ``ignore_if_exists``, InvalidSchema for an invalid name."""
         path = self._db_dir(name)
         if self.io.is_dir(path):
             if ignore_if_exists:
@@ -53,10 +55,14 @@ class Catalog:
         self.io.mkdirs(path)
 
     def list_databases(self) -> list[str]:
+        """Names of the warehouse's databases, sorted."""
         return sorted(n[: -len(DB_SUFFIX)] for n in self.io.list_names(self.warehouse)
                       if n.endswith(DB_SUFFIX) and self.io.is_dir(os.path.join(self.warehouse, n)))
 
     def drop_database(self, name: str, ignore_if_not_exists: bool = False, cascade: bool = False) -> None:
+        """Delete database ``name`` and, with ``cascade``, every table in it. Raises DatabaseNotFound unless
+        ``ignore_if_not_exists``, InvalidSchema for a non-empty database without ``cascade``. Data is deleted for
+        good: there is no undo."""
         path = self._db_dir(name)
         if not self.io.is_dir(path):
             if ignore_if_not_exists:
@@ -68,10 +74,14 @@ class Catalog:
 
     # --- tables -------------------------------------------------------------------------------------
     def table_path(self, identifier: str) -> str:
+        """The root directory of table ``db.t`` (whether or not it exists). Raises InvalidSchema for a bad
+        identifier."""
         db, name = split_identifier(identifier)
         return os.path.join(self._db_dir(db), name)
 
     def list_tables(self, database: str) -> list[str]:
+        """Names of the tables of ``database`` (directories holding a schema directory), sorted. Raises
+        DatabaseNotFound."""
         path = self._db_dir(database)
         if not self.io.is_dir(path):
             raise DatabaseNotFound(database)
@@ -132,6 +142,8 @@ class Catalog:
         return Table(identifier, root, self.io)
 
     def table_exists(self, identifier: str) -> bool:
+        """True if ``identifier`` (a table or ``db.t$kind`` system table) can be opened. Raises InvalidSchema for a
+        bad identifier."""
         try:
             self.get_table(identifier)
             return True
@@ -151,6 +163,8 @@ class Catalog:
         return table.alter_table(changes)
 
     def drop_table(self, identifier: str, ignore_if_not_exists: bool = False) -> None:
+        """Delete the table's directory with all its snapshots, tags and data files. Raises TableNotFound unless
+        ``ignore_if_not_exists``. There is no undo."""
         root = self.table_path(identifier)
         if not SchemaManager(self.io, TablePaths(root), identifier).ids():
             if ignore_if_not_exists:

@@ -15,6 +15,8 @@ _ESCAPED = set(range(0x00, 0x20)) | {ord(c) for c in "\"#%'*/:=?\\{}[]^"} | {0x7
 
 
 def escape_partition_component(text: str) -> str:
+    """``text`` with the characters Paimon escapes in partition paths (control characters, ``"#%'*/:=?{}[]^``, the
+    backslash and DEL) written as ``%XX`` (upper-case hex), as Java's PartitionPathUtils does."""
     return "".join(f"%{ord(c):02X}" if ord(c) in _ESCAPED else c for c in text)
 
 
@@ -93,25 +95,32 @@ class TablePaths:
         self.manifest_dir = os.path.join(root, "manifest")
 
     def schema(self, schema_id: int) -> str:
+        """Path of ``schema/schema-<id>``."""
         return os.path.join(self.schema_dir, f"schema-{schema_id}")
 
     def snapshot(self, snapshot_id: int) -> str:
+        """Path of ``snapshot/snapshot-<id>``."""
         return os.path.join(self.snapshot_dir, f"snapshot-{snapshot_id}")
 
     def manifest(self, name: str) -> str:
+        """Path of manifest-directory file ``name`` (manifests and manifest lists)."""
         return os.path.join(self.manifest_dir, name)
 
     @staticmethod
     def new_manifest_name(kind: str = "manifest") -> str:
+        """A fresh, unique file name ``<kind>-<uuid4>-0`` for a manifest (``kind``: manifest, manifest-list...)."""
         return f"{kind}-{uuid.uuid4()}-0"
 
     @staticmethod
     def partition_dir(names, values, types, default_name: str, legacy: bool = True) -> str:
+        """The relative partition directory ``k1=v1/k2=v2`` for ``values`` (rendered as Paimon renders them, nulls
+        and blank strings as ``default_name``, each part escaped); empty for an unpartitioned table."""
         parts = [f"{escape_partition_component(n)}="
                  f"{escape_partition_component(partition_value_text(v, t, default_name, legacy))}"
                  for n, v, t in zip(names, values, types)]
         return "/".join(parts)
 
     def bucket_dir(self, partition_dir: str, bucket: int) -> str:
+        """Absolute path of ``bucket-<n>`` (``bucket-postpone`` for bucket -2) under ``partition_dir``."""
         name = "bucket-postpone" if bucket == -2 else f"bucket-{bucket}"
         return os.path.join(self.root, partition_dir, name) if partition_dir else os.path.join(self.root, name)

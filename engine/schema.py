@@ -27,6 +27,9 @@ VALUE_KIND_ID = 2147483645
 
 @dataclass(frozen=True)
 class TableSchema:
+    """One ``schema/schema-N`` file of a primary-key table (Paimon's TableSchema JSON, versions 1-3): fields with
+    stable ids, keys, options and comment. Immutable; a change of schema is a new TableSchema with the next id.
+    ``create`` builds schema 0 and validates it; ``from_json`` reads what Java, pypaimon or lakemerge wrote."""
     id: int
     fields: tuple[DataField, ...]
     highest_field_id: int
@@ -78,6 +81,8 @@ class TableSchema:
         return schema
 
     def validate(self, table: str | None = None) -> None:
+        """Check the options against the columns (sequence.field, rowkind.field, bucket-key, merge-engine options).
+        Raises InvalidSchema or InvalidOption naming ``table``; returns nothing when valid."""
         opts = TableOptions(self.options, table=table)
         names = self.field_names
         where = f"table {table!r}: " if table else ""
@@ -118,6 +123,8 @@ class TableSchema:
 
     # --- JSON ---------------------------------------------------------------------------------------
     def to_json(self) -> str:
+        """The schema file's JSON text as Paimon writes it (camel-case keys, ``comment`` only when set);
+        ``from_json(to_json())`` returns an equal schema."""
         out = {"version": self.version, "id": self.id, "fields": [f.to_json() for f in self.fields],
                "highestFieldId": self.highest_field_id, "partitionKeys": list(self.partition_keys),
                "primaryKeys": list(self.primary_keys), "options": dict(self.options)}
@@ -128,6 +135,8 @@ class TableSchema:
 
     @staticmethod
     def from_json(text: str | bytes, path: str = "") -> "TableSchema":
+        """Parse a schema file (``path`` names it in errors). Applies Paimon's defaults for old versions (v1: bucket
+        1, v<=2: file.format orc). Raises CorruptFile for anything that is not a valid Paimon schema."""
         try:
             obj = json.loads(text)
             version = int(obj.get("version", 1))
@@ -149,9 +158,11 @@ class TableSchema:
     # --- derived views ------------------------------------------------------------------------------
     @cached_property
     def field_names(self) -> tuple[str, ...]:
+        """Column names in schema order."""
         return tuple(f.name for f in self.fields)
 
     def field(self, name: str) -> DataField:
+        """The field named ``name``. Raises KeyError if there is none."""
         return self._by_name[name]
 
     @cached_property
@@ -165,14 +176,17 @@ class TableSchema:
 
     @cached_property
     def bucket_keys(self) -> tuple[str, ...]:
+        """The columns hashed to pick a bucket: option ``bucket-key`` when set, else the trimmed primary key."""
         explicit = TableOptions(self.options).get(BUCKET_KEY)
         return tuple(explicit) if explicit else self.trimmed_primary_keys
 
     @cached_property
     def table_options(self) -> TableOptions:
+        """The options parsed and typed (engine.options.TableOptions). Raises InvalidOption for a bad value."""
         return TableOptions(self.options)
 
     def types_of(self, names) -> list[DataType]:
+        """The DataTypes of columns ``names``, in that order. Raises KeyError for an unknown name."""
         return [self._by_name[n].type for n in names]
 
     @cached_property

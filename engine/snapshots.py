@@ -18,6 +18,8 @@ _SCHEMA = re.compile(r"^schema-(\d+)$")
 
 
 class SnapshotManager:
+    """Reads a table's ``snapshot/`` directory: snapshot ids, snapshots (cached, they are immutable) and the
+    LATEST/EARLIEST hints. Only reads, except the hint writers and ``forget``."""
     def __init__(self, io: FileIO, paths: TablePaths, table_name: str):
         self.io = io
         self.paths = paths
@@ -40,6 +42,8 @@ class SnapshotManager:
             return None
 
     def latest_id(self) -> int | None:
+        """The newest snapshot id (the LATEST hint when it is still the newest, else the directory listing), or None
+        for a table without snapshots."""
         hint = self._hint("LATEST")
         if hint is not None and self.io.exists(self.paths.snapshot(hint)) \
                 and not self.io.exists(self.paths.snapshot(hint + 1)):
@@ -48,6 +52,8 @@ class SnapshotManager:
         return ids[-1] if ids else None
 
     def earliest_id(self) -> int | None:
+        """The oldest existing snapshot id (the EARLIEST hint when valid, else the listing), or None for a table
+        without snapshots."""
         hint = self._hint("EARLIEST")
         if hint is not None and self.io.exists(self.paths.snapshot(hint)) \
                 and not self.io.exists(self.paths.snapshot(hint - 1)):
@@ -56,6 +62,7 @@ class SnapshotManager:
         return ids[0] if ids else None
 
     def ids(self) -> list[int]:
+        """Every existing snapshot id, ascending (from the directory listing; hints are ignored)."""
         return self._listed_ids()
 
     # --- snapshots ----------------------------------------------------------------------------------
@@ -80,10 +87,12 @@ class SnapshotManager:
         return snap
 
     def latest(self) -> Snapshot | None:
+        """The newest snapshot, or None for a table without snapshots. Raises CorruptFile if it cannot be parsed."""
         sid = self.latest_id()
         return None if sid is None else self.snapshot(sid)
 
     def all(self) -> list[Snapshot]:
+        """Every existing snapshot, oldest first. Raises CorruptFile if one cannot be parsed."""
         return [self.snapshot(i) for i in self._listed_ids()]
 
     def forget(self, snapshot_id: int) -> None:
@@ -91,13 +100,17 @@ class SnapshotManager:
         self._cache.pop(snapshot_id, None)
 
     def write_latest_hint(self, snapshot_id: int) -> None:
+        """Overwrite the LATEST hint file (a hint only: readers verify it)."""
         self.io.overwrite(f"{self.paths.snapshot_dir}/LATEST", str(snapshot_id).encode())
 
     def write_earliest_hint(self, snapshot_id: int) -> None:
+        """Overwrite the EARLIEST hint file (a hint only: readers verify it)."""
         self.io.overwrite(f"{self.paths.snapshot_dir}/EARLIEST", str(snapshot_id).encode())
 
 
 class SchemaManager:
+    """Reads and publishes a table's ``schema/schema-N`` files; parsed schemas are cached (immutable once
+    published)."""
     def __init__(self, io: FileIO, paths: TablePaths, table_name: str):
         self.io = io
         self.paths = paths
@@ -105,6 +118,7 @@ class SchemaManager:
         self._cache: dict[int, TableSchema] = {}
 
     def ids(self) -> list[int]:
+        """Every schema id, ascending (empty when the table does not exist)."""
         out = []
         for name in self.io.list_names(self.paths.schema_dir):
             m = _SCHEMA.match(name)
@@ -113,6 +127,7 @@ class SchemaManager:
         return sorted(out)
 
     def schema(self, schema_id: int) -> TableSchema:
+        """Schema ``schema_id``. Raises CorruptFile if the file is missing or not a valid Paimon schema."""
         cached = self._cache.get(schema_id)
         if cached is not None:
             return cached
@@ -126,6 +141,7 @@ class SchemaManager:
         return schema
 
     def latest(self) -> TableSchema | None:
+        """The newest schema, or None when the table has none (does not exist). Raises CorruptFile."""
         ids = self.ids()
         return self.schema(ids[-1]) if ids else None
 

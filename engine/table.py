@@ -214,17 +214,18 @@ class Table:
         return pl.from_arrow(self.read(snapshot_id, columns, filter))
 
     # --- compaction and maintenance (issue 4) ---------------------------------------------------------
-    def compact(self, *, full: bool = False, partitions=None) -> int | None:
+    def compact(self, *, full: bool = False, partitions=None, progress=None) -> int | None:
         """Compact the latest snapshot's buckets and commit the result as a COMPACT snapshot; returns its id, or
         None when there was nothing to compact.
 
         ``full=True`` rewrites each bucket to one run at the top level; otherwise each bucket runs what universal
         compaction picks. ``partitions``: a dict or list of dicts of partition column -> value limiting the work.
         A concurrent commit that removed an input file makes this raise CommitConflict with nothing changed
-        (the files it wrote are deleted); calling it again is safe.
+        (the files it wrote are deleted); calling it again is safe. ``progress(rows=, bytes=)`` is called after
+        each bucket (see engine.compact.manager.compact_table).
         """
         from engine.compact.manager import compact_table
-        messages = compact_table(self, full=full, partitions=partitions)
+        messages = compact_table(self, full=full, partitions=partitions, progress=progress)
         if not messages:
             return None
         sid = Committer(self).commit(messages)

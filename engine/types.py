@@ -29,12 +29,15 @@ NESTED_ROOTS = ("ARRAY", "MULTISET", "MAP", "ROW")
 
 @dataclass(frozen=True)
 class DataField:
+    """One column of a schema (or of a ROW type): a field id that never changes, a name, a type and an optional
+    description, as in Paimon's schema JSON."""
     id: int
     name: str
     type: "DataType"
     description: str | None = None
 
     def to_json(self) -> dict:
+        """The field as Paimon's schema JSON object (``description`` only when set)."""
         out: dict[str, Any] = {"id": self.id, "name": self.name, "type": self.type.to_json()}
         if self.description is not None:
             out["description"] = self.description
@@ -42,11 +45,15 @@ class DataField:
 
     @staticmethod
     def from_json(obj: dict) -> "DataField":
+        """Parse a schema JSON field object. Raises KeyError/ValueError for a malformed object, InvalidSchema for an
+        unknown type."""
         return DataField(int(obj["id"]), obj["name"], DataType.from_json(obj["type"]), obj.get("description"))
 
 
 @dataclass(frozen=True)
 class DataType:
+    """A Paimon data type: ``root`` (e.g. BIGINT, VARCHAR, DECIMAL, TIMESTAMP_LTZ, ARRAY, MAP, ROW), nullability and
+    the parameters its root uses (unused ones are None). Immutable; equal types compare equal."""
     root: str
     nullable: bool = True
     precision: int | None = None  # DECIMAL, TIME, TIMESTAMP*
@@ -60,25 +67,31 @@ class DataType:
     # --- classification -----------------------------------------------------------------------------
     @property
     def is_string(self) -> bool:
+        """True for CHAR and VARCHAR (STRING)."""
         return self.root in STRING_ROOTS
 
     @property
     def is_binary(self) -> bool:
+        """True for BINARY and VARBINARY (BYTES)."""
         return self.root in BINARY_ROOTS
 
     @property
     def is_nested(self) -> bool:
+        """True for ARRAY, MULTISET, MAP and ROW."""
         return self.root in NESTED_ROOTS
 
     @property
     def is_compact_decimal(self) -> bool:
+        """True for a DECIMAL of precision <= 18, which Paimon stores as a long in BinaryRow."""
         return self.root == "DECIMAL" and (self.precision or 10) <= 18
 
     @property
     def is_compact_timestamp(self) -> bool:
+        """True for a TIMESTAMP(_LTZ) of precision <= 3, which Paimon stores as epoch milliseconds in BinaryRow."""
         return self.root in ("TIMESTAMP", "TIMESTAMP_LTZ") and (self.precision if self.precision is not None else 6) <= 3
 
     def with_nullable(self, nullable: bool) -> "DataType":
+        """The same type with nullability ``nullable``."""
         return replace(self, nullable=nullable)
 
     # --- JSON ---------------------------------------------------------------------------------------
@@ -102,6 +115,8 @@ class DataType:
         return r
 
     def to_json(self) -> Any:
+        """The type as Paimon's schema JSON: a string such as ``DECIMAL(10, 2) NOT NULL`` for atomic types, an
+        object for nested ones; ``from_json`` reads it back unchanged."""
         suffix = "" if self.nullable else " NOT NULL"
         if self.root in ("ARRAY", "MULTISET"):
             return {"type": self.root + suffix, "element": self.element.to_json()}
@@ -113,6 +128,8 @@ class DataType:
 
     @staticmethod
     def from_json(obj: Any) -> "DataType":
+        """Parse a type from Paimon's schema JSON (a string or a nested-type object). Raises InvalidSchema for a
+        type it does not know."""
         if isinstance(obj, dict):
             name, nullable = _strip_not_null(obj["type"])
             name = name.upper()
@@ -128,6 +145,9 @@ class DataType:
 
     # --- Arrow --------------------------------------------------------------------------------------
     def to_arrow(self) -> pa.DataType:
+        """The Arrow type lakemerge reads and writes this type as (STRING -> string, TIMESTAMP(p) -> timestamp of
+        the unit fitting p, TIMESTAMP_LTZ -> UTC timestamp, TIME -> time32 ms, ...). Nullability lives on the
+        Arrow field, not here. Raises InvalidSchema for a type without a mapping."""
         r = self.root
         simple = {
             "BOOLEAN": pa.bool_(), "TINYINT": pa.int8(), "SMALLINT": pa.int16(), "INT": pa.int32(),
@@ -156,6 +176,9 @@ class DataType:
 
     @staticmethod
     def from_arrow(t: pa.DataType, nullable: bool = True) -> "DataType":
+        """The Paimon type for Arrow type ``t`` (strings become STRING, binaries BYTES, fixed-size binary BINARY(n),
+        a zoned timestamp TIMESTAMP_LTZ). Raises InvalidSchema for Arrow types Paimon cannot store (e.g. decimals
+        above precision 38, unions)."""
         if pa.types.is_boolean(t):
             return DataType("BOOLEAN", nullable)
         for check, root in ((pa.types.is_int8, "TINYINT"), (pa.types.is_int16, "SMALLINT"),
@@ -192,6 +215,8 @@ class DataType:
 
 
 def timestamp_unit(precision: int | None) -> str:
+    """The Arrow time unit holding a timestamp of ``precision`` digits exactly: 0 -> s, 1-3 -> ms, 4-6 -> us, 7-9 ->
+    ns (default precision 6)."""
     p = 6 if precision is None else precision
     if p == 0:
         return "s"

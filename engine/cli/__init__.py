@@ -5,9 +5,11 @@ Conventions every command follows:
   ``db.table$snapshots`` etc. name Paimon system tables (see engine.system_tables);
 - ``--json`` prints JSON for scripts (one document on stdout; messages go to stderr);
 - exit codes: 0 ok, 1 failure (one ``error: ...`` line on stderr, traceback only with ``--debug``), 2 usage;
-- long work (ingest) shows a rich progress bar with bytes, rows and rates, only on a terminal.
+- long work shows rich progress on stderr, only on a terminal: ingest and compact a bar with bytes, rows and
+  rates; expire and remove-orphans a spinner with the elapsed time.
 
-Commands: create, ingest, show, snapshots, files, schema, options, bench, demo.
+Commands: create, ingest, show, snapshots, files, schema, options, compact, expire, remove-orphans, tag,
+rollback, bench, demo.
 """
 from engine.cli.app import cli, main
 

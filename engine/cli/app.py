@@ -217,6 +217,7 @@ def ingest(table, files, fmt, row_kind_column, delete, progress, warehouse, as_j
 @cli.command()
 @table_argument
 @click.option("--snapshot", "-s", type=int, help="Read this snapshot (time travel); default: latest.")
+@click.option("--tag", "-t", "tag_name", metavar="NAME", help="Read the snapshot tagged NAME (time travel).")
 @click.option("--where", "wheres", multiple=True, metavar="EXPR",
               help="Filter, e.g. \"dt = '2024-01-02' AND id IN (1, 2)\" (repeatable; ANDed).")
 @click.option("--columns", "-c", metavar="COL[,COL]", help="Columns to show.")
@@ -225,11 +226,20 @@ def ingest(table, files, fmt, row_kind_column, delete, progress, warehouse, as_j
 @warehouse_option()
 @json_option
 @debug_option
-def show(table, snapshot, wheres, columns, limit, warehouse, as_json):
+def show(table, snapshot, tag_name, wheres, columns, limit, warehouse, as_json):
     """Print rows of a table or system table (DB.TABLE$snapshots, ...)."""
     from engine.cli.where import combine
 
+    if snapshot is not None and tag_name is not None:
+        raise click.UsageError("give at most one of --snapshot or --tag")
     t = open_table(warehouse, table)
+    if tag_name is not None:
+        snapshot, expired = _tagged_snapshot_id(t, tag_name)
+        if expired:  # the tag outlived its snapshot file: only Table.read(tag=...) can read it
+            rows = t.read(columns=[c.strip() for c in columns.split(",") if c.strip()] if columns else None,
+                          filter=combine(list(wheres)) if wheres else None, tag=tag_name)
+            _emit(rows.slice(0, limit) if limit else rows, as_json, total_rows=rows.num_rows)
+            return
     cols = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
     dnf = combine(list(wheres)) if wheres else None
     if hasattr(t, "schema_manager") and limit:  # a data table: stream, stop once the rows are there
@@ -240,6 +250,20 @@ def show(table, snapshot, wheres, columns, limit, warehouse, as_json):
         if limit:
             rows = rows.slice(0, limit)
     _emit(rows, as_json, total_rows=total, truncated=total is None)
+
+
+def _tagged_snapshot_id(t, tag_name: str) -> tuple[int, bool]:
+    """(snapshot id of tag ``tag_name`` of the table behind ``t``, whether that snapshot has expired). Raises
+    TagNotFound; InvalidInput when the tag's snapshot has expired and ``t`` is a system table."""
+    from engine.errors import InvalidInput
+
+    data = getattr(t, "table", t)  # a SystemTable reads the metadata of .table
+    snap = data.tag_snapshot(tag_name)
+    expired = not data.file_io.exists(data.paths.snapshot(snap.id))
+    if expired and data is not t:
+        raise InvalidInput(f"{t.name}: the snapshot {snap.id} of tag {tag_name!r} has expired; system tables "
+                           "can only read existing snapshots")
+    return snap.id, expired
 
 
 def _head(reader, limit: int):
@@ -276,12 +300,14 @@ def snapshots(table, warehouse, as_json):
 @cli.command()
 @table_argument
 @click.option("--snapshot", "-s", type=int, help="Files of this snapshot; default: latest.")
+@click.option("--level", "-l", type=click.IntRange(min=0), metavar="N", help="Only files of LSM level N.")
 @warehouse_option()
 @json_option
 @debug_option
-def files(table, snapshot, warehouse, as_json):
+def files(table, snapshot, level, warehouse, as_json):
     """List the live data files of a snapshot (the $files system table)."""
-    rows = _system(warehouse, table, "files").read(snapshot_id=snapshot)
+    rows = _system(warehouse, table, "files").read(snapshot_id=snapshot,
+                                                   filter=[("level", "=", level)] if level is not None else None)
     _emit(rows, as_json, columns=["partition", "bucket", "level", "file_path", "record_count",
                                   "file_size_in_bytes", "min_key", "max_key", "min_sequence_number",
                                   "max_sequence_number"])
@@ -378,3 +404,7 @@ def main(argv=None) -> int:
         code = e.code
         return code if isinstance(code, int) else (0 if code is None else 1)
     return 0
+
+
+# --- maintenance commands (issue 8): compact, expire, remove-orphans, tag, rollback -----------------------
+from engine.cli import maintenance as _maintenance  # noqa: E402,F401  (registers the commands on ``cli``)

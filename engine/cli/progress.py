@@ -50,3 +50,40 @@ def ingest_progress(console: Console, total_bytes: int, enabled: bool):
                 progress.refresh()
 
         yield report
+
+
+@contextmanager
+def work_progress(console: Console, description: str, enabled: bool):
+    """A spinner with ``description`` and the elapsed time while the block runs (compaction, expiry, orphan
+    cleanup: work whose size is not known up front); silent when not ``enabled``. Yields ``update(text)`` to
+    change the description."""
+    if not enabled:
+        yield lambda text: None
+        return
+    from rich.progress import SpinnerColumn
+
+    # on a terminal the spinner disappears when done; forced on elsewhere (a log) it leaves its last line
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
+                  transient=console.is_terminal) as progress:
+        task = progress.add_task(description, total=None)
+        yield lambda text: progress.update(task, description=text)
+
+
+@contextmanager
+def bytes_progress(console: Console, description: str, total_bytes: int, enabled: bool):
+    """Yield ``report(rows=, bytes=)`` advancing a bar over ``total_bytes`` that shows bytes, rows and their
+    rates (e.g. compaction, bucket by bucket); a no-op when not ``enabled``."""
+    if not enabled:
+        yield lambda **kw: None
+        return
+    columns = [TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+               RowsColumn(), TimeElapsedColumn()]
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task(description, total=total_bytes, rows=0)
+        state = {"rows": 0}
+
+        def report(rows: int = 0, bytes: int = 0) -> None:
+            state["rows"] += rows
+            progress.update(task, advance=bytes, rows=state["rows"])
+
+        yield report

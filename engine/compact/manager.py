@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterable
@@ -173,21 +174,29 @@ def compact_split(table, split, base_snapshot_id: int, *, full: bool = False, co
                          compact_after=after)
 
 
-def compact_table(table, *, full: bool = False, partitions=None) -> list[CommitMessage]:
+def compact_table(table, *, full: bool = False, partitions=None, progress=None) -> list[CommitMessage]:
     """Compact every bucket of the latest snapshot (optionally only some partitions) and return COMPACT messages
     (commit them with ``Table.commit``). Buckets compact on parallel threads (Parquet and the merge kernels release
     the GIL); memory stays bounded per bucket (engine/compact/rewriter.py). If any bucket fails, every file written
-    is deleted and the error is raised. Raises InvalidInput for a bad partition spec."""
+    is deleted and the error is raised. Raises InvalidInput for a bad partition spec.
+
+    ``progress(rows=, bytes=)``, if given, is called (from one thread at a time) after each bucket with the rows and
+    bytes of the bucket's live files, whether or not they needed rewriting."""
     snapshot, splits = compaction_splits(table, partitions)
     if not splits:
         return []
     user = str(uuid.uuid4())
+    progress_lock = threading.Lock()
 
     def run(sp):
         try:
-            return compact_split(table, sp, snapshot.id, full=full, commit_user=user), None
+            message = compact_split(table, sp, snapshot.id, full=full, commit_user=user)
         except BaseException as e:  # noqa: BLE001 - re-raised below, after the other buckets' files are gone
             return None, e
+        if progress is not None:
+            with progress_lock:
+                progress(rows=sp.row_count, bytes=sum(f.file_size for f in sp.files))
+        return message, None
 
     if len(splits) <= 1:
         results = [run(sp) for sp in splits]

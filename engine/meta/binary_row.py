@@ -31,6 +31,8 @@ _M32 = 0xFFFFFFFF
 
 
 def null_bits_size(arity: int) -> int:
+    """Bytes of a BinaryRow's header for ``arity`` fields (8 header bits plus one null bit per field, rounded up to
+    whole 8-byte words), as Java's BinaryRow.calculateBitSetWidthInBytes."""
     return ((arity + 63 + 8) // 64) * 8
 
 

@@ -65,11 +65,13 @@ def _cast(value, typ: pa.DataType, col: str, table: str):
 
 
 def to_expression(dnf: list[Conj]):
+    """The normalized filter as a ``pyarrow.compute.Expression`` for exact row filtering."""
     return pq.filters_to_expression([[(c, op, list(v) if op in ("in", "not in") else v) for c, op, v in conj]
                                      for conj in dnf])
 
 
 def columns_of(dnf: list[Conj] | None) -> set[str]:
+    """Every column a filter mentions (empty for None)."""
     return {c for conj in dnf or [] for c, _, _ in conj}
 
 

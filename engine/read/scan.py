@@ -37,6 +37,7 @@ class Split:
 
     @property
     def row_count(self) -> int:
+        """Rows in the split's files before merging (an upper bound of the merged rows)."""
         return sum(f.row_count for f in self.files)
 
 
@@ -58,6 +59,7 @@ class ManifestCache:
             raise CorruptFile(path, "manifest file referenced by a snapshot is missing") from None
 
     def manifest_list(self, name: str) -> list[ManifestFileMeta]:
+        """The entries of manifest list ``name`` (cached). Raises CorruptFile if it is missing or cannot be decoded."""
         if name not in self._lists:
             if len(self._lists) > self.max_entries:
                 self._lists.clear()
@@ -65,6 +67,7 @@ class ManifestCache:
         return self._lists[name]
 
     def manifest(self, name: str) -> list[ManifestEntry]:
+        """The entries of manifest ``name`` (cached). Raises CorruptFile if it is missing or cannot be decoded."""
         if name not in self._manifests:
             if len(self._manifests) > self.max_entries:
                 self._manifests.clear()
@@ -72,6 +75,7 @@ class ManifestCache:
         return self._manifests[name]
 
     def data_manifests(self, snapshot: Snapshot) -> list[ManifestFileMeta]:
+        """The data manifests of ``snapshot``: its base list then its delta list. Raises CorruptFile."""
         return self.manifest_list(snapshot.base_manifest_list) + self.manifest_list(snapshot.delta_manifest_list)
 
     def live_entries(self, snapshot: Snapshot, manifest_filter=None) -> list[ManifestEntry]:
@@ -89,6 +93,8 @@ class ManifestCache:
 
 
 class TableScan:
+    """Plans reads: the live data files of a snapshot grouped into one Split per (partition, bucket), pruned by a
+    filter using partition values, bucket hashing and file statistics. Only reads metadata."""
     def __init__(self, paths: TablePaths, schema: TableSchema, manifests: ManifestCache, table_name: str,
                  schema_of=None):
         self.manifests_schema = schema_of or (lambda schema_id: schema)
@@ -99,6 +105,8 @@ class TableScan:
         self._partition_cache: dict[bytes, tuple] = {}
 
     def partition_values(self, partition: bytes) -> tuple:
+        """The partition values (Python objects, in partition-key order) of a serialized partition BinaryRow; () for
+        an unpartitioned table. Raises InvalidInput when the row's arity does not match the partition keys."""
         values = self._partition_cache.get(partition)
         if values is None:
             types = self.schema.types_of(self.schema.partition_keys)
@@ -107,6 +115,8 @@ class TableScan:
         return values
 
     def bucket_dir(self, partition_values: tuple, bucket: int) -> str:
+        """The directory of ``bucket`` in the partition with ``partition_values`` (Paimon's path rules and the
+        table's partition options)."""
         s = self.schema
         opts = s.table_options
         pdir = TablePaths.partition_dir(s.partition_keys, partition_values, s.types_of(s.partition_keys),
@@ -114,6 +124,9 @@ class TableScan:
         return self.paths.bucket_dir(pdir, bucket)
 
     def plan(self, snapshot: Snapshot | None, dnf=None) -> list[Split]:
+        """The Splits of ``snapshot`` (none for None) that may hold rows matching the normalized filter ``dnf``,
+        sorted by (partition, bucket). Never drops a split that holds a matching row. Raises CorruptFile for
+        missing or inconsistent manifests."""
         if snapshot is None:
             return []
         s = self.schema

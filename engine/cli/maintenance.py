@@ -1,0 +1,345 @@
+"""Maintenance commands: ``compact``, ``expire``, ``remove-orphans``, ``tag create|delete|list``, ``rollback``.
+
+They follow the conventions of engine/cli/__init__.py and wrap the Table methods of issue 4 (engine.compact,
+engine.maintenance). Each prints a one-line summary (or one JSON document with ``--json``) and shows a spinner on
+stderr while it works when stderr is a terminal (compaction: a bar over the bytes of the live files, with rows
+and rates). Registered on the ``lakemerge`` group by engine/cli/app.py.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import re
+import time
+
+import click
+
+from engine.cli.app import cli, debug_option, json_option, open_table, table_argument, warehouse_option, _emit
+from engine.cli.render import make_console, to_json
+
+_UNITS_MS = {"ms": 1, "milli": 1, "millis": 1, "s": 1000, "sec": 1000, "second": 1000, "seconds": 1000,
+             "m": 60_000, "min": 60_000, "mins": 60_000, "minute": 60_000, "minutes": 60_000,
+             "h": 3_600_000, "hour": 3_600_000, "hours": 3_600_000, "d": 86_400_000, "day": 86_400_000,
+             "days": 86_400_000, "w": 604_800_000, "week": 604_800_000, "weeks": 604_800_000}
+_PART = re.compile(r"\s*(\d+)\s*([a-zA-Z]+)")
+
+
+def parse_duration(text: str) -> dt.timedelta:
+    """``'7d'``, ``'1 h'``, ``'1d12h'``, ``'90 min'``, ``'500ms'`` as a timedelta (units ms, s, m/min, h, d, w and
+    their long names). Raises ValueError with the reason otherwise (a bare number has no unit and is refused)."""
+    pos, total = 0, 0
+    for m in _PART.finditer(text):
+        if m.start() != pos:
+            break
+        unit = m.group(2).lower()
+        if unit not in _UNITS_MS:
+            raise ValueError(f"unknown unit {m.group(2)!r} (use ms, s, min, h, d or w)")
+        total += int(m.group(1)) * _UNITS_MS[unit]
+        pos = m.end()
+    if pos == 0 or text[pos:].strip():
+        if re.fullmatch(r"\s*\d+\s*", text):
+            raise ValueError("a duration needs a unit, e.g. '7d', '12h' or '30min'")
+        raise ValueError("expected a duration such as '7d', '12h', '1d12h' or a date-time such as "
+                         "'2024-01-31 12:00:00'")
+    return dt.timedelta(milliseconds=total)
+
+
+class AgeType(click.ParamType):
+    """A duration (``7d``, ``12h``, ``1d12h``) or a local date-time (``2024-01-31``, ``2024-01-31 12:00:00``),
+    converted to a timedelta or a naive datetime; anything else is a usage error (exit 2)."""
+
+    name = "DURATION"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, (dt.timedelta, dt.datetime)):
+            return value
+        text = str(value).strip()
+        if re.match(r"\d{4}-\d{2}-\d{2}", text):
+            try:
+                when = dt.datetime.fromisoformat(text)
+            except ValueError:
+                self.fail(f"{value!r} is not a date-time such as '2024-01-31 12:00:00'", param, ctx)
+            if when.tzinfo is not None:
+                when = when.astimezone().replace(tzinfo=None)
+            if when > dt.datetime.now():
+                self.fail(f"{value!r} is in the future", param, ctx)
+            return when
+        try:
+            return parse_duration(text)
+        except ValueError as e:
+            self.fail(f"{value!r}: {e}", param, ctx)
+
+
+AGE = AgeType()
+
+
+def _age_as_timedelta(age) -> dt.timedelta:
+    return dt.datetime.now() - age if isinstance(age, dt.datetime) else age
+
+
+def _data_table(warehouse: str, name: str):
+    """The data table ``name``; InvalidInput for a system table name (maintenance needs a data table)."""
+    from engine.errors import InvalidInput
+
+    if "$" in name:
+        raise InvalidInput(f"{name!r}: give the data table's name, not a system table")
+    return open_table(warehouse, name)
+
+
+def progress_option(f):
+    """``--progress/--no-progress``: force progress on stderr on or off (default: only on a terminal)."""
+    return click.option("--progress/--no-progress", default=None,
+                        help="Show progress on stderr (default: only on a terminal, never with --json).")(f)
+
+
+def _show_progress(as_json: bool, progress: bool | None = None):
+    """(console on stderr, whether to show progress): as ``--progress`` says, else only on a terminal and never
+    with --json."""
+    console = make_console(stderr=True)
+    return console, (console.is_terminal and not as_json) if progress is None else progress
+
+
+def _parse_partition_specs(specs: tuple[str, ...]) -> list[dict] | None:
+    """``('dt=2024-01-01,hr=3', 'dt=2024-01-02')`` -> list of dicts; a usage error for a part without ``=``."""
+    if not specs:
+        return None
+    out = []
+    for spec in specs:
+        d = {}
+        for item in spec.split(","):
+            key, sep, value = item.partition("=")
+            if not sep or not key.strip():
+                raise click.BadParameter(f"{spec!r} is not COL=VALUE[,COL=VALUE]", param_hint="'--partition'")
+            d[key.strip()] = value.strip()
+        out.append(d)
+    return out
+
+
+def _live_files(table, snapshot, partitions) -> dict[tuple, object]:
+    """(partition, bucket, file name) -> DataFileMeta of the live files of ``snapshot`` within ``partitions``."""
+    from engine.compact.manager import partition_matches
+
+    if snapshot is None:
+        return {}
+    out = {}
+    for split in table.scan().plan(snapshot):
+        if partition_matches(table.schema, split.partition_values, partitions):
+            for f in split.files:
+                out[(split.partition, split.bucket, f.file_name)] = f
+    return out
+
+
+# --- compact ---------------------------------------------------------------------------------------------
+@cli.command()
+@table_argument
+@click.option("--full", is_flag=True, help="Rewrite every bucket into one sorted run at the top level.")
+@click.option("--partition", "-p", "partitions", multiple=True, metavar="COL=VALUE[,COL=VALUE]",
+              help="Only compact this partition (repeatable).")
+@progress_option
+@warehouse_option()
+@json_option
+@debug_option
+def compact(table, full, partitions, progress, warehouse, as_json):
+    """Compact a table's buckets and commit a COMPACT snapshot.
+
+    Without --full each bucket runs what universal compaction picks (as a writer would); with --full each bucket
+    becomes one sorted run. Prints the new snapshot, or that there was nothing to compact.
+    """
+    specs = _parse_partition_specs(partitions)
+    t = _data_table(warehouse, table)
+    before = _live_files(t, t.snapshot_manager.latest(), specs)
+    console, show = _show_progress(as_json, progress)
+    started = time.monotonic()
+    from engine.cli.progress import bytes_progress
+
+    total_bytes = sum(f.file_size for f in before.values())
+    with bytes_progress(console, f"{'full ' if full else ''}compaction of {t.name}", total_bytes, show) as report:
+        sid = t.compact(full=full, partitions=specs, progress=report)
+    seconds = time.monotonic() - started
+    after = _live_files(t, t.snapshot(sid), specs) if sid is not None else before
+    removed = [f for k, f in before.items() if k not in after]
+    added = [f for k, f in after.items() if k not in before]
+    result = {"table": t.name, "snapshot_id": sid, "full": full,
+              "files_before": len(before), "files_after": len(after),
+              "files_rewritten": len(removed), "files_written": len(added),
+              "rows_read": sum(f.row_count for f in removed), "rows_written": sum(f.row_count for f in added),
+              "bytes_read": sum(f.file_size for f in removed), "bytes_written": sum(f.file_size for f in added),
+              "seconds": round(seconds, 3)}
+    if as_json:
+        click.echo(to_json(result))
+    elif sid is None:
+        hint = "" if full else "; --full rewrites every bucket into one run"
+        click.echo(f"{t.name}: nothing to compact ({len(before)} live file(s){hint})")
+    else:
+        rate = result["rows_read"] / max(seconds, 1e-9)
+        click.echo(f"compacted {t.name}: snapshot {sid}; {len(removed)} file(s) ({result['rows_read']:,} rows, "
+                   f"{result['bytes_read']:,} bytes) rewritten into {len(added)} ({result['rows_written']:,} rows, "
+                   f"{result['bytes_written']:,} bytes); live files {len(before)} -> {len(after)} in "
+                   f"{seconds:.2f} s ({rate:,.0f} rows/s)")
+
+
+def _spinner(console, description: str, enabled: bool):
+    from engine.cli.progress import work_progress
+    return work_progress(console, description, enabled)
+
+
+# --- expire ----------------------------------------------------------------------------------------------
+@cli.command()
+@table_argument
+@click.option("--retain-min", type=click.IntRange(min=1), metavar="N",
+              help="Keep at least N snapshots (default: option snapshot.num-retained.min).")
+@click.option("--retain-max", type=click.IntRange(min=1), metavar="N",
+              help="Keep at most N snapshots (default: option snapshot.num-retained.max).")
+@click.option("--older-than", type=AGE, metavar="DURATION|TIME",
+              help="Expire snapshots that stopped being the latest more than DURATION ago (e.g. 7d, 12h) or "
+                   "before a local date-time (default: option snapshot.time-retained); --retain-min still holds.")
+@click.option("--max-deletes", type=click.IntRange(min=1), metavar="N",
+              help="Expire at most N snapshots in this run (default: option snapshot.expire.limit).")
+@progress_option
+@warehouse_option()
+@json_option
+@debug_option
+def expire(table, retain_min, retain_max, older_than, max_deletes, progress, warehouse, as_json):
+    """Expire old snapshots and delete the files only they referenced.
+
+    The latest snapshot, snapshots younger than the retention time and files a tag still uses are always kept.
+    """
+    if retain_min is not None and retain_max is not None and retain_max < retain_min:
+        raise click.BadParameter(f"--retain-max ({retain_max}) is below --retain-min ({retain_min})",
+                                 param_hint="'--retain-max'")
+    t = _data_table(warehouse, table)
+    console, show = _show_progress(as_json, progress)
+    with _spinner(console, f"expiring snapshots of {t.name}", show):
+        removal = t.expire_snapshots(retain_min=retain_min, retain_max=retain_max,
+                                     time_retained=_age_as_timedelta(older_than) if older_than is not None else None,
+                                     max_deletes=max_deletes)
+    ids = t.snapshot_manager.ids()
+    result = {"table": t.name, "expired_snapshots": list(removal.snapshot_ids),
+              "deleted_data_files": len(removal.data_files), "deleted_metadata_files": len(removal.metadata_files),
+              "earliest_snapshot": ids[0] if ids else None, "latest_snapshot": ids[-1] if ids else None}
+    if as_json:
+        click.echo(to_json(result))
+    elif not removal.snapshot_ids:
+        click.echo(f"{t.name}: no snapshot to expire ({len(ids)} retained)")
+    else:
+        first, last = removal.snapshot_ids[0], removal.snapshot_ids[-1]
+        span = f"{first}" if first == last else f"{first}..{last}"
+        click.echo(f"expired {len(removal.snapshot_ids)} snapshot(s) of {t.name} ({span}); deleted "
+                   f"{len(removal.data_files)} data file(s) and {len(removal.metadata_files)} metadata file(s); "
+                   + (f"snapshot {ids[0]} remains" if len(ids) == 1 else f"snapshots {ids[0]}..{ids[-1]} remain"))
+
+
+# --- remove-orphans --------------------------------------------------------------------------------------
+@cli.command(name="remove-orphans")
+@table_argument
+@click.option("--older-than", type=AGE, default="1d", show_default=True, metavar="DURATION|TIME",
+              help="Only files last modified longer ago than this (younger ones may belong to a commit in "
+                   "flight).")
+@click.option("--dry-run", is_flag=True, help="List the orphan files without deleting them.")
+@progress_option
+@warehouse_option()
+@json_option
+@debug_option
+def remove_orphans(table, older_than, dry_run, progress, warehouse, as_json):
+    """Delete files under the table that no snapshot or tag references.
+
+    Nothing is deleted if any snapshot, tag or manifest cannot be read.
+    """
+    t = _data_table(warehouse, table)
+    console, show = _show_progress(as_json, progress)
+    with _spinner(console, f"looking for orphan files of {t.name}", show):
+        paths = t.remove_orphan_files(older_than, dry_run=dry_run)
+    if as_json:
+        click.echo(to_json({"table": t.name, "dry_run": dry_run, "files": paths}))
+        return
+    verb = "would delete" if dry_run else "deleted"
+    click.echo(f"{t.name}: {verb} {len(paths)} orphan file(s)")
+    for p in paths:
+        click.echo(f"  {p}")
+
+
+# --- tags ------------------------------------------------------------------------------------------------
+@cli.group()
+def tag():
+    """Create, delete and list tags (named snapshots kept through expiration)."""
+
+
+@tag.command(name="create")
+@table_argument
+@click.argument("name")
+@click.option("--snapshot", "-s", type=int, metavar="N", help="Snapshot to tag (default: the latest).")
+@warehouse_option()
+@json_option
+@debug_option
+def tag_create(table, name, snapshot, warehouse, as_json):
+    """Tag a snapshot as NAME (time travel with `show --tag NAME`)."""
+    t = _data_table(warehouse, table)
+    t.create_tag(name, snapshot)
+    snap = t.tag_snapshot(name)
+    if as_json:
+        click.echo(to_json({"table": t.name, "tag": name, "snapshot_id": snap.id}))
+    else:
+        click.echo(f"tagged snapshot {snap.id} of {t.name} as {name!r}")
+
+
+@tag.command(name="delete")
+@table_argument
+@click.argument("name")
+@warehouse_option()
+@json_option
+@debug_option
+def tag_delete(table, name, warehouse, as_json):
+    """Delete tag NAME (and the files only it kept alive)."""
+    t = _data_table(warehouse, table)
+    snap = t.tag_snapshot(name)
+    t.delete_tag(name)
+    if as_json:
+        click.echo(to_json({"table": t.name, "tag": name, "snapshot_id": snap.id, "deleted": True}))
+    else:
+        click.echo(f"deleted tag {name!r} (snapshot {snap.id}) of {t.name}")
+
+
+@tag.command(name="list")
+@table_argument
+@warehouse_option()
+@json_option
+@debug_option
+def tag_list(table, warehouse, as_json):
+    """List a table's tags (the $tags system table)."""
+    from engine.system_tables import system_table
+
+    rows = system_table(_data_table(warehouse, table), "tags").read()
+    _emit(rows, as_json, columns=["tag_name", "snapshot_id", "schema_id", "commit_time", "record_count",
+                                  "create_time"])
+
+
+# --- rollback --------------------------------------------------------------------------------------------
+@cli.command()
+@table_argument
+@click.option("--snapshot", "-s", type=int, metavar="N", help="Snapshot to roll back to.")
+@click.option("--tag", "-t", "tag_name", metavar="NAME", help="Tag to roll back to.")
+@warehouse_option()
+@json_option
+@debug_option
+def rollback(table, snapshot, tag_name, warehouse, as_json):
+    """Make a snapshot or tag the table's latest state.
+
+    Later snapshots, their tags and the files only they referenced are deleted. Do not run it while other
+    writers commit to the table.
+    """
+    from engine.maintenance.rollback import rollback_to
+
+    if (snapshot is None) == (tag_name is None):
+        raise click.UsageError("give exactly one of --snapshot or --tag")
+    t = _data_table(warehouse, table)
+    removal = rollback_to(t, tag_name if tag_name is not None else snapshot)
+    latest = t.snapshot_manager.latest_id()
+    result = {"table": t.name, "latest_snapshot": latest, "removed_snapshots": list(removal.snapshot_ids),
+              "deleted_data_files": len(removal.data_files),
+              "deleted_metadata_files": len(removal.metadata_files)}
+    if as_json:
+        click.echo(to_json(result))
+    else:
+        target = f"tag {tag_name!r}" if tag_name is not None else f"snapshot {snapshot}"
+        click.echo(f"rolled {t.name} back to {target}: snapshot {latest} is the latest; removed "
+                   f"{len(removal.snapshot_ids)} snapshot(s), {len(removal.data_files)} data file(s) and "
+                   f"{len(removal.metadata_files)} metadata file(s)")

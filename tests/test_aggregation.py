@@ -198,5 +198,30 @@ def test_type_checks_at_create_table(catalog, field_type, fn, match):
 
 def test_unimplemented_functions_say_so(catalog):
     s = pa.schema([("k", I), ("v", pa.list_(pa.struct([("a", I)])))])
-    with pytest.raises(UnsupportedFeature, match="nested_update"):
-        _table(catalog, s, v="nested_update")
+    with pytest.raises(UnsupportedFeature, match="nested_partial_update"):
+        _table(catalog, s, v="nested_partial_update")
+
+
+def test_nested_update(catalog):
+    row = pa.struct([("id", I), ("ver", I), ("name", pa.string())])
+    s = pa.schema([("k", I), ("kv", pa.list_(row)), ("app", pa.list_(row))])
+    t = catalog.create_table("db.n", s, primary_key=["k"], options={
+        "bucket": "1", "merge-engine": "aggregation", "fields.kv.aggregate-function": "nested_update",
+        "fields.kv.nested-key": "id", "fields.kv.nested-sequence-field": "ver",
+        "fields.app.aggregate-function": "nested_update", "fields.app.count-limit": "3"})
+
+    def r(i, v, n):
+        return {"id": i, "ver": v, "name": n}
+    t.write(_batch(s, [(1, [r(1, 1, "a"), r(2, 1, "b")], [r(1, 1, "a"), r(2, 1, "b")])]))
+    t.write(_batch(s, [(1, [r(2, 2, "B"), r(1, 0, "old"), r(3, 1, "c")], [r(3, 1, "c"), r(4, 1, "d")])]))
+    got = _by_key(t)[1]
+    assert got["kv"] == [r(1, 1, "a"), r(2, 2, "B"), r(3, 1, "c")]
+    assert got["app"] == [r(1, 1, "a"), r(2, 1, "b"), r(3, 1, "c")]  # count-limit 3
+    t.write(_batch(s, [(1, [r(2, 0, None)], [r(1, 1, "a")])]), row_kinds=["-U"])  # retract by key / equal row
+    got = _by_key(t)[1]
+    assert got["kv"] == [r(1, 1, "a"), r(3, 1, "c")]
+    assert got["app"] == [r(2, 1, "b"), r(3, 1, "c")]
+    with pytest.raises(InvalidSchema, match="'zz' is not in the ROW type"):
+        catalog.create_table("db.bad", s, primary_key=["k"], options={
+            "bucket": "1", "merge-engine": "aggregation", "fields.kv.aggregate-function": "nested_update",
+            "fields.kv.nested-key": "zz"})

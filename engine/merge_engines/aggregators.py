@@ -13,7 +13,6 @@ from decimal import ROUND_HALF_UP, Context, Decimal
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from engine.errors import InvalidSchema, MergeFunctionError, UnsupportedFeature
 from engine.merge_engines.segments import (Segments, decimal_from_unscaled, decimal_unscaled, order_values,

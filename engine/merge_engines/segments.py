@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.schema import SEQUENCE_NUMBER, VALUE_KIND
+from engine.schema import VALUE_KIND
 from kernels.aggregate import float_order_words
 
 INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE = 0, 1, 2, 3

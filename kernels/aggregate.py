@@ -85,6 +85,35 @@ def segment_arg_extreme(order, key_starts, words, eligible, want_max):
 
 
 @njit
+def _double_word(x):
+    bits = np.float64(x).view(np.int64)
+    if bits < 0:
+        bits = bits ^ np.int64(0x7FFF_FFFF_FFFF_FFFF)
+    return bits
+
+
+@njit
+def segment_arg_extreme_float(order, key_starts, values, eligible, want_max):
+    """``segment_arg_extreme`` over float64 values compared as Java's ``Double.compare`` (-0.0 < 0.0, NaN
+    greatest), without materialising the order words."""
+    n_keys = key_starts.shape[0] - 1
+    out = np.full(n_keys, -1, np.int64)
+    for j in range(n_keys):
+        best = -1
+        bw = np.int64(0)
+        for p in range(key_starts[j], key_starts[j + 1]):
+            r = order[p]
+            if not eligible[r]:
+                continue
+            w = _double_word(values[r])
+            if best < 0 or (bw < w if want_max else not (bw < w)):
+                best = r
+                bw = w
+        out[j] = best
+    return out
+
+
+@njit
 def segment_sum(order, key_starts, values, valid, add, retract, product, lo, hi):
     """Per key: Paimon's sum (``product=False``) or product fold with retraction, oldest first.
 
@@ -256,6 +285,7 @@ def warm_up() -> None:
     rows_after_last(order, starts, mask)
     for words in (np.arange(3, dtype=np.uint64), np.arange(3, dtype=np.int64), np.arange(3, dtype=np.float64)):
         segment_arg_extreme(order, starts, words, mask, True)
+    segment_arg_extreme_float(order, starts, np.arange(3, dtype=np.float64), mask, True)
     for vals in (np.arange(3, dtype=np.int64), np.arange(3, dtype=np.float64)):
         segment_sum(order, starts, vals, mask, mask, ~mask, False, -(2 ** 63), 2 ** 63 - 1)
     segment_listagg(order, starts, np.arange(4, dtype=np.int64), np.zeros(3, np.uint8), mask,

@@ -111,3 +111,12 @@ def test_float_order_words_follow_java_double_compare():
     vals = np.array([float("-inf"), -1.5, -0.0, 0.0, 1e-300, 2.0, float("inf"), float("nan")])
     w = K.float_order_words(vals)
     assert (np.diff(w.astype(object)) > 0).all()
+
+
+@settings(max_examples=100, deadline=None)
+@given(histories(values=st.sampled_from([float("nan"), -0.0, 0.0, 1.5, -2.0, float("inf")])), st.booleans())
+def test_arg_extreme_float_follows_double_compare(h, want_max):
+    order, starts, kinds, valid, vals = h
+    values = np.array(vals, np.float64)
+    got = K.segment_arg_extreme_float(order, starts, values, valid, want_max)
+    assert np.array_equal(got, R.segment_arg_extreme_float_reference(order, starts, values, valid, want_max))

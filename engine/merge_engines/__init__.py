@@ -42,11 +42,23 @@ def reduce_segments(table: pa.Table, order: np.ndarray, key_starts: np.ndarray, 
     """One record per key of the merged order (``kernels.merge.MergeResult`` fields) over ``table``'s rows,
     by the schema's (non-deduplicate) merge engine; keys in ascending order when ``sorted_output``."""
     cfg = merge_config(schema)
+    module = _module(cfg.engine)
     table = table.combine_chunks()
     lengths = np.diff(key_starts)
     single = lengths == 1
     if single.all():
         return table.take(pa.array(order[key_starts[:-1]]))
+    if module.lone_add_is_unchanged(cfg):
+        # The engine's fold of a lone add record is that record, so every key goes through the engine at once
+        # (no split into lone and merged keys); lone records only keep their own row kind (+I or +U).
+        seg = Segments(table, order, key_starts, table_name)
+        lone_rows = order[key_starts[:-1][single]]
+        if not seg.retract[lone_rows].any():
+            merged = module.reduce(seg, cfg, value_names(table, schema))
+            kinds = merged.column(VALUE_KIND).to_numpy().copy()
+            kinds[single] = seg.kinds[lone_rows]
+            i = merged.column_names.index(VALUE_KIND)
+            return merged.set_column(i, merged.field(i), pa.array(kinds, pa.int8()))
     multi = np.flatnonzero(~single)
     sub_order = order[np.repeat(~single, lengths)]
     sub_starts = np.zeros(len(multi) + 1, np.int64)

@@ -205,8 +205,12 @@ def _first_non_null(seg, arr, agg, add, retract):
 
 def _extreme(want_max):
     def run(seg, arr, agg, add, retract):
-        words = order_values(arr)
-        idx = K.segment_arg_extreme(seg.order, seg.key_starts, words, add & valid_mask(arr), want_max)
+        eligible = add & valid_mask(arr) if arr.null_count else add
+        if pa.types.is_floating(arr.type):
+            values = arr.cast(pa.float64()).to_numpy(zero_copy_only=False)
+            idx = K.segment_arg_extreme_float(seg.order, seg.key_starts, values, eligible, want_max)
+        else:
+            idx = K.segment_arg_extreme(seg.order, seg.key_starts, order_values(arr), eligible, want_max)
         return take_or_null(arr, idx)
     return run
 

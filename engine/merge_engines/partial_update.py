@@ -100,3 +100,8 @@ def reduce(seg: Segments, cfg, value_names: list[str]) -> "pa.Table":  # noqa: F
         perm[np.concatenate([keep, keys])] = np.arange(seg.n_keys)
         out = out.take(pa.array(perm))
     return out
+
+
+def lone_add_is_unchanged(cfg) -> bool:
+    """Without sequence groups a lone add record folds to itself (its non-null fields over an empty row)."""
+    return not cfg.groups

@@ -225,3 +225,11 @@ def test_nested_update(catalog):
         catalog.create_table("db.bad", s, primary_key=["k"], options={
             "bucket": "1", "merge-engine": "aggregation", "fields.kv.aggregate-function": "nested_update",
             "fields.kv.nested-key": "zz"})
+
+
+def test_value_filters_apply_to_merged_rows(catalog):
+    s = pa.schema([("k", I), ("s", pa.int64())])
+    t = _table(catalog, s, s="sum")
+    t.write(_batch(s, [(1, 6), (2, 1)]))
+    t.write(_batch(s, [(1, 6)]))
+    assert t.read(filter=[("s", ">", 10)]).to_pylist() == [{"k": 1, "s": 12}]

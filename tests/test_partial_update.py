@@ -178,3 +178,11 @@ def test_remove_record_on_sequence_group(catalog):
     t.write(_batch(s, [(1, None, 2, None, None), (2, None, None, None, 5)]), row_kinds=["-D", "-D"])
     # key 1: the -D takes g1 (the removing group) -> the record is gone; key 2: the -D only takes g2 -> b nulled
     assert {r["k"]: (r["a"], r["g1"], r["b"], r["g2"]) for r in t.read().to_pylist()} == {2: (2, 1, None, 5)}
+
+
+def test_value_filters_apply_to_merged_rows(catalog):
+    s = pa.schema([("k", I), ("a", I), ("b", I)])
+    t = catalog.create_table("db.vf", s, primary_key=["k"], options={"bucket": "1", "merge-engine": "partial-update"})
+    t.write(_batch(s, [(1, 10, None)]))
+    t.write(_batch(s, [(1, None, 1)]))
+    assert t.read(filter=[("a", ">", 5), ("b", "<", 3)]).to_pylist() == [{"k": 1, "a": 10, "b": 1}]

@@ -113,73 +113,109 @@ def segment_arg_extreme_float(order, key_starts, values, eligible, want_max):
     return out
 
 
-@njit
 def segment_sum(order, key_starts, values, valid, add, retract, product, lo, hi):
     """Per key: Paimon's sum (``product=False``) or product fold with retraction, oldest first.
 
     add: null input keeps acc; null acc takes input; else acc + in (acc * in).
     retract: sum -> acc - in (null acc -> -in; null in -> acc); product -> acc / in, truncating for integers
-    (either null -> acc). Integer results must stay in [lo, hi] (the column type's range).
+    (either null -> acc). Integer results must stay in [lo, hi] (the column type's range); int64 values fold in
+    exact int64 arithmetic, floats in float64 (Java semantics: x / 0.0 gives inf or NaN).
     Returns (out values, out valid, error code: OK / OVERFLOW / DIVIDE_BY_ZERO, offending key or -1)."""
+    if values.dtype.kind == "f":
+        return _sum_float(order, key_starts, values, valid, add, retract, product)
+    return _sum_int(order, key_starts, values, valid, add, retract, product, lo, hi)
+
+
+@njit
+def _sum_int(order, key_starts, values, valid, add, retract, product, lo, hi):
     n_keys = key_starts.shape[0] - 1
-    out = np.zeros(n_keys, values.dtype)
+    out = np.zeros(n_keys, np.int64)
     out_valid = np.zeros(n_keys, np.bool_)
-    is_int = values.dtype.kind == "i"  # resolved at compile time per dtype
     for j in range(n_keys):
-        acc = values[0] * 0
+        acc = np.int64(0)
         has = False
         for p in range(key_starts[j], key_starts[j + 1]):
             r = order[p]
+            if not valid[r]:
+                continue
+            x = values[r]
             if add[r]:
-                if not valid[r]:
-                    continue
-                x = values[r]
                 if not has:
                     acc = x
                     has = True
-                    continue
-                if product:
+                elif product:
                     y = acc * x
-                    if is_int and x != 0 and (y // x != acc or (x == -1 and acc == lo and lo < 0)):
+                    if x != 0 and (y // x != acc or (x == -1 and acc == lo)):
                         return out, out_valid, OVERFLOW, j
+                    acc = y
                 else:
                     y = acc + x
-                    if is_int and ((acc >= 0 and x > 0 and y < acc) or (acc < 0 and x < 0 and y > acc)):
+                    if (acc >= 0 and x > 0 and y < acc) or (acc < 0 and x < 0 and y > acc):
                         return out, out_valid, OVERFLOW, j
-                acc = y
+                    acc = y
             elif retract[r]:
-                if not valid[r]:
-                    continue
-                x = values[r]
                 if product:
                     if not has:
                         continue
-                    if is_int:
-                        if x == 0:
-                            return out, out_valid, DIVIDE_BY_ZERO, j
-                        q = abs(acc) // abs(x)
-                        acc = q if (acc >= 0) == (x >= 0) else -q
-                    elif x == 0:
-                        acc = np.nan if acc == 0 else (np.inf if acc > 0 else -np.inf)
-                    else:
-                        acc = acc / x
-                    continue
-                if not has:
+                    if x == 0:
+                        return out, out_valid, DIVIDE_BY_ZERO, j
+                    if x == -1 and acc == lo:
+                        return out, out_valid, OVERFLOW, j
+                    q = abs(acc) // abs(x)
+                    acc = q if (acc >= 0) == (x >= 0) else -q
+                elif not has:
+                    if x == lo:
+                        return out, out_valid, OVERFLOW, j
                     acc = -x
                     has = True
-                    if is_int and ((x == lo and lo < 0) or acc < lo or acc > hi):
+                else:
+                    y = acc - x
+                    if (acc >= 0 and x < 0 and y < acc) or (acc < 0 and x > 0 and y > acc):
                         return out, out_valid, OVERFLOW, j
-                    continue
-                y = acc - x
-                if is_int and ((acc >= 0 and x < 0 and y < acc) or (acc < 0 and x > 0 and y > acc)):
-                    return out, out_valid, OVERFLOW, j
-                acc = y
+                    acc = y
             else:
                 continue
-            if is_int and (acc < lo or acc > hi):
+            if acc < lo or acc > hi:
                 return out, out_valid, OVERFLOW, j
-        if is_int and has and (acc < lo or acc > hi):
-            return out, out_valid, OVERFLOW, j
+        out[j] = acc
+        out_valid[j] = has
+    return out, out_valid, OK, -1
+
+
+@njit
+def _sum_float(order, key_starts, values, valid, add, retract, product):
+    n_keys = key_starts.shape[0] - 1
+    out = np.zeros(n_keys, np.float64)
+    out_valid = np.zeros(n_keys, np.bool_)
+    for j in range(n_keys):
+        acc = 0.0
+        has = False
+        for p in range(key_starts[j], key_starts[j + 1]):
+            r = order[p]
+            if not valid[r]:
+                continue
+            x = values[r]
+            if add[r]:
+                if not has:
+                    acc = x
+                    has = True
+                elif product:
+                    acc = acc * x
+                else:
+                    acc = acc + x
+            elif retract[r]:
+                if product:
+                    if not has:
+                        continue
+                    if x == 0.0:
+                        acc = np.nan if acc == 0.0 else (np.inf if acc > 0 else -np.inf)
+                    else:
+                        acc = acc / x
+                elif not has:
+                    acc = -x
+                    has = True
+                else:
+                    acc = acc - x
         out[j] = acc
         out_valid[j] = has
     return out, out_valid, OK, -1

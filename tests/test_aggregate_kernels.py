@@ -120,3 +120,14 @@ def test_arg_extreme_float_follows_double_compare(h, want_max):
     values = np.array(vals, np.float64)
     got = K.segment_arg_extreme_float(order, starts, values, valid, want_max)
     assert np.array_equal(got, R.segment_arg_extreme_float_reference(order, starts, values, valid, want_max))
+
+
+def test_int64_sums_are_exact_and_overflow_raises():
+    order = np.arange(3, dtype=np.int64)
+    starts = np.array([0, 3], np.int64)
+    ones = np.ones(3, bool)
+    big = np.array([2 ** 62 + 1, 2, -7], np.int64)
+    out, ok, err, _ = K.segment_sum(order, starts, big, ones, ones, ~ones, False, -(2 ** 63), 2 ** 63 - 1)
+    assert (int(out[0]), bool(ok[0]), err) == (2 ** 62 - 4, True, K.OK)
+    huge = np.array([2 ** 62, 2 ** 62, 1], np.int64)
+    assert K.segment_sum(order, starts, huge, ones, ones, ~ones, False, -(2 ** 63), 2 ** 63 - 1)[2] == K.OVERFLOW

@@ -127,6 +127,17 @@ def segment_sum(order, key_starts, values, valid, add, retract, product, lo, hi)
 
 
 @njit
+def _wrapping_add(a, b):
+    """a + b modulo 2**64 (unsigned arithmetic: no undefined signed overflow for the optimiser to exploit)."""
+    return np.int64(np.uint64(a) + np.uint64(b))
+
+
+@njit
+def _wrapping_mul(a, b):
+    return np.int64(np.uint64(a) * np.uint64(b))
+
+
+@njit
 def _sum_int(order, key_starts, values, valid, add, retract, product, lo, hi):
     n_keys = key_starts.shape[0] - 1
     out = np.zeros(n_keys, np.int64)
@@ -144,13 +155,13 @@ def _sum_int(order, key_starts, values, valid, add, retract, product, lo, hi):
                     acc = x
                     has = True
                 elif product:
-                    y = acc * x
+                    y = _wrapping_mul(acc, x)
                     if x != 0 and (y // x != acc or (x == -1 and acc == lo)):
                         return out, out_valid, OVERFLOW, j
                     acc = y
                 else:
-                    y = acc + x
-                    if (acc >= 0 and x > 0 and y < acc) or (acc < 0 and x < 0 and y > acc):
+                    y = _wrapping_add(acc, x)
+                    if ((acc ^ y) & (x ^ y)) < 0:
                         return out, out_valid, OVERFLOW, j
                     acc = y
             elif retract[r]:
@@ -169,8 +180,8 @@ def _sum_int(order, key_starts, values, valid, add, retract, product, lo, hi):
                     acc = -x
                     has = True
                 else:
-                    y = acc - x
-                    if (acc >= 0 and x < 0 and y < acc) or (acc < 0 and x > 0 and y > acc):
+                    y = _wrapping_add(acc, _wrapping_mul(x, np.int64(-1)))
+                    if ((acc ^ x) & (acc ^ y)) < 0:
                         return out, out_valid, OVERFLOW, j
                     acc = y
             else:

@@ -122,8 +122,9 @@ def check_write_kinds(schema, kinds: np.ndarray, table: str | None) -> None:
         for name, agg in cfg.aggs.items():
             if not takes_retract(agg):
                 raise InvalidInput(f"field {name!r}: aggregate function {agg.function!r} cannot take -U/-D records "
-                                   f"(only sum, product, collect, merge_map, nested_update, last_value and last_non_null_value "
-                                   f"can); set fields.{name}.ignore-retract=true", table=table, column=name)
+                                   "(only sum, product, collect, merge_map, nested_update, last_value and "
+                                   f"last_non_null_value can); set fields.{name}.ignore-retract=true",
+                                   table=table, column=name)
 
 
 def apply_default_values(table: pa.Table, schema) -> pa.Table:

@@ -2,9 +2,9 @@
 
 Each function reduces one column over the rows of each key: ``reduce(seg, arr, agg, add, retract)`` where
 ``add`` / ``retract`` are per-row masks of the records that feed the function (oldest first in merged order).
-Numeric, boolean, temporal, string and binary columns run in ``kernels.aggregate``; collections, maps, bitmaps
-sketches and nested tables fold in Python per key (they are object values). Retraction follows Paimon: only sum, product,
-collect, merge_map, nested_update, last_value and last_non_null_value take -U/-D; any other raises unless
+Numeric, boolean, temporal, string and binary columns run in ``kernels.aggregate``; collections, maps, bitmaps,
+sketches and nested tables fold in Python per key (they are object values). Retraction follows Paimon: only sum,
+product, collect, merge_map, nested_update, last_value and last_non_null_value take -U/-D; any other raises unless
 ``fields.<f>.ignore-retract``.
 """
 from __future__ import annotations
@@ -63,12 +63,14 @@ def check_function(agg, dtype, where: str = "") -> None:
         try:
             import datasketches  # noqa: F401
         except ImportError:
-            raise UnsupportedFeature(where + f"field {agg.field!r}: {fn} needs the 'datasketches' package") from None
+            raise UnsupportedFeature(where + f"field {agg.field!r}: {fn} needs the 'datasketches' package "
+                                     "(pip install lakemerge[aggregates])") from None
     if fn in ("rbm32", "rbm64"):
         try:
             import pyroaring  # noqa: F401
         except ImportError:
-            raise UnsupportedFeature(where + f"field {agg.field!r}: {fn} needs the 'pyroaring' package") from None
+            raise UnsupportedFeature(where + f"field {agg.field!r}: {fn} needs the 'pyroaring' package "
+                                     "(pip install lakemerge[aggregates])") from None
 
 
 def takes_retract(agg) -> bool:

@@ -1,7 +1,8 @@
 """Point lookups by primary key: per bucket, binary search in each sorted file (lookup kernel).
 
 Contract: the result holds, for every distinct probe key that is live at the snapshot, its merged row (as
-``Table.read`` would return it: the newest record for deduplicate, every record folded by the other engines). Files whose [min key, max key] range holds no probe are not opened.
+``Table.read`` would return it: the newest record for deduplicate, every record folded by the other engines).
+Files whose [min key, max key] range holds no probe are not opened.
 """
 from __future__ import annotations
 

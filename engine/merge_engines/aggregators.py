@@ -226,11 +226,12 @@ def _sum(product):
         if pa.types.is_decimal(t):
             values, lo, hi = decimal_unscaled(arr), -(2 ** 63), 2 ** 63 - 1
         elif pa.types.is_floating(t):
-            values, lo, hi = arr.cast(pa.float64()).fill_null(0).to_numpy(zero_copy_only=False), 0, 0
+            values, lo, hi = arr.cast(pa.float64()).to_numpy(zero_copy_only=False), 0, 0  # nulls: not read
         else:
             bits = t.bit_width - 1
-            values, lo, hi = arr.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64), -(2 ** bits), \
-                2 ** bits - 1
+            filled = arr if arr.null_count == 0 else arr.fill_null(0)
+            values = filled.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+            lo, hi = -(2 ** bits), 2 ** bits - 1
         out, out_valid, err, key = K.segment_sum(seg.order, seg.key_starts, values, valid, add, retract, product,
                                                  lo, hi)
         if err:

@@ -233,3 +233,15 @@ def test_value_filters_apply_to_merged_rows(catalog):
     t.write(_batch(s, [(1, 6), (2, 1)]))
     t.write(_batch(s, [(1, 6)]))
     assert t.read(filter=[("s", ">", 10)]).to_pylist() == [{"k": 1, "s": 12}]
+
+
+def test_lookup_merges_every_run_once_per_record(catalog):
+    s = pa.schema([("p", pa.string()), ("k", I), ("s", pa.int64())])
+    t = catalog.create_table("db.lk", s, primary_key=["p", "k"], partition_keys=["p"], options={
+        "bucket": "2", "merge-engine": "aggregation", "fields.s.aggregate-function": "sum"})
+    t.write(_batch(s, [("a", 1, 1), ("b", 1, 10)]))
+    t.write(_batch(s, [("a", 1, 2), ("a", 2, 5)]))
+    t.write(_batch(s, [("a", 1, 4)]))
+    probes = pa.table({"p": ["a", "a", "b", "a", "c"], "k": pa.array([1, 1, 1, 3, 1], I)})
+    got = sorted((r["p"], r["k"], r["s"]) for r in t.lookup(probes).to_pylist())
+    assert got == [("a", 1, 7), ("b", 1, 10)]

@@ -167,12 +167,13 @@ def test_remove_record_on_delete(catalog):
 
 
 def test_sequence_field_uses_last_value(catalog):
-    s = pa.schema([("k", I), ("ts", pa.int64()), ("s", pa.int64())])
+    s = pa.schema([("k", I), ("ts", pa.int64()), ("s", pa.int64()), ("v", pa.string())])
     t = catalog.create_table("db.sq", s, primary_key=["k"], options={
-        "bucket": "1", "merge-engine": "aggregation", "sequence.field": "ts", "fields.s.aggregate-function": "sum"})
-    t.write(_batch(s, [(1, 5, 1)]))
-    t.write(_batch(s, [(1, 3, 2)]))
-    assert _by_key(t) == {1: {"ts": 5, "s": 3}}
+        "bucket": "1", "merge-engine": "aggregation", "sequence.field": "ts", "fields.s.aggregate-function": "sum",
+        "fields.ts.aggregate-function": "max"})  # ignored: sequence fields always use last_value
+    t.write(_batch(s, [(1, 5, 1, "newest")]))
+    t.write(_batch(s, [(1, 3, 2, "late but older")]))
+    assert _by_key(t) == {1: {"ts": 5, "s": 3, "v": "newest"}}
 
 
 def test_integer_overflow_raises(catalog):

@@ -85,72 +85,148 @@ def segment_arg_extreme(order, key_starts, words, eligible, want_max):
 
 
 @njit
+def _double_word(x):
+    bits = np.float64(x).view(np.int64)
+    if bits < 0:
+        bits = bits ^ np.int64(0x7FFF_FFFF_FFFF_FFFF)
+    return bits
+
+
+@njit
+def segment_arg_extreme_float(order, key_starts, values, eligible, want_max):
+    """``segment_arg_extreme`` over float64 values compared as Java's ``Double.compare`` (-0.0 < 0.0, NaN
+    greatest), without materialising the order words."""
+    n_keys = key_starts.shape[0] - 1
+    out = np.full(n_keys, -1, np.int64)
+    for j in range(n_keys):
+        best = -1
+        bw = np.int64(0)
+        for p in range(key_starts[j], key_starts[j + 1]):
+            r = order[p]
+            if not eligible[r]:
+                continue
+            w = _double_word(values[r])
+            if best < 0 or (bw < w if want_max else not (bw < w)):
+                best = r
+                bw = w
+        out[j] = best
+    return out
+
+
 def segment_sum(order, key_starts, values, valid, add, retract, product, lo, hi):
     """Per key: Paimon's sum (``product=False``) or product fold with retraction, oldest first.
 
     add: null input keeps acc; null acc takes input; else acc + in (acc * in).
     retract: sum -> acc - in (null acc -> -in; null in -> acc); product -> acc / in, truncating for integers
-    (either null -> acc). Integer results must stay in [lo, hi] (the column type's range).
+    (either null -> acc). Integer results must stay in [lo, hi] (the column type's range); int64 values fold in
+    exact int64 arithmetic, floats in float64 (Java semantics: x / 0.0 gives inf or NaN).
     Returns (out values, out valid, error code: OK / OVERFLOW / DIVIDE_BY_ZERO, offending key or -1)."""
+    if values.dtype.kind == "f":
+        return _sum_float(order, key_starts, values, valid, add, retract, product)
+    return _sum_int(order, key_starts, values, valid, add, retract, product, lo, hi)
+
+
+@njit
+def _wrapping_add(a, b):
+    """a + b modulo 2**64 (unsigned arithmetic: no undefined signed overflow for the optimiser to exploit)."""
+    return np.int64(np.uint64(a) + np.uint64(b))
+
+
+@njit
+def _wrapping_mul(a, b):
+    return np.int64(np.uint64(a) * np.uint64(b))
+
+
+@njit
+def _sum_int(order, key_starts, values, valid, add, retract, product, lo, hi):
     n_keys = key_starts.shape[0] - 1
-    out = np.zeros(n_keys, values.dtype)
+    out = np.zeros(n_keys, np.int64)
     out_valid = np.zeros(n_keys, np.bool_)
-    is_int = values.dtype.kind == "i"  # resolved at compile time per dtype
     for j in range(n_keys):
-        acc = values[0] * 0
+        acc = np.int64(0)
         has = False
         for p in range(key_starts[j], key_starts[j + 1]):
             r = order[p]
+            if not valid[r]:
+                continue
+            x = values[r]
             if add[r]:
-                if not valid[r]:
-                    continue
-                x = values[r]
                 if not has:
                     acc = x
                     has = True
-                    continue
-                if product:
-                    y = acc * x
-                    if is_int and x != 0 and (y // x != acc or (x == -1 and acc == lo and lo < 0)):
+                elif product:
+                    y = _wrapping_mul(acc, x)
+                    if x != 0 and (y // x != acc or (x == -1 and acc == lo)):
                         return out, out_valid, OVERFLOW, j
+                    acc = y
                 else:
-                    y = acc + x
-                    if is_int and ((acc >= 0 and x > 0 and y < acc) or (acc < 0 and x < 0 and y > acc)):
+                    y = _wrapping_add(acc, x)
+                    if ((acc ^ y) & (x ^ y)) < 0:
                         return out, out_valid, OVERFLOW, j
-                acc = y
+                    acc = y
             elif retract[r]:
-                if not valid[r]:
-                    continue
-                x = values[r]
                 if product:
                     if not has:
                         continue
-                    if is_int:
-                        if x == 0:
-                            return out, out_valid, DIVIDE_BY_ZERO, j
-                        q = abs(acc) // abs(x)
-                        acc = q if (acc >= 0) == (x >= 0) else -q
-                    elif x == 0:
-                        acc = np.nan if acc == 0 else (np.inf if acc > 0 else -np.inf)
-                    else:
-                        acc = acc / x
-                    continue
-                if not has:
+                    if x == 0:
+                        return out, out_valid, DIVIDE_BY_ZERO, j
+                    if x == -1 and acc == lo:
+                        return out, out_valid, OVERFLOW, j
+                    q = abs(acc) // abs(x)
+                    acc = q if (acc >= 0) == (x >= 0) else -q
+                elif not has:
+                    if x == lo:
+                        return out, out_valid, OVERFLOW, j
                     acc = -x
                     has = True
-                    if is_int and ((x == lo and lo < 0) or acc < lo or acc > hi):
+                else:
+                    y = _wrapping_add(acc, _wrapping_mul(x, np.int64(-1)))
+                    if ((acc ^ x) & (acc ^ y)) < 0:
                         return out, out_valid, OVERFLOW, j
-                    continue
-                y = acc - x
-                if is_int and ((acc >= 0 and x < 0 and y < acc) or (acc < 0 and x > 0 and y > acc)):
-                    return out, out_valid, OVERFLOW, j
-                acc = y
+                    acc = y
             else:
                 continue
-            if is_int and (acc < lo or acc > hi):
+            if acc < lo or acc > hi:
                 return out, out_valid, OVERFLOW, j
-        if is_int and has and (acc < lo or acc > hi):
-            return out, out_valid, OVERFLOW, j
+        out[j] = acc
+        out_valid[j] = has
+    return out, out_valid, OK, -1
+
+
+@njit
+def _sum_float(order, key_starts, values, valid, add, retract, product):
+    n_keys = key_starts.shape[0] - 1
+    out = np.zeros(n_keys, np.float64)
+    out_valid = np.zeros(n_keys, np.bool_)
+    for j in range(n_keys):
+        acc = 0.0
+        has = False
+        for p in range(key_starts[j], key_starts[j + 1]):
+            r = order[p]
+            if not valid[r]:
+                continue
+            x = values[r]
+            if add[r]:
+                if not has:
+                    acc = x
+                    has = True
+                elif product:
+                    acc = acc * x
+                else:
+                    acc = acc + x
+            elif retract[r]:
+                if product:
+                    if not has:
+                        continue
+                    if x == 0.0:
+                        acc = np.nan if acc == 0.0 else (np.inf if acc > 0 else -np.inf)
+                    else:
+                        acc = acc / x
+                elif not has:
+                    acc = -x
+                    has = True
+                else:
+                    acc = acc - x
         out[j] = acc
         out_valid[j] = has
     return out, out_valid, OK, -1
@@ -256,6 +332,7 @@ def warm_up() -> None:
     rows_after_last(order, starts, mask)
     for words in (np.arange(3, dtype=np.uint64), np.arange(3, dtype=np.int64), np.arange(3, dtype=np.float64)):
         segment_arg_extreme(order, starts, words, mask, True)
+    segment_arg_extreme_float(order, starts, np.arange(3, dtype=np.float64), mask, True)
     for vals in (np.arange(3, dtype=np.int64), np.arange(3, dtype=np.float64)):
         segment_sum(order, starts, vals, mask, mask, ~mask, False, -(2 ** 63), 2 ** 63 - 1)
     segment_listagg(order, starts, np.arange(4, dtype=np.int64), np.zeros(3, np.uint8), mask,

@@ -40,6 +40,16 @@ def segment_arg_extreme_reference(order, key_starts, words, eligible, want_max):
     return np.array(out, np.int64)
 
 
+def segment_arg_extreme_float_reference(order, key_starts, values, eligible, want_max):
+    """Same as ``segment_arg_extreme_reference`` with Java's ``Double.compare`` as the order."""
+    import struct
+
+    def word(x):
+        bits = struct.unpack("<q", struct.pack("<d", float(x)))[0]
+        return bits ^ 0x7FFF_FFFF_FFFF_FFFF if bits < 0 else bits
+    return segment_arg_extreme_reference(order, key_starts, [word(v) for v in values], eligible, want_max)
+
+
 def segment_sum_reference(order, key_starts, values, valid, add, retract, product, lo, hi):
     """Python ints (unbounded), then the same range check; returns (values, valid, error code, key)."""
     is_int = np.asarray(values).dtype.kind == "i"

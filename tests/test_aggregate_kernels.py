@@ -111,3 +111,23 @@ def test_float_order_words_follow_java_double_compare():
     vals = np.array([float("-inf"), -1.5, -0.0, 0.0, 1e-300, 2.0, float("inf"), float("nan")])
     w = K.float_order_words(vals)
     assert (np.diff(w.astype(object)) > 0).all()
+
+
+@settings(max_examples=100, deadline=None)
+@given(histories(values=st.sampled_from([float("nan"), -0.0, 0.0, 1.5, -2.0, float("inf")])), st.booleans())
+def test_arg_extreme_float_follows_double_compare(h, want_max):
+    order, starts, kinds, valid, vals = h
+    values = np.array(vals, np.float64)
+    got = K.segment_arg_extreme_float(order, starts, values, valid, want_max)
+    assert np.array_equal(got, R.segment_arg_extreme_float_reference(order, starts, values, valid, want_max))
+
+
+def test_int64_sums_are_exact_and_overflow_raises():
+    order = np.arange(3, dtype=np.int64)
+    starts = np.array([0, 3], np.int64)
+    ones = np.ones(3, bool)
+    big = np.array([2 ** 62 + 1, 2, -7], np.int64)
+    out, ok, err, _ = K.segment_sum(order, starts, big, ones, ones, ~ones, False, -(2 ** 63), 2 ** 63 - 1)
+    assert (int(out[0]), bool(ok[0]), err) == (2 ** 62 - 4, True, K.OK)
+    huge = np.array([2 ** 62, 2 ** 62, 1], np.int64)
+    assert K.segment_sum(order, starts, huge, ones, ones, ~ones, False, -(2 ** 63), 2 ** 63 - 1)[2] == K.OVERFLOW

@@ -167,12 +167,13 @@ def test_remove_record_on_delete(catalog):
 
 
 def test_sequence_field_uses_last_value(catalog):
-    s = pa.schema([("k", I), ("ts", pa.int64()), ("s", pa.int64())])
+    s = pa.schema([("k", I), ("ts", pa.int64()), ("s", pa.int64()), ("v", pa.string())])
     t = catalog.create_table("db.sq", s, primary_key=["k"], options={
-        "bucket": "1", "merge-engine": "aggregation", "sequence.field": "ts", "fields.s.aggregate-function": "sum"})
-    t.write(_batch(s, [(1, 5, 1)]))
-    t.write(_batch(s, [(1, 3, 2)]))
-    assert _by_key(t) == {1: {"ts": 5, "s": 3}}
+        "bucket": "1", "merge-engine": "aggregation", "sequence.field": "ts", "fields.s.aggregate-function": "sum",
+        "fields.ts.aggregate-function": "max"})  # ignored: sequence fields always use last_value
+    t.write(_batch(s, [(1, 5, 1, "newest")]))
+    t.write(_batch(s, [(1, 3, 2, "late but older")]))
+    assert _by_key(t) == {1: {"ts": 5, "s": 3, "v": "newest"}}
 
 
 def test_integer_overflow_raises(catalog):
@@ -198,5 +199,50 @@ def test_type_checks_at_create_table(catalog, field_type, fn, match):
 
 def test_unimplemented_functions_say_so(catalog):
     s = pa.schema([("k", I), ("v", pa.list_(pa.struct([("a", I)])))])
-    with pytest.raises(UnsupportedFeature, match="nested_update"):
-        _table(catalog, s, v="nested_update")
+    with pytest.raises(UnsupportedFeature, match="nested_partial_update"):
+        _table(catalog, s, v="nested_partial_update")
+
+
+def test_nested_update(catalog):
+    row = pa.struct([("id", I), ("ver", I), ("name", pa.string())])
+    s = pa.schema([("k", I), ("kv", pa.list_(row)), ("app", pa.list_(row))])
+    t = catalog.create_table("db.n", s, primary_key=["k"], options={
+        "bucket": "1", "merge-engine": "aggregation", "fields.kv.aggregate-function": "nested_update",
+        "fields.kv.nested-key": "id", "fields.kv.nested-sequence-field": "ver",
+        "fields.app.aggregate-function": "nested_update", "fields.app.count-limit": "3"})
+
+    def r(i, v, n):
+        return {"id": i, "ver": v, "name": n}
+    t.write(_batch(s, [(1, [r(1, 1, "a"), r(2, 1, "b")], [r(1, 1, "a"), r(2, 1, "b")])]))
+    t.write(_batch(s, [(1, [r(2, 2, "B"), r(1, 0, "old"), r(3, 1, "c")], [r(3, 1, "c"), r(4, 1, "d")])]))
+    got = _by_key(t)[1]
+    assert got["kv"] == [r(1, 1, "a"), r(2, 2, "B"), r(3, 1, "c")]
+    assert got["app"] == [r(1, 1, "a"), r(2, 1, "b"), r(3, 1, "c")]  # count-limit 3
+    t.write(_batch(s, [(1, [r(2, 0, None)], [r(1, 1, "a")])]), row_kinds=["-U"])  # retract by key / equal row
+    got = _by_key(t)[1]
+    assert got["kv"] == [r(1, 1, "a"), r(3, 1, "c")]
+    assert got["app"] == [r(2, 1, "b"), r(3, 1, "c")]
+    with pytest.raises(InvalidSchema, match="'zz' is not in the ROW type"):
+        catalog.create_table("db.bad", s, primary_key=["k"], options={
+            "bucket": "1", "merge-engine": "aggregation", "fields.kv.aggregate-function": "nested_update",
+            "fields.kv.nested-key": "zz"})
+
+
+def test_value_filters_apply_to_merged_rows(catalog):
+    s = pa.schema([("k", I), ("s", pa.int64())])
+    t = _table(catalog, s, s="sum")
+    t.write(_batch(s, [(1, 6), (2, 1)]))
+    t.write(_batch(s, [(1, 6)]))
+    assert t.read(filter=[("s", ">", 10)]).to_pylist() == [{"k": 1, "s": 12}]
+
+
+def test_lookup_merges_every_run_once_per_record(catalog):
+    s = pa.schema([("p", pa.string()), ("k", I), ("s", pa.int64())])
+    t = catalog.create_table("db.lk", s, primary_key=["p", "k"], partition_keys=["p"], options={
+        "bucket": "2", "merge-engine": "aggregation", "fields.s.aggregate-function": "sum"})
+    t.write(_batch(s, [("a", 1, 1), ("b", 1, 10)]))
+    t.write(_batch(s, [("a", 1, 2), ("a", 2, 5)]))
+    t.write(_batch(s, [("a", 1, 4)]))
+    probes = pa.table({"p": ["a", "a", "b", "a", "c"], "k": pa.array([1, 1, 1, 3, 1], I)})
+    got = sorted((r["p"], r["k"], r["s"]) for r in t.lookup(probes).to_pylist())
+    assert got == [("a", 1, 7), ("b", 1, 10)]

@@ -96,7 +96,8 @@ def test_auto_padding_orders_by_legacy_long_values(catalog):
                                      pa.timestamp("us")), "v": ["a2", "b2"]}))
     assert _rows(t) == {1: "a2", 2: "b"}
     m = catalog.create_table("db.q", schema, primary_key=["id"],
-                             options={"bucket": "1", "sequence.field": "ts", "sequence.auto-padding": "millis-to-micro"})
+                             options={"bucket": "1", "sequence.field": "ts",
+                                      "sequence.auto-padding": "millis-to-micro"})
     m.write(pa.table({"id": pa.array([1], pa.int32()),
                       "ts": pa.array([base + dt.timedelta(microseconds=900)], pa.timestamp("us")), "v": ["a"]}))
     m.write(pa.table({"id": pa.array([1], pa.int32()),

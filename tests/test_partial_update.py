@@ -167,3 +167,22 @@ def test_group_aggregators_with_out_of_order_group_sequence(catalog, one_buffer)
         for r in rows:
             t.write(_batch(s, [r]))
     assert _one(t) == (1, 3, "y", 7, "q,p,r", "three")
+
+
+def test_remove_record_on_sequence_group(catalog):
+    s = pa.schema([("k", I), ("a", I), ("g1", I), ("b", I), ("g2", I)])
+    t = catalog.create_table("db.rsg", s, primary_key=["k"], options={
+        "bucket": "1", "merge-engine": "partial-update", "fields.g1.sequence-group": "a",
+        "fields.g2.sequence-group": "b", "partial-update.remove-record-on-sequence-group": "g1"})
+    t.write(_batch(s, [(1, 1, 1, 1, 1), (2, 2, 1, 2, 1)]))
+    t.write(_batch(s, [(1, None, 2, None, None), (2, None, None, None, 5)]), row_kinds=["-D", "-D"])
+    # key 1: the -D takes g1 (the removing group) -> the record is gone; key 2: the -D only takes g2 -> b nulled
+    assert {r["k"]: (r["a"], r["g1"], r["b"], r["g2"]) for r in t.read().to_pylist()} == {2: (2, 1, None, 5)}
+
+
+def test_value_filters_apply_to_merged_rows(catalog):
+    s = pa.schema([("k", I), ("a", I), ("b", I)])
+    t = catalog.create_table("db.vf", s, primary_key=["k"], options={"bucket": "1", "merge-engine": "partial-update"})
+    t.write(_batch(s, [(1, 10, None)]))
+    t.write(_batch(s, [(1, None, 1)]))
+    assert t.read(filter=[("a", ">", 5), ("b", "<", 3)]).to_pylist() == [{"k": 1, "a": 10, "b": 1}]

@@ -42,11 +42,23 @@ def reduce_segments(table: pa.Table, order: np.ndarray, key_starts: np.ndarray, 
     """One record per key of the merged order (``kernels.merge.MergeResult`` fields) over ``table``'s rows,
     by the schema's (non-deduplicate) merge engine; keys in ascending order when ``sorted_output``."""
     cfg = merge_config(schema)
+    module = _module(cfg.engine)
     table = table.combine_chunks()
     lengths = np.diff(key_starts)
     single = lengths == 1
     if single.all():
         return table.take(pa.array(order[key_starts[:-1]]))
+    if module.lone_add_is_unchanged(cfg):
+        # The engine's fold of a lone add record is that record, so every key goes through the engine at once
+        # (no split into lone and merged keys); lone records only keep their own row kind (+I or +U).
+        seg = Segments(table, order, key_starts, table_name)
+        lone_rows = order[key_starts[:-1][single]]
+        if not seg.retract[lone_rows].any():
+            merged = module.reduce(seg, cfg, value_names(table, schema))
+            kinds = merged.column(VALUE_KIND).to_numpy().copy()
+            kinds[single] = seg.kinds[lone_rows]
+            i = merged.column_names.index(VALUE_KIND)
+            return merged.set_column(i, merged.field(i), pa.array(kinds, pa.int8()))
     multi = np.flatnonzero(~single)
     sub_order = order[np.repeat(~single, lengths)]
     sub_starts = np.zeros(len(multi) + 1, np.int64)
@@ -110,8 +122,9 @@ def check_write_kinds(schema, kinds: np.ndarray, table: str | None) -> None:
         for name, agg in cfg.aggs.items():
             if not takes_retract(agg):
                 raise InvalidInput(f"field {name!r}: aggregate function {agg.function!r} cannot take -U/-D records "
-                                   f"(only sum, product, collect, merge_map, last_value and last_non_null_value "
-                                   f"can); set fields.{name}.ignore-retract=true", table=table, column=name)
+                                   "(only sum, product, collect, merge_map, nested_update, last_value and "
+                                   f"last_non_null_value can); set fields.{name}.ignore-retract=true",
+                                   table=table, column=name)
 
 
 def apply_default_values(table: pa.Table, schema) -> pa.Table:

@@ -38,3 +38,12 @@ def reduce(seg: Segments, cfg, value_names: list[str]) -> pa.Table:
         perm[np.concatenate([keep, keys])] = np.arange(seg.n_keys)
         out = out.take(pa.array(perm))
     return out
+
+
+EXACT_ON_ONE_RECORD = ("sum", "product", "max", "min", "last_value", "last_non_null_value", "first_value",
+                       "first_non_null_value", "bool_and", "bool_or")
+
+
+def lone_add_is_unchanged(cfg) -> bool:
+    """Whether folding a key's only (add) record returns it unchanged (true for the scalar functions)."""
+    return all(a.function in EXACT_ON_ONE_RECORD for a in cfg.aggs.values())

@@ -2,9 +2,9 @@
 
 Each function reduces one column over the rows of each key: ``reduce(seg, arr, agg, add, retract)`` where
 ``add`` / ``retract`` are per-row masks of the records that feed the function (oldest first in merged order).
-Numeric, boolean, temporal, string and binary columns run in ``kernels.aggregate``; collections, maps, bitmaps
-and sketches fold in Python per key (they are object values). Retraction follows Paimon: only sum, product,
-collect, merge_map, last_value and last_non_null_value take -U/-D; any other raises unless
+Numeric, boolean, temporal, string and binary columns run in ``kernels.aggregate``; collections, maps, bitmaps,
+sketches and nested tables fold in Python per key (they are object values). Retraction follows Paimon: only sum,
+product, collect, merge_map, nested_update, last_value and last_non_null_value take -U/-D; any other raises unless
 ``fields.<f>.ignore-retract``.
 """
 from __future__ import annotations
@@ -13,7 +13,6 @@ from decimal import ROUND_HALF_UP, Context, Decimal
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from engine.errors import InvalidSchema, MergeFunctionError, UnsupportedFeature
 from engine.merge_engines.segments import (Segments, decimal_from_unscaled, decimal_unscaled, order_values,
@@ -32,12 +31,11 @@ FUNCTIONS = {
     "first_value": (_ANY, False), "first_non_null_value": (_ANY, False),
     "listagg": (("VARCHAR", "CHAR"), False),
     "bool_and": (("BOOLEAN",), False), "bool_or": (("BOOLEAN",), False),
-    "collect": (("ARRAY",), True), "merge_map": (("MAP",), True),
+    "collect": (("ARRAY",), True), "merge_map": (("MAP",), True), "nested_update": (("ARRAY",), True),
     "rbm32": (("VARBINARY", "BINARY"), False), "rbm64": (("VARBINARY", "BINARY"), False),
     "theta_sketch": (("VARBINARY", "BINARY"), False), "hll_sketch": (("VARBINARY", "BINARY"), False),
 }
 NOT_IMPLEMENTED = {
-    "nested_update": "upserting ARRAY<ROW> elements by nested key is not implemented in lakemerge",
     "nested_partial_update": "partial updates of ARRAY<ROW> elements are not implemented in lakemerge",
     "merge_map_with_keytime": "maps merged by per-key timestamps are not implemented in lakemerge",
 }
@@ -59,16 +57,20 @@ def check_function(agg, dtype, where: str = "") -> None:
     if roots is not None and dtype.root not in roots:
         raise InvalidSchema(where + f"field {agg.field!r} has type {dtype.sql() if not dtype.is_nested else dtype.root}"
                             f", which aggregate function {fn!r} does not accept (allowed: {', '.join(roots)})")
+    if fn == "nested_update":
+        _NestedUpdate.check(agg, dtype, where)
     if fn in ("theta_sketch", "hll_sketch"):
         try:
             import datasketches  # noqa: F401
         except ImportError:
-            raise UnsupportedFeature(where + f"field {agg.field!r}: {fn} needs the 'datasketches' package") from None
+            raise UnsupportedFeature(where + f"field {agg.field!r}: {fn} needs the 'datasketches' package "
+                                     "(pip install lakemerge[aggregates])") from None
     if fn in ("rbm32", "rbm64"):
         try:
             import pyroaring  # noqa: F401
         except ImportError:
-            raise UnsupportedFeature(where + f"field {agg.field!r}: {fn} needs the 'pyroaring' package") from None
+            raise UnsupportedFeature(where + f"field {agg.field!r}: {fn} needs the 'pyroaring' package "
+                                     "(pip install lakemerge[aggregates])") from None
 
 
 def takes_retract(agg) -> bool:
@@ -205,8 +207,12 @@ def _first_non_null(seg, arr, agg, add, retract):
 
 def _extreme(want_max):
     def run(seg, arr, agg, add, retract):
-        words = order_values(arr)
-        idx = K.segment_arg_extreme(seg.order, seg.key_starts, words, add & valid_mask(arr), want_max)
+        eligible = add & valid_mask(arr) if arr.null_count else add
+        if pa.types.is_floating(arr.type):
+            values = arr.cast(pa.float64()).to_numpy(zero_copy_only=False)
+            idx = K.segment_arg_extreme_float(seg.order, seg.key_starts, values, eligible, want_max)
+        else:
+            idx = K.segment_arg_extreme(seg.order, seg.key_starts, order_values(arr), eligible, want_max)
         return take_or_null(arr, idx)
     return run
 
@@ -220,11 +226,12 @@ def _sum(product):
         if pa.types.is_decimal(t):
             values, lo, hi = decimal_unscaled(arr), -(2 ** 63), 2 ** 63 - 1
         elif pa.types.is_floating(t):
-            values, lo, hi = arr.cast(pa.float64()).fill_null(0).to_numpy(zero_copy_only=False), 0, 0
+            values, lo, hi = arr.cast(pa.float64()).to_numpy(zero_copy_only=False), 0, 0  # nulls: not read
         else:
             bits = t.bit_width - 1
-            values, lo, hi = arr.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64), -(2 ** bits), \
-                2 ** bits - 1
+            filled = arr if arr.null_count == 0 else arr.fill_null(0)
+            values = filled.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+            lo, hi = -(2 ** bits), 2 ** bits - 1
         out, out_valid, err, key = K.segment_sum(seg.order, seg.key_starts, values, valid, add, retract, product,
                                                  lo, hi)
         if err:
@@ -394,12 +401,94 @@ class _Hll:
             return x if acc is None else acc
         import datasketches as ds
         a, b = ds.hll_sketch.deserialize(acc), ds.hll_sketch.deserialize(x)
-        u = ds.hll_union(max(a.lg_config_k, b.lg_config_k))
+        u = ds.hll_union(12)  # Java: new Union() (lgMaxK 12), result HLL_4, compact bytes
         u.update(a)
         u.update(b)
         return u.get_result(ds.tgt_hll_type.HLL_4).serialize_compact()
 
     retract = None
+
+
+class _NestedUpdate:
+    """ARRAY<ROW> as a nested table: rows upserted by ``fields.<f>.nested-key`` (appended when no key), newer
+    rows replace older ones of the same key unless ``fields.<f>.nested-sequence-field`` says they are older;
+    ``fields.<f>.count-limit`` caps the rows; ``nested-key-null-strategy`` merge/ignore/error. Retraction
+    removes the retracted rows (by key, or equal rows without a key)."""
+
+    def __init__(self, agg):
+        x = agg.extra
+        self.key = [s.strip() for s in x.get("nested-key", "").split(",") if s.strip()]
+        self.seq = [s.strip() for s in x.get("nested-sequence-field", "").split(",") if s.strip()]
+        self.nulls = x.get("nested-key-null-strategy", "merge").strip().lower()
+        self.limit = int(x.get("count-limit", "2147483647"))
+
+    @staticmethod
+    def check(agg, dtype, where):
+        if dtype.element is None or dtype.element.root != "ROW":
+            raise InvalidSchema(where + f"field {agg.field!r}: nested_update needs ARRAY<ROW>, not {dtype.root}")
+        me = _NestedUpdate(agg)
+        names = {f.name for f in dtype.element.fields}
+        for f in me.key + me.seq:
+            if f not in names:
+                raise InvalidSchema(where + f"field {agg.field!r}: nested field {f!r} is not in the ROW type")
+        if (me.seq or "nested-key-null-strategy" in agg.extra) and not me.key:
+            raise InvalidSchema(where + f"field {agg.field!r}: nested-sequence-field and nested-key-null-strategy "
+                                "need fields.<f>.nested-key")
+        if me.nulls not in ("merge", "ignore", "error"):
+            raise InvalidSchema(where + f"field {agg.field!r}: nested-key-null-strategy must be merge, ignore or "
+                                "error")
+
+    def _keep(self, key) -> bool:
+        if all(v is not None for v in key) or self.nulls == "merge":
+            return True
+        if self.nulls == "ignore":
+            return False
+        raise MergeFunctionError(f"nested_update: a nested key {key} contains nulls (nested-key-null-strategy=error)")
+
+    def _upsert(self, rows, table: dict, new_keys_limited: bool):
+        for row in rows or []:
+            if row is None:
+                continue
+            key = tuple(row[k] for k in self.key)
+            if not self._keep(key):
+                continue
+            old = table.get(key)
+            if old is not None:
+                if not self.seq or tuple(row[s] for s in self.seq) >= tuple(old[s] for s in self.seq):
+                    table[key] = row
+            elif not new_keys_limited or len(table) < self.limit:
+                table[key] = row
+
+    def agg(self, acc, x):
+        if x is None:
+            return acc
+        if not self.key:
+            rows = [r for r in (acc or []) if r is not None]
+            if len(rows) >= self.limit:
+                return rows if acc is not None else rows[:self.limit]
+            return rows + [r for r in x if r is not None][:self.limit - len(rows)]
+        table: dict = {}
+        self._upsert(acc, table, False)
+        self._upsert(x, table, True)
+        return list(table.values())
+
+    def retract(self, acc, x):
+        if acc is None or x is None:
+            return acc
+        if not self.key:
+            rows = [r for r in acc if r is not None]
+            for gone in x:
+                if gone is not None:
+                    rows = [r for r in rows if r != gone]
+            return rows
+        table: dict = {}
+        for row in acc:
+            if row is not None and self._keep(key := tuple(row[k] for k in self.key)):
+                table[key] = row
+        for row in x:
+            if row is not None and self._keep(key := tuple(row[k] for k in self.key)):
+                table.pop(key, None)
+        return list(table.values())
 
 
 def _fold(make):
@@ -415,6 +504,7 @@ _REDUCERS = {
     "first_value": _first_value, "first_non_null_value": _first_non_null,
     "listagg": _listagg,
     "collect": _fold(lambda a: _Collect(a.distinct)), "merge_map": _fold(lambda a: _MergeMap()),
+    "nested_update": _fold(_NestedUpdate),
     "rbm32": _fold(lambda a: _Roaring(False)), "rbm64": _fold(lambda a: _Roaring(True)),
     "theta_sketch": _fold(lambda a: _Theta()), "hll_sketch": _fold(lambda a: _Hll()),
 }

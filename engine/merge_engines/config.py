@@ -24,6 +24,7 @@ class FieldAgg:
     delimiter: str = ","
     distinct: bool = False
     ignore_retract: bool = False
+    extra: dict = field(default_factory=dict, compare=False)  # every fields.<f>.<option> of the field
 
 
 @dataclass(frozen=True)
@@ -57,8 +58,10 @@ def _bool(raw: dict, key: str) -> bool:
 
 
 def _field_agg(raw: dict, name: str, function: str) -> FieldAgg:
+    prefix = f"fields.{name}."
+    extra = {k[len(prefix):]: v for k, v in raw.items() if k.startswith(prefix)}
     return FieldAgg(name, function.strip().lower(), raw.get(f"fields.{name}.list-agg-delimiter", ","),
-                    _bool(raw, f"fields.{name}.distinct"), _bool(raw, f"fields.{name}.ignore-retract"))
+                    _bool(raw, f"fields.{name}.distinct"), _bool(raw, f"fields.{name}.ignore-retract"), extra)
 
 
 def build(schema) -> MergeConfig:

@@ -6,8 +6,8 @@ is all null leaves the group alone; otherwise it takes the group (sequence field
 included) when its group sequence is >= the current one; a retract taking a group nulls the guarded fields.
 Guarded fields with ``fields.<f>.aggregate-function`` aggregate over every add record with a non-null group
 sequence: ``agg(acc, in)`` when the record's group sequence is >= the group's, else ``agg(in, acc)``; a retract
-record retracts only when it takes the group. ``partial-update.remove-record-on-delete``: a -D resets the row to the -D record
-(kind -D) and later adds start from it. Result kind: +I if any add counts, else -D.
+record retracts only when it takes the group. ``partial-update.remove-record-on-delete``: a -D resets the row to
+the -D record (kind -D) and later adds start from it. Result kind: +I if any add counts, else -D.
 """
 from __future__ import annotations
 
@@ -100,3 +100,8 @@ def reduce(seg: Segments, cfg, value_names: list[str]) -> "pa.Table":  # noqa: F
         perm[np.concatenate([keep, keys])] = np.arange(seg.n_keys)
         out = out.take(pa.array(perm))
     return out
+
+
+def lone_add_is_unchanged(cfg) -> bool:
+    """Without sequence groups a lone add record folds to itself (its non-null fields over an empty row)."""
+    return not cfg.groups

@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.schema import SEQUENCE_NUMBER, VALUE_KIND
+from engine.schema import VALUE_KIND
 from kernels.aggregate import float_order_words
 
 INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE = 0, 1, 2, 3
@@ -31,7 +31,7 @@ class Segments:
 
     @cached_property
     def kinds(self) -> np.ndarray:
-        return column_numpy(self.table.column(VALUE_KIND)).astype(np.int8)
+        return column_numpy(self.table.column(VALUE_KIND)).astype(np.int8, copy=False)
 
     @cached_property
     def add(self) -> np.ndarray:
@@ -110,11 +110,15 @@ def decimal_from_unscaled(values: np.ndarray, valid: np.ndarray, type_: pa.DataT
                                  null_count=int((~valid).sum()))
 
 
+def _no_nulls(arr: pa.Array, fill):
+    return arr if arr.null_count == 0 else arr.fill_null(fill)
+
+
 def order_values(arr: pa.Array) -> np.ndarray:
     """Per row a NumPy value whose ``<`` is Paimon's order of the column type (nulls read as anything)."""
     t = arr.type
     if pa.types.is_integer(t):
-        return arr.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        return _no_nulls(arr, 0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
     if pa.types.is_floating(t):
         return float_order_words(arr.cast(pa.float64()).fill_null(0).to_numpy(zero_copy_only=False))
     if pa.types.is_boolean(t):

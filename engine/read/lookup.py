@@ -1,7 +1,8 @@
 """Point lookups by primary key: per bucket, binary search in each sorted file (lookup kernel).
 
-Contract: the result holds, for every distinct probe key that is live at the snapshot, its merged row (the newest
-record, as ``Table.read`` would return it). Files whose [min key, max key] range holds no probe are not opened.
+Contract: the result holds, for every distinct probe key that is live at the snapshot, its merged row (as
+``Table.read`` would return it: the newest record for deduplicate, every record folded by the other engines).
+Files whose [min key, max key] range holds no probe are not opened.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from engine.merge_engines import apply_default_values, required_columns
 from engine.partitioning import bucket_groups, partition_groups
 from engine.meta import binary_row
 from engine.read.split_read import RETRACT_KINDS, SplitReader
-from engine.schema import SEQUENCE_NUMBER, VALUE_KIND
+from engine.schema import VALUE_KIND
 from engine.write.validate import conform, to_arrow_table
 from kernels.hashing import bucket_ids
 from kernels.keys import encode_keys

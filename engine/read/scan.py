@@ -155,6 +155,8 @@ class TableScan:
             groups.setdefault((entry.partition, entry.bucket), []).append(entry)
         splits = []
         value_cols = pred.columns_of(dnf) - set(key_names) - set(parts)
+        if s.table_options.merge_engine in ("partial-update", "aggregation"):
+            value_cols = set()  # issue 3: a merged row can match a value filter that no single record matches
         for (partition, bucket), entries in groups.items():
             if value_cols and not any(self._values_may_match(e.file, dnf) for e in entries):
                 continue

@@ -1,9 +1,9 @@
 """Reading one split (all files of a bucket) as merged rows.
 
-Contract: ``SplitReader.read`` returns, for each key in the split, the newest record by merge order
-(paimon-semantics §2.3) unless that record is a retract (-U/-D), projected to the requested columns. Files are
-checked against their manifest size first; a missing, truncated or unreadable file raises ``CorruptFile`` naming
-it (fail closed: never a partial answer).
+Contract: ``SplitReader.read`` returns, for each key in the split, its records merged by the table's merge engine
+in merge order (paimon-semantics §2.3, §6; every level, level 0 included) unless the merged record is a retract
+(-U/-D), projected to the requested columns. Files are checked against their manifest size first; a missing,
+truncated or unreadable file raises ``CorruptFile`` naming it (fail closed: never a partial answer).
 """
 from __future__ import annotations
 

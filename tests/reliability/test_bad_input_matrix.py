@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 
-import pyarrow as pa
 import pytest
 
 from tests.reliability import scenarios as sc

@@ -8,3 +8,9 @@ Engine and kernels never import pyspark.
 from spark_glue.api import distribute_by_bucket, read_table, register, write_table
 
 __all__ = ["register", "read_table", "write_table", "distribute_by_bucket"]
+from spark_glue.dml import delete_where, merge_into, update_where  # noqa: E402
+
+__all__ += ["merge_into", "delete_where", "update_where"]
+from spark_glue.streaming import stream_batch_writer  # noqa: E402
+
+__all__ += ["stream_batch_writer"]

@@ -7,7 +7,7 @@ import numpy as np
 import pyarrow as pa
 
 from engine.errors import InvalidInput
-from spark_glue.tables import open_table
+from spark_glue.tables import arrow_of_spark, open_table
 
 FORMAT = "lakemerge"
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
@@ -68,12 +68,12 @@ def distribute_by_bucket(df, path: str, num_tasks: int | None = None):
         num_tasks = nb if not parts else max(nb, int(df.sparkSession.conf.get("spark.sql.shuffle.partitions")))
     bucket_types = {k: table.arrow_schema.field(k).type for k in table.schema.bucket_keys}
     part_types = {k: table.arrow_schema.field(k).type for k in parts}
-    fn = _slot_function(bucket_types, part_types, nb, num_tasks)
     out_schema = StructType(list(df.schema.fields) + [StructField(SLOT, IntegerType(), True)])
+    fn = _slot_function(bucket_types, part_types, nb, num_tasks, arrow_of_spark(out_schema))
     return df.mapInArrow(fn, out_schema).repartitionById(num_tasks, SLOT).drop(SLOT)
 
 
-def _slot_function(bucket_types: dict, part_types: dict, num_buckets: int, num_tasks: int):
+def _slot_function(bucket_types: dict, part_types: dict, num_buckets: int, num_tasks: int, out: pa.Schema):
     def slots(batches):
         from kernels.hashing import bucket_ids, hash_codes  # import in the worker: keeps Numba's disk cache
         for batch in batches:
@@ -85,8 +85,9 @@ def _slot_function(bucket_types: dict, part_types: dict, num_buckets: int, num_t
                     slot = np.abs(h) * num_buckets + slot
             except (pa.ArrowException, ValueError, TypeError):
                 slot = np.zeros(batch.num_rows, np.int64)  # the writer reports the bad value with context
+            # mapInArrow output is matched by position and checked against the declared types and nullability
             yield pa.RecordBatch.from_arrays(list(batch.columns) + [pa.array((slot % num_tasks).astype(np.int32))],
-                                             names=list(batch.schema.names) + [SLOT])
+                                             schema=out)
     return slots
 
 

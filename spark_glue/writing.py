@@ -37,8 +37,9 @@ DYNAMIC_OVERWRITE = "dynamic-partition-overwrite"
 
 @dataclass(frozen=True)
 class TaskFiles(WriterCommitMessage):
-    """What one successful task attempt hands to the driver."""
+    """What one successful task attempt hands to the driver: its commit messages and its files' name prefix."""
     messages: tuple[CommitMessage, ...]
+    prefix: str = ""
 
 
 class WriteJob:
@@ -85,7 +86,8 @@ class WriteJob:
                 raise InvalidInput("streaming write task without a micro-batch id", table=self.table_name)
         table = open_table(self.path)
         schema = table.schema
-        table.schema = replace(schema, options={**schema.options, DATA_FILE_PREFIX: self.prefix_for(batch_id)})
+        prefix = self.prefix_for(batch_id)
+        table.schema = replace(schema, options={**schema.options, DATA_FILE_PREFIX: prefix})
         writer = TableWrite(table, commit_user=self.commit_user,
                             commit_identifier=BATCH_COMMIT_IDENTIFIER if self.identifier is None else self.identifier)
         if not self.streaming:  # number sequences from the snapshot the job started from
@@ -104,7 +106,7 @@ class WriteJob:
                 else:
                     writer.write(rows)
             messages = writer.prepare_commit()
-        return TaskFiles(tuple(messages))
+        return TaskFiles(tuple(messages), prefix)
 
     # --- driver side --------------------------------------------------------------------------------
     def commit_job(self, task_files, identifier: int | None = None) -> int | None:
@@ -113,7 +115,7 @@ class WriteJob:
         table = open_table(self.path)
         messages = [m for tf in task_files if tf is not None for m in tf.messages]
         ident = self.identifier if identifier is None else int(identifier)
-        prefix = self.prefix_for(identifier)
+        prefix = self.task_prefix(task_files, identifier)
         if ident is not None:
             messages = [replace(m, commit_identifier=ident) for m in messages]
             done = committed_snapshot(table, self.commit_user, ident)
@@ -133,9 +135,17 @@ class WriteJob:
         remove_job_files(table, prefix, keep={f.file_name for m in messages for f in m.new_files})
         return sid
 
-    def abort_job(self, batch_id=None) -> None:
+    def abort_job(self, task_files, batch_id=None) -> None:
         """Delete every file of the job (of the micro-batch ``batch_id`` for a stream)."""
-        remove_job_files(open_table(self.path), self.prefix_for(batch_id), keep=set())
+        remove_job_files(open_table(self.path), self.task_prefix(task_files, batch_id), keep=set())
+
+    def task_prefix(self, task_files, batch_id=None) -> str:
+        """The file prefix the tasks used. Spark may build the committing writer separately from the one it
+        shipped to the tasks (streaming does), so the tasks' own prefix is read from their messages."""
+        for tf in task_files or ():
+            if tf is not None and tf.prefix:
+                return tf.prefix
+        return self.prefix_for(batch_id)
 
 
 def committed_snapshot(table: Table, commit_user: str, identifier: int) -> int | None:
@@ -177,7 +187,7 @@ class LakemergeWriter(DataSourceArrowWriter):
         self.job.commit_job(messages)
 
     def abort(self, messages):
-        self.job.abort_job()
+        self.job.abort_job(messages)
 
 
 class LakemergeStreamWriter(DataSourceStreamArrowWriter):
@@ -196,4 +206,4 @@ class LakemergeStreamWriter(DataSourceStreamArrowWriter):
         self.job.commit_job(messages, identifier=batchId)
 
     def abort(self, messages, batchId):
-        self.job.abort_job(batchId)
+        self.job.abort_job(messages, batchId)

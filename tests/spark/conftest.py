@@ -37,5 +37,7 @@ def spark(tmp_path_factory):
                .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
+    import spark_glue
+    spark_glue.register(session)
     yield session
     session.stop()

@@ -241,3 +241,16 @@ def test_foreach_batch_helper_is_exactly_once(spark, orders):
     assert orders.read().column("qty").to_pylist() == [2]
     assert _files_on_disk(orders.root) == _live_files(orders) | {
         e.file.file_name for e in orders.manifests.live_entries(orders.snapshot(1))}
+
+
+def test_demo_runs_small(spark, tmp_path):
+    from spark_glue.demo import run_demo
+    lines = []
+    out = run_demo(str(tmp_path / "wh"), rows=3000, commits=3, echo=lines.append, spark=spark)
+    assert out["snapshots"] == [1, 2, 3]
+    # 3 x 700 inserts, minus the deletes of commits 2 and 3 (150 requested each, fewer eligible ids exist)
+    from engine import Catalog
+    table = Catalog(str(tmp_path / "wh")).get_table(out["table"])
+    assert out["rows"] == table.read().num_rows and 2100 - 300 <= out["rows"] < 2100
+    assert out["rows_at_first_snapshot"] == 700
+    assert any("snapshot 3" in line for line in lines) and len(out["sample"]) == 5

@@ -1,4 +1,5 @@
 """``python -m benchmarks merge [--quick] [--repeat N]`` -- see benchmarks/__init__.py and benchmarks/RESULTS.md.
+``python -m benchmarks spark [--quick]`` -- lakemerge through Spark vs Spark on Parquet (benchmarks/spark_bench.py).
 
 Names: ``merge`` (both cases), ``merge-memory`` (case a only), ``merge-table`` (case b only).
 """
@@ -61,6 +62,10 @@ def parse_args(argv=None):
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["spark"]:  # the Spark case has its own options (benchmarks/spark_bench.py)
+        from benchmarks.spark_bench import main as spark_main
+        return spark_main(argv[1:])
     args = parse_args(argv)
     own_workdir = args.workdir is None
     workdir = args.workdir or tempfile.mkdtemp(prefix="lakemerge-bench-")

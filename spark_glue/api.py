@@ -7,7 +7,7 @@ import numpy as np
 import pyarrow as pa
 
 from engine.errors import InvalidInput
-from spark_glue.tables import arrow_of_spark, open_table
+from spark_glue.tables import arrow_of_spark, open_or_create_table, open_table
 
 FORMAT = "lakemerge"
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
@@ -95,11 +95,12 @@ def write_table(df, path: str, mode: str = "append", *, num_tasks: int | None = 
     """Upsert (``mode="append"``) or overwrite ``df`` into the table at ``path`` in one snapshot, one task per
     bucket; returns the snapshot id (None if nothing was committed to an empty table).
 
-    Options as for ``df.write.format("lakemerge")``; ``dynamic_partition_overwrite=False`` overwrites the whole
-    table. Raises the engine's errors (wrapped by Spark) for bad input; a failed job leaves the table unchanged.
+    Options as for ``df.write.format("lakemerge")`` (with ``primary-key`` etc. the table is created if missing);
+    ``dynamic_partition_overwrite=False`` overwrites the whole table. Raises the engine's errors (wrapped by Spark) for bad input; a failed job leaves the table unchanged.
     """
     register(df.sparkSession)
     opts = {k.replace("_", "-") if k == "dynamic_partition_overwrite" else k: str(v) for k, v in options.items()}
+    open_or_create_table(path, opts, df.schema, drop_columns=[opts.get("rowkind.column")])
     user = opts.setdefault("commit.user", f"lakemerge-spark-{uuid.uuid4().hex}")
     distribute_by_bucket(df, path, num_tasks).write.format(FORMAT).mode(mode).options(**opts).save(path)
     return snapshot_of_user(path, user)

@@ -5,7 +5,8 @@ Options (keys are case-insensitive):
   ``timestampAsOf``) for time travel; ``columns`` (comma list) to read only some columns (Spark 4.3 has no
   column-pruning hook for Python sources); ``filter-pushdown`` (true/false, default false; needs
   ``spark.sql.python.filterPushdown.enabled``); ``source.split.target-size`` / ``source.split.open-file-cost``.
-- write: ``commit.user``, ``commit.identifier`` (exactly-once retries), ``rowkind.column`` (input column of
+- write: ``primary-key`` / ``partition`` / ``bucket`` and other Paimon table options create the table on the
+  first write if there is none at the path; ``commit.user``, ``commit.identifier`` (exactly-once retries), ``rowkind.column`` (input column of
   +I/-U/+U/-D that is consumed, not stored), ``dynamic-partition-overwrite`` (default true; false = overwrite the
   whole table in ``mode("overwrite")``).
 """
@@ -51,11 +52,11 @@ class LakemergeDataSource(DataSource):
 
     def writer(self, schema, overwrite: bool):
         from spark_glue.writing import LakemergeWriter
-        return LakemergeWriter(self._opts(), overwrite)
+        return LakemergeWriter(self._opts(), overwrite, schema)
 
     def streamWriter(self, schema, overwrite: bool):
         from spark_glue.writing import LakemergeStreamWriter
-        return LakemergeStreamWriter(self._opts(), overwrite)
+        return LakemergeStreamWriter(self._opts(), overwrite, schema)
 
 
 def pa_select(schema, cols):

@@ -41,6 +41,43 @@ def open_table(path: str | None) -> Table:
         raise TableNotFound(f"{table_name_of(root)} (no schema under {root})") from None
 
 
+PRIMARY_KEY = "primary-key"
+PARTITION = "partition"
+
+
+def open_or_create_table(path: str | None, options: Mapping[str, str], spark_schema_, *,
+                         drop_columns=()) -> Table:
+    """The table at ``path``; if there is none and ``primary-key`` is given (Paimon's table options
+    ``primary-key``, ``partition``, ``bucket``, ...), create it from the Spark schema first, as a first
+    DataFrame write into a new Paimon table does. The path must look like ``<warehouse>/<db>.db/<table>``.
+    Raises TableNotFound (no table, no primary-key option), InvalidSchema / InvalidOption for a bad definition."""
+    try:
+        return open_table(path)
+    except TableNotFound:
+        opts = lower_options(options)
+        if not opts.get(PRIMARY_KEY):
+            raise TableNotFound(f"{table_name_of(local_path(str(path)))} (no table at {path}; to create it on "
+                                "this write, set option 'primary-key' and optionally 'partition' and 'bucket')") \
+                from None
+    from engine.catalog import Catalog
+    from engine.options import TableOptions
+    root = local_path(str(path))
+    db_dir, name = os.path.split(root.rstrip("/"))
+    warehouse, db = os.path.split(db_dir)
+    if not db.endswith(".db"):
+        raise InvalidInput(f"cannot create a table at {root}: expected <warehouse>/<database>.db/<table>")
+    cat = Catalog(warehouse)
+    cat.create_database(db[:-3], ignore_if_exists=True)
+    arrow = arrow_of_spark(spark_schema_)
+    arrow = pa.schema([f for f in arrow if f.name not in set(drop_columns)])
+    unknown = set(TableOptions(opts).unknown_keys())
+    table_opts = {k: v for k, v in opts.items()
+                  if k not in unknown and k not in (PRIMARY_KEY, PARTITION, "path") and not k.startswith("scan.")}
+    split = (lambda v: [c.strip() for c in v.split(",") if c.strip()])
+    return cat.create_table(f"{db[:-3]}.{name}", arrow, split(opts[PRIMARY_KEY]), split(opts.get(PARTITION, "")),
+                            table_opts, ignore_if_exists=True)
+
+
 def lower_options(options: Mapping[str, str]) -> dict[str, str]:
     """Spark hands options case-insensitively (keys lower-cased); look them up lower-cased."""
     return {str(k).lower(): str(v) for k, v in dict(options).items()}

@@ -27,7 +27,7 @@ from engine.options import DATA_FILE_PREFIX, parse_bool
 from engine.table import Table
 from engine.write.commit_message import CommitMessage
 from engine.write.table_write import TableWrite
-from spark_glue.tables import lower_options, open_table
+from spark_glue.tables import lower_options, open_or_create_table, open_table
 
 COMMIT_USER = "commit.user"
 COMMIT_IDENTIFIER = "commit.identifier"
@@ -45,10 +45,13 @@ class TaskFiles(WriterCommitMessage):
 class WriteJob:
     """Picklable description of one write job (batch) or one streaming query (stream)."""
 
-    def __init__(self, options, overwrite: bool, *, streaming: bool = False):
+    def __init__(self, options, overwrite: bool, *, streaming: bool = False, schema=None):
         opts = lower_options(options)
         self.path = opts.get("path")
-        table = open_table(self.path)
+        if schema is None:
+            table = open_table(self.path)
+        else:
+            table = open_or_create_table(self.path, opts, schema, drop_columns=[opts.get(ROW_KIND_COLUMN)])
         self.table_name = table.name
         self.base_id = table.latest_snapshot_id()
         self.token = uuid.uuid4().hex[:16]
@@ -177,8 +180,8 @@ def remove_job_files(table: Table, file_prefix: str, keep: set[str]) -> int:
 class LakemergeWriter(DataSourceArrowWriter):
     """``df.write.format("lakemerge").mode("append"|"overwrite").save(path)``."""
 
-    def __init__(self, options, overwrite: bool):
-        self.job = WriteJob(options, overwrite)
+    def __init__(self, options, overwrite: bool, schema=None):
+        self.job = WriteJob(options, overwrite, schema=schema)
 
     def write(self, iterator):
         return self.job.write_task(iterator)
@@ -194,10 +197,10 @@ class LakemergeStreamWriter(DataSourceStreamArrowWriter):
     """``df.writeStream.format("lakemerge")``: one snapshot per micro-batch, the batch id as commit identifier,
     so a micro-batch replayed after a restart is not applied twice."""
 
-    def __init__(self, options, overwrite: bool):
+    def __init__(self, options, overwrite: bool, schema=None):
         if overwrite:
             raise InvalidInput("streaming writes append (upsert); output mode 'complete' is not supported")
-        self.job = WriteJob(options, False, streaming=True)
+        self.job = WriteJob(options, False, streaming=True, schema=schema)
 
     def write(self, iterator):
         return self.job.write_task(iterator)

@@ -254,3 +254,18 @@ def test_demo_runs_small(spark, tmp_path):
     assert out["rows"] == table.read().num_rows and 2100 - 300 <= out["rows"] < 2100
     assert out["rows_at_first_snapshot"] == 700
     assert any("snapshot 3" in line for line in lines) and len(out["sample"]) == 5
+
+
+def test_first_write_creates_the_table_from_options(spark, tmp_path):
+    path = str(tmp_path / "wh" / "sales.db" / "events")
+    df = spark.createDataFrame([("eu", 1, 2, 3.0), ("us", 2, 1, 1.0)], DDL)
+    with pytest.raises(Exception, match="set option 'primary-key'"):
+        df.write.format("lakemerge").mode("append").save(path)
+    (df.write.format("lakemerge").mode("append").option("primary-key", "region,id").option("partition", "region")
+     .option("bucket", "2").save(path))
+    table = Catalog(str(tmp_path / "wh")).get_table("sales.events")
+    assert table.primary_keys == ("region", "id") and table.partition_keys == ("region",)
+    assert table.options == {"bucket": "2"} and table.read().num_rows == 2
+    spark_glue.write_table(df.limit(1), str(tmp_path / "wh" / "sales.db" / "other"), **{"primary-key": "id",
+                                                                                       "bucket": "1"})
+    assert Catalog(str(tmp_path / "wh")).get_table("sales.other").read().num_rows == 1

@@ -75,6 +75,11 @@ def spark_filter_to_terms(f) -> list[tuple] | None:
     return None
 
 
+def _prunable(t: pa.DataType) -> bool:
+    return (pa.types.is_integer(t) or pa.types.is_decimal(t) or pa.types.is_string(t) or pa.types.is_large_string(t)
+            or pa.types.is_boolean(t) or pa.types.is_date(t))
+
+
 class MergedTableReader(DataSourceReader):
     """Reads the merged rows of one snapshot; see the module docstring."""
 
@@ -85,13 +90,18 @@ class MergedTableReader(DataSourceReader):
         self.terms: list[tuple] = []
 
     def _dnf(self, table):
-        if not self.terms:
+        """The pushed terms the engine can prune with. Only columns whose Spark literals map one-to-one onto the
+        stored values take part: integers, decimals, strings, booleans and dates. Timestamps (a Spark literal's
+        meaning depends on the session time zone) and floats (Spark orders NaN above everything) never prune."""
+        arrow = table.arrow_schema
+        terms = [t for t in self.terms if t[0] in arrow.names and _prunable(arrow.field(t[0]).type)]
+        if not terms:
             return None
         try:
-            return pred.normalize([list(self.terms)], table.arrow_schema, table.name)
+            return pred.normalize([terms], table.arrow_schema, table.name)
         except Exception:  # a literal the engine cannot cast proves nothing: prune with the terms that fit
             good = []
-            for t in self.terms:
+            for t in terms:
                 try:
                     pred.normalize([t], table.arrow_schema, table.name)
                     good.append(t)

@@ -50,8 +50,10 @@ def read_table(spark, path: str, *, columns=None, filter_pushdown: bool = True, 
 
 
 def distribute_by_bucket(df, path: str, num_tasks: int | None = None):
-    """``df`` repartitioned so every (partition, bucket) of the table lands in exactly one task: the bucket is
-    computed with the engine's Paimon hashing kernel in a mapInArrow pass, then ``repartitionById``.
+    """``df`` repartitioned so every (partition, bucket) of the table lands in exactly one task (so a commit
+    writes one sorted run per bucket): the bucket is computed with the engine's Paimon hashing kernel in a
+    mapInArrow pass, then ``repartitionById``. Default task count: two per core (at most one per bucket of an
+    unpartitioned table); ``num_tasks = bucket`` gives exactly one bucket per task.
 
     The slot only decides placement: the writer recomputes buckets itself, so a wrong slot can never put a row
     in the wrong bucket.
@@ -64,8 +66,10 @@ def distribute_by_bucket(df, path: str, num_tasks: int | None = None):
         raise InvalidInput(f"Spark writes need a fixed bucket count (option 'bucket' > 0), table has {nb}",
                            table=table.name)
     parts = list(table.partition_keys)
-    if num_tasks is None:
-        num_tasks = nb if not parts else max(nb, int(df.sparkSession.conf.get("spark.sql.shuffle.partitions")))
+    if num_tasks is None:  # two tasks per core: per-task overhead dominates small commits (benchmarks/spark_bench)
+        num_tasks = max(1, 2 * df.sparkSession.sparkContext.defaultParallelism)
+        if not parts:
+            num_tasks = min(num_tasks, nb)
     bucket_types = {k: table.arrow_schema.field(k).type for k in table.schema.bucket_keys}
     part_types = {k: table.arrow_schema.field(k).type for k in parts}
     out_schema = StructType(list(df.schema.fields) + [StructField(SLOT, IntegerType(), True)])

@@ -160,12 +160,11 @@ def test_failed_task_is_retried_without_duplicates_or_orphans(spark, tmp_path):
     finally:
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
     assert len(t.snapshots()) == 1
-    assert t.read().num_rows == 4000 and t.read().column("k").to_pylist() != []
+    assert sorted(t.read().column("k").to_pylist()) == list(range(4000))
     assert _files_on_disk(t.root) == _live_files(t)  # the failed attempt left nothing behind
 
 
 def test_merge_update_delete_against_a_pandas_model(spark, orders):
-    import pandas as pd
     spark_glue.write_table(_initial(spark), orders.root)
     model = orders.read().to_pandas().set_index(["region", "id"])
 
@@ -195,7 +194,6 @@ def test_merge_update_delete_against_a_pandas_model(spark, orders):
         spark_glue.merge_into(spark, orders.root, source.unionAll(source), on=["region", "id"])
     with pytest.raises(Exception, match="cannot be updated"):
         spark_glue.update_where(spark, orders.root, {"id": "id + 1"})
-    assert isinstance(pd.DataFrame(), pd.DataFrame)
 
 
 def test_streaming_write_replayed_batch_is_applied_once(spark, orders, tmp_path):

@@ -1,5 +1,6 @@
 """``python -m benchmarks merge [--quick] [--repeat N]`` -- see benchmarks/__init__.py and benchmarks/RESULTS.md.
 ``python -m benchmarks reliability [--quick]`` -- see benchmarks/reliability.py.
+``python -m benchmarks spark [--quick]`` -- lakemerge through Spark vs Spark on Parquet (benchmarks/spark_bench.py).
 
 Names: ``merge`` (both cases), ``merge-memory`` (case a only), ``merge-table`` (case b only).
 """
@@ -66,6 +67,9 @@ def main(argv=None) -> int:
     if argv[:1] == ["reliability"]:  # --- issue 7: python -m benchmarks reliability ---
         from benchmarks import reliability
         return reliability.main(argv[1:])
+    if argv[:1] == ["spark"]:  # the Spark case has its own options (benchmarks/spark_bench.py)
+        from benchmarks.spark_bench import main as spark_main
+        return spark_main(argv[1:])
     args = parse_args(argv)
     own_workdir = args.workdir is None
     workdir = args.workdir or tempfile.mkdtemp(prefix="lakemerge-bench-")

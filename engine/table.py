@@ -309,3 +309,31 @@ class Table:
         (typed problems, warnings, unreferenced files). Read-only; never raises for a damaged table."""
         from engine.check import check_table
         return check_table(self, verify_data=verify_data, find_orphans=find_orphans)
+
+
+    # --- overwrite (issue 6) ------------------------------------------------------------------------
+    def commit_overwrite(self, messages: Sequence[CommitMessage], partitions=None, *, commit_user: str | None = None,
+                         commit_identifier: int | None = None, properties: dict | None = None) -> int | None:
+        """Publish an OVERWRITE snapshot: the live files of ``partitions`` are replaced by the messages' files.
+
+        ``partitions``: None replaces the whole table; ``"dynamic"`` replaces the partitions the messages write
+        (Paimon's dynamic partition overwrite); or an iterable of partition-value tuples. Same atomicity,
+        exactly-once and cleanup guarantees as ``commit``; returns the snapshot id.
+        """
+        from engine.meta import binary_row
+        messages = list(messages)
+        if partitions == "dynamic":
+            parts = {m.partition for m in messages}
+        elif partitions is None:
+            parts = None
+        else:
+            types = self.schema.types_of(self.partition_keys)
+            parts = {binary_row.serialize_row(list(v), types) for v in partitions}
+        try:
+            return Committer(self).overwrite(messages, parts, commit_user=commit_user,
+                                             commit_identifier=commit_identifier, properties=properties)
+        except (CommitConflict, CommitRetriesExhausted):
+            for m in messages:
+                for f in m.new_files:
+                    self.file_io.delete(os.path.join(self.bucket_dir(m.partition_values, m.bucket), f.file_name))
+            raise

@@ -36,7 +36,8 @@ from engine.meta.data_file import SimpleStats
 from engine.commit.conflicts import check_file_changes
 from engine.commit.manifest_merge import ManifestMerger
 from engine.meta.manifest import (ADD, DELETE, ManifestEntry, ManifestFileMeta, encode_manifest, encode_manifest_list)
-from engine.meta.snapshot import COMMIT_KIND_APPEND, COMMIT_KIND_COMPACT, Snapshot
+from engine.meta.snapshot import (BATCH_COMMIT_IDENTIFIER, COMMIT_KIND_APPEND, COMMIT_KIND_COMPACT,
+                                  COMMIT_KIND_OVERWRITE, Snapshot)
 from engine.options import COMMIT_MAX_RETRIES, COMMIT_MAX_RETRY_WAIT, COMMIT_MIN_RETRY_WAIT
 from engine.write.commit_message import CommitMessage
 
@@ -330,3 +331,67 @@ class Committer:
             pass  # the hint is only a hint; readers fall back to listing
         crash_point("commit.after-hint")
         return new_id
+
+    # --- overwrite (issue 6) ------------------------------------------------------------------------
+    def overwrite(self, messages: Sequence[CommitMessage], partitions: set[bytes] | None = None, *,
+                  commit_user: str | None = None, commit_identifier: int | None = None,
+                  properties: dict | None = None) -> int | None:
+        """Publish one OVERWRITE snapshot: every live file of ``partitions`` (serialized partition rows; None =
+        the whole table) is deleted and the messages' files are added, atomically.
+
+        The files to delete are taken from the latest snapshot at each attempt, so a concurrent append to an
+        overwritten partition is replaced too (Paimon's INSERT OVERWRITE semantics). Buckets of overwritten
+        partitions may change count (rescale). Exactly once per (commit user, identifier) like ``commit``.
+        ``commit_user``/``commit_identifier`` are needed only when there are no messages (overwrite with nothing).
+        Raises CommitConflict, CommitRetriesExhausted, CommitOutcomeUnknown.
+        """
+        t = self.table
+        messages = list(messages)
+        self._messages = messages
+        self._check_schemas({m.schema_id for m in messages})
+        adds = [ManifestEntry(ADD, m.partition, m.bucket, m.total_buckets, f) for m in messages for f in m.new_files]
+        users = {(m.commit_user, m.commit_identifier) for m in messages}
+        if commit_user is not None:
+            users.add((commit_user, BATCH_COMMIT_IDENTIFIER if commit_identifier is None else int(commit_identifier)))
+        if len(users) != 1:
+            raise CommitConflict(t.name, "an overwrite needs exactly one commit user/identifier")
+        user, identifier = users.pop()
+        bases = [m.base_snapshot_id for m in messages if m.base_snapshot_id is not None]
+        base_id = min(bases) if bases else 0
+        schema_id = max([m.schema_id for m in messages] + [t.schema.id])
+        opts = t.schema.table_options
+        retries = opts.get(COMMIT_MAX_RETRIES)
+        wait = opts.get(COMMIT_MIN_RETRY_WAIT) / 1000.0
+        max_wait = opts.get(COMMIT_MAX_RETRY_WAIT) / 1000.0
+        for attempt in range(retries + 1):
+            latest = t.snapshot_manager.latest()
+            done = self._already_committed(user, identifier, base_id, latest, COMMIT_KIND_OVERWRITE)
+            if done is not None:
+                return done
+            deletes = [] if latest is None else [
+                ManifestEntry(DELETE, e.partition, e.bucket, e.total_buckets, e.file)
+                for e in t.manifests.live_entries(latest) if partitions is None or e.partition in partitions]
+            entries = deletes + adds
+            if not entries:
+                return None if latest is None else latest.id
+            self._check_overwrite_buckets(adds)
+            delta_name, delta_meta = self._write_manifest(entries, schema_id)
+            try:
+                published = self._try_publish(latest, delta_meta, entries, user, identifier, COMMIT_KIND_OVERWRITE,
+                                              schema_id, properties)
+            except BaseException:
+                t.file_io.delete(t.paths.manifest(delta_name))
+                raise
+            if published is not None:
+                return published
+            t.file_io.delete(t.paths.manifest(delta_name))
+            time.sleep(min(max_wait, wait * (2 ** attempt)) * (0.5 + random.random()))
+        raise CommitRetriesExhausted(t.name, retries + 1)
+
+    def _check_overwrite_buckets(self, adds: list[ManifestEntry]) -> None:
+        """New files of one partition must agree on the bucket count (old files of it are all replaced)."""
+        totals: dict[bytes, int] = {}
+        for e in adds:
+            if totals.setdefault(e.partition, e.total_buckets) != e.total_buckets:
+                raise CommitConflict(self.table.name, "files of one partition were written with different "
+                                     "bucket counts")

@@ -1,0 +1,120 @@
+"""DataFrame-level entry points: register the source, read with pushdown safely, write bucket-parallel."""
+from __future__ import annotations
+
+import uuid
+
+import numpy as np
+import pyarrow as pa
+
+from engine.errors import InvalidInput
+from spark_glue.tables import arrow_of_spark, open_or_create_table, open_table
+
+FORMAT = "lakemerge"
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+SLOT = "__lakemerge_slot"
+
+
+def register(spark) -> None:
+    """Register the ``lakemerge`` data source on ``spark`` (idempotent). Needs no other configuration."""
+    from spark_glue.source import LakemergeDataSource
+    spark.dataSource.register(LakemergeDataSource)
+
+
+def read_table(spark, path: str, *, columns=None, filter_pushdown: bool = True, **options):
+    """A DataFrame over the merged table at ``path`` that prunes by the filters applied to it.
+
+    Spark 4.3 caches a Python source's read plan per relation (a reused DataFrame would see a stale snapshot,
+    and a filter pushed by one query would prune a later one). This DataFrame therefore carries an always-true
+    ``<first key> IS NOT NULL`` guard: every query on it pushes a filter, so every query re-plans against the
+    table's current state (or the time-travel option). Enables ``spark.sql.python.filterPushdown.enabled``.
+    """
+    register(spark)
+    table = open_table(path)
+    reader = spark.read.format(FORMAT)
+    if columns is not None:
+        reader = reader.option("columns", ",".join(columns))
+    if filter_pushdown:
+        spark.conf.set(PUSHDOWN_CONF, "true")
+        reader = reader.option("filter-pushdown", "true")
+    for k, v in options.items():
+        reader = reader.option(k, str(v))
+    df = reader.load(path)
+    if filter_pushdown:
+        guard = next((k for k in table.primary_keys if columns is None or k in columns), None)
+        if guard is None:
+            guard = df.columns[0]
+            df = df.where(f"`{guard}` IS NOT NULL OR `{guard}` IS NULL")
+        else:
+            df = df.where(f"`{guard}` IS NOT NULL")  # keys are never null: always true
+    return df
+
+
+def distribute_by_bucket(df, path: str, num_tasks: int | None = None):
+    """``df`` repartitioned so every (partition, bucket) of the table lands in exactly one task (so a commit
+    writes one sorted run per bucket): the bucket is computed with the engine's Paimon hashing kernel in a
+    mapInArrow pass, then ``repartitionById``. Default task count: two per core (at most one per bucket of an
+    unpartitioned table); ``num_tasks = bucket`` gives exactly one bucket per task.
+
+    The slot only decides placement: the writer recomputes buckets itself, so a wrong slot can never put a row
+    in the wrong bucket.
+    """
+    from pyspark.sql.types import IntegerType, StructField, StructType
+    table = open_table(path)
+    opts = table.schema.table_options
+    nb = opts.bucket
+    if nb < 1:
+        raise InvalidInput(f"Spark writes need a fixed bucket count (option 'bucket' > 0), table has {nb}",
+                           table=table.name)
+    parts = list(table.partition_keys)
+    if num_tasks is None:  # two tasks per core: per-task overhead dominates small commits (benchmarks/spark_bench)
+        num_tasks = max(1, 2 * df.sparkSession.sparkContext.defaultParallelism)
+        if not parts:
+            num_tasks = min(num_tasks, nb)
+    bucket_types = {k: table.arrow_schema.field(k).type for k in table.schema.bucket_keys}
+    part_types = {k: table.arrow_schema.field(k).type for k in parts}
+    out_schema = StructType(list(df.schema.fields) + [StructField(SLOT, IntegerType(), True)])
+    fn = _slot_function(bucket_types, part_types, nb, num_tasks, arrow_of_spark(out_schema))
+    return df.mapInArrow(fn, out_schema).repartitionById(num_tasks, SLOT).drop(SLOT)
+
+
+def _slot_function(bucket_types: dict, part_types: dict, num_buckets: int, num_tasks: int, out: pa.Schema):
+    def slots(batches):
+        from kernels.hashing import bucket_ids, hash_codes  # import in the worker: keeps Numba's disk cache
+        for batch in batches:
+            try:
+                b = bucket_ids([batch.column(k).cast(t) for k, t in bucket_types.items()], num_buckets)
+                slot = b.astype(np.int64)
+                if part_types:
+                    h = hash_codes([batch.column(k).cast(t) for k, t in part_types.items()]).astype(np.int64)
+                    slot = np.abs(h) * num_buckets + slot
+            except (pa.ArrowException, ValueError, TypeError):
+                slot = np.zeros(batch.num_rows, np.int64)  # the writer reports the bad value with context
+            # mapInArrow output is matched by position and checked against the declared types and nullability
+            yield pa.RecordBatch.from_arrays(list(batch.columns) + [pa.array((slot % num_tasks).astype(np.int32))],
+                                             schema=out)
+    return slots
+
+
+def write_table(df, path: str, mode: str = "append", *, num_tasks: int | None = None, **options) -> int | None:
+    """Upsert (``mode="append"``) or overwrite ``df`` into the table at ``path`` in one snapshot, one task per
+    bucket; returns the snapshot id (None if nothing was committed to an empty table).
+
+    Options as for ``df.write.format("lakemerge")`` (with ``primary-key`` etc. the table is created if missing);
+    ``dynamic_partition_overwrite=False`` overwrites the whole table. Raises the engine's errors (wrapped by Spark) for bad input; a failed job leaves the table unchanged.
+    """
+    register(df.sparkSession)
+    opts = {k.replace("_", "-") if k == "dynamic_partition_overwrite" else k: str(v) for k, v in options.items()}
+    open_or_create_table(path, opts, df.schema, drop_columns=[opts.get("rowkind.column")])
+    user = opts.setdefault("commit.user", f"lakemerge-spark-{uuid.uuid4().hex}")
+    distribute_by_bucket(df, path, num_tasks).write.format(FORMAT).mode(mode).options(**opts).save(path)
+    return snapshot_of_user(path, user)
+
+
+def snapshot_of_user(path: str, commit_user: str) -> int | None:
+    """The newest snapshot written by ``commit_user``, else the latest snapshot id."""
+    table = open_table(path)
+    sm = table.snapshot_manager
+    for sid in reversed(sm.ids()):
+        if sm.snapshot(sid).commit_user == commit_user:
+            return sid
+    return table.latest_snapshot_id()

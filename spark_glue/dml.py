@@ -1,0 +1,151 @@
+"""Row-level operations a lake-table user expects, as DataFrame helpers (Spark 4.3 refuses SQL MERGE / UPDATE /
+DELETE on Python data sources).
+
+On a primary-key table every operation is a write of changed rows in ONE snapshot: updated rows are upserted
+(+U), deleted rows are written as -D records carrying the old row. Each helper reads the table's current state
+(with filter pushdown), computes the changes in Spark and writes them bucket-parallel (``write_table``); it
+returns the id of the snapshot it wrote (the latest id if there was nothing to change). As with Paimon, a
+concurrent commit to the same keys between the read and the write is overwritten by the newer sequence numbers.
+"""
+from __future__ import annotations
+
+from functools import reduce
+from typing import Mapping
+
+from engine.errors import InvalidInput
+from spark_glue.api import read_table, write_table
+from spark_glue.tables import open_table
+
+KIND = "__lakemerge_row_kind"
+
+
+def _expr(e):
+    from pyspark.sql import functions as F
+    return F.expr(e) if isinstance(e, str) else e
+
+
+def _write_changes(df, path: str) -> int | None:
+    return write_table(df, path, **{"rowkind.column": KIND})
+
+
+def delete_where(spark, path: str, condition) -> int | None:
+    """Delete the rows matching ``condition`` (SQL string or Column) in one commit."""
+    from pyspark.sql import functions as F
+    rows = read_table(spark, path, **_pinned(open_table(path))).where(_expr(condition))
+    return _write_changes(rows.withColumn(KIND, F.lit("-D")), path)
+
+
+def update_where(spark, path: str, set: Mapping[str, object], condition=None) -> int | None:
+    """``UPDATE t SET col = expr, ... [WHERE condition]`` in one commit. Expressions are SQL strings or Columns
+    over the table's columns. Raises InvalidInput for unknown columns or primary-key columns in ``set``."""
+    from pyspark.sql import functions as F
+    table = open_table(path)
+    _check_settable(table, set)
+    rows = read_table(spark, path, **_pinned(table))
+    if condition is not None:
+        rows = rows.where(_expr(condition))
+    types = {f.name: f.dataType for f in rows.schema.fields}
+    rows = rows.select(*[(_expr(set[c]).cast(types[c]) if c in set else F.col(f"`{c}`")).alias(c)
+                         for c in rows.columns])
+    return _write_changes(rows.withColumn(KIND, F.lit("+U")), path)
+
+
+def merge_into(spark, target_path: str, source_df, on, when_matched="update", when_not_matched="insert", *,
+               matched_condition=None, when_not_matched_by_source=None) -> int | None:
+    """MERGE INTO the table at ``target_path`` USING ``source_df`` ON the ``on`` columns, in one commit.
+
+    - ``when_matched``: "update" (source columns replace target columns of the same name), "delete", None, a dict
+      ``{column: SQL expression or Column}`` (expressions may use ``t.<col>`` and ``s.<col>``), or a callable
+      ``f(t, s) -> dict`` where ``t(name)`` / ``s(name)`` return the target / source Column.
+      ``matched_condition`` (SQL over ``t.``/``s.``) restricts which matched rows are changed.
+    - ``when_not_matched``: "insert" (the source row must have every table column) or None.
+    - ``when_not_matched_by_source``: "delete" or None (target rows with no source row).
+    Raises InvalidInput when ``on`` names unknown columns, when two source rows share an ``on`` key (the match
+    would be ambiguous), or when a clause value is not one of the above.
+    """
+    from pyspark.sql import functions as F
+    table = open_table(target_path)
+    on = [on] if isinstance(on, str) else list(on)
+    names = list(table.arrow_schema.names)
+    missing = [c for c in on if c not in names or c not in source_df.columns]
+    if not on or missing:
+        raise InvalidInput(f"merge_into: 'on' columns {missing or on} must be columns of both the table and the "
+                           f"source", table=table.name)
+    dup = source_df.groupBy(*[F.col(f"`{c}`") for c in on]).count().where("count > 1").limit(1).collect()
+    if dup:
+        raise InvalidInput(f"merge_into: several source rows have the key {dict(zip(on, dup[0][:len(on)]))}; "
+                           "a MERGE source must have at most one row per key", table=table.name)
+    snap = _pinned(table)
+    # One DataFrame per branch, all pinned to one snapshot: in Spark 4.3 scans of one Python-source relation
+    # share its pushed-down read plan, so a branch's filters must never reach another branch's scan.
+    types = {f.name: f.dataType for f in read_table(spark, target_path, **snap).schema.fields}
+    s = source_df.alias("s")
+
+    def target():
+        return read_table(spark, target_path, **snap).alias("t")
+    cond = reduce(lambda a, b: a & b, [F.col(f"t.`{c}`") == F.col(f"s.`{c}`") for c in on])
+
+    def tcol(c):
+        return F.col(f"t.`{c}`")
+
+    def scol(c):
+        return F.col(f"s.`{c}`")
+
+    parts = []
+    if when_matched is not None:
+        matched = target().join(s, cond, "inner")
+        if matched_condition is not None:
+            matched = matched.where(_expr(matched_condition))
+        if when_matched == "delete":
+            parts.append(matched.select(*[tcol(c).alias(c) for c in names], F.lit("-D").alias(KIND)))
+        else:
+            if when_matched == "update":
+                new = {c: scol(c) for c in names if c in source_df.columns and c not in table.primary_keys}
+            elif isinstance(when_matched, Mapping):
+                new = {c: _expr(e) for c, e in when_matched.items()}
+            elif callable(when_matched):
+                new = dict(when_matched(tcol, scol))
+            else:
+                raise InvalidInput(f"merge_into: when_matched must be 'update', 'delete', None, a dict or a "
+                                   f"callable, got {when_matched!r}", table=table.name)
+            _check_settable(table, new)
+            parts.append(matched.select(*[(new[c] if c in new else tcol(c)).cast(types[c]).alias(c) for c in names],
+                                        F.lit("+U").alias(KIND)))
+    if when_not_matched == "insert":
+        absent = [c for c in names if c not in source_df.columns]
+        if absent:
+            raise InvalidInput(f"merge_into: inserting needs every table column in the source; missing {absent}",
+                               table=table.name)
+        inserts = s.join(target(), cond, "left_anti")
+        parts.append(inserts.select(*[scol(c).cast(types[c]).alias(c) for c in names], F.lit("+I").alias(KIND)))
+    elif when_not_matched is not None:
+        raise InvalidInput(f"merge_into: when_not_matched must be 'insert' or None, got {when_not_matched!r}",
+                           table=table.name)
+    if when_not_matched_by_source == "delete":
+        gone = target().join(s, cond, "left_anti")
+        parts.append(gone.select(*[tcol(c).alias(c) for c in names], F.lit("-D").alias(KIND)))
+    elif when_not_matched_by_source is not None:
+        raise InvalidInput("merge_into: when_not_matched_by_source must be 'delete' or None", table=table.name)
+    if not parts:
+        return table.latest_snapshot_id()
+    return _write_changes(reduce(lambda a, b: a.unionByName(b), parts), target_path)
+
+
+def _pinned(table) -> dict:
+    """Time-travel option pinning the table's current snapshot (none for a table without commits)."""
+    sid = table.latest_snapshot_id()
+    return {} if sid is None else {"scan.snapshot-id": str(sid)}
+
+
+def _check_settable(table, assignments: Mapping[str, object]) -> None:
+    names = table.arrow_schema.names
+    unknown = [c for c in assignments if c not in names]
+    if unknown:
+        raise InvalidInput(f"unknown column(s) {unknown} in the assignments", table=table.name, column=unknown[0])
+    keys = [c for c in assignments if c in table.primary_keys]
+    if keys:
+        raise InvalidInput(f"primary-key column(s) {keys} cannot be updated (delete and insert instead)",
+                           table=table.name, column=keys[0])
+
+
+__all__ = ["merge_into", "delete_where", "update_where"]

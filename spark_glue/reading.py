@@ -1,0 +1,153 @@
+"""Batch reads of the merged table through the Python Data Source API.
+
+Planning (``partitions``, on the driver's planning worker) resolves the snapshot, prunes with the pushed filters
+(partitions, buckets, files by key statistics: engine.read.scan) and packs the (partition, bucket) splits into
+input partitions of about ``source.split.target-size`` bytes (large splits alone, small ones together, biggest
+first). ``read`` (on executors) merges each split with the engine's SplitReader and yields Arrow record batches.
+
+Pushed filters only prune: every filter is also handed back to Spark as unhandled, so Spark evaluates it exactly
+on the rows (the reader also drops rows that fail it, to ship fewer rows). Pruning never drops a matching row.
+"""
+from __future__ import annotations
+
+import heapq
+import pyarrow as pa
+from pyspark.sql.datasource import (DataSourceReader, EqualNullSafe, EqualTo, GreaterThan, GreaterThanOrEqual, In,
+                                    InputPartition, LessThan, LessThanOrEqual, Not)
+
+from engine.options import parse_memory_size
+from engine.read import predicate as pred
+from engine.read.scan import Split
+from spark_glue.tables import arrow_of_spark, lower_options, open_table, resolve_snapshot
+
+TARGET_SPLIT_SIZE = "source.split.target-size"
+OPEN_FILE_COST = "source.split.open-file-cost"
+DEFAULT_TARGET = 128 << 20
+DEFAULT_OPEN_COST = 4 << 20
+BATCH_ROWS = 64 * 1024
+
+
+class SplitGroup(InputPartition):
+    """The splits one Spark task reads, and the snapshot they belong to."""
+
+    def __init__(self, splits, snapshot_id: int | None):
+        self.splits = tuple(splits)
+        self.snapshot_id = snapshot_id
+
+
+def pack_splits(splits: list[Split], target: int, open_cost: int) -> list[list[Split]]:
+    """First-fit-decreasing by size: a split at or above ``target`` is a group of its own; smaller ones share
+    the least-filled group that stays within ``target``. Groups come out biggest first."""
+    def size(sp: Split) -> int:
+        return sum(f.file_size + open_cost for f in sp.files)
+
+    groups: list[list[Split]] = []
+    heap: list[tuple[int, int]] = []  # (filled bytes, group index) of groups that may take more
+    for sp in sorted(splits, key=size, reverse=True):
+        s = size(sp)
+        if heap and heap[0][0] + s <= target:
+            filled, i = heapq.heappop(heap)
+            groups[i].append(sp)
+            heapq.heappush(heap, (filled + s, i))
+        else:
+            groups.append([sp])
+            if s < target:
+                heapq.heappush(heap, (s, len(groups) - 1))
+    return groups
+
+
+def spark_filter_to_terms(f) -> list[tuple] | None:
+    """A Spark filter as a conjunction of engine DNF terms, or None when it cannot help pruning."""
+    if len(getattr(f, "attribute", ())) != 1 and not isinstance(f, Not):
+        return None
+    if isinstance(f, (EqualTo, EqualNullSafe)):
+        return None if f.value is None else [(f.attribute[0], "=", f.value)]
+    ops = {GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<", LessThanOrEqual: "<="}
+    for cls, op in ops.items():
+        if type(f) is cls:
+            return None if f.value is None else [(f.attribute[0], op, f.value)]
+    if isinstance(f, In):
+        values = tuple(v for v in f.value if v is not None)
+        return [(f.attribute[0], "in", values)] if values else None
+    if isinstance(f, Not) and isinstance(f.child, EqualTo) and len(f.child.attribute) == 1 \
+            and f.child.value is not None:
+        return [(f.child.attribute[0], "!=", f.child.value)]
+    return None
+
+
+def _prunable(t: pa.DataType) -> bool:
+    return (pa.types.is_integer(t) or pa.types.is_decimal(t) or pa.types.is_string(t) or pa.types.is_large_string(t)
+            or pa.types.is_boolean(t) or pa.types.is_date(t))
+
+
+class MergedTableReader(DataSourceReader):
+    """Reads the merged rows of one snapshot; see the module docstring."""
+
+    def __init__(self, options: dict, schema):
+        self.options = lower_options(options)
+        self.schema = schema
+        self.columns = [f.name for f in schema.fields]
+        self.terms: list[tuple] = []
+
+    def _dnf(self, table):
+        """The pushed terms the engine can prune with. Only columns whose Spark literals map one-to-one onto the
+        stored values take part: integers, decimals, strings, booleans and dates. Timestamps (a Spark literal's
+        meaning depends on the session time zone) and floats (Spark orders NaN above everything) never prune."""
+        arrow = table.arrow_schema
+        terms = [t for t in self.terms if t[0] in arrow.names and _prunable(arrow.field(t[0]).type)]
+        if not terms:
+            return None
+        try:
+            return pred.normalize([terms], table.arrow_schema, table.name)
+        except Exception:  # a literal the engine cannot cast proves nothing: prune with the terms that fit
+            good = []
+            for t in terms:
+                try:
+                    pred.normalize([t], table.arrow_schema, table.name)
+                    good.append(t)
+                except Exception:
+                    pass
+            return pred.normalize([good], table.arrow_schema, table.name) if good else None
+
+    def partitions(self):
+        table = open_table(self.options.get("path"))
+        snap = resolve_snapshot(table, self.options)
+        splits = table.scan().plan(snap, self._dnf(table))
+        target = parse_memory_size(self.options.get(TARGET_SPLIT_SIZE, str(DEFAULT_TARGET)))
+        cost = parse_memory_size(self.options.get(OPEN_FILE_COST, str(DEFAULT_OPEN_COST)))
+        sid = None if snap is None else snap.id
+        groups = pack_splits(splits, max(1, target), cost)
+        # Spark needs at least one partition; an empty group reads nothing.
+        return [SplitGroup(g, sid) for g in groups] or [SplitGroup((), sid)]
+
+    def read(self, partition: SplitGroup):
+        from engine.read.split_read import SplitReader
+        if not partition.splits:
+            return iter(())
+        table = open_table(self.options.get("path"))
+        dnf = self._dnf(table)
+        read_cols = list(dict.fromkeys(self.columns + sorted(pred.columns_of(dnf))))
+        target = arrow_of_spark(self.schema)
+        reader = SplitReader(table.file_io, table.schema)
+
+        def batches():
+            for split in partition.splits:
+                merged = reader.read(split, read_cols)
+                if dnf:
+                    merged = merged.filter(pred.to_expression(dnf))
+                merged = merged.select(self.columns)
+                out = pa.Table.from_arrays([merged.column(i).cast(target.field(i).type)
+                                            for i in range(len(self.columns))], schema=target)
+                yield from out.to_batches(max_chunksize=BATCH_ROWS)
+        return batches()
+
+
+class PushdownReader(MergedTableReader):
+    """MergedTableReader that also prunes with the filters Spark pushes (needs
+    ``spark.sql.python.filterPushdown.enabled``; ``spark_glue.read_table`` sets it and guards against plan reuse)."""
+
+    def pushFilters(self, filters):
+        self.terms = []  # reset, never accumulate: the same reader state must not leak between pushes
+        for f in filters:
+            self.terms.extend(spark_filter_to_terms(f) or ())
+        return list(filters)  # Spark evaluates every filter itself; pruning is only an optimization

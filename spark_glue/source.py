@@ -1,0 +1,64 @@
+"""The ``lakemerge`` Python data source: ``spark.read/write(Stream).format("lakemerge")``.
+
+Options (keys are case-insensitive):
+- read: ``scan.snapshot-id`` | ``scan.timestamp-millis`` | ``scan.tag-name`` (or ``versionAsOf`` /
+  ``timestampAsOf``) for time travel; ``columns`` (comma list) to read only some columns (Spark 4.3 has no
+  column-pruning hook for Python sources); ``filter-pushdown`` (true/false, default false; needs
+  ``spark.sql.python.filterPushdown.enabled``); ``source.split.target-size`` / ``source.split.open-file-cost``.
+- write: ``primary-key`` / ``partition`` / ``bucket`` and other Paimon table options create the table on the
+  first write if there is none at the path; ``commit.user``, ``commit.identifier`` (exactly-once retries), ``rowkind.column`` (input column of
+  +I/-U/+U/-D that is consumed, not stored), ``dynamic-partition-overwrite`` (default true; false = overwrite the
+  whole table in ``mode("overwrite")``).
+"""
+from __future__ import annotations
+
+from pyspark.sql.datasource import DataSource
+
+from engine.errors import InvalidInput
+from engine.options import parse_bool
+from spark_glue.tables import lower_options, open_table, spark_schema
+
+FILTER_PUSHDOWN = "filter-pushdown"
+COLUMNS = "columns"
+
+
+class LakemergeDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "lakemerge"
+
+    def _opts(self) -> dict:
+        return lower_options(self.options)
+
+    def schema(self):
+        opts = self._opts()
+        table = open_table(opts.get("path"))
+        arrow = table.arrow_schema
+        if opts.get(COLUMNS):
+            cols = [c.strip() for c in opts[COLUMNS].split(",") if c.strip()]
+            unknown = [c for c in cols if c not in arrow.names]
+            if unknown:
+                raise InvalidInput(f"unknown column(s) {unknown} in option 'columns'", table=table.name,
+                                   column=unknown[0])
+            arrow = pa_select(arrow, cols)
+        return spark_schema(arrow)
+
+    def reader(self, schema):
+        from spark_glue.reading import MergedTableReader, PushdownReader
+        opts = self._opts()
+        if parse_bool(opts.get(FILTER_PUSHDOWN, "false")):
+            return PushdownReader(opts, schema)
+        return MergedTableReader(opts, schema)
+
+    def writer(self, schema, overwrite: bool):
+        from spark_glue.writing import LakemergeWriter
+        return LakemergeWriter(self._opts(), overwrite, schema)
+
+    def streamWriter(self, schema, overwrite: bool):
+        from spark_glue.writing import LakemergeStreamWriter
+        return LakemergeStreamWriter(self._opts(), overwrite, schema)
+
+
+def pa_select(schema, cols):
+    import pyarrow as pa
+    return pa.schema([schema.field(c) for c in cols])

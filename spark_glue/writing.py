@@ -1,0 +1,212 @@
+"""Bucket-parallel writes through the Python Data Source API, committed once on the driver.
+
+Protocol (one write job = one snapshot):
+- ``writer()`` runs once per job on the driver side: it pins the base snapshot and draws a job token.
+- Each task writes its rows with the engine's ``TableWrite`` (sorted level-0 runs per bucket it sees, sequence
+  numbers continuing from the pinned base) into files named ``<data-file.prefix><token>-...``, and returns the
+  pickled ``CommitMessage``s. A task that raises deletes its own files.
+- ``commit()`` publishes all messages of the successful task attempts as ONE snapshot (APPEND, or OVERWRITE in
+  overwrite mode), then deletes every file carrying the job token that the snapshot does not list: the leftovers
+  of failed or retried attempts (Spark drops their messages and may never tell ``abort()``). ``abort()`` deletes
+  all files of the job. Files of other jobs are never touched (their names carry other tokens).
+- Exactly once: with ``commit.identifier`` (or a streaming batch id) a replay of an identifier that the commit
+  user already published is skipped and its files are deleted.
+"""
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass, replace
+
+import pyarrow as pa
+from pyspark.sql.datasource import (DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage)
+
+from engine.errors import CommitConflict, CommitRetriesExhausted, InvalidInput
+from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER
+from engine.options import DATA_FILE_PREFIX, parse_bool
+from engine.table import Table
+from engine.write.commit_message import CommitMessage
+from engine.write.table_write import TableWrite
+from spark_glue.tables import lower_options, open_or_create_table, open_table
+
+COMMIT_USER = "commit.user"
+COMMIT_IDENTIFIER = "commit.identifier"
+ROW_KIND_COLUMN = "rowkind.column"  # an input column of +I/-U/+U/-D that is consumed, not stored
+DYNAMIC_OVERWRITE = "dynamic-partition-overwrite"
+
+
+@dataclass(frozen=True)
+class TaskFiles(WriterCommitMessage):
+    """What one successful task attempt hands to the driver: its commit messages and its files' name prefix."""
+    messages: tuple[CommitMessage, ...]
+    prefix: str = ""
+
+
+class WriteJob:
+    """Picklable description of one write job (batch) or one streaming query (stream)."""
+
+    def __init__(self, options, overwrite: bool, *, streaming: bool = False, schema=None):
+        opts = lower_options(options)
+        self.path = opts.get("path")
+        if schema is None:
+            table = open_table(self.path)
+        else:
+            table = open_or_create_table(self.path, opts, schema, drop_columns=[opts.get(ROW_KIND_COLUMN)])
+        self.table_name = table.name
+        self.base_id = table.latest_snapshot_id()
+        self.token = uuid.uuid4().hex[:16]
+        self.file_prefix = table.schema.table_options.get(DATA_FILE_PREFIX) + self.token + "-"
+        self.streaming = streaming
+        user = opts.get(COMMIT_USER)
+        if streaming and not user:
+            location = opts.get("checkpointlocation")
+            if not location:
+                raise InvalidInput("a streaming write needs a stable commit user for exactly-once commits: set "
+                                   "option 'checkpointLocation' or 'commit.user'", table=table.name)
+            user = "lakemerge-stream-" + uuid.uuid5(uuid.NAMESPACE_URL, os.path.abspath(location)).hex
+        self.commit_user = user or f"lakemerge-spark-{self.token}"
+        ident = opts.get(COMMIT_IDENTIFIER)
+        try:
+            self.identifier = None if ident is None else int(ident)
+        except ValueError:
+            raise InvalidInput(f"option {COMMIT_IDENTIFIER} must be an integer, got {ident!r}",
+                               table=table.name) from None
+        self.kind_column = opts.get(ROW_KIND_COLUMN)
+        self.overwrite = overwrite
+        self.dynamic = parse_bool(opts.get(DYNAMIC_OVERWRITE, "true"))
+
+    # --- executor side ------------------------------------------------------------------------------
+    def prefix_for(self, batch_id) -> str:
+        """File-name prefix of this job's files (of one micro-batch, for a stream)."""
+        return self.file_prefix if batch_id is None else f"{self.file_prefix}b{batch_id}-"
+
+    def write_task(self, batches) -> TaskFiles:
+        batch_id = None
+        if self.streaming:
+            from pyspark import TaskContext
+            batch_id = TaskContext.get().getLocalProperty("streaming.sql.batchId")
+            if batch_id is None:
+                raise InvalidInput("streaming write task without a micro-batch id", table=self.table_name)
+        table = open_table(self.path)
+        schema = table.schema
+        prefix = self.prefix_for(batch_id)
+        table.schema = replace(schema, options={**schema.options, DATA_FILE_PREFIX: prefix})
+        writer = TableWrite(table, commit_user=self.commit_user,
+                            commit_identifier=BATCH_COMMIT_IDENTIFIER if self.identifier is None else self.identifier)
+        if not self.streaming:  # number sequences from the snapshot the job started from
+            writer.base_snapshot = None if self.base_id is None else table.snapshot(self.base_id)
+        with writer:
+            for batch in batches:
+                rows = pa.Table.from_batches([batch])
+                if rows.num_rows == 0:
+                    continue
+                if self.kind_column:
+                    if self.kind_column not in rows.column_names:
+                        raise InvalidInput(f"row-kind column {self.kind_column!r} is not in the input",
+                                           table=table.name, column=self.kind_column)
+                    kinds = rows.column(self.kind_column)
+                    writer.write(rows.drop_columns([self.kind_column]), row_kinds=kinds)
+                else:
+                    writer.write(rows)
+            messages = writer.prepare_commit()
+        return TaskFiles(tuple(messages), prefix)
+
+    # --- driver side --------------------------------------------------------------------------------
+    def commit_job(self, task_files, identifier: int | None = None) -> int | None:
+        """Publish the messages of all successful tasks as one snapshot; returns its id (or the id that already
+        holds this identifier, or the latest id when there was nothing to write)."""
+        table = open_table(self.path)
+        messages = [m for tf in task_files if tf is not None for m in tf.messages]
+        ident = self.identifier if identifier is None else int(identifier)
+        prefix = self.task_prefix(task_files, identifier)
+        if ident is not None:
+            messages = [replace(m, commit_identifier=ident) for m in messages]
+            done = committed_snapshot(table, self.commit_user, ident)
+            if done is not None:  # a replayed batch: already applied once
+                remove_job_files(table, prefix, keep=set())
+                return done
+        try:
+            if self.overwrite:
+                scope = "dynamic" if (self.dynamic and table.partition_keys) else None
+                sid = table.commit_overwrite(messages, scope, commit_user=self.commit_user,
+                                             commit_identifier=BATCH_COMMIT_IDENTIFIER if ident is None else ident)
+            else:
+                sid = table.commit(messages)
+        except (CommitConflict, CommitRetriesExhausted):
+            remove_job_files(table, prefix, keep=set())
+            raise
+        remove_job_files(table, prefix, keep={f.file_name for m in messages for f in m.new_files})
+        return sid
+
+    def abort_job(self, task_files, batch_id=None) -> None:
+        """Delete every file of the job (of the micro-batch ``batch_id`` for a stream)."""
+        remove_job_files(open_table(self.path), self.task_prefix(task_files, batch_id), keep=set())
+
+    def task_prefix(self, task_files, batch_id=None) -> str:
+        """The file prefix the tasks used. Spark may build the committing writer separately from the one it
+        shipped to the tasks (streaming does), so the tasks' own prefix is read from their messages."""
+        for tf in task_files or ():
+            if tf is not None and tf.prefix:
+                return tf.prefix
+        return self.prefix_for(batch_id)
+
+
+def committed_snapshot(table: Table, commit_user: str, identifier: int) -> int | None:
+    """Id of a snapshot by ``commit_user`` whose identifier is >= ``identifier`` (identifiers of one user grow,
+    as streaming batch ids do), judged by the user's newest snapshot; None if there is none."""
+    sm = table.snapshot_manager
+    for sid in reversed(sm.ids()):
+        try:
+            snap = sm.snapshot(sid)
+        except Exception:
+            break
+        if snap.commit_user == commit_user:
+            return sid if snap.commit_identifier >= identifier else None
+    return None
+
+
+def remove_job_files(table: Table, file_prefix: str, keep: set[str]) -> int:
+    """Delete the data files whose names start with ``file_prefix`` (one job's token) except ``keep``; returns
+    how many were deleted. Only this job's files can match, so concurrent writers are never affected."""
+    removed = 0
+    for directory, dirs, files in os.walk(table.root):
+        for name in files:
+            if name.startswith(file_prefix) and name not in keep:
+                table.file_io.delete(os.path.join(directory, name))
+                removed += 1
+    return removed
+
+
+class LakemergeWriter(DataSourceArrowWriter):
+    """``df.write.format("lakemerge").mode("append"|"overwrite").save(path)``."""
+
+    def __init__(self, options, overwrite: bool, schema=None):
+        self.job = WriteJob(options, overwrite, schema=schema)
+
+    def write(self, iterator):
+        return self.job.write_task(iterator)
+
+    def commit(self, messages):
+        self.job.commit_job(messages)
+
+    def abort(self, messages):
+        self.job.abort_job(messages)
+
+
+class LakemergeStreamWriter(DataSourceStreamArrowWriter):
+    """``df.writeStream.format("lakemerge")``: one snapshot per micro-batch, the batch id as commit identifier,
+    so a micro-batch replayed after a restart is not applied twice."""
+
+    def __init__(self, options, overwrite: bool, schema=None):
+        if overwrite:
+            raise InvalidInput("streaming writes append (upsert); output mode 'complete' is not supported")
+        self.job = WriteJob(options, False, streaming=True, schema=schema)
+
+    def write(self, iterator):
+        return self.job.write_task(iterator)
+
+    def commit(self, messages, batchId):
+        self.job.commit_job(messages, identifier=batchId)
+
+    def abort(self, messages, batchId):
+        self.job.abort_job(messages, batchId)

@@ -1,0 +1,46 @@
+"""Read planning pieces that need no SparkSession: split packing and Spark-filter translation."""
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+from hypothesis import given, strategies as st  # noqa: E402
+from pyspark.sql.datasource import (EqualTo, GreaterThan, In, IsNotNull, Not,  # noqa: E402
+                                    StringStartsWith)
+
+from engine.read.scan import Split  # noqa: E402
+from spark_glue.reading import pack_splits, spark_filter_to_terms  # noqa: E402
+
+
+class _F:
+    def __init__(self, size):
+        self.file_size = size
+
+
+def _split(i, sizes):
+    return Split(b"", (), i, 4, f"bucket-{i}", tuple(_F(s) for s in sizes))
+
+
+@given(st.lists(st.lists(st.integers(0, 300), min_size=1, max_size=3), max_size=30), st.integers(1, 500))
+def test_pack_splits_keeps_every_split_once_within_target(sizes, target):
+    splits = [_split(i, s) for i, s in enumerate(sizes)]
+    groups = pack_splits(splits, target, open_cost=10)
+    assert sorted(sp.bucket for g in groups for sp in g) == list(range(len(splits)))
+    for g in groups:
+        total = sum(f.file_size + 10 for sp in g for f in sp.files)
+        assert len(g) == 1 or total <= target  # only a lone split may exceed the target
+
+
+def test_pack_splits_balances_small_splits():
+    groups = pack_splits([_split(i, [100]) for i in range(8)], target=440, open_cost=10)
+    assert sorted(len(g) for g in groups) == [4, 4]
+
+
+def test_spark_filters_translate_to_engine_terms():
+    assert spark_filter_to_terms(EqualTo(("k",), 5)) == [("k", "=", 5)]
+    assert spark_filter_to_terms(GreaterThan(("k",), 5)) == [("k", ">", 5)]
+    assert spark_filter_to_terms(In(("k",), (1, None, 2))) == [("k", "in", (1, 2))]
+    assert spark_filter_to_terms(Not(EqualTo(("k",), 5))) == [("k", "!=", 5)]
+    for unusable in (IsNotNull(("k",)), StringStartsWith(("s",), "a"), EqualTo(("a", "b"), 1), EqualTo(("k",), None)):
+        assert spark_filter_to_terms(unusable) is None

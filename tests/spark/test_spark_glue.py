@@ -1,0 +1,269 @@
+"""The lakemerge Spark data source and helpers on one local SparkSession (see conftest.py)."""
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+
+import pyarrow as pa
+import pytest
+
+import spark_glue
+from engine import Catalog
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = pa.schema([("region", pa.string()), ("id", pa.int64()), ("qty", pa.int32()), ("price", pa.float64())])
+DDL = "region string, id long, qty int, price double"
+
+
+def _rows(table_or_rows, keys=("region", "id")):
+    rows = table_or_rows.to_pylist() if isinstance(table_or_rows, pa.Table) else [r.asDict() for r in table_or_rows]
+    return sorted(rows, key=lambda r: tuple(r[k] for k in keys))
+
+
+def _files_on_disk(root):
+    return {os.path.basename(p) for p in glob.glob(os.path.join(root, "**", "bucket-*", "*"), recursive=True)}
+
+
+def _live_files(table):
+    snap = table.snapshot()
+    return {e.file.file_name for e in table.manifests.live_entries(snap)} if snap else set()
+
+
+@pytest.fixture
+def orders(spark, tmp_path):
+    spark_glue.register(spark)
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    return cat.create_table("db.orders", SCHEMA, ["region", "id"], ["region"], {"bucket": "4"})
+
+
+def _initial(spark):
+    data = [("eu", i, i % 7, float(i)) for i in range(60)] + [("us", i, 1, 2.0) for i in range(40)]
+    return spark.createDataFrame(data, DDL)
+
+
+@pytest.mark.interop
+def test_bucket_parallel_upserts_read_back_like_the_engine_and_pypaimon(spark, orders):
+    from tests.interop.pypaimon_util import check_bucket_placement, pp_get_table, pp_read
+    s1 = spark_glue.write_table(_initial(spark), orders.root)
+    update = spark.createDataFrame([("eu", 1, 100, 9.5), ("us", 39, 0, 0.0), ("asia", 1, 5, 1.0)], DDL)
+    s2 = spark_glue.write_table(update, orders.root)
+    assert (s1, s2) == (1, 2)
+    # one task per (partition, bucket): a commit adds at most one file per bucket
+    per_bucket = {}
+    for e in orders.manifests.live_entries(orders.snapshot(1)):
+        per_bucket[(e.partition, e.bucket)] = per_bucket.get((e.partition, e.bucket), 0) + 1
+    assert set(per_bucket.values()) == {1}
+
+    got = _rows(spark.read.format("lakemerge").load(orders.root).collect())
+    assert got == _rows(orders.read())
+    assert len(got) == 101 and {r["id"]: r for r in got if r["region"] == "eu"}[1]["qty"] == 100
+    assert _rows(pp_read(pp_get_table(os.path.dirname(os.path.dirname(orders.root)), "db.orders"))) == got
+    check_bucket_placement(pp_get_table(os.path.dirname(os.path.dirname(orders.root)), "db.orders"), orders.root)
+    # column subset (Spark 4.3 has no pruning hook: the 'columns' option reads only those columns)
+    cols = spark_glue.read_table(spark, orders.root, columns=["id", "qty"]).where("qty = 100").collect()
+    assert [r.asDict() for r in cols] == [{"id": 1, "qty": 100}]
+
+
+def test_time_travel_by_snapshot_timestamp_tag(spark, orders):
+    spark_glue.write_table(_initial(spark), orders.root)
+    spark_glue.delete_where(spark, orders.root, "region = 'us'")
+    first = orders.snapshot(1)
+    os.makedirs(os.path.join(orders.root, "tag"), exist_ok=True)
+    shutil.copy(orders.snapshot_manager.paths.snapshot(1), os.path.join(orders.root, "tag", "tag-before"))
+
+    def count(**opts):
+        reader = spark.read.format("lakemerge")
+        for k, v in opts.items():
+            reader = reader.option(k, v)
+        return reader.load(orders.root).count()
+
+    assert count() == 60
+    assert count(**{"scan.snapshot-id": "1"}) == 100
+    assert count(versionAsOf="1") == 100
+    assert count(**{"scan.timestamp-millis": str(first.time_millis)}) == 100
+    assert count(**{"scan.tag-name": "before"}) == 100
+    with pytest.raises(Exception, match="has no snapshot 9"):
+        count(**{"scan.snapshot-id": "9"})
+    with pytest.raises(Exception, match="tag 'nope' does not exist"):
+        count(**{"scan.tag-name": "nope"})
+
+
+def test_pushdown_prunes_and_never_leaks_into_later_queries(spark, orders):
+    spark_glue.write_table(_initial(spark), orders.root)
+    df = spark_glue.read_table(spark, orders.root, **{"source.split.target-size": "1b"})  # one task per split
+    assert df.rdd.getNumPartitions() == 8                       # 2 partitions x 4 buckets
+    assert df.where("region = 'eu'").rdd.getNumPartitions() == 4  # partition pruning
+    assert df.where("region = 'eu' AND id = 3").rdd.getNumPartitions() == 1  # bucket pruning
+    assert df.where("region = 'eu' AND id = 3").count() == 1
+    assert df.count() == 100                                     # the pushed filter did not stick (G1)
+    assert df.where("id > 55").count() == 4                      # file skipping by key stats keeps matches
+    spark.createDataFrame([("eu", 1000, 1, 1.0)], DDL).write.format("lakemerge").mode("append").save(orders.root)
+    assert df.count() == 101                                     # re-planned: sees the new snapshot
+
+
+def test_plain_session_reads_without_pushdown_conf(spark, orders):
+    spark_glue.write_table(_initial(spark), orders.root)
+    old = spark.conf.get("spark.sql.python.filterPushdown.enabled")
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "false")
+    try:
+        df = spark.read.format("lakemerge").load(orders.root)
+        assert df.where("region = 'us' AND id < 5").count() == 5
+        assert df.count() == 100
+    finally:
+        spark.conf.set("spark.sql.python.filterPushdown.enabled", old)
+
+
+def test_overwrite_dynamic_partitions_and_full(spark, orders):
+    spark_glue.write_table(_initial(spark), orders.root)
+    spark.createDataFrame([("eu", 7, 7, 7.0)], DDL).write.format("lakemerge").mode("overwrite").save(orders.root)
+    assert orders.snapshot().commit_kind == "OVERWRITE"
+    got = _rows(orders.read())
+    assert [r["id"] for r in got if r["region"] == "eu"] == [7] and sum(r["region"] == "us" for r in got) == 40
+    spark_glue.write_table(spark.createDataFrame([("asia", 1, 1, 1.0)], DDL), orders.root, mode="overwrite",
+                           dynamic_partition_overwrite=False)
+    assert _rows(orders.read()) == [{"region": "asia", "id": 1, "qty": 1, "price": 1.0}]
+
+
+def test_temporary_view_select_and_insert(spark, orders):
+    spark_glue.write_table(_initial(spark), orders.root)
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW orders_v USING lakemerge OPTIONS (path '{orders.root}')")
+    assert spark.sql("SELECT count(*) AS n FROM orders_v WHERE region = 'us'").collect()[0].n == 40
+    spark.sql("INSERT INTO orders_v VALUES ('us', 500, 3, 1.5), ('eu', 1, 0, 0.0)")
+    assert orders.snapshot().id == 2 and orders.read().num_rows == 101
+    # a view keeps the plan of its first query (Spark 4.3); a new view sees the insert
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW orders_v USING lakemerge OPTIONS (path '{orders.root}')")
+    row = spark.sql("SELECT qty FROM orders_v WHERE region = 'eu' AND id = 1").collect()
+    assert [r.qty for r in row] == [0]
+
+
+def test_failed_task_is_retried_without_duplicates_or_orphans(spark, tmp_path):
+    from pyspark import TaskContext
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    t = cat.create_table("db.f", pa.schema([("k", pa.int64()), ("v", pa.float64())]), ["k"], None,
+                         {"bucket": "2", "write-buffer-size": "1kb"})  # tiny buffer: files exist before failing
+
+    def fail_first_attempt(batches):
+        ctx = TaskContext.get()
+        for i, batch in enumerate(batches):
+            yield batch
+            if ctx.partitionId() == 0 and ctx.attemptNumber() == 0 and i >= 1:
+                raise RuntimeError("injected failure")
+
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "500")
+    try:
+        df = spark.range(0, 4000, 1, 2).selectExpr("id AS k", "CAST(id AS DOUBLE) AS v")
+        df.mapInArrow(fail_first_attempt, df.schema).write.format("lakemerge").mode("append").save(t.root)
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    assert len(t.snapshots()) == 1
+    assert sorted(t.read().column("k").to_pylist()) == list(range(4000))
+    assert _files_on_disk(t.root) == _live_files(t)  # the failed attempt left nothing behind
+
+
+def test_merge_update_delete_against_a_pandas_model(spark, orders):
+    spark_glue.write_table(_initial(spark), orders.root)
+    model = orders.read().to_pandas().set_index(["region", "id"])
+
+    spark_glue.delete_where(spark, orders.root, "region = 'eu' AND qty = 0")
+    model = model[~((model.index.get_level_values("region") == "eu") & (model.qty == 0))]
+    spark_glue.update_where(spark, orders.root, {"price": "price * 2"}, "region = 'us' AND id < 10")
+    sel = (model.index.get_level_values("region") == "us") & (model.index.get_level_values("id") < 10)
+    model.loc[sel, "price"] *= 2
+
+    source = spark.createDataFrame([("eu", 1, 50, 5.0), ("eu", 2, 0, 0.0), ("eu", 999, 9, 9.0), ("us", 0, 7, 7.0)],
+                                   DDL)
+    sid = spark_glue.merge_into(spark, orders.root, source, on=["region", "id"],
+                                when_matched=lambda t, s: {"qty": t("qty") + s("qty"), "price": s("price")},
+                                matched_condition="s.qty > 0", when_not_matched="insert")
+    for (r, i, q, p) in [("eu", 1, 50, 5.0), ("us", 0, 7, 7.0)]:
+        model.loc[(r, i), ["qty", "price"]] = [model.loc[(r, i), "qty"] + q, p]
+    model.loc[("eu", 999), ["qty", "price"]] = [9, 9.0]
+    spark_glue.merge_into(spark, orders.root, spark.createDataFrame([("us", 5, 0, 0.0)], DDL), on=["region", "id"],
+                          when_matched="delete", when_not_matched=None)
+    model = model.drop(index=("us", 5))
+    assert orders.snapshot().id == sid + 1 == 5
+
+    expected = model.reset_index().astype({"qty": "int32"})
+    expected = _rows(pa.Table.from_pandas(expected[["region", "id", "qty", "price"]], preserve_index=False))
+    assert _rows(spark.read.format("lakemerge").load(orders.root).collect()) == expected
+    with pytest.raises(Exception, match="several source rows"):
+        spark_glue.merge_into(spark, orders.root, source.unionAll(source), on=["region", "id"])
+    with pytest.raises(Exception, match="cannot be updated"):
+        spark_glue.update_where(spark, orders.root, {"id": "id + 1"})
+
+
+def test_streaming_write_replayed_batch_is_applied_once(spark, orders, tmp_path):
+    src = tmp_path / "in"
+    src.mkdir()
+    ck = str(tmp_path / "ck")
+
+    def run():
+        stream = spark.readStream.schema(DDL).parquet(str(src))
+        q = (stream.writeStream.format("lakemerge").option("checkpointLocation", ck)
+             .trigger(availableNow=True).start(orders.root))
+        q.awaitTermination(120)
+
+    import pyarrow.parquet as pq
+    pq.write_table(pa.table({"region": ["eu"] * 3, "id": [1, 2, 3], "qty": pa.array([1, 1, 1], pa.int32()),
+                             "price": [1.0] * 3}), str(src / "a.parquet"))
+    run()
+    pq.write_table(pa.table({"region": ["eu", "us"], "id": [1, 4], "qty": pa.array([5, 5], pa.int32()),
+                             "price": [2.0, 2.0]}), str(src / "b.parquet"))
+    run()
+    ids = [(s.commit_identifier, s.id) for s in orders.snapshots()]
+    assert [i for i, _ in ids] == [0, 1]
+    # make Spark replay batch 1: drop its entry from the checkpoint's commit log, then restart
+    for name in ("1", ".1.crc"):
+        path = os.path.join(ck, "commits", name)
+        if os.path.exists(path):
+            os.remove(path)
+    run()
+    assert [s.commit_identifier for s in orders.snapshots()] == [0, 1]  # the replay was not committed again
+    assert _rows(orders.read()) == _rows(pa.table({"region": ["eu", "eu", "eu", "us"], "id": [1, 2, 3, 4],
+                                                   "qty": pa.array([5, 1, 1, 5], pa.int32()),
+                                                   "price": [2.0, 1.0, 1.0, 2.0]}))
+    assert _files_on_disk(orders.root) == _live_files(orders)  # the replay's files were removed
+
+
+def test_foreach_batch_helper_is_exactly_once(spark, orders):
+    write = spark_glue.stream_batch_writer(orders.root, commit_user="orders-pipeline")
+    batch = spark.createDataFrame([("eu", 1, 1, 1.0)], DDL)
+    write(batch, 0)
+    write(spark.createDataFrame([("eu", 1, 2, 2.0)], DDL), 1)
+    write(spark.createDataFrame([("eu", 1, 3, 3.0)], DDL), 1)  # replay of batch 1 with other data: skipped
+    assert [s.commit_identifier for s in orders.snapshots()] == [0, 1]
+    assert orders.read().column("qty").to_pylist() == [2]
+    assert _files_on_disk(orders.root) == _live_files(orders) | {
+        e.file.file_name for e in orders.manifests.live_entries(orders.snapshot(1))}
+
+
+def test_demo_runs_small(spark, tmp_path):
+    from spark_glue.demo import run_demo
+    lines = []
+    out = run_demo(str(tmp_path / "wh"), rows=3000, commits=3, echo=lines.append, spark=spark)
+    assert out["snapshots"] == [1, 2, 3]
+    # 3 x 700 inserts, minus the deletes of commits 2 and 3 (150 requested each, fewer eligible ids exist)
+    from engine import Catalog
+    table = Catalog(str(tmp_path / "wh")).get_table(out["table"])
+    assert out["rows"] == table.read().num_rows and 2100 - 300 <= out["rows"] < 2100
+    assert out["rows_at_first_snapshot"] == 700
+    assert any("snapshot 3" in line for line in lines) and len(out["sample"]) == 5
+
+
+def test_first_write_creates_the_table_from_options(spark, tmp_path):
+    path = str(tmp_path / "wh" / "sales.db" / "events")
+    df = spark.createDataFrame([("eu", 1, 2, 3.0), ("us", 2, 1, 1.0)], DDL)
+    with pytest.raises(Exception, match="set option 'primary-key'"):
+        df.write.format("lakemerge").mode("append").save(path)
+    (df.write.format("lakemerge").mode("append").option("primary-key", "region,id").option("partition", "region")
+     .option("bucket", "2").save(path))
+    table = Catalog(str(tmp_path / "wh")).get_table("sales.events")
+    assert table.primary_keys == ("region", "id") and table.partition_keys == ("region",)
+    assert table.options == {"bucket": "2"} and table.read().num_rows == 2
+    spark_glue.write_table(df.limit(1), str(tmp_path / "wh" / "sales.db" / "other"), **{"primary-key": "id",
+                                                                                       "bucket": "1"})
+    assert Catalog(str(tmp_path / "wh")).get_table("sales.other").read().num_rows == 1

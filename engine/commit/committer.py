@@ -59,6 +59,10 @@ class Committer:
                     for m in messages for f in m.compact_before]
         compacts += [ManifestEntry(ADD, m.partition, m.bucket, m.total_buckets, f)
                      for m in messages for f in m.compact_after]
+        append_log = [ManifestEntry(ADD, m.partition, m.bucket, m.total_buckets, f)
+                      for m in messages for f in m.changelog_files]
+        compact_log = [ManifestEntry(ADD, m.partition, m.bucket, m.total_buckets, f)
+                       for m in messages for f in m.compact_changelog]
         if not appends and not compacts:
             return t.snapshot_manager.latest_id()
         users = {(m.commit_user, m.commit_identifier) for m in messages}
@@ -73,7 +77,7 @@ class Committer:
         try:
             if appends:
                 published = self._commit_entries(appends, commit_user, identifier, base_id, commit_kind, schema_id,
-                                                 properties)
+                                                 properties, append_log)
         except CommitOutcomeUnknown:
             raise
         except BaseException:
@@ -82,7 +86,7 @@ class Committer:
         if compacts:
             try:
                 published = self._commit_entries(compacts, commit_user, identifier, base_id, COMMIT_KIND_COMPACT,
-                                                 schema_id, properties)
+                                                 schema_id, properties, compact_log)
             except (CommitConflict, CommitRetriesExhausted) as e:
                 self._delete_compaction_outputs(messages)
                 if not appends:
@@ -92,7 +96,8 @@ class Committer:
         return published
 
     def _commit_entries(self, entries: list[ManifestEntry], commit_user: str, identifier: int, base_id: int,
-                        commit_kind: str, schema_id: int, properties: dict | None) -> int:
+                        commit_kind: str, schema_id: int, properties: dict | None,
+                        changelog: list[ManifestEntry] | None = None) -> int:
         t = self.table
         opts = t.schema.table_options
         retries = opts.get(COMMIT_MAX_RETRIES)
@@ -100,6 +105,7 @@ class Committer:
         max_wait = opts.get(COMMIT_MAX_RETRY_WAIT) / 1000.0
 
         delta_name, delta_meta = None, None
+        log_name, log_meta = None, None
         try:
             for attempt in range(retries + 1):
                 latest = t.snapshot_manager.latest()
@@ -109,22 +115,28 @@ class Committer:
                 self._check_conflicts(entries, latest)
                 if delta_name is None:
                     delta_name, delta_meta = self._write_manifest(entries, schema_id)
+                if changelog and log_name is None:
+                    log_name, log_meta = self._write_manifest(changelog, schema_id)
                 published = self._try_publish(latest, delta_meta, entries, commit_user, identifier, commit_kind,
-                                              schema_id, properties)
+                                              schema_id, properties, log_meta, changelog)
                 if published is not None:
-                    delta_name = None  # now referenced by a snapshot: never delete
+                    delta_name = log_name = None  # now referenced by a snapshot: never delete
                     return published
                 time.sleep(min(max_wait, wait * (2 ** attempt)) * (0.5 + random.random()))
             raise CommitRetriesExhausted(t.name, retries + 1)
         finally:
             if delta_name is not None:
                 t.file_io.delete(t.paths.manifest(delta_name))
+            if log_name is not None:
+                t.file_io.delete(t.paths.manifest(log_name))
 
     def _delete_compaction_outputs(self, messages: Sequence[CommitMessage]) -> None:
         """Delete files a compaction wrote (not upgraded inputs, which stay referenced by their old entries)."""
         t = self.table
         for m in messages:
             old = {f.file_name for f in m.compact_before} | {f.file_name for f in m.new_files}
+            for f in m.compact_changelog:
+                t.file_io.delete(os.path.join(t.bucket_dir(m.partition_values, m.bucket), f.file_name))
             for f in m.compact_after:
                 if f.file_name not in old:
                     t.file_io.delete(os.path.join(t.bucket_dir(m.partition_values, m.bucket), f.file_name))
@@ -200,7 +212,7 @@ class Committer:
                            tuple(nulls))
 
     def _try_publish(self, latest: Snapshot | None, delta_meta: ManifestFileMeta, entries, user, identifier, kind,
-                     schema_id, properties) -> int | None:
+                     schema_id, properties, log_meta: ManifestFileMeta | None = None, changelog=None) -> int | None:
         """Write this attempt's manifest lists and try to claim the next snapshot id. None if the race was lost."""
         t = self.table
         io, paths = t.file_io, t.paths
@@ -219,6 +231,11 @@ class Committer:
         delta_name = paths.new_manifest_name("manifest-list")
         io.write_bytes(paths.manifest(base_name), base_data)
         io.write_bytes(paths.manifest(delta_name), delta_data)
+        log_list, log_data = None, b""
+        if log_meta is not None:
+            log_data = encode_manifest_list([log_meta])
+            log_list = paths.new_manifest_name("manifest-list")
+            io.write_bytes(paths.manifest(log_list), log_data)
         added = sum(e.file.row_count if e.kind == ADD else -e.file.row_count for e in entries)
         new_id = 1 if latest is None else latest.id + 1
         snapshot = Snapshot(
@@ -227,6 +244,8 @@ class Committer:
             commit_identifier=identifier, commit_kind=kind, time_millis=int(time.time() * 1000),
             total_record_count=(latest.total_record_count if latest else 0) + added, delta_record_count=added,
             base_manifest_list_size=len(base_data), delta_manifest_list_size=len(delta_data),
+            changelog_manifest_list=log_list, changelog_manifest_list_size=len(log_data) if log_list else None,
+            changelog_record_count=sum(e.file.row_count for e in changelog) if log_list else None,
             properties=properties or None, uuid=str(uuid.uuid4()), writer_version=WRITER_VERSION,
             watermark=latest.watermark if latest else None)
         body = snapshot.to_json().encode()
@@ -246,12 +265,16 @@ class Committer:
             else:
                 io.delete(paths.manifest(base_name))
                 io.delete(paths.manifest(delta_name))
+                if log_list:
+                    io.delete(paths.manifest(log_list))
                 for name in merger.created:
                     io.delete(paths.manifest(name))
                 raise
         if not won:
             io.delete(paths.manifest(base_name))
             io.delete(paths.manifest(delta_name))
+            if log_list:
+                io.delete(paths.manifest(log_list))
             for name in merger.created:
                 io.delete(paths.manifest(name))
             return None

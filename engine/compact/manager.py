@@ -30,6 +30,7 @@ class BucketCompaction:
         self.levels = Levels(files, settings.num_levels, key_types, self.where)
         self.before: dict[tuple[str, int], DataFileMeta] = {}
         self.after: dict[tuple[str, int], DataFileMeta] = {}
+        self.changelog: list[DataFileMeta] = []  # lookup / full-compaction changelog files (issue 5)
 
     def add_level0(self, files: Iterable[DataFileMeta]) -> None:
         self.levels = self.levels.update((), files)
@@ -50,6 +51,7 @@ class BucketCompaction:
         rewriter = CompactRewriter(self.table, self.partition_values, self.bucket, self.settings)
         result = rewriter.run(unit, self.levels)
         self._accumulate(result)
+        self.changelog.extend(result.changelog)
         self.levels = self.levels.update(result.before, result.after)
         return bool(result.before or result.after)
 
@@ -62,8 +64,14 @@ class BucketCompaction:
     def changes(self) -> tuple[tuple[DataFileMeta, ...], tuple[DataFileMeta, ...]]:
         return tuple(self.before.values()), tuple(self.after.values())
 
+    def changelog_files(self) -> tuple[DataFileMeta, ...]:
+        return tuple(self.changelog)
+
     def discard(self) -> None:
         """Delete the files compaction wrote (never upgraded inputs); used when the changes will not commit."""
+        for f in self.changelog:
+            self.table.file_io.delete(f"{self.where}/{f.file_name}")
+        self.changelog.clear()
         old = {name for name, _ in self.before}
         for (name, _), f in self.after.items():
             if name not in old:
@@ -143,7 +151,8 @@ def compact_table(table, *, full: bool = False, partitions=None) -> list[CommitM
             before, after = bc.changes()
             messages.append(CommitMessage(split.partition, split.partition_values, split.bucket,
                                           split.total_buckets, (), user, BATCH_COMMIT_IDENTIFIER, snapshot.id,
-                                          schema.id, compact_before=before, compact_after=after))
+                                          schema.id, compact_before=before, compact_after=after,
+                                          compact_changelog=bc.changelog_files()))
     except BaseException:
         for bc in done:
             bc.discard()

@@ -32,6 +32,7 @@ from engine.write.file_writer import physical_table, write_sorted_run
 class CompactResult:
     before: list[DataFileMeta] = field(default_factory=list)
     after: list[DataFileMeta] = field(default_factory=list)
+    changelog: list[DataFileMeta] = field(default_factory=list)  # lookup / full-compaction producers (issue 5)
 
     def rewritten(self) -> list[DataFileMeta]:
         """Files this result created (``after`` minus upgrades of existing files)."""

@@ -45,6 +45,10 @@ def expire_snapshots(table, *, retain_min: int | None = None, retain_max: int | 
     now = int(time.time() * 1000) if now_millis is None else now_millis
     lo = max(latest - retain_max + 1, earliest)
     hi = min(latest - retain_min + 1, earliest + limit)
+    from engine.changelog.consumers import ConsumerManager
+    needed = ConsumerManager(table).min_next_snapshot()  # issue 5: consumers keep what they still read
+    if needed is not None:
+        hi = min(hi, needed)
     end = hi
     present = set(ids)
     for sid in range(lo, hi):

@@ -81,6 +81,10 @@ class CompactRewriter:
         self.key_columns = [KEY_COLUMN_PREFIX + k for k in self.schema.trimmed_primary_keys]
         self.batch_rows = max(1, self.schema.table_options.get(COMPACTION_READ_BATCH_ROWS))
         self._max_level = 0
+        from engine.options import CHANGELOG_PRODUCER
+        self.producer = self.schema.table_options.get(CHANGELOG_PRODUCER)
+        self._changelog = None  # a ChangelogMerger while a unit produces changelog (issue 5)
+        self._log_parts: list[pa.Table] = []
 
     # --- the unit ----------------------------------------------------------------------------------
     def run(self, unit: CompactUnit, levels: Levels) -> CompactResult:
@@ -88,6 +92,7 @@ class CompactRewriter:
         drop_delete = out != 0 and out >= levels.non_empty_highest_level()
         min_size = self.settings.target_file_size * self.settings.small_file_ratio
         self._max_level = levels.max_level
+        self._changelog = self._changelog_merger(out, levels)
         result = CompactResult()
         pending: list[list[list[DataFileMeta]]] = []
         try:
@@ -96,7 +101,7 @@ class CompactRewriter:
                     pending.append(section)
                     continue
                 for f in section[0]:
-                    if f.file_size < min_size:
+                    if f.file_size < min_size or self._must_rewrite(f, out):
                         pending.append([[f]])
                     else:
                         self._rewrite(pending, out, drop_delete, result)
@@ -104,10 +109,28 @@ class CompactRewriter:
                         self._upgrade(f, out, drop_delete, result)
             self._rewrite(pending, out, drop_delete, result)
         except BaseException:
-            for f in result.rewritten():
+            for f in result.rewritten() + result.changelog:
                 self.table.file_io.delete(f"{self.bucket_dir}/{f.file_name}")
             raise
         return result
+
+    # --- changelog producers (issue 5) -------------------------------------------------------------
+    def _changelog_merger(self, out: int, levels: Levels):
+        from engine.changelog.producers import FULL_COMPACTION, LOOKUP, ChangelogMerger
+        if self.producer == LOOKUP and out > 0:
+            from engine.changelog.lookup_index import LookupIndex
+            index = LookupIndex(self.table, self.split, self.reader, levels, out + 1, self.columns)
+            return ChangelogMerger(self.schema, LOOKUP, levels.max_level, index, self.table.name)
+        if self.producer == FULL_COMPACTION and out == levels.max_level:
+            return ChangelogMerger(self.schema, FULL_COMPACTION, levels.max_level, None, self.table.name)
+        return None
+
+    def _must_rewrite(self, f: DataFileMeta, out: int) -> bool:
+        """Files whose records must pass the changelog merge: level-0 files (lookup), files below the max level
+        (full-compaction)."""
+        if self._changelog is None:
+            return False
+        return f.level == 0 if self._changelog.mode == "lookup" else f.level != out
 
     def _upgrade(self, f: DataFileMeta, out: int, drop_delete: bool, result: CompactResult) -> None:
         if f.level == out:
@@ -121,7 +144,8 @@ class CompactRewriter:
     def _rewrite(self, pending, out: int, drop_delete: bool, result: CompactResult) -> None:
         if not pending:
             return
-        if len(pending) == 1 and len(pending[0]) == 1:  # one single-run section: upgrading is enough
+        if len(pending) == 1 and len(pending[0]) == 1 and \
+                not any(self._must_rewrite(f, out) for f in pending[0][0]):  # one single-run section: upgrade
             for f in pending[0][0]:
                 self._upgrade(f, out, drop_delete, result)
             return
@@ -134,8 +158,13 @@ class CompactRewriter:
                 for merged in self._merge_section(section, drop_delete):
                     writer.add(merged)
             writer.finish()
+            if self._log_parts:
+                from engine.changelog.files import write_changelog
+                log, self._log_parts = pa.concat_tables(self._log_parts), []
+                result.changelog.extend(write_changelog(self.table, self.bucket_dir, log))
         except BaseException:
             writer.discard()
+            self._log_parts = []
             raise
         result.before.extend(f for section in pending for run in section for f in run)
         result.after.extend(writer.files)
@@ -149,6 +178,7 @@ class CompactRewriter:
 
     def _merge_section(self, section: list[list[DataFileMeta]], drop_delete: bool) -> Iterator[pa.Table]:
         cursors = [_Cursor(self._batches(run)) for run in section]
+        run_levels = [run[0].level for run in section]
         while True:
             for c in cursors:
                 c.fill()
@@ -156,12 +186,18 @@ class CompactRewriter:
             if not live:
                 return
             open_ = [c for c in live if not c.exhausted]
+            levels_now = [lv for c, lv in zip(cursors, run_levels) if c.buffer is not None]
             if open_:
                 bound = min((c.last_key(self.key_columns) for c in open_), key=_order)
                 parts = [c.take_through(bound, self.key_columns) for c in live]
             else:
                 parts = [c.take_all() for c in live]
-            merged = merge_runs(parts, self.schema, drop_retracts=drop_delete, sorted_output=True)
+            if self._changelog is not None:
+                merged, log = self._changelog.merge(parts, levels_now, drop_delete)
+                if log is not None and log.num_rows:
+                    self._log_parts.append(log)
+            else:
+                merged = merge_runs(parts, self.schema, drop_retracts=drop_delete, sorted_output=True)
             if merged is not None and merged.num_rows:
                 yield merged
 

@@ -120,7 +120,14 @@ class SplitReader:
         merge engine needs is decoded (``required_columns``); defaults (``fields.<f>.default-value``) fill nulls."""
         from engine.merge_engines import apply_default_values, required_columns
         decode = required_columns(self.schema, columns)
-        tables = [pa.concat_tables([self.read_file(split, f, decode) for f in run]) for run in self.runs(split)]
+        runs = self.runs(split)
+        tables = [pa.concat_tables([self.read_file(split, f, decode) for f in run]) for run in runs]
+        if _lookup_merge(self.schema) and sum(1 for run in runs if run[0].level > 0) > 1:
+            # issue 5: with changelog-producer=lookup a level holds each key's full state, so (as Paimon's
+            # LookupMergeFunction) only the newest record from levels > 0 joins the level-0 records
+            from engine.changelog.producers import newest_per_key
+            high = newest_per_key([t for t, run in zip(tables, runs) if run[0].level > 0], self.schema)
+            tables = [t for t, run in zip(tables, runs) if run[0].level == 0] + ([high] if high is not None else [])
         merged = merge_runs(tables, self.schema)
         if merged is None:
             return self.schema.arrow_schema.empty_table().select(list(columns))
@@ -129,3 +136,10 @@ class SplitReader:
 
 def _sort_key(values: list):
     return tuple((v is not None, v) for v in values)
+
+
+def _lookup_merge(schema: TableSchema) -> bool:
+    """Tables whose levels hold full states (changelog-producer=lookup) with an engine that folds records."""
+    from engine.options import CHANGELOG_PRODUCER
+    opts = schema.table_options
+    return opts.get(CHANGELOG_PRODUCER) == "lookup" and opts.merge_engine in ("partial-update", "aggregation")

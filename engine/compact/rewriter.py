@@ -177,6 +177,8 @@ class CompactRewriter:
                 yield table.slice(start, self.batch_rows)
 
     def _merge_section(self, section: list[list[DataFileMeta]], drop_delete: bool) -> Iterator[pa.Table]:
+        if self._changelog is not None:  # the changelog merge needs each record's level: one level per run
+            section = [[f for f in run if f.level == lv] for run in section for lv in sorted({f.level for f in run})]
         cursors = [_Cursor(self._batches(run)) for run in section]
         run_levels = [run[0].level for run in section]
         while True:

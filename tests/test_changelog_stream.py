@@ -183,3 +183,14 @@ def test_producer_validation(catalog):
         t = catalog.create_table("db.f", SCHEMA, ["k"], options={"bucket": "1", "merge-engine": "first-row",
                                                                 "changelog-producer": "input"})
         t.write(rows((1, 1, "1")))
+
+
+def test_audit_log_system_table(catalog):
+    t = make(catalog, "t", "none")
+    history(t)
+    audit = catalog.get_table("db.t$audit_log")
+    assert audit.arrow_schema.names == ["rowkind", "k", "a", "v"]
+    assert audit.read().to_pylist() == [{"rowkind": "+U", "k": 1, "a": 1, "v": "3"}]
+    assert sorted(audit.read(snapshot_id=1).to_pylist(), key=lambda r: r["k"]) == [
+        {"rowkind": "+I", "k": 1, "a": 1, "v": "1"}, {"rowkind": "+I", "k": 2, "a": 1, "v": "x"}]
+    assert audit.read(filter=("rowkind", "=", "+U"), columns=["k"]).to_pylist() == [{"k": 1}]

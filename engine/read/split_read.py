@@ -115,9 +115,10 @@ class SplitReader:
             runs.append(files)
         return runs
 
-    def read(self, split: Split, columns: list[str]) -> pa.Table:
+    def read(self, split: Split, columns: list[str], *, with_kind: bool = False) -> pa.Table:
         """Merged live rows of the split projected to ``columns``, in no particular order. Every column the
-        merge engine needs is decoded (``required_columns``); defaults (``fields.<f>.default-value``) fill nulls."""
+        merge engine needs is decoded (``required_columns``); defaults (``fields.<f>.default-value``) fill nulls.
+        ``with_kind`` appends the merged records' ``_VALUE_KIND`` (issue 5, audit_log)."""
         from engine.merge_engines import apply_default_values, required_columns
         decode = required_columns(self.schema, columns)
         runs = self.runs(split)
@@ -130,8 +131,10 @@ class SplitReader:
             tables = [t for t, run in zip(tables, runs) if run[0].level == 0] + ([high] if high is not None else [])
         merged = merge_runs(tables, self.schema)
         if merged is None:
-            return self.schema.arrow_schema.empty_table().select(list(columns))
-        return apply_default_values(merged.select(list(columns)), self.schema)
+            empty = self.schema.arrow_schema.empty_table().select(list(columns))
+            return empty.append_column(VALUE_KIND, pa.array([], pa.int8())) if with_kind else empty
+        out = apply_default_values(merged.select(list(columns)), self.schema)
+        return out.append_column(VALUE_KIND, merged.column(VALUE_KIND)) if with_kind else out
 
 
 def _sort_key(values: list):

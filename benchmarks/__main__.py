@@ -1,4 +1,5 @@
 """``python -m benchmarks merge [--quick] [--repeat N]`` -- see benchmarks/__init__.py and benchmarks/RESULTS.md.
+``python -m benchmarks changelog [--quick]``: commit throughput per changelog producer (benchmarks/changelog_bench.py).
 
 Names: ``merge`` (both cases), ``merge-memory`` (case a only), ``merge-table`` (case b only).
 """
@@ -61,6 +62,10 @@ def parse_args(argv=None):
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["changelog"]:  # issue 5: commit throughput per changelog producer
+        from benchmarks.changelog_bench import main as changelog_main
+        return changelog_main(argv[1:])
     args = parse_args(argv)
     own_workdir = args.workdir is None
     workdir = args.workdir or tempfile.mkdtemp(prefix="lakemerge-bench-")

@@ -194,3 +194,24 @@ def test_audit_log_system_table(catalog):
     assert sorted(audit.read(snapshot_id=1).to_pylist(), key=lambda r: r["k"]) == [
         {"rowkind": "+I", "k": 1, "a": 1, "v": "1"}, {"rowkind": "+I", "k": 2, "a": 1, "v": "x"}]
     assert audit.read(filter=("rowkind", "=", "+U"), columns=["k"]).to_pylist() == [{"k": 1}]
+
+
+def test_decoupled_changelog_outlives_snapshots(catalog):
+    import os
+    t = make(catalog, "t", "input", **{"snapshot.num-retained.min": "1", "snapshot.num-retained.max": "1",
+                                       "snapshot.time-retained": "0 ms", "num-sorted-run.compaction-trigger": "100",
+                                       "changelog.num-retained.min": "3", "changelog.num-retained.max": "3",
+                                       "changelog.time-retained": "0 ms"})
+    for i in range(5):
+        t.write(rows((i, i, str(i))))
+    assert t.snapshot_manager.ids() == [5]
+    assert sorted(os.listdir(os.path.join(t.root, "changelog"))) == ["changelog-3", "changelog-4"]
+    assert [r["k"] for r in t.read_changes(2, 5).to_pylist()] == [2, 3, 4]
+    with pytest.raises(SnapshotNotFound):
+        t.read_changes(0, 5)
+    assert [r["k"] for b in t.stream("from-snapshot", snapshot_id=1, idle_timeout=0) for r in b.to_pylist()] == \
+        [2, 3, 4]
+    bucket = os.path.join(t.root, "bucket-0")
+    assert len([f for f in os.listdir(bucket) if f.startswith("changelog-")]) == 3
+    assert t.remove_orphan_files(older_than=0, dry_run=True) == []
+    assert t.read().num_rows == 5

@@ -90,7 +90,8 @@ def read_changes(table, start_snapshot: int | None, end_snapshot: int | None = N
         return output_schema(table, out_cols).empty_table()
     if start > end:
         raise InvalidInput(f"start snapshot {start} is after end snapshot {end}", table=table.name)
-    parts = [snapshot_changes(table, sm.snapshot(sid), out_cols, normalize=normalize)
+    from engine.changelog.retention import changes_snapshot
+    parts = [snapshot_changes(table, changes_snapshot(table, sid), out_cols, normalize=normalize)
              for sid in range(start + 1, end + 1)]
     return pa.concat_tables(parts) if parts else output_schema(table, out_cols).empty_table()
 

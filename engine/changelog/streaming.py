@@ -31,6 +31,7 @@ import pyarrow as pa
 from engine.changelog.consumers import ConsumerManager
 from engine.changelog.files import ROW_KIND_COLUMN
 from engine.changelog.reading import check_columns, output_schema, snapshot_changes
+from engine.changelog.retention import changes_snapshot, earliest_change_id
 from engine.errors import InvalidInput, SnapshotNotFound
 from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER, COMMIT_KIND_COMPACT, Snapshot
 from engine.options import CHANGELOG_PRODUCER, CONSUMER_IGNORE_PROGRESS, FULL_COMPACTION_DELTA_COMMITS
@@ -113,7 +114,7 @@ def _start(table, mode: str, snapshot_id, timestamp_millis) -> tuple[int, Snapsh
         sid = _resolve(table, snapshot_id)
         if mode == "from-snapshot-full":
             return sid + 1, sm.snapshot(sid)
-        earliest = sm.earliest_id()
+        earliest = earliest_change_id(table)
         return max(sid, earliest if earliest is not None else sid), None
     if mode == "from-timestamp":
         if timestamp_millis is None:
@@ -158,9 +159,8 @@ def stream(table, mode: str = "latest-full", *, snapshot_id=None, timestamp_mill
 
 
 def _incremental(table, lo: int, hi: int, out_cols, normalize) -> Iterator[pa.RecordBatch]:
-    sm = table.snapshot_manager
     for sid in range(lo + 1, hi + 1):
-        rows = snapshot_changes(table, sm.snapshot(sid), out_cols, normalize=normalize)
+        rows = snapshot_changes(table, changes_snapshot(table, sid), out_cols, normalize=normalize)
         if rows.num_rows:
             yield _tagged(rows, sid)
 
@@ -190,10 +190,10 @@ def _follow(table, next_id: int, full: Snapshot | None, out_cols, consumers, con
                 return
             time.sleep(poll_interval)
             continue
-        earliest = sm.earliest_id()
+        earliest = earliest_change_id(table)
         if earliest is not None and next_id < earliest:
             raise SnapshotNotFound(table.name, next_id)
-        rows = snapshot_changes(table, sm.snapshot(next_id), out_cols, normalize=normalize)
+        rows = snapshot_changes(table, changes_snapshot(table, next_id), out_cols, normalize=normalize)
         if rows.num_rows:
             try:
                 yield _tagged(rows, next_id)

@@ -57,14 +57,18 @@ def expire_snapshots(table, *, retain_min: int | None = None, retain_max: int | 
             end = sid
             break
     doomed_ids = [i for i in ids if i < end and i < latest]
+    from engine.changelog.retention import expire_changelogs, preserve
     if not doomed_ids:
+        expire_changelogs(table, now)
         return Removal()
     doomed = [sm.snapshot(i) for i in doomed_ids]
     first_kept = sm.snapshot(min(i for i in ids if i > doomed_ids[-1]))
     removal = plan_removal(table, doomed, [first_kept], first_doomed_full=True)
+    preserve(table, doomed, removal)  # issue 5: decoupled changelog outlives its snapshot
     for sid in doomed_ids:  # oldest first: retained snapshots stay contiguous
         table.file_io.delete(table.paths.snapshot(sid))
         sm.forget(sid)
     sm.write_earliest_hint(first_kept.id)
     delete_files(table, removal)
+    expire_changelogs(table, now)
     return removal

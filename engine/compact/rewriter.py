@@ -108,10 +108,17 @@ class CompactRewriter:
                         pending = []
                         self._upgrade(f, out, drop_delete, result)
             self._rewrite(pending, out, drop_delete, result)
+            if self._log_parts:
+                from engine.changelog.files import write_changelog
+                log = pa.concat_tables(self._log_parts)
+                result.changelog.extend(write_changelog(self.table, self.bucket_dir, log))
         except BaseException:
+            self._log_parts = []
             for f in result.rewritten() + result.changelog:
                 self.table.file_io.delete(f"{self.bucket_dir}/{f.file_name}")
             raise
+        finally:
+            self._log_parts = []
         return result
 
     # --- changelog producers (issue 5) -------------------------------------------------------------
@@ -124,6 +131,22 @@ class CompactRewriter:
         if self.producer == FULL_COMPACTION and out == levels.max_level:
             return ChangelogMerger(self.schema, FULL_COMPACTION, levels.max_level, None, self.table.name)
         return None
+
+    def _upgrade_keeps_content(self, files, out: int) -> bool:
+        """Lookup on a deduplicate table without sequence fields: merge(before, level-0 records) is the level-0
+        record itself, so an isolated level-0 file can be upgraded and only its changelog computed (Paimon's
+        CHANGELOG_NO_REWRITE upgrade). Not when the upgrade must rewrite to drop deletes at the max level."""
+        opts = self.schema.table_options
+        if self._changelog is None or self._changelog.mode != "lookup" or opts.merge_engine != "deduplicate" \
+                or opts.sequence_fields:
+            return False
+        return not (out == self._max_level and any(f.delete_row_count != 0 for f in files))
+
+    def _changelog_only(self, f: DataFileMeta, drop_delete: bool) -> None:
+        rows = self.reader.read_file(self.split, f, self.columns)
+        _, log = self._changelog.merge([rows], [0], drop_delete)
+        if log is not None and log.num_rows:
+            self._log_parts.append(log)
 
     def _must_rewrite(self, f: DataFileMeta, out: int) -> bool:
         """Files whose records must pass the changelog merge: level-0 files (lookup), files below the max level
@@ -144,11 +167,17 @@ class CompactRewriter:
     def _rewrite(self, pending, out: int, drop_delete: bool, result: CompactResult) -> None:
         if not pending:
             return
-        if len(pending) == 1 and len(pending[0]) == 1 and \
-                not any(self._must_rewrite(f, out) for f in pending[0][0]):  # one single-run section: upgrade
-            for f in pending[0][0]:
-                self._upgrade(f, out, drop_delete, result)
-            return
+        if len(pending) == 1 and len(pending[0]) == 1:  # one single-run section: upgrading is enough ...
+            files = pending[0][0]
+            if not any(self._must_rewrite(f, out) for f in files):
+                for f in files:
+                    self._upgrade(f, out, drop_delete, result)
+                return
+            if self._upgrade_keeps_content(files, out):  # ... lookup changelog read from the file, no rewrite
+                for f in files:
+                    self._changelog_only(f, drop_delete)
+                    self._upgrade(f, out, drop_delete, result)
+                return
         self._rewrite_sections(pending, out, drop_delete, result)
 
     def _rewrite_sections(self, pending, out: int, drop_delete: bool, result: CompactResult) -> None:
@@ -158,13 +187,8 @@ class CompactRewriter:
                 for merged in self._merge_section(section, drop_delete):
                     writer.add(merged)
             writer.finish()
-            if self._log_parts:
-                from engine.changelog.files import write_changelog
-                log, self._log_parts = pa.concat_tables(self._log_parts), []
-                result.changelog.extend(write_changelog(self.table, self.bucket_dir, log))
         except BaseException:
             writer.discard()
-            self._log_parts = []
             raise
         result.before.extend(f for section in pending for run in section for f in run)
         result.after.extend(writer.files)

@@ -184,3 +184,5 @@ def test_folding_changelog_reproduces_table(tmp_path_factory, producer, engine, 
         last = sid
         expected = {r["k"]: (r["a"], r["v"]) for r in t.read(sid).to_pylist()}
         assert state == expected
+        looked = t.lookup(pa.table({"k": list(range(7))}), sid)
+        assert {r["k"]: (r["a"], r["v"]) for r in looked.to_pylist()} == expected

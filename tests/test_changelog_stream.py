@@ -1,8 +1,6 @@
 """Changelog reads and streaming scans (issue 5): producers none and input, scan modes, consumers, expiry."""
 from __future__ import annotations
 
-import time
-
 import pyarrow as pa
 import pytest
 

@@ -15,9 +15,15 @@ import time
 
 from engine.maintenance.references import changelog_added_files
 from engine.meta.snapshot import Snapshot
-from engine.options import (CHANGELOG_NUM_RETAINED_MAX, CHANGELOG_NUM_RETAINED_MIN, CHANGELOG_PRODUCER,
-                            CHANGELOG_TIME_RETAINED, SNAPSHOT_NUM_RETAINED_MAX, SNAPSHOT_NUM_RETAINED_MIN,
-                            SNAPSHOT_TIME_RETAINED)
+from engine.options import (
+    CHANGELOG_NUM_RETAINED_MAX,
+    CHANGELOG_NUM_RETAINED_MIN,
+    CHANGELOG_PRODUCER,
+    CHANGELOG_TIME_RETAINED,
+    SNAPSHOT_NUM_RETAINED_MAX,
+    SNAPSHOT_NUM_RETAINED_MIN,
+    SNAPSHOT_TIME_RETAINED,
+)
 
 CHANGELOG_DIR = "changelog"
 PREFIX = "changelog-"

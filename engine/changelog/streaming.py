@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 
@@ -205,4 +205,4 @@ def _follow(table, next_id: int, full: Snapshot | None, out_cols, consumers, con
         idle_since = time.monotonic()
 
 
-__all__ = ["MODES", "ROW_KIND_COLUMN", "SNAPSHOT_ID_KEY", "stream", "full_read"]
+__all__ = ["MODES", "ROW_KIND_COLUMN", "SNAPSHOT_ID_KEY", "full_read", "stream"]

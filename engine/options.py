@@ -247,6 +247,13 @@ class TableOptions:
         if self.get(COMMIT_MAX_RETRIES) < 0:
             raise InvalidOption(COMMIT_MAX_RETRIES, self.raw.get(COMMIT_MAX_RETRIES), "must be >= 0",
                                 table=self.table)
+        producer = self.get(CHANGELOG_PRODUCER)
+        if self.merge_engine == "first-row" and producer not in ("none", "lookup"):
+            raise InvalidOption(CHANGELOG_PRODUCER, producer, "the first-row merge engine only supports "
+                                "changelog-producer none or lookup", table=self.table)
+        if producer == "lookup" and self.get(FULL_COMPACTION_DELTA_COMMITS):
+            raise InvalidOption(FULL_COMPACTION_DELTA_COMMITS, self.raw.get(FULL_COMPACTION_DELTA_COMMITS),
+                                "cannot be combined with changelog-producer=lookup", table=self.table)
         mode = self.get(STATS_MODE)
         if not re.fullmatch(r"none|counts|full|truncate\(\d+\)", mode):
             raise InvalidOption(STATS_MODE, mode, "expected none, counts, full or truncate(N)", table=self.table)
@@ -262,13 +269,6 @@ class TableOptions:
             raise UnsupportedFeature(where + f"merge-engine={self.merge_engine} is not supported yet")
         if self.get(CHANGELOG_PRODUCER) not in SUPPORTED_CHANGELOG_PRODUCERS:
             raise UnsupportedFeature(where + f"changelog-producer={self.get(CHANGELOG_PRODUCER)} is not supported yet")
-        producer = self.get(CHANGELOG_PRODUCER)
-        if self.merge_engine == "first-row" and producer not in ("none", "lookup"):
-            raise InvalidOption(CHANGELOG_PRODUCER, producer, "the first-row merge engine only supports "
-                                "changelog-producer none or lookup", table=self.table)
-        if producer == "lookup" and self.get(FULL_COMPACTION_DELTA_COMMITS):
-            raise InvalidOption(FULL_COMPACTION_DELTA_COMMITS, self.raw.get(FULL_COMPACTION_DELTA_COMMITS),
-                                "cannot be combined with changelog-producer=lookup", table=self.table)
         if self.get(PK_NULLABLE):
             raise UnsupportedFeature(where + "primary-key.nullable=true is not supported")
         if self.get(FILE_FORMAT) != "parquet":

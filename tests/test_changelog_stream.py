@@ -177,10 +177,13 @@ def test_changelog_files_expire_with_their_snapshots(catalog):
 
 
 def test_producer_validation(catalog):
-    with pytest.raises(InvalidOption):
-        t = catalog.create_table("db.f", SCHEMA, ["k"], options={"bucket": "1", "merge-engine": "first-row",
-                                                                "changelog-producer": "input"})
-        t.write(rows((1, 1, "1")))
+    with pytest.raises(InvalidOption, match="first-row"):
+        catalog.create_table("db.f", SCHEMA, ["k"], options={"bucket": "1", "merge-engine": "first-row",
+                                                            "changelog-producer": "input"})
+    with pytest.raises(InvalidOption, match="full-compaction.delta-commits"):
+        catalog.create_table("db.g", SCHEMA, ["k"], options={"bucket": "1", "changelog-producer": "lookup",
+                                                            "full-compaction.delta-commits": "2"})
+    assert not catalog.table_exists("db.f") and not catalog.table_exists("db.g")
 
 
 def test_audit_log_system_table(catalog):

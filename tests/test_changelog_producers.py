@@ -186,3 +186,24 @@ def test_folding_changelog_reproduces_table(tmp_path_factory, producer, engine, 
         assert state == expected
         looked = t.lookup(pa.table({"k": list(range(7))}), sid)
         assert {r["k"]: (r["a"], r["v"]) for r in looked.to_pylist()} == expected
+
+
+def test_partitioned_multi_bucket_lookup(catalog):
+    schema = pa.schema([pa.field("p", pa.string(), False), pa.field("k", pa.int64(), False), pa.field("v", pa.int64())])
+    t = catalog.create_table("db.pt", schema, ["p", "k"], partition_keys=["p"],
+                             options={"bucket": "3", "changelog-producer": "lookup"})
+    t.write(pa.table({"p": ["a", "b"] * 10, "k": list(range(20)), "v": [0] * 20}, schema=schema))
+    before = t.latest_snapshot_id()
+    t.write(pa.table({"p": ["a", "b", "a"], "k": [0, 1, 100], "v": [1, 1, 1]}, schema=schema))
+    got = sorted((r["_row_kind"], r["p"], r["k"], r["v"]) for r in t.read_changes(before).to_pylist())
+    assert got == [("+I", "a", 100, 1), ("+U", "a", 0, 1), ("+U", "b", 1, 1), ("-U", "a", 0, 0), ("-U", "b", 1, 0)]
+
+
+def test_none_normalize_partial_update(catalog):
+    t = make(catalog, "t", "none", "partial-update")
+    t.write(rows((1, 1, None)))
+    t.write(rows((1, None, "x")))
+    got = [(r["_row_kind"], r["k"], r["a"], r["v"]) for r in t.read_changes(normalize=True).to_pylist()]
+    assert got == [("+I", 1, 1, None), ("-U", 1, 1, None), ("+U", 1, 1, "x")]
+    assert [(r["_row_kind"], r["a"], r["v"]) for r in t.read_changes().to_pylist()] == [("+I", 1, None),
+                                                                                        ("+I", None, "x")]

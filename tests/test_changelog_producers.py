@@ -131,7 +131,7 @@ def test_first_row_lookup_emits_inserts_only(catalog):
 def test_lookup_reaches_deeper_levels_with_pruning(catalog):
     """Keys spread over several files of a deep level: the lookup index finds the old values."""
     t = make(catalog, "t", "lookup", **{"target-file-size": "4 kb"})
-    t.write(rows(*[(k, k, "v%d" % k) for k in range(0, 2000, 2)]))
+    t.write(rows(*[(k, k, f"v{k}") for k in range(0, 2000, 2)]))
     t.compact(full=True)
     got = commit(t, ("+I", (10, 0, "new")), ("+I", (11, 0, "new")), ("+I", (1998, 0, "new")))
     assert got == [("-U", 10, 10, "v10"), ("+U", 10, 0, "new"), ("+I", 11, 0, "new"),

@@ -2,6 +2,8 @@
 ``python -m benchmarks reliability [--quick]`` -- see benchmarks/reliability.py.
 ``python -m benchmarks spark [--quick]`` -- lakemerge through Spark vs Spark on Parquet (benchmarks/spark_bench.py).
 
+``python -m benchmarks changelog [--quick]``: commit throughput per changelog producer (benchmarks/changelog_bench.py).
+
 Names: ``merge`` (both cases), ``merge-memory`` (case a only), ``merge-table`` (case b only).
 """
 from __future__ import annotations
@@ -70,6 +72,10 @@ def main(argv=None) -> int:
     if argv[:1] == ["spark"]:  # the Spark case has its own options (benchmarks/spark_bench.py)
         from benchmarks.spark_bench import main as spark_main
         return spark_main(argv[1:])
+
+    if argv[:1] == ["changelog"]:  # issue 5: commit throughput per changelog producer
+        from benchmarks.changelog_bench import main as changelog_main
+        return changelog_main(argv[1:])
     args = parse_args(argv)
     own_workdir = args.workdir is None
     workdir = args.workdir or tempfile.mkdtemp(prefix="lakemerge-bench-")

@@ -177,6 +177,21 @@ CROSS_PARTITION_INDEX_TTL = _opt("cross-partition-upsert.index-ttl", parse_durat
 ADD_COLUMN_BEFORE_PARTITION = _opt("add-column-before-partition", parse_bool, False,
                                    "schema evolution: new columns go before the first partition column")
 
+# --- issue 5 ---
+CHANGELOG_ROW_DEDUPLICATE = _opt("changelog-producer.row-deduplicate", parse_bool, False,
+                                 "lookup/full-compaction: no -U/+U pair when the value did not change")
+CHANGELOG_ROW_DEDUPLICATE_IGNORE_FIELDS = _opt("changelog-producer.row-deduplicate-ignore-fields", _field_list, (),
+                                               "fields ignored when comparing values for row-deduplicate")
+CHANGELOG_FILE_PREFIX = _opt("changelog-file.prefix", str, "changelog-", "changelog file name prefix")
+CHANGELOG_NUM_RETAINED_MIN = _opt("changelog.num-retained.min", _optional(parse_int), None,
+                                  "changelogs always kept (default: snapshot.num-retained.min)")
+CHANGELOG_NUM_RETAINED_MAX = _opt("changelog.num-retained.max", _optional(parse_int), None,
+                                  "changelogs kept at most (default: snapshot.num-retained.max)")
+CHANGELOG_TIME_RETAINED = _opt("changelog.time-retained", _optional(parse_duration_ms), None,
+                               "changelog retention time (default: snapshot.time-retained)")
+CONSUMER_IGNORE_PROGRESS = _opt("consumer.ignore-progress", parse_bool, False,
+                                "a stream with a consumer id starts from its scan mode, not the saved progress")
+
 # Paimon options that lakemerge knows by name but that do not change what this version writes or reads.
 # They are kept in the schema (and honoured by Paimon's own readers and writers) without a warning.
 KNOWN_PAIMON_KEYS = frozenset({
@@ -197,7 +212,7 @@ _PER_FIELD = re.compile(r"^fields\.[^.]+\.[a-z0-9.-]+$")
 
 # Merge engines / producers this version implements; the others are valid Paimon values but unsupported here.
 SUPPORTED_MERGE_ENGINES = ("deduplicate", "partial-update", "aggregation", "first-row")
-SUPPORTED_CHANGELOG_PRODUCERS = ("none",)
+SUPPORTED_CHANGELOG_PRODUCERS = ("none", "input", "lookup", "full-compaction")
 
 
 class TableOptions:
@@ -246,6 +261,13 @@ class TableOptions:
         if self.get(COMMIT_MAX_RETRIES) < 0:
             raise InvalidOption(COMMIT_MAX_RETRIES, self.raw.get(COMMIT_MAX_RETRIES), "must be >= 0",
                                 table=self.table)
+        producer = self.get(CHANGELOG_PRODUCER)
+        if self.merge_engine == "first-row" and producer not in ("none", "lookup"):
+            raise InvalidOption(CHANGELOG_PRODUCER, producer, "the first-row merge engine only supports "
+                                "changelog-producer none or lookup", table=self.table)
+        if producer == "lookup" and self.get(FULL_COMPACTION_DELTA_COMMITS):
+            raise InvalidOption(FULL_COMPACTION_DELTA_COMMITS, self.raw.get(FULL_COMPACTION_DELTA_COMMITS),
+                                "cannot be combined with changelog-producer=lookup", table=self.table)
         mode = self.get(STATS_MODE)
         if not re.fullmatch(r"none|counts|full|truncate\(\d+\)", mode):
             raise InvalidOption(STATS_MODE, mode, "expected none, counts, full or truncate(N)", table=self.table)

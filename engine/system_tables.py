@@ -180,7 +180,7 @@ class SystemTable:
         self.table = table
         self.kind = kind
         self.name = f"{table.name}{SEPARATOR}{kind}"
-        self.arrow_schema: pa.Schema = KINDS[kind][0]
+        self.arrow_schema: pa.Schema = KINDS[kind][0] if KINDS[kind][0] is not None else _AUDIT_LOG_SCHEMA(table)
 
     def __repr__(self) -> str:
         return f"SystemTable({self.name!r})"
@@ -206,7 +206,7 @@ class SystemTable:
             rows = builder(self.table, self.table.snapshot(snapshot_id))
         else:
             rows = builder(self.table)
-        result = pa.Table.from_pylist(rows, schema=self.arrow_schema)
+        result = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(rows, schema=self.arrow_schema)
         if dnf:
             result = result.filter(pred.to_expression(dnf))
         return result.select(out_cols)
@@ -507,7 +507,32 @@ KINDS: dict[str, tuple[pa.Schema, Callable]] = {
     "buckets": (BUCKETS_SCHEMA, _buckets),
     "tags": (TAGS_SCHEMA, _tags),
     "consumers": (CONSUMERS_SCHEMA, _consumers),
+    "audit_log": (None, lambda table, snapshot: _audit_log(table, snapshot)),  # schema per table (issue 5)
 }
 """Supported system tables: name -> (Arrow schema as Paimon's, row builder)."""
 
-_PER_SNAPSHOT = frozenset({"files", "manifests", "partitions", "buckets"})
+_PER_SNAPSHOT = frozenset({"files", "manifests", "partitions", "buckets", "audit_log"})
+
+
+# --- issue 5: $audit_log ---
+def _AUDIT_LOG_SCHEMA(table) -> pa.Schema:
+    """``rowkind`` (+I/-U/+U/-D) then the table's columns, as Paimon's AuditLogTable."""
+    return pa.schema([pa.field("rowkind", pa.string(), False)] + list(table.arrow_schema))
+
+
+def _audit_log(table, snapshot) -> pa.Table:
+    """The merged rows of ``snapshot`` with the row kind of each key's merged record (Paimon's batch audit_log;
+    the change stream with row kinds is ``Table.stream`` / ``Table.read_changes``)."""
+    from engine.changelog.files import row_kind_text
+    from engine.read.split_read import SplitReader
+    schema = _AUDIT_LOG_SCHEMA(table)
+    if snapshot is None:
+        return schema.empty_table()
+    reader = SplitReader(table.file_io, table.schema)
+    cols = list(table.schema.field_names)
+    parts = []
+    for split in table.scan().plan(snapshot):
+        rows = reader.read(split, cols, with_kind=True)
+        kinds = row_kind_text(rows.column("_VALUE_KIND").to_numpy())
+        parts.append(pa.Table.from_arrays([kinds] + rows.select(cols).columns, schema=schema))
+    return pa.concat_tables(parts) if parts else schema.empty_table()

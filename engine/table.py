@@ -111,7 +111,7 @@ class Table:
             sid = Committer(self).commit(messages, properties=properties)
         except (CommitConflict, CommitRetriesExhausted):
             for m in messages:
-                for f in m.new_files:
+                for f in m.new_files + m.changelog_files:
                     self.file_io.delete(os.path.join(self.bucket_dir(m.partition_values, m.bucket), f.file_name))
                 for path in getattr(m, "index_paths", ()):  # dynamic-bucket HASH index files
                     self.file_io.delete(path)
@@ -337,3 +337,43 @@ class Table:
                 for f in m.new_files:
                     self.file_io.delete(os.path.join(self.bucket_dir(m.partition_values, m.bucket), f.file_name))
             raise
+
+    # --- changelog and streaming reads (issue 5) ------------------------------------------------------
+    def read_changes(self, start_snapshot: int | None = None, end_snapshot: int | None = None,
+                     columns: Sequence[str] | None = None, *, normalize: bool = False) -> pa.Table:
+        """The changes of snapshots in (``start_snapshot``, ``end_snapshot``] (defaults: from the first snapshot to
+        the latest) as a pa.Table of ``columns`` + ``_row_kind`` ('+I', '-U', '+U', '-D'), snapshot by snapshot.
+
+        With changelog-producer input/lookup/full-compaction these are the changelog files; with ``none`` the new
+        level-0 files of APPEND snapshots as stored, or with ``normalize=True`` a full changelog built by looking
+        up each touched key before and after (ChangelogNormalize). Raises SnapshotNotFound, InvalidInput."""
+        from engine.changelog.reading import read_changes
+        return read_changes(self, start_snapshot, end_snapshot, columns, normalize=normalize)
+
+    def stream(self, mode: str = "latest-full", *, snapshot_id=None, timestamp_millis: int | None = None,
+               start=None, end=None, consumer_id: str | None = None, columns: Sequence[str] | None = None,
+               poll_interval: float = 1.0, idle_timeout: float | None = None, normalize: bool = False):
+        """Streaming read: a generator of pa.RecordBatch (``columns`` + ``_row_kind``), one per snapshot with
+        changes, blocking for new snapshots every ``poll_interval`` seconds (``idle_timeout``: stop when idle that
+        long). ``mode``: latest-full, latest, from-snapshot, from-snapshot-full (``snapshot_id``), from-timestamp
+        (``timestamp_millis``), compacted-full, incremental (``start``/``end`` snapshot ids or tag names).
+        ``consumer_id`` saves progress in consumer/consumer-<id> so a restarted stream resumes where it stopped.
+        See engine.changelog.streaming."""
+        from engine.changelog.streaming import stream
+        return stream(self, mode, snapshot_id=snapshot_id, timestamp_millis=timestamp_millis, start=start, end=end,
+                      consumer_id=consumer_id, columns=columns, poll_interval=poll_interval,
+                      idle_timeout=idle_timeout, normalize=normalize)
+
+    def consumers(self) -> dict[str, int]:
+        """Consumer id -> next snapshot it will read."""
+        from engine.changelog.consumers import ConsumerManager
+        return ConsumerManager(self).all()
+
+    def reset_consumer(self, consumer_id: str, next_snapshot: int | None = None) -> None:
+        """Set a consumer's next snapshot, or delete the consumer when ``next_snapshot`` is None."""
+        from engine.changelog.consumers import ConsumerManager
+        cm = ConsumerManager(self)
+        if next_snapshot is None:
+            cm.delete(consumer_id)
+        else:
+            cm.record(consumer_id, next_snapshot)

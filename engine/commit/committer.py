@@ -69,6 +69,10 @@ class Committer:
                     for m in messages for f in m.compact_before]
         compacts += [ManifestEntry(ADD, m.partition, m.bucket, m.total_buckets, f)
                      for m in messages for f in m.compact_after]
+        append_log = [ManifestEntry(ADD, m.partition, m.bucket, m.total_buckets, f)
+                      for m in messages for f in m.changelog_files]
+        compact_log = [ManifestEntry(ADD, m.partition, m.bucket, m.total_buckets, f)
+                       for m in messages for f in m.compact_changelog]
         if not appends and not compacts:
             return t.snapshot_manager.latest_id()
         users = {(m.commit_user, m.commit_identifier) for m in messages}
@@ -85,7 +89,7 @@ class Committer:
         try:
             if appends:
                 published = self._commit_entries(appends, commit_user, identifier, base_id, commit_kind, schema_id,
-                                                 properties, guard_base=guard_base)
+                                                 properties, append_log, guard_base=guard_base)
         except CommitOutcomeUnknown:
             raise
         except BaseException:
@@ -96,7 +100,7 @@ class Committer:
                 self._messages = ()  # index changes (dynamic buckets) landed with the APPEND snapshot
             try:
                 published = self._commit_entries(compacts, commit_user, identifier, base_id, COMMIT_KIND_COMPACT,
-                                                 schema_id, properties)
+                                                 schema_id, properties, compact_log)
             except (CommitConflict, CommitRetriesExhausted) as e:
                 self._delete_compaction_outputs(messages)
                 if not appends:
@@ -106,10 +110,11 @@ class Committer:
         return published
 
     def _commit_entries(self, entries: list[ManifestEntry], commit_user: str, identifier: int, base_id: int,
-                        commit_kind: str, schema_id: int, properties: dict | None, guard_base: int | None = None
-                        ) -> int:
-        """Publish ``entries`` as one snapshot, retrying lost races. ``guard_base``: the writers' base snapshot for
-        the sequence guard (None: no re-sequencing, e.g. for compaction results)."""
+                        commit_kind: str, schema_id: int, properties: dict | None,
+                        changelog: list[ManifestEntry] | None = None, guard_base: int | None = None) -> int:
+        """Publish ``entries`` (and ``changelog`` entries in the changelog manifest list) as one snapshot, retrying
+        lost races. ``guard_base``: the writers' base snapshot for the sequence guard (None: no re-sequencing, e.g.
+        for compaction results)."""
         t = self.table
         messages = self._messages
         opts = t.schema.table_options
@@ -119,6 +124,7 @@ class Committer:
 
         delta_name, delta_meta = None, None
         rebased: list[str] = []  # data files rewritten by the sequence guard for the current entries
+        log_name, log_meta = None, None
         try:
             for attempt in range(retries + 1):
                 latest = t.snapshot_manager.latest()
@@ -137,10 +143,12 @@ class Committer:
                     crash_point("commit.before-manifest")
                     delta_name, delta_meta = self._write_manifest(entries, schema_id)
                     crash_point("commit.after-manifest")
+                if changelog and log_name is None:
+                    log_name, log_meta = self._write_manifest(changelog, schema_id)
                 published = self._try_publish(latest, delta_meta, entries, commit_user, identifier, commit_kind,
-                                              schema_id, properties)
+                                              schema_id, properties, log_meta, changelog)
                 if published is not None:
-                    delta_name = None  # now referenced by a snapshot: never delete
+                    delta_name = log_name = None  # now referenced by a snapshot: never delete
                     if rebased:  # originals replaced by re-sequenced copies are no longer needed
                         rebased = []
                         kept = {e.file.file_name for e in entries}
@@ -151,6 +159,8 @@ class Committer:
         finally:
             if delta_name is not None:
                 t.file_io.delete(t.paths.manifest(delta_name))
+            if log_name is not None:
+                t.file_io.delete(t.paths.manifest(log_name))
             self._delete_all(rebased)
 
     def _delete_all(self, paths) -> None:
@@ -170,6 +180,8 @@ class Committer:
         t = self.table
         for m in messages:
             old = {f.file_name for f in m.compact_before} | {f.file_name for f in m.new_files}
+            for f in m.compact_changelog:
+                t.file_io.delete(os.path.join(t.bucket_dir(m.partition_values, m.bucket), f.file_name))
             for f in m.compact_after:
                 if f.file_name not in old:
                     t.file_io.delete(os.path.join(t.bucket_dir(m.partition_values, m.bucket), f.file_name))
@@ -259,7 +271,7 @@ class Committer:
                            tuple(nulls))
 
     def _try_publish(self, latest: Snapshot | None, delta_meta: ManifestFileMeta, entries, user, identifier, kind,
-                     schema_id, properties) -> int | None:
+                     schema_id, properties, log_meta: ManifestFileMeta | None = None, changelog=None) -> int | None:
         """Write this attempt's manifest lists and try to claim the next snapshot id. None if the race was lost."""
         t = self.table
         io, paths = t.file_io, t.paths
@@ -280,6 +292,11 @@ class Committer:
         io.write_bytes(paths.manifest(delta_name), delta_data)
         from engine.dynamic_bucket.write import next_index_manifest
         index_manifest, index_written = next_index_manifest(t, latest, getattr(self, "_messages", ()))
+        log_list, log_data = None, b""
+        if log_meta is not None:
+            log_data = encode_manifest_list([log_meta])
+            log_list = paths.new_manifest_name("manifest-list")
+            io.write_bytes(paths.manifest(log_list), log_data)
         added = sum(e.file.row_count if e.kind == ADD else -e.file.row_count for e in entries)
         new_id = 1 if latest is None else latest.id + 1
         snapshot = Snapshot(
@@ -288,6 +305,8 @@ class Committer:
             commit_identifier=identifier, commit_kind=kind, time_millis=int(time.time() * 1000),
             total_record_count=(latest.total_record_count if latest else 0) + added, delta_record_count=added,
             base_manifest_list_size=len(base_data), delta_manifest_list_size=len(delta_data),
+            changelog_manifest_list=log_list, changelog_manifest_list_size=len(log_data) if log_list else None,
+            changelog_record_count=sum(e.file.row_count for e in changelog) if log_list else None,
             properties=properties or None, uuid=str(uuid.uuid4()), writer_version=WRITER_VERSION,
             watermark=latest.watermark if latest else None, index_manifest=index_manifest)
         body = snapshot.to_json().encode()
@@ -307,6 +326,8 @@ class Committer:
             if present is None:
                 io.delete(paths.manifest(base_name))
                 io.delete(paths.manifest(delta_name))
+                if log_list:
+                    io.delete(paths.manifest(log_list))
                 for name in merger.created:
                     io.delete(paths.manifest(name))
                 if index_written:
@@ -318,6 +339,8 @@ class Committer:
         if not won:
             io.delete(paths.manifest(base_name))
             io.delete(paths.manifest(delta_name))
+            if log_list:
+                io.delete(paths.manifest(log_list))
             for name in merger.created:
                 io.delete(paths.manifest(name))
             if index_written:

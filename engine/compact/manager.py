@@ -38,6 +38,7 @@ class BucketCompaction:
         self.before: dict[tuple[str, int], DataFileMeta] = {}
         self.after: dict[tuple[str, int], DataFileMeta] = {}
         self.disabled = False
+        self.changelog: list[DataFileMeta] = []  # lookup / full-compaction changelog files (issue 5)
 
     def add_level0(self, files: Iterable[DataFileMeta]) -> None:
         self.levels = self.levels.update((), files)
@@ -58,6 +59,7 @@ class BucketCompaction:
         rewriter = CompactRewriter(self.table, self.partition_values, self.bucket, self.settings)
         result = rewriter.run(unit, self.levels)
         self._accumulate(result)
+        self.changelog.extend(result.changelog)
         self.levels = self.levels.update(result.before, result.after)
         return bool(result.before or result.after)
 
@@ -88,8 +90,14 @@ class BucketCompaction:
     def changes(self) -> tuple[tuple[DataFileMeta, ...], tuple[DataFileMeta, ...]]:
         return tuple(self.before.values()), tuple(self.after.values())
 
+    def changelog_files(self) -> tuple[DataFileMeta, ...]:
+        return tuple(self.changelog)
+
     def discard(self) -> None:
         """Delete the files compaction wrote (never upgraded inputs); used when the changes will not commit."""
+        for f in self.changelog:
+            self.table.file_io.delete(f"{self.where}/{f.file_name}")
+        self.changelog.clear()
         old = {name for name, _ in self.before}
         for (name, _), f in self.after.items():
             if name not in old:
@@ -171,7 +179,7 @@ def compact_split(table, split, base_snapshot_id: int, *, full: bool = False, co
     before, after = bc.changes()
     return CommitMessage(split.partition, split.partition_values, split.bucket, split.total_buckets, (), commit_user,
                          commit_identifier, base_snapshot_id, table.schema.id, compact_before=before,
-                         compact_after=after)
+                         compact_after=after, compact_changelog=bc.changelog_files())
 
 
 def compact_table(table, *, full: bool = False, partitions=None, progress=None) -> list[CommitMessage]:

@@ -34,6 +34,7 @@ from engine.write.file_writer import physical_table
 class CompactResult:
     before: list[DataFileMeta] = field(default_factory=list)
     after: list[DataFileMeta] = field(default_factory=list)
+    changelog: list[DataFileMeta] = field(default_factory=list)  # lookup / full-compaction producers (issue 5)
 
     def rewritten(self) -> list[DataFileMeta]:
         """Files this result created (``after`` minus upgrades of existing files)."""
@@ -82,6 +83,10 @@ class CompactRewriter:
         self.key_columns = [KEY_COLUMN_PREFIX + k for k in self.schema.trimmed_primary_keys]
         self.batch_rows = max(1, self.schema.table_options.get(COMPACTION_READ_BATCH_ROWS))
         self._max_level = 0
+        from engine.options import CHANGELOG_PRODUCER
+        self.producer = self.schema.table_options.get(CHANGELOG_PRODUCER)
+        self._changelog = None  # a ChangelogMerger while a unit produces changelog (issue 5)
+        self._log_parts: list[pa.Table] = []
 
     # --- the unit ----------------------------------------------------------------------------------
     def run(self, unit: CompactUnit, levels: Levels) -> CompactResult:
@@ -89,6 +94,7 @@ class CompactRewriter:
         drop_delete = out != 0 and out >= levels.non_empty_highest_level()
         min_size = self.settings.target_file_size * self.settings.small_file_ratio
         self._max_level = levels.max_level
+        self._changelog = self._changelog_merger(out, levels)
         result = CompactResult()
         pending: list[list[list[DataFileMeta]]] = []
         try:
@@ -97,18 +103,59 @@ class CompactRewriter:
                     pending.append(section)
                     continue
                 for f in section[0]:
-                    if f.file_size < min_size:
+                    if f.file_size < min_size or self._must_rewrite(f, out):
                         pending.append([[f]])
                     else:
                         self._rewrite(pending, out, drop_delete, result)
                         pending = []
                         self._upgrade(f, out, drop_delete, result)
             self._rewrite(pending, out, drop_delete, result)
+            if self._log_parts:
+                from engine.changelog.files import write_changelog
+                log = pa.concat_tables(self._log_parts)
+                result.changelog.extend(write_changelog(self.table, self.bucket_dir, log))
         except BaseException:
-            for f in result.rewritten():
+            self._log_parts = []
+            for f in result.rewritten() + result.changelog:
                 self.table.file_io.delete(f"{self.bucket_dir}/{f.file_name}")
             raise
+        finally:
+            self._log_parts = []
         return result
+
+    # --- changelog producers (issue 5) -------------------------------------------------------------
+    def _changelog_merger(self, out: int, levels: Levels):
+        from engine.changelog.producers import FULL_COMPACTION, LOOKUP, ChangelogMerger
+        if self.producer == LOOKUP and out > 0:
+            from engine.changelog.lookup_index import LookupIndex
+            index = LookupIndex(self.table, self.split, self.reader, levels, out + 1, self.columns)
+            return ChangelogMerger(self.schema, LOOKUP, levels.max_level, index, self.table.name)
+        if self.producer == FULL_COMPACTION and out == levels.max_level:
+            return ChangelogMerger(self.schema, FULL_COMPACTION, levels.max_level, None, self.table.name)
+        return None
+
+    def _upgrade_keeps_content(self, files, out: int) -> bool:
+        """Lookup on a deduplicate table without sequence fields: merge(before, level-0 records) is the level-0
+        record itself, so an isolated level-0 file can be upgraded and only its changelog computed (Paimon's
+        CHANGELOG_NO_REWRITE upgrade). Not when the upgrade must rewrite to drop deletes at the max level."""
+        opts = self.schema.table_options
+        if self._changelog is None or self._changelog.mode != "lookup" or opts.merge_engine != "deduplicate" \
+                or opts.sequence_fields:
+            return False
+        return not (out == self._max_level and any(f.delete_row_count != 0 for f in files))
+
+    def _changelog_only(self, f: DataFileMeta, drop_delete: bool) -> None:
+        rows = self.reader.read_file(self.split, f, self.columns)
+        _, log = self._changelog.merge([rows], [0], drop_delete)
+        if log is not None and log.num_rows:
+            self._log_parts.append(log)
+
+    def _must_rewrite(self, f: DataFileMeta, out: int) -> bool:
+        """Files whose records must pass the changelog merge: level-0 files (lookup), files below the max level
+        (full-compaction)."""
+        if self._changelog is None:
+            return False
+        return f.level == 0 if self._changelog.mode == "lookup" else f.level != out
 
     def _upgrade(self, f: DataFileMeta, out: int, drop_delete: bool, result: CompactResult) -> None:
         if f.level == out:
@@ -122,10 +169,17 @@ class CompactRewriter:
     def _rewrite(self, pending, out: int, drop_delete: bool, result: CompactResult) -> None:
         if not pending:
             return
-        if len(pending) == 1 and len(pending[0]) == 1:  # one single-run section: upgrading is enough
-            for f in pending[0][0]:
-                self._upgrade(f, out, drop_delete, result)
-            return
+        if len(pending) == 1 and len(pending[0]) == 1:  # one single-run section: upgrading is enough ...
+            files = pending[0][0]
+            if not any(self._must_rewrite(f, out) for f in files):
+                for f in files:
+                    self._upgrade(f, out, drop_delete, result)
+                return
+            if self._upgrade_keeps_content(files, out):  # ... lookup changelog read from the file, no rewrite
+                for f in files:
+                    self._changelog_only(f, drop_delete)
+                    self._upgrade(f, out, drop_delete, result)
+                return
         self._rewrite_sections(pending, out, drop_delete, result)
 
     def _rewrite_sections(self, pending, out: int, drop_delete: bool, result: CompactResult) -> None:
@@ -148,7 +202,10 @@ class CompactRewriter:
             yield from self.reader.iter_file(self.split, meta, self.columns, self.batch_rows)
 
     def _merge_section(self, section: list[list[DataFileMeta]], drop_delete: bool) -> Iterator[pa.Table]:
+        if self._changelog is not None:  # the changelog merge needs each record's level: one level per run
+            section = [[f for f in run if f.level == lv] for run in section for lv in sorted({f.level for f in run})]
         cursors = [_Cursor(self._batches(run)) for run in section]
+        run_levels = [run[0].level for run in section]
         while True:
             for c in cursors:
                 c.fill()
@@ -156,12 +213,18 @@ class CompactRewriter:
             if not live:
                 return
             open_ = [c for c in live if not c.exhausted]
+            levels_now = [lv for c, lv in zip(cursors, run_levels) if c.buffer is not None]
             if open_:
                 bound = min((c.last_key(self.key_columns) for c in open_), key=_order)
                 parts = [c.take_through(bound, self.key_columns) for c in live]
             else:
                 parts = [c.take_all() for c in live]
-            merged = merge_runs(parts, self.schema, drop_retracts=drop_delete, sorted_output=True)
+            if self._changelog is not None:
+                merged, log = self._changelog.merge(parts, levels_now, drop_delete)
+                if log is not None and log.num_rows:
+                    self._log_parts.append(log)
+            else:
+                merged = merge_runs(parts, self.schema, drop_retracts=drop_delete, sorted_output=True)
             if merged is not None and merged.num_rows:
                 yield merged
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from engine.maintenance.references import data_files, delta_added_files, metadata_files
+from engine.maintenance.references import changelog_added_files, data_files, delta_added_files, metadata_files
 from engine.maintenance.tags import tagged_snapshots
 from engine.meta.snapshot import Snapshot
 
@@ -36,6 +36,7 @@ def plan_removal(table, doomed: Sequence[Snapshot], kept_data: Sequence[Snapshot
     candidates: set[str] = set()
     for i, snap in enumerate(doomed):
         candidates |= data_files(table, snap) if (i == 0 and first_doomed_full) else delta_added_files(table, snap)
+        candidates |= changelog_added_files(table, snap)
     keep: set[str] = set()
     for snap in list(kept_data) + tags:
         keep |= data_files(table, snap)

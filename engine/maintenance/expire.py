@@ -68,9 +68,10 @@ def expire_snapshots(table, *, retain_min: int | None = None, retain_max: int | 
     now = int(time.time() * 1000) if now_millis is None else now_millis
     lo = max(latest - retain_max + 1, earliest)
     hi = min(latest - retain_min + 1, earliest + limit)
-    consumers = consumer_next_snapshots(table)
-    if consumers:  # a consumer (streaming reader) still needs every snapshot from its next one on
-        hi = min(hi, min(consumers))
+    from engine.changelog.consumers import ConsumerManager
+    needed = ConsumerManager(table).min_next_snapshot()  # issue 5: consumers keep what they still read
+    if needed is not None:
+        hi = min(hi, needed)
     end = hi
     present = set(ids)
     for sid in range(lo, hi):
@@ -79,14 +80,18 @@ def expire_snapshots(table, *, retain_min: int | None = None, retain_max: int | 
             end = sid
             break
     doomed_ids = [i for i in ids if i < end and i < latest]
+    from engine.changelog.retention import expire_changelogs, preserve
     if not doomed_ids:
+        expire_changelogs(table, now)
         return Removal()
     doomed = [sm.snapshot(i) for i in doomed_ids]
     first_kept = sm.snapshot(min(i for i in ids if i > doomed_ids[-1]))
     removal = plan_removal(table, doomed, [first_kept], first_doomed_full=True)
+    preserve(table, doomed, removal)  # issue 5: decoupled changelog outlives its snapshot
     for sid in doomed_ids:  # oldest first: retained snapshots stay contiguous
         table.file_io.delete(table.paths.snapshot(sid))
         sm.forget(sid)
     sm.write_earliest_hint(first_kept.id)
     delete_files(table, removal)
+    expire_changelogs(table, now)
     return removal

@@ -39,6 +39,8 @@ def referenced_files(table) -> set[str]:
     for snap in snaps:
         out |= metadata_files(table, snap)
         out |= data_files(table, snap)
+    from engine.changelog.retention import referenced
+    out |= referenced(table)  # issue 5: decoupled changelogs
     return out
 
 

@@ -61,3 +61,14 @@ def delta_added_files(table, snapshot: Snapshot) -> set[str]:
             if e.kind == ADD:
                 out.update(entry_paths(table, e))
     return out
+
+
+def changelog_added_files(table, snapshot: Snapshot) -> set[str]:
+    """Changelog files ADDed by ``snapshot``'s changelog manifests (they live and die with the snapshot)."""
+    out = set()
+    if snapshot.changelog_manifest_list:
+        for meta in table.manifests.manifest_list(snapshot.changelog_manifest_list):
+            for e in table.manifests.manifest(meta.file_name):
+                if e.kind == ADD:
+                    out.update(entry_paths(table, e))
+    return out

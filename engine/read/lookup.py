@@ -46,6 +46,8 @@ def lookup_rows(table, keys, snapshot, columns=None) -> pa.Table:
     dedupe = schema.table_options.merge_engine == "deduplicate"
     newest_wins = dedupe and not schema.table_options.sequence_fields
     read_cols = out_cols if dedupe else required_columns(schema, out_cols)
+    from engine.read.split_read import _lookup_merge
+    newest_high_wins = _lookup_merge(schema)  # issue 5: levels of lookup tables hold full states
     merged_parts = []
     candidates = []
     for values, idx in partition_groups(probes, schema.partition_keys):
@@ -65,7 +67,8 @@ def lookup_rows(table, keys, snapshot, columns=None) -> pa.Table:
             if sp is None:
                 continue
             probe_keys = [in_part.column(k).take(pa.array(chunk)) for k in key_names]
-            hits = _search_bucket(reader, sp, probe_keys, key_names, key_types, read_cols, newest_wins)
+            hits = _search_bucket(reader, sp, probe_keys, key_names, key_types, read_cols, newest_wins,
+                                  newest_high_wins)
             if not dedupe:
                 # each hit file row once (duplicate probes must not feed an aggregate twice)
                 rows_hit = [rows.take(pa.array(np.unique(hit_row))) for rows, _, hit_row in hits]
@@ -93,7 +96,8 @@ def lookup_rows(table, keys, snapshot, columns=None) -> pa.Table:
     return merged.select(out_cols).cast(pa.schema([schema.arrow_schema.field(c) for c in out_cols]))
 
 
-def _search_bucket(reader, split, probe_keys, key_names, key_types, out_cols, newest_wins):
+def _search_bucket(reader, split, probe_keys, key_names, key_types, out_cols, newest_wins,
+                   newest_high_wins=False):
     """Binary-search the probes in each sorted run of a bucket, newest run first (level-0 files by descending
     sequence number, then levels 1, 2, ...). Yields (file rows, probe positions, row positions) per hit set."""
     runs = reader.runs(split)
@@ -116,7 +120,7 @@ def _search_bucket(reader, split, probe_keys, key_names, key_types, out_cols, ne
             if len(found):
                 found_in_run.append(found)
                 yield rows, remaining[found], hit[found]
-        if newest_wins and found_in_run:
+        if (newest_wins or (newest_high_wins and run[0].level > 0)) and found_in_run:
             remaining = np.delete(remaining, np.concatenate(found_in_run))
 
 

@@ -184,17 +184,34 @@ class SplitReader:
             runs.append(files)
         return runs
 
-    def read(self, split: Split, columns: list[str]) -> pa.Table:
+    def read(self, split: Split, columns: list[str], *, with_kind: bool = False) -> pa.Table:
         """Merged live rows of the split projected to ``columns``, in no particular order. Every column the
-        merge engine needs is decoded (``required_columns``); defaults (``fields.<f>.default-value``) fill nulls."""
+        merge engine needs is decoded (``required_columns``); defaults (``fields.<f>.default-value``) fill nulls.
+        ``with_kind`` appends the merged records' ``_VALUE_KIND`` (issue 5, audit_log)."""
         from engine.merge_engines import apply_default_values, required_columns
         decode = required_columns(self.schema, columns)
-        tables = [pa.concat_tables([self.read_file(split, f, decode) for f in run]) for run in self.runs(split)]
+        runs = self.runs(split)
+        tables = [pa.concat_tables([self.read_file(split, f, decode) for f in run]) for run in runs]
+        if _lookup_merge(self.schema) and sum(1 for run in runs if run[0].level > 0) > 1:
+            # issue 5: with changelog-producer=lookup a level holds each key's full state, so (as Paimon's
+            # LookupMergeFunction) only the newest record from levels > 0 joins the level-0 records
+            from engine.changelog.producers import newest_per_key
+            high = newest_per_key([t for t, run in zip(tables, runs) if run[0].level > 0], self.schema)
+            tables = [t for t, run in zip(tables, runs) if run[0].level == 0] + ([high] if high is not None else [])
         merged = merge_runs(tables, self.schema)
         if merged is None:
-            return self.schema.arrow_schema.empty_table().select(list(columns))
-        return apply_default_values(merged.select(list(columns)), self.schema)
+            empty = self.schema.arrow_schema.empty_table().select(list(columns))
+            return empty.append_column(VALUE_KIND, pa.array([], pa.int8())) if with_kind else empty
+        out = apply_default_values(merged.select(list(columns)), self.schema)
+        return out.append_column(VALUE_KIND, merged.column(VALUE_KIND)) if with_kind else out
 
 
 def _sort_key(values: list):
     return tuple((v is not None, v) for v in values)
+
+
+def _lookup_merge(schema: TableSchema) -> bool:
+    """Tables whose levels hold full states (changelog-producer=lookup) with an engine that folds records."""
+    from engine.options import CHANGELOG_PRODUCER
+    opts = schema.table_options
+    return opts.get(CHANGELOG_PRODUCER) == "lookup" and opts.merge_engine in ("partial-update", "aggregation")

@@ -16,6 +16,10 @@ class CommitMessage:
     ``compact_before`` / ``compact_after`` (issue 4) are a compaction's input files (at their old levels) and its
     output files (new files, and upgraded inputs: same file name at a higher level). They commit as a COMPACT snapshot
     (DELETE before + ADD after) after the APPEND snapshot of ``new_files``. Both default to empty.
+
+    ``changelog_files`` (issue 5) are changelog files written with ``new_files`` (changelog-producer=input); they go
+    to the APPEND snapshot's changelog manifest list. ``compact_changelog`` are changelog files a compaction produced
+    (lookup / full-compaction producers); they go to the COMPACT snapshot's changelog manifest list.
     """
     partition: bytes
     partition_values: tuple
@@ -28,3 +32,5 @@ class CommitMessage:
     schema_id: int
     compact_before: tuple[DataFileMeta, ...] = ()
     compact_after: tuple[DataFileMeta, ...] = ()
+    changelog_files: tuple[DataFileMeta, ...] = ()
+    compact_changelog: tuple[DataFileMeta, ...] = ()

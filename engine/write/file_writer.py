@@ -46,13 +46,13 @@ def _parquet_bytes(table: pa.Table, compression: str, level: int) -> bytes:
 
 
 def write_sorted_run(io_: FileIO, bucket_dir: str, rows: pa.Table, schema: TableSchema, level: int = 0,
-                     file_source: int = FILE_SOURCE_APPEND) -> list[DataFileMeta]:
+                     file_source: int = FILE_SOURCE_APPEND, prefix: str | None = None) -> list[DataFileMeta]:
     opts = schema.table_options
     target = opts.get(TARGET_FILE_SIZE)
     compression = opts.get(FILE_COMPRESSION)
     zstd_level = opts.get(ZSTD_LEVEL)
     stats_mode = opts.get(STATS_MODE)
-    prefix = opts.get(DATA_FILE_PREFIX)
+    prefix = opts.get(DATA_FILE_PREFIX) if prefix is None else prefix
     n = rows.num_rows
     if n == 0:
         return []

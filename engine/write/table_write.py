@@ -27,7 +27,7 @@ from engine.merge import order_words, sort_dedupe
 from engine.partitioning import bucket_groups, partition_groups
 from engine.meta import binary_row
 from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER
-from engine.options import IGNORE_UPDATE_BEFORE, SEQUENCE_AUTO_PADDING, WRITE_BUFFER_SIZE
+from engine.options import CHANGELOG_PRODUCER, IGNORE_UPDATE_BEFORE, SEQUENCE_AUTO_PADDING, WRITE_BUFFER_SIZE
 from engine.write.commit_message import CommitMessage
 from engine.write.file_writer import physical_table, write_sorted_run
 from engine.write.validate import conform
@@ -42,6 +42,7 @@ class _BucketBuffer:
     chunks: list = field(default_factory=list)  # (input pa.Table, int64 row indices, int64 seq, int8 kinds)
     nbytes: int = 0
     files: list = field(default_factory=list)
+    changelog: list = field(default_factory=list)  # changelog-producer=input files (issue 5)
 
 
 class TableWrite:
@@ -92,7 +93,9 @@ class TableWrite:
             messages.append(CommitMessage(b.partition, b.partition_values, b.bucket, self.num_buckets,
                                           tuple(b.files), self.commit_user, self.commit_identifier,
                                           None if self.base_snapshot is None else self.base_snapshot.id,
-                                          self.schema.id, compact_before=before, compact_after=after))
+                                          self.schema.id, compact_before=before, compact_after=after,
+                                          changelog_files=tuple(b.changelog),
+                                          compact_changelog=bc.changelog_files() if bc is not None else ()))
         return messages
 
     def flush(self) -> None:
@@ -112,9 +115,10 @@ class TableWrite:
         for bc in self._compactions.values():
             bc.discard()
         for buf in self._buffers.values():
-            for f in buf.files:
+            for f in buf.files + buf.changelog:
                 self.table.file_io.delete(f"{self.table.bucket_dir(buf.partition_values, buf.bucket)}/{f.file_name}")
             buf.files.clear()
+            buf.changelog.clear()
             buf.chunks.clear()
 
     def close(self) -> None:
@@ -208,6 +212,10 @@ class TableWrite:
         seq = np.concatenate([c[2] for c in chunks])
         kinds = np.concatenate([c[3] for c in chunks])
         opts = self.options
+        if opts.get(CHANGELOG_PRODUCER) == "input":
+            from engine.changelog.input import write_input_changelog
+            raw = pa.concat_tables([r.take(pa.array(idx)) for r, idx, _, _ in chunks])
+            buf.changelog.extend(write_input_changelog(self.table, buf.partition_values, buf.bucket, raw, seq, kinds))
         if opts.merge_engine != "deduplicate":
             self._flush_merged(buf, chunks, seq, kinds)
             return

@@ -1,0 +1,73 @@
+"""Consumer progress files ``consumer/consumer-<id>`` holding ``{"nextSnapshot": n}`` (Paimon's format).
+
+Contract: ``next_snapshot(id)`` is None for an unknown consumer; ``record(id, n)`` replaces the file atomically;
+``min_next_snapshot()`` is the smallest ``nextSnapshot`` over every consumer (None without consumers) -- snapshot
+expiration keeps every snapshot from there on. A damaged file raises CorruptFile naming it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+
+from engine.errors import CorruptFile, InvalidInput
+
+CONSUMER_DIR = "consumer"
+CONSUMER_PREFIX = "consumer-"
+_VALID_ID = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+class ConsumerManager:
+    def __init__(self, table):
+        self.table = table
+        self.directory = os.path.join(table.root, CONSUMER_DIR)
+
+    def path(self, consumer_id: str) -> str:
+        if not consumer_id or not _VALID_ID.match(consumer_id):
+            raise InvalidInput(f"consumer id {consumer_id!r} must be letters, digits, '_', '.' or '-'",
+                               table=self.table.name)
+        return os.path.join(self.directory, CONSUMER_PREFIX + consumer_id)
+
+    def next_snapshot(self, consumer_id: str) -> int | None:
+        path = self.path(consumer_id)
+        try:
+            raw = self.table.file_io.read_bytes(path)
+        except FileNotFoundError:
+            return None
+        return _parse(raw, path)
+
+    def record(self, consumer_id: str, next_snapshot: int) -> None:
+        path = self.path(consumer_id)
+        self.table.file_io.mkdirs(self.directory)
+        self.table.file_io.overwrite(path, json.dumps({"nextSnapshot": int(next_snapshot)}).encode())
+
+    def delete(self, consumer_id: str) -> None:
+        self.table.file_io.delete(self.path(consumer_id))
+
+    def all(self) -> dict[str, int]:
+        io = self.table.file_io
+        if not io.exists(self.directory):
+            return {}
+        out = {}
+        for name in io.list_names(self.directory):
+            if name.startswith(CONSUMER_PREFIX) and not name.startswith("."):
+                path = os.path.join(self.directory, name)
+                try:
+                    out[name[len(CONSUMER_PREFIX):]] = _parse(io.read_bytes(path), path)
+                except FileNotFoundError:
+                    continue
+        return out
+
+    def min_next_snapshot(self) -> int | None:
+        values = self.all().values()
+        return min(values) if values else None
+
+
+def _parse(raw: bytes, path: str) -> int:
+    try:
+        nxt = json.loads(raw).get("nextSnapshot")
+    except (ValueError, AttributeError):
+        raise CorruptFile(path, "consumer file is not a JSON object") from None
+    if not isinstance(nxt, int) or isinstance(nxt, bool):
+        raise CorruptFile(path, f"consumer has no integer nextSnapshot (got {nxt!r})")
+    return nxt

@@ -1,0 +1,33 @@
+"""Writing changelog files: data-file layout, ``changelog-file.prefix`` names, level 0, FILE_SOURCE_APPEND.
+
+Contract: ``write_changelog`` takes a *normalized* table (``__key_<k>`` columns, _SEQUENCE_NUMBER, _VALUE_KIND,
+then every table column) already in key order (a key may repeat) and returns the files' metadata (empty input ->
+no file). Row kinds are kept as given.
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+
+from engine.merge import SEQUENCE_NUMBER, VALUE_KIND
+from engine.options import CHANGELOG_FILE_PREFIX
+from engine.write.file_writer import physical_table, write_sorted_run
+
+ROW_KIND_COLUMN = "_row_kind"
+ROW_KIND_TEXT = ("+I", "-U", "+U", "-D")
+
+
+def write_changelog(table, bucket_dir: str, rows: pa.Table) -> list:
+    if rows is None or rows.num_rows == 0:
+        return []
+    schema = table.schema
+    physical = physical_table(rows.select(list(schema.field_names)), rows.column(SEQUENCE_NUMBER).to_numpy(),
+                              rows.column(VALUE_KIND).to_numpy(), schema)
+    return write_sorted_run(table.file_io, bucket_dir, physical, schema, level=0,
+                            prefix=schema.table_options.get(CHANGELOG_FILE_PREFIX))
+
+
+def row_kind_text(kinds) -> pa.Array:
+    """_VALUE_KIND bytes (0..3) -> '+I' / '-U' / '+U' / '-D' strings."""
+    import numpy as np
+    k = np.asarray(kinds, dtype=np.int64)
+    return pa.array(np.array(ROW_KIND_TEXT, dtype=object)[k], pa.string())

@@ -1,0 +1,133 @@
+"""Lookup index for changelog-producer=lookup: find keys' current records in the deeper levels of a bucket.
+
+``LookupIndex(table, split, levels, from_level).get(probes)`` returns, for the probe keys (a normalized table,
+sorted by key, unique), the newest record found in levels ``from_level`` and above: levels are searched in
+ascending order (a lower level is newer) and a key found stops there. Per level, files are ordered by min key;
+key-range pruning uses ``lower_bound`` of each file's [min key, max key] over the sorted probes, so only the probes
+inside a file's range are searched (``search_sorted``, the Numba binary-search kernel). Files are read whole and
+kept with their encoded keys in a per-bucket cache on the table object (files are immutable, so a cached file is
+never stale); the cache holds at most ``CACHE_FILES`` files.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+import pyarrow as pa
+
+from engine.changelog.emit import key_columns
+from engine.meta import binary_row
+from kernels.keys import encode_keys
+from kernels.lookup import lower_bound, search_sorted
+
+CACHE_FILES = 256
+
+
+class FileCache:
+    """file path -> (normalized rows, encoded keys), least recently used evicted first."""
+
+    def __init__(self, capacity: int = CACHE_FILES):
+        self.capacity = capacity
+        self.entries: OrderedDict = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, path: str, load):
+        entry = self.entries.get(path)
+        if entry is not None:
+            self.entries.move_to_end(path)
+            self.hits += 1
+            return entry
+        self.misses += 1
+        entry = load()
+        self.entries[path] = entry
+        if len(self.entries) > self.capacity:
+            self.entries.popitem(last=False)
+        return entry
+
+
+def table_cache(table) -> FileCache:
+    cache = table.__dict__.get("_changelog_lookup_cache")
+    if cache is None:
+        cache = table.__dict__["_changelog_lookup_cache"] = FileCache()
+    return cache
+
+
+class LookupIndex:
+    def __init__(self, table, split, reader, levels, from_level: int, columns: list[str]):
+        self.table = table
+        self.schema = table.schema
+        self.split = split
+        self.reader = reader
+        self.columns = columns
+        self.cache = table_cache(table)
+        key_names = list(self.schema.trimmed_primary_keys)
+        self.key_types = self.schema.types_of(key_names)
+        self.arrow_key_types = [self.schema.arrow_schema.field(k).type for k in key_names]
+        self.by_level = []
+        for level in sorted(levels.levels):
+            if level >= from_level:
+                files = sorted(levels.levels[level], key=lambda f: levels.decode(f.min_key))
+                self.by_level.append(files)
+
+    def _load(self, f):
+        def load():
+            rows = self.reader.read_file(self.split, f, self.columns).combine_chunks()
+            return rows, encode_keys(key_columns(rows, self.schema))
+        return self.cache.get(f"{self.split.bucket_dir}/{f.file_name}", load)
+
+    def _bounds(self, f, probes_enc):
+        """[lo, hi) of the sorted probes inside the file's key range."""
+        lo_hi = [binary_row.deserialize_row(f.min_key, self.key_types),
+                 binary_row.deserialize_row(f.max_key, self.key_types)]
+        cols = [pa.array([row[i] for row in lo_hi], t) for i, t in enumerate(self.arrow_key_types)]
+        bounds_enc = encode_keys(cols)
+        lo, hi_first = lower_bound(probes_enc, bounds_enc)
+        hi = hi_first
+        if hi < probes_enc.n and search_sorted(bounds_enc, _slice(probes_enc, hi))[0] >= 0:
+            hi += 1  # the max key itself is a probe
+        return int(lo), int(hi)
+
+    def get(self, probes: pa.Table) -> pa.Table | None:
+        if probes is None or probes.num_rows == 0 or not self.by_level:
+            return None
+        probes_enc = encode_keys(key_columns(probes, self.schema))
+        found_at = np.full(probes.num_rows, -1, np.int64)
+        pieces, piece_pos = [], []
+        for files in self.by_level:
+            for f in files:
+                lo, hi = self._bounds(f, probes_enc)
+                if lo >= hi:
+                    continue
+                window = np.arange(lo, hi)
+                window = window[found_at[window] < 0]
+                if not len(window):
+                    continue
+                rows, enc = self._load(f)
+                hit = search_sorted(enc, _take(probes_enc, window))
+                ok = hit >= 0
+                if ok.any():
+                    found_at[window[ok]] = 1
+                    pieces.append(rows.take(pa.array(hit[ok])))
+                    piece_pos.append(window[ok])
+        if not pieces:
+            return None
+        out = pa.concat_tables(pieces)
+        return out.take(pa.array(np.argsort(np.concatenate(piece_pos), kind="stable")))
+
+
+def _take(enc, idx: np.ndarray):
+    from kernels.keys import EncodedKeys
+    if enc.is_fixed:
+        return EncodedKeys(words=np.ascontiguousarray(enc.words[idx]), layout=enc.layout)
+    starts, ends = enc.offsets[idx], enc.offsets[idx + 1]
+    lengths = ends - starts
+    offsets = np.zeros(len(idx) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    gather = np.repeat(starts - offsets[:-1], lengths) + np.arange(offsets[-1])
+    data = enc.data[gather]
+    return EncodedKeys(offsets=offsets, data=data.astype(np.uint8, copy=False), layout=enc.layout)
+
+
+def _slice(enc, i: int):
+    return _take(enc, np.array([i], np.int64))

@@ -1,0 +1,169 @@
+"""Changelog retention decoupled from snapshots (``changelog.num-retained.min/max``, ``changelog.time-retained``).
+
+When a changelog retention option keeps more than the matching snapshot option, changelog is *decoupled* (as in
+Paimon): expiring a snapshot that has changelog files writes ``changelog/changelog-<id>`` (the snapshot's JSON) and
+keeps its changelog manifest list, manifests and changelog files; ``read_changes`` and ``stream`` read such ids from
+there. Those changelogs expire by the changelog options (min/max counted back from the latest snapshot, time
+against the next changelog's commit time, never past what a consumer still needs). Without decoupling (the
+default) changelog files expire with their snapshots. changelog-producer=none has no changelog files: its changes
+are data files, which follow the snapshots.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+from engine.maintenance.references import changelog_added_files
+from engine.meta.snapshot import Snapshot
+from engine.options import (
+    CHANGELOG_NUM_RETAINED_MAX,
+    CHANGELOG_NUM_RETAINED_MIN,
+    CHANGELOG_PRODUCER,
+    CHANGELOG_TIME_RETAINED,
+    SNAPSHOT_NUM_RETAINED_MAX,
+    SNAPSHOT_NUM_RETAINED_MIN,
+    SNAPSHOT_TIME_RETAINED,
+)
+
+CHANGELOG_DIR = "changelog"
+PREFIX = "changelog-"
+
+
+def retention(opts) -> tuple[int, int, int]:
+    """(min, max, time ms) of changelog retention, defaulting to the snapshot options."""
+    lo = opts.get(CHANGELOG_NUM_RETAINED_MIN)
+    hi = opts.get(CHANGELOG_NUM_RETAINED_MAX)
+    ms = opts.get(CHANGELOG_TIME_RETAINED)
+    return (opts.get(SNAPSHOT_NUM_RETAINED_MIN) if lo is None else lo,
+            opts.get(SNAPSHOT_NUM_RETAINED_MAX) if hi is None else hi,
+            opts.get(SNAPSHOT_TIME_RETAINED) if ms is None else ms)
+
+
+def is_decoupled(opts) -> bool:
+    if opts.get(CHANGELOG_PRODUCER) == "none":
+        return False
+    lo, hi, ms = retention(opts)
+    return lo > opts.get(SNAPSHOT_NUM_RETAINED_MIN) or hi > opts.get(SNAPSHOT_NUM_RETAINED_MAX) \
+        or ms > opts.get(SNAPSHOT_TIME_RETAINED)
+
+
+def path(table, changelog_id: int) -> str:
+    return os.path.join(table.root, CHANGELOG_DIR, f"{PREFIX}{changelog_id}")
+
+
+def ids(table) -> list[int]:
+    directory = os.path.join(table.root, CHANGELOG_DIR)
+    if not table.file_io.exists(directory):
+        return []
+    out = []
+    for name in table.file_io.list_names(directory):
+        if name.startswith(PREFIX) and name[len(PREFIX):].isdigit():
+            out.append(int(name[len(PREFIX):]))
+    return sorted(out)
+
+
+def read(table, changelog_id: int) -> Snapshot | None:
+    p = path(table, changelog_id)
+    try:
+        data = table.file_io.read_bytes(p)
+    except FileNotFoundError:
+        return None
+    return Snapshot.from_json(data.decode("utf-8"), p)
+
+
+def changelog_paths(table, snap: Snapshot) -> tuple[set[str], set[str]]:
+    """(changelog data files, changelog metadata files) of a snapshot."""
+    meta = set()
+    if snap.changelog_manifest_list:
+        meta.add(table.paths.manifest(snap.changelog_manifest_list))
+        for m in table.manifests.manifest_list(snap.changelog_manifest_list):
+            meta.add(table.paths.manifest(m.file_name))
+    return changelog_added_files(table, snap), meta
+
+
+def preserve(table, doomed: list[Snapshot], removal) -> None:
+    """Before snapshots expire: keep their changelogs as changelog/changelog-<id> (when decoupled)."""
+    if not is_decoupled(table.schema.table_options):
+        return
+    keep_data, keep_meta = set(), set()
+    for snap in doomed:
+        if not snap.changelog_manifest_list:
+            continue
+        data, meta = changelog_paths(table, snap)
+        keep_data |= data
+        keep_meta |= meta
+        table.file_io.mkdirs(os.path.join(table.root, CHANGELOG_DIR))
+        table.file_io.overwrite(path(table, snap.id), snap.to_json().encode())
+    removal.data_files = [p for p in removal.data_files if p not in keep_data]
+    removal.metadata_files = [p for p in removal.metadata_files if p not in keep_meta]
+
+
+def referenced(table) -> set[str]:
+    """Files the decoupled changelogs reference (orphan cleanup keeps them)."""
+    out = set()
+    for cid in ids(table):
+        snap = read(table, cid)
+        if snap is not None:
+            data, meta = changelog_paths(table, snap)
+            out |= data | meta
+    return out
+
+
+def expire_changelogs(table, now_millis: int | None = None) -> list[int]:
+    """Expire decoupled changelogs beyond the changelog retention; returns the removed ids."""
+    present = ids(table)
+    if not present:
+        return []
+    opts = table.schema.table_options
+    lo, hi, keep_ms = retention(opts)
+    sm = table.snapshot_manager
+    latest = sm.latest_id()
+    if latest is None:
+        return []
+    now = int(time.time() * 1000) if now_millis is None else now_millis
+    earliest = present[0]
+    first = max(latest - hi + 1, earliest)
+    end = latest - lo + 1
+    from engine.changelog.consumers import ConsumerManager
+    needed = ConsumerManager(table).min_next_snapshot()
+    if needed is not None:
+        end = min(end, needed)
+    cut = end
+    for cid in present:
+        if cid < first or cid >= end:
+            continue
+        nxt = read(table, cid + 1) if (cid + 1) in present else (sm.snapshot(cid + 1) if cid + 1 in sm.ids()
+                                                                  else None)
+        if nxt is not None and nxt.time_millis >= now - keep_ms:
+            cut = cid
+            break
+    doomed = [cid for cid in present if cid < cut]
+    for cid in doomed:
+        snap = read(table, cid)
+        if snap is None:
+            continue
+        data, meta = changelog_paths(table, snap)
+        table.file_io.delete(path(table, cid))
+        for p in sorted(data | meta):
+            table.file_io.delete(p)
+    return doomed
+
+
+def changes_snapshot(table, snapshot_id: int) -> Snapshot:
+    """The snapshot, or the decoupled changelog with that id. Raises SnapshotNotFound if neither exists."""
+    from engine.errors import SnapshotNotFound
+    try:
+        return table.snapshot_manager.snapshot(snapshot_id)
+    except SnapshotNotFound:
+        snap = read(table, snapshot_id)
+        if snap is None:
+            raise
+        return snap
+
+
+def earliest_change_id(table) -> int | None:
+    present = ids(table)
+    earliest = table.snapshot_manager.earliest_id()
+    if present and (earliest is None or present[0] < earliest):
+        return present[0]
+    return earliest

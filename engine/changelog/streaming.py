@@ -1,0 +1,208 @@
+"""``Table.stream``: Paimon's streaming scan modes (paimon-semantics §13) as a generator of pa.RecordBatch.
+
+Each yielded batch holds the requested columns plus ``_row_kind``; its schema metadata ``lakemerge.snapshot_id``
+names the snapshot it comes from. One batch per snapshot with changes (a full first read is one batch of +I rows).
+When no newer snapshot exists the generator sleeps ``poll_interval`` seconds and looks again; with
+``idle_timeout`` it returns after being idle that long (``0``: as soon as it has caught up).
+
+Modes: ``latest-full`` (the latest snapshot in full, then changes), ``latest`` (changes after the latest),
+``from-snapshot`` (changes from ``snapshot_id`` inclusive), ``from-snapshot-full`` (snapshot ``snapshot_id`` in
+full, then changes), ``from-timestamp`` (changes of snapshots committed at or after ``timestamp_millis``),
+``compacted-full`` (the latest COMPACT snapshot in full -- with full-compaction the latest full compaction --
+then changes), ``incremental`` (changes in (start, end], snapshot ids or tag names; ends there).
+
+Full reads follow Paimon: with changelog-producer=lookup level-0 files are skipped (their rows arrive as changelog
+later); with full-compaction only max-level files are read.
+
+Consumers: with ``consumer_id`` the stream starts at the consumer's saved ``nextSnapshot`` when there is one
+(unless ``consumer.ignore-progress``), and saves ``nextSnapshot = s + 1`` once the batch of snapshot ``s`` was
+handed over (the caller asked for the next batch, or closed the generator after receiving it). A restarted
+stream therefore neither loses nor repeats a snapshot. Snapshot expiration keeps every snapshot a consumer still
+needs. If a snapshot the stream needs has expired, SnapshotNotFound is raised.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterator, Sequence
+
+import pyarrow as pa
+
+from engine.changelog.consumers import ConsumerManager
+from engine.changelog.files import ROW_KIND_COLUMN
+from engine.changelog.reading import check_columns, output_schema, snapshot_changes
+from engine.changelog.retention import changes_snapshot, earliest_change_id
+from engine.errors import InvalidInput, SnapshotNotFound
+from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER, COMMIT_KIND_COMPACT, Snapshot
+from engine.options import CHANGELOG_PRODUCER, CONSUMER_IGNORE_PROGRESS, FULL_COMPACTION_DELTA_COMMITS
+from engine.read.split_read import SplitReader
+
+MODES = ("latest-full", "latest", "from-snapshot", "from-snapshot-full", "from-timestamp", "compacted-full",
+         "incremental")
+SNAPSHOT_ID_KEY = b"lakemerge.snapshot_id"
+
+
+def _tagged(table: pa.Table, snapshot_id: int) -> pa.RecordBatch:
+    table = table.combine_chunks()
+    meta = dict(table.schema.metadata or {})
+    meta[SNAPSHOT_ID_KEY] = str(snapshot_id).encode()
+    batches = table.replace_schema_metadata(meta).to_batches()
+    if len(batches) == 1:
+        return batches[0]
+    return pa.RecordBatch.from_arrays([table.column(i).combine_chunks() for i in range(table.num_columns)],
+                                      schema=table.schema.with_metadata(meta))
+
+
+def full_read(table, snapshot: Snapshot, columns: list[str]) -> pa.Table:
+    """The merged rows of ``snapshot`` as +I rows, with the producer's file selection (module docstring)."""
+    producer = table.schema.table_options.get(CHANGELOG_PRODUCER)
+    reader = SplitReader(table.file_io, table.schema)
+    schema = output_schema(table, columns)
+    parts = []
+    for split in table.scan().plan(snapshot):
+        files = split.files
+        if producer == "lookup":
+            files = tuple(f for f in files if f.level > 0)
+        elif producer == "full-compaction":
+            from engine.compact.picker import CompactionSettings
+            top = CompactionSettings.of(table.schema.table_options).num_levels - 1
+            files = tuple(f for f in files if f.level == top)
+        if not files:
+            continue
+        rows = reader.read(dataclasses.replace(split, files=files), columns)
+        kinds = pa.array(["+I"] * rows.num_rows, pa.string())
+        parts.append(pa.Table.from_arrays(rows.cast(pa.schema(list(schema)[:-1])).columns + [kinds],
+                                          schema=schema))
+    return pa.concat_tables(parts) if parts else schema.empty_table()
+
+
+def _resolve(table, ref) -> int:
+    if isinstance(ref, str):
+        return table.tag_snapshot(ref).id
+    return int(ref)
+
+
+def _compacted_snapshot(table) -> Snapshot | None:
+    opts = table.schema.table_options
+    n = opts.get(FULL_COMPACTION_DELTA_COMMITS)
+    full_only = opts.get(CHANGELOG_PRODUCER) == "full-compaction" or bool(n)
+    sm = table.snapshot_manager
+    for sid in reversed(sm.ids()):
+        snap = sm.snapshot(sid)
+        if snap.commit_kind != COMMIT_KIND_COMPACT:
+            continue
+        if not full_only or not n or snap.commit_identifier == BATCH_COMMIT_IDENTIFIER \
+                or snap.commit_identifier % n == 0:
+            return snap
+    return sm.latest()
+
+
+def _start(table, mode: str, snapshot_id, timestamp_millis) -> tuple[int, Snapshot | None]:
+    """(first snapshot id to read changes of, snapshot to read in full first or None)."""
+    sm = table.snapshot_manager
+    latest = sm.latest()
+    if mode in ("latest-full", "latest"):
+        if latest is None:
+            return 1, None
+        return latest.id + 1, (latest if mode == "latest-full" else None)
+    if mode == "compacted-full":
+        snap = _compacted_snapshot(table)
+        return (1, None) if snap is None else (snap.id + 1, snap)
+    if mode in ("from-snapshot", "from-snapshot-full"):
+        if snapshot_id is None:
+            raise InvalidInput(f"scan mode {mode} needs snapshot_id", table=table.name)
+        sid = _resolve(table, snapshot_id)
+        if mode == "from-snapshot-full":
+            return sid + 1, sm.snapshot(sid)
+        earliest = earliest_change_id(table)
+        return max(sid, earliest if earliest is not None else sid), None
+    if mode == "from-timestamp":
+        if timestamp_millis is None:
+            raise InvalidInput("scan mode from-timestamp needs timestamp_millis", table=table.name)
+        ids = sm.ids()
+        before = [i for i in ids if sm.snapshot(i).time_millis < int(timestamp_millis)]
+        if before:
+            return before[-1] + 1, None
+        return (ids[0] if ids else 1), None
+    raise InvalidInput(f"unknown scan mode {mode!r}; modes are {', '.join(MODES)}", table=table.name)
+
+
+def stream(table, mode: str = "latest-full", *, snapshot_id=None, timestamp_millis: int | None = None,
+           start=None, end=None, consumer_id: str | None = None, columns: Sequence[str] | None = None,
+           poll_interval: float = 1.0, idle_timeout: float | None = None,
+           normalize: bool = False) -> Iterator[pa.RecordBatch]:
+    """See the module docstring. Arguments are checked before the first batch is produced."""
+    if mode not in MODES:
+        raise InvalidInput(f"unknown scan mode {mode!r}; modes are {', '.join(MODES)}", table=table.name)
+    out_cols = check_columns(table, columns)
+    if poll_interval < 0:
+        raise InvalidInput("poll_interval must be >= 0", table=table.name)
+    if mode == "incremental":
+        if start is None or end is None:
+            raise InvalidInput("scan mode incremental needs start and end (snapshot ids or tag names)",
+                               table=table.name)
+        lo, hi = _resolve(table, start), _resolve(table, end)
+        if lo > hi:
+            raise InvalidInput(f"incremental start {start} is after end {end}", table=table.name)
+        return _incremental(table, lo, hi, out_cols, normalize)
+    consumers = ConsumerManager(table) if consumer_id is not None else None
+    if consumers is not None:
+        consumers.path(consumer_id)  # validates the id
+    next_id, full = _start(table, mode, snapshot_id, timestamp_millis)
+    if consumers is not None and not table.schema.table_options.get(CONSUMER_IGNORE_PROGRESS):
+        saved = consumers.next_snapshot(consumer_id)
+        if saved is not None:
+            next_id, full = saved, None
+    if consumers is not None:
+        consumers.record(consumer_id, full.id if full is not None else next_id)
+    return _follow(table, next_id, full, out_cols, consumers, consumer_id, poll_interval, idle_timeout, normalize)
+
+
+def _incremental(table, lo: int, hi: int, out_cols, normalize) -> Iterator[pa.RecordBatch]:
+    for sid in range(lo + 1, hi + 1):
+        rows = snapshot_changes(table, changes_snapshot(table, sid), out_cols, normalize=normalize)
+        if rows.num_rows:
+            yield _tagged(rows, sid)
+
+
+def _follow(table, next_id: int, full: Snapshot | None, out_cols, consumers, consumer_id, poll_interval,
+            idle_timeout, normalize) -> Iterator[pa.RecordBatch]:
+    sm = table.snapshot_manager
+
+    def handed_over(nxt: int) -> None:
+        if consumers is not None:
+            consumers.record(consumer_id, nxt)
+
+    if full is not None:
+        rows = full_read(table, full, out_cols)
+        if rows.num_rows:
+            try:
+                yield _tagged(rows, full.id)
+            except GeneratorExit:
+                handed_over(next_id)
+                raise
+        handed_over(next_id)
+    idle_since = time.monotonic()
+    while True:
+        latest = sm.latest_id()
+        if latest is None or next_id > latest:
+            if idle_timeout is not None and time.monotonic() - idle_since >= idle_timeout:
+                return
+            time.sleep(poll_interval)
+            continue
+        earliest = earliest_change_id(table)
+        if earliest is not None and next_id < earliest:
+            raise SnapshotNotFound(table.name, next_id)
+        rows = snapshot_changes(table, changes_snapshot(table, next_id), out_cols, normalize=normalize)
+        if rows.num_rows:
+            try:
+                yield _tagged(rows, next_id)
+            except GeneratorExit:
+                handed_over(next_id + 1)
+                raise
+        next_id += 1
+        handed_over(next_id)
+        idle_since = time.monotonic()
+
+
+__all__ = ["MODES", "ROW_KIND_COLUMN", "SNAPSHOT_ID_KEY", "full_read", "stream"]

@@ -1,0 +1,218 @@
+"""Changelog reads and streaming scans (issue 5): producers none and input, scan modes, consumers, expiry."""
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from engine.errors import InvalidInput, InvalidOption, SnapshotNotFound
+
+SCHEMA = pa.schema([pa.field("k", pa.int64(), False), pa.field("a", pa.int64()), pa.field("v", pa.string())])
+
+
+def rows(*triples):
+    return pa.table({"k": [t[0] for t in triples], "a": [t[1] for t in triples], "v": [t[2] for t in triples]},
+                    schema=SCHEMA)
+
+
+def changes(t: pa.Table) -> list[tuple]:
+    return [(r["_row_kind"], r["k"], r["a"], r["v"]) for r in t.to_pylist()]
+
+
+def make(catalog, name, producer, **opts):
+    options = {"bucket": "1", "changelog-producer": producer}
+    options.update({k.replace("_", "-"): v for k, v in opts.items()})
+    return catalog.create_table(f"db.{name}", SCHEMA, ["k"], options=options)
+
+
+def history(t):
+    t.write(rows((1, 1, "1"), (2, 1, "x")))
+    t.write(rows((1, 1, "2")))
+    t.delete(pa.table({"k": [2]}))
+    with t.new_write() as w:  # new key updated and deleted in one commit; an update sent as -U/+U
+        w.write(rows((3, 3, "a")))
+        w.write(rows((3, 3, "b")), row_kinds=["+U"])
+        w.write(rows((1, 1, "2"), (1, 1, "3")), row_kinds=["-U", "+U"])
+        w.delete(pa.table({"k": [3]}))
+        t.commit(w.prepare_commit())
+
+
+def test_input_changelog_is_every_input_row_sorted_by_key(catalog):
+    t = make(catalog, "t", "input")
+    history(t)
+    assert changes(t.read_changes(0, 1)) == [("+I", 1, 1, "1"), ("+I", 2, 1, "x")]
+    assert changes(t.read_changes(1, 3)) == [("+I", 1, 1, "2"), ("-D", 2, None, None)]
+    assert changes(t.read_changes(3, 4)) == [("-U", 1, 1, "2"), ("+U", 1, 1, "3"), ("+I", 3, 3, "a"),
+                                             ("+U", 3, 3, "b"), ("-D", 3, None, None)]
+    snap = t.snapshot(4)
+    assert snap.changelog_manifest_list is not None and snap.changelog_record_count == 5
+
+
+def test_none_reads_new_level0_files_as_stored(catalog):
+    t = make(catalog, "t", "none")
+    history(t)
+    assert t.snapshot(4).changelog_manifest_list is None
+    assert changes(t.read_changes(3, 4)) == [("+U", 1, 1, "3"), ("-D", 3, None, None)]
+    assert changes(t.read_changes()) == [("+I", 1, 1, "1"), ("+I", 2, 1, "x"), ("+I", 1, 1, "2"),
+                                         ("-D", 2, None, None), ("+U", 1, 1, "3"), ("-D", 3, None, None)]
+
+
+def test_none_normalized_looks_up_previous_values(catalog):
+    t = make(catalog, "t", "none")
+    history(t)
+    assert changes(t.read_changes(normalize=True)) == [
+        ("+I", 1, 1, "1"), ("+I", 2, 1, "x"), ("-U", 1, 1, "1"), ("+U", 1, 1, "2"), ("-D", 2, 1, "x"),
+        ("-U", 1, 1, "2"), ("+U", 1, 1, "3")]
+
+
+def test_columns_and_bad_ranges(catalog):
+    t = make(catalog, "t", "input")
+    history(t)
+    assert t.read_changes(0, 1, columns=["v"]).column_names == ["v", "_row_kind"]
+    with pytest.raises(InvalidInput):
+        t.read_changes(3, 1)
+    with pytest.raises(InvalidInput):
+        t.read_changes(columns=["nope"])
+    with pytest.raises(InvalidInput):
+        t.stream("sideways")
+
+
+def batches(it) -> list[list[tuple]]:
+    return [changes(pa.Table.from_batches([b])) for b in it]
+
+
+def test_stream_modes(catalog):
+    t = make(catalog, "t", "input")
+    history(t)
+    full = batches(t.stream("latest-full", idle_timeout=0))
+    assert full == [[("+I", 1, 1, "3")]]
+    assert batches(t.stream("latest", idle_timeout=0)) == []
+    assert batches(t.stream("from-snapshot", snapshot_id=3, idle_timeout=0)) == [
+        [("-D", 2, None, None)], changes(t.read_changes(3, 4))]
+    got = batches(t.stream("from-snapshot-full", snapshot_id=2, idle_timeout=0))
+    assert [sorted(got[0])] + got[1:] == [
+        [("+I", 1, 1, "2"), ("+I", 2, 1, "x")], [("-D", 2, None, None)], changes(t.read_changes(3, 4))]
+    ts = t.snapshot(3).time_millis
+    assert batches(t.stream("from-timestamp", timestamp_millis=ts, idle_timeout=0))[0] == [("-D", 2, None, None)]
+    t.create_tag("one", 1)
+    assert batches(t.stream("incremental", start="one", end=3)) == [
+        [("+I", 1, 1, "2")], [("-D", 2, None, None)]]
+    stream = t.stream("latest-full", idle_timeout=0)
+    first = next(stream)
+    assert first.schema.metadata[b"lakemerge.snapshot_id"] == b"4"
+
+
+def test_compacted_full_reads_latest_compact_snapshot(catalog):
+    t = make(catalog, "t", "input")
+    history(t)
+    sid = t.compact(full=True)
+    t.write(rows((9, 9, "9")))
+    out = batches(t.stream("compacted-full", idle_timeout=0))
+    assert out == [[("+I", 1, 1, "3")], [("+I", 9, 9, "9")]]
+    assert t.snapshot(sid).commit_kind == "COMPACT"
+
+
+def test_stream_blocks_until_a_new_snapshot(catalog):
+    import threading
+    t = make(catalog, "t", "input")
+    t.write(rows((1, 1, "1")))
+    stream = t.stream("latest", poll_interval=0.01, idle_timeout=30)
+    threading.Timer(0.2, lambda: t.write(rows((2, 2, "2")))).start()
+    assert changes(pa.Table.from_batches([next(stream)])) == [("+I", 2, 2, "2")]
+    stream.close()
+
+
+def test_consumer_resume_loses_and_repeats_nothing(catalog):
+    t = make(catalog, "t", "input")
+    for i in range(5):
+        t.write(rows((i, i, str(i))))
+    seen = []
+    s = t.stream("from-snapshot", snapshot_id=1, consumer_id="job", idle_timeout=0)
+    seen.append(next(s))
+    seen.append(next(s))
+    s.close()  # "crash" after two batches were handed over
+    assert t.consumers() == {"job": 3}
+    for i in range(5, 7):
+        t.write(rows((i, i, str(i))))
+    seen += list(t.stream("from-snapshot", snapshot_id=1, consumer_id="job", idle_timeout=0))
+    got = [r["k"] for b in seen for r in b.to_pylist()]
+    assert got == list(range(7))
+    nxt = t.latest_snapshot_id() + 1
+    assert t.consumers() == {"job": nxt}
+    assert catalog.get_table("db.t$consumers").read().to_pylist() == [{"consumer_id": "job", "next_snapshot_id": nxt}]
+
+
+def test_expiration_keeps_what_a_consumer_needs(catalog):
+    t = make(catalog, "t", "input", **{"snapshot.num-retained.min": "1", "snapshot.num-retained.max": "2",
+                                       "num-sorted-run.compaction-trigger": "100",
+                                       "snapshot.time-retained": "0 ms"})
+    t.write(rows((0, 0, "0")))
+    s = t.stream("from-snapshot", snapshot_id=1, consumer_id="slow", idle_timeout=0)
+    next(s)
+    s.close()
+    for i in range(1, 6):
+        t.write(rows((i, i, str(i))))
+    assert t.snapshot_manager.earliest_id() == 2  # consumer's next snapshot
+    assert [r["k"] for b in t.stream("latest", consumer_id="slow", idle_timeout=0) for r in b.to_pylist()] == \
+        [1, 2, 3, 4, 5]
+    t.write(rows((6, 6, "6")))
+    assert t.snapshot_manager.earliest_id() == 7  # the consumer moved on: retain-min (1) applies again
+    t.reset_consumer("slow")
+    assert t.consumers() == {}
+    t.reset_consumer("late", 1)  # a consumer pointing at an expired snapshot cannot resume
+    with pytest.raises(SnapshotNotFound):
+        list(t.stream("latest", consumer_id="late", idle_timeout=0))
+
+
+def test_changelog_files_expire_with_their_snapshots(catalog):
+    import os
+    t = make(catalog, "t", "input", **{"snapshot.num-retained.min": "1", "snapshot.num-retained.max": "1",
+                                       "num-sorted-run.compaction-trigger": "100",
+                                       "snapshot.time-retained": "0 ms"})
+    for i in range(4):
+        t.write(rows((i, i, str(i))))
+    bucket = os.path.join(t.root, "bucket-0")
+    logs = [f for f in os.listdir(bucket) if f.startswith("changelog-")]
+    assert len(logs) == 1  # only the retained snapshot's changelog file
+    assert changes(t.read_changes(3, 4)) == [("+I", 3, 3, "3")]
+
+
+def test_producer_validation(catalog):
+    with pytest.raises(InvalidOption, match="first-row"):
+        catalog.create_table("db.f", SCHEMA, ["k"], options={"bucket": "1", "merge-engine": "first-row",
+                                                            "changelog-producer": "input"})
+    with pytest.raises(InvalidOption, match="full-compaction.delta-commits"):
+        catalog.create_table("db.g", SCHEMA, ["k"], options={"bucket": "1", "changelog-producer": "lookup",
+                                                            "full-compaction.delta-commits": "2"})
+    assert not catalog.table_exists("db.f") and not catalog.table_exists("db.g")
+
+
+def test_audit_log_system_table(catalog):
+    t = make(catalog, "t", "none")
+    history(t)
+    audit = catalog.get_table("db.t$audit_log")
+    assert audit.arrow_schema.names == ["rowkind", "k", "a", "v"]
+    assert audit.read().to_pylist() == [{"rowkind": "+U", "k": 1, "a": 1, "v": "3"}]
+    assert sorted(audit.read(snapshot_id=1).to_pylist(), key=lambda r: r["k"]) == [
+        {"rowkind": "+I", "k": 1, "a": 1, "v": "1"}, {"rowkind": "+I", "k": 2, "a": 1, "v": "x"}]
+    assert audit.read(filter=("rowkind", "=", "+U"), columns=["k"]).to_pylist() == [{"k": 1}]
+
+
+def test_decoupled_changelog_outlives_snapshots(catalog):
+    import os
+    t = make(catalog, "t", "input", **{"snapshot.num-retained.min": "1", "snapshot.num-retained.max": "1",
+                                       "snapshot.time-retained": "0 ms", "num-sorted-run.compaction-trigger": "100",
+                                       "changelog.num-retained.min": "3", "changelog.num-retained.max": "3",
+                                       "changelog.time-retained": "0 ms"})
+    for i in range(5):
+        t.write(rows((i, i, str(i))))
+    assert t.snapshot_manager.ids() == [5]
+    assert sorted(os.listdir(os.path.join(t.root, "changelog"))) == ["changelog-3", "changelog-4"]
+    assert [r["k"] for r in t.read_changes(2, 5).to_pylist()] == [2, 3, 4]
+    with pytest.raises(SnapshotNotFound):
+        t.read_changes(0, 5)
+    assert [r["k"] for b in t.stream("from-snapshot", snapshot_id=1, idle_timeout=0) for r in b.to_pylist()] == \
+        [2, 3, 4]
+    bucket = os.path.join(t.root, "bucket-0")
+    assert len([f for f in os.listdir(bucket) if f.startswith("changelog-")]) == 3
+    assert t.remove_orphan_files(older_than=0, dry_run=True) == []
+    assert t.read().num_rows == 5

@@ -135,7 +135,7 @@ class WriteJob:
         except (CommitConflict, CommitRetriesExhausted):
             remove_job_files(table, prefix, keep=set())
             raise
-        remove_job_files(table, prefix, keep={f.file_name for m in messages for f in m.new_files})
+        remove_job_files(table, prefix, keep=message_file_names(messages))
         return sid
 
     def abort_job(self, task_files, batch_id=None) -> None:
@@ -163,6 +163,17 @@ def committed_snapshot(table: Table, commit_user: str, identifier: int) -> int |
         if snap.commit_user == commit_user:
             return sid if snap.commit_identifier >= identifier else None
     return None
+
+
+def message_file_names(messages) -> set[str]:
+    """Every file a commit of ``messages`` can reference: new data files, compaction outputs (a task's writer
+    compacts the buckets it touched) and changelog files."""
+    names = set()
+    for m in messages:
+        for group in (m.new_files, m.compact_after, getattr(m, "changelog_files", ()),
+                      getattr(m, "compact_changelog", ())):
+            names.update(f.file_name for f in group)
+    return names
 
 
 def remove_job_files(table: Table, file_prefix: str, keep: set[str]) -> int:

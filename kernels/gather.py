@@ -27,50 +27,16 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
-from llvmlite import ir
-from numba import types
-from numba.extending import intrinsic
-
 from kernels.jit import njit
+from kernels.memory import load8 as _load8
+from kernels.memory import load16 as _load16
+from kernels.memory import load32 as _load32
+from kernels.memory import load64 as _load64
+from kernels.memory import store64 as _store64
 
 __all__ = ["gather", "gather_column", "locate", "warm_up"]
 
 _INT32_MAX = 2**31 - 1
-
-
-# ---- raw memory access (the segments' buffers are addressed by integer addresses) ------------------------------
-
-def _make_load(bits: int):
-    nb_type = {8: types.uint8, 16: types.uint16, 32: types.uint32, 64: types.uint64}[bits]
-
-    @intrinsic
-    def load(typingctx, addr):
-        """The ``bits``-wide unsigned integer at byte address ``addr`` (no alignment assumed)."""
-        if not isinstance(addr, types.Integer):
-            return None
-
-        def codegen(context, builder, sig, args):
-            ptr = builder.inttoptr(args[0], ir.IntType(bits).as_pointer())
-            return builder.load(ptr, align=1)
-        return nb_type(addr), codegen
-    return load
-
-
-_load8, _load16, _load32, _load64 = (_make_load(b) for b in (8, 16, 32, 64))
-
-
-@intrinsic
-def _store64(typingctx, addr, value):
-    """Store the uint64 ``value`` at byte address ``addr`` (no alignment assumed)."""
-    if not isinstance(addr, types.Integer) or not isinstance(value, types.Integer):
-        return None
-
-    def codegen(context, builder, sig, args):
-        ptr = builder.inttoptr(args[0], ir.IntType(64).as_pointer())
-        val = context.cast(builder, args[1], sig.args[1], types.uint64)
-        builder.store(val, ptr, align=1)
-        return context.get_dummy_value()
-    return types.void(addr, value), codegen
 
 
 # ---- kernels ---------------------------------------------------------------------------------------------------

@@ -78,7 +78,12 @@ def main(argv=None) -> int:
         print(f"total wall time {time.perf_counter() - t_start:.0f} s", file=sys.stderr)
 
 
+def _load() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 def _run(args, workdir: str) -> int:
+    load_start = _load()
     # Workers use a private Numba cache so that runs never write into the source tree's __pycache__.
     cache = os.path.join(workdir, "numba-cache")
     base_env = {"NUMBA_CACHE_DIR": cache, "PYTHONWARNINGS": "ignore::DeprecationWarning"}
@@ -200,7 +205,10 @@ def _run(args, workdir: str) -> int:
 
     case_order = {c: i for i, c in enumerate(dict.fromkeys(r.case for r in rows))}
     rows.sort(key=lambda r: case_order[r.case])   # stable: contender order kept within a case
-    header += [numba_line, f"machine: {report.machine()}", f"versions: {report.versions()}"]
+    header += [numba_line, f"machine: {report.machine()}", f"versions: {report.versions()}",
+               "contention: this machine is shared (other jobs run on its cores); 1/5/15-min load average at the "
+               f"start {load_start}, at the end {_load()} -- absolute times are noisy, ratios measured in the same "
+               "run are what matter"]
     print()
     print(report.render_text(rows))
     print()

@@ -31,7 +31,7 @@ NAMES = ["all", "merge", "merge-memory", "merge-table", "hashing", "lookups", "u
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("names", nargs="*", default=["all"], choices=NAMES, help="what to run (default: all)")
+    ap.add_argument("names", nargs="*", default="all", choices=NAMES, help="what to run (default: all)")
     ap.add_argument("--quick", action="store_true", help="fewer repetitions (2 in memory, 1 for tables)")
     ap.add_argument("--repeat", type=int, help="timed repetitions per in-memory contender (default 5, --quick 2)")
     ap.add_argument("--table-repeat", type=int,
@@ -51,6 +51,8 @@ def parse_args(argv=None):
         args.repeat = 2 if args.quick else 5
     if args.table_repeat is None:
         args.table_repeat = 1 if args.quick else 3
+    if isinstance(args.names, str):   # the default
+        args.names = [args.names]
     names = set(NAMES) if "all" in args.names else set(args.names)
     args.memory = bool(names & {"merge", "merge-memory"})
     args.table = bool(names & {"merge", "merge-table"})

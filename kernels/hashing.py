@@ -532,6 +532,10 @@ def warm_up() -> None:
     for a in ints:
         hash_codes([a])
     hash_codes([ints[2], ints[3]])
+    for t in (pa.int8(), pa.int16(), pa.int32(), pa.int64()):   # one column without nulls: the fast path
+        bucket_ids([pa.array([1, 2], t)], 4)
+    for t in (pa.string(), pa.large_string()):
+        bucket_ids([pa.array(["a", "0123456789"], t)], 3)
     hash_codes([pa.array(["a", None, "0123456789"])])
     hash_codes([pa.array(["a", None, "0123456789"], pa.large_string())])
     hash_codes([pa.array([1, 2, 3], pa.int32()), pa.array(["a", "b", None]),

@@ -217,3 +217,5 @@ def warm_up() -> None:
         keys = encode_keys([arr])
         search_sorted(keys, keys)
         lower_bound(keys, keys)
+        unsorted = encode_keys([arr.take(pa.array(np.arange(SORT_PROBES_MIN) % 3)[::-1])])
+        search_sorted(keys, unsorted)   # the sort-the-probes path

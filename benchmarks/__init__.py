@@ -1,8 +1,10 @@
-"""lakemerge benchmarks: ``python -m benchmarks merge [--quick]`` (see benchmarks/RESULTS.md).
+"""lakemerge benchmarks: ``python -m benchmarks [NAME...] [--quick]`` (see benchmarks/RESULTS.md).
 
-Modules: ``workloads`` (seeded data), ``harness`` (worker processes, timing, checks), ``merge_bench`` (case a:
-in-memory merge), ``table_bench`` (case b: table ingest + merged read), ``report`` (table and RESULTS.md),
-``compaction_bench`` (case c: full compaction and merged reads before/after it, RESULTS-compaction.md;
-``python -m benchmarks.compaction_bench run``).
-``test_bench_merge.py`` holds the same cases at small sizes for pytest-benchmark (run it by name).
+Modules: ``workloads`` (seeded data), ``harness`` (worker processes, timing, checks), ``merge_bench`` (in-memory
+merge), ``table_bench`` (table ingest + merged read), ``kernel_bench`` (hashing, lookups), ``upsert_bench``
+(upserts into lake tables vs deltalake / pyiceberg), ``scaling_bench`` (1 vs 2 threads), ``report`` (table and
+RESULTS.md). ``test_bench_merge.py`` and ``test_bench_kernels.py`` hold the same cases at small sizes for
+pytest-benchmark (run them by name).
+Separate entry points: ``compaction`` (compaction_bench, RESULTS-compaction.md), ``changelog`` (changelog_bench),
+``engines`` (engine_bench: merge-on-read per merge engine), ``spark`` (spark_bench), ``reliability`` (figures).
 """

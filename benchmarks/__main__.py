@@ -1,10 +1,10 @@
-"""``python -m benchmarks merge [--quick] [--repeat N]`` -- see benchmarks/__init__.py and benchmarks/RESULTS.md.
-``python -m benchmarks reliability [--quick]`` -- see benchmarks/reliability.py.
-``python -m benchmarks spark [--quick]`` -- lakemerge through Spark vs Spark on Parquet (benchmarks/spark_bench.py).
+"""``python -m benchmarks [NAME...] [--quick] [--repeat N]`` -- see benchmarks/__init__.py and benchmarks/RESULTS.md.
+``python -m benchmarks reliability|spark|changelog [--quick]`` -- the reliability figures, lakemerge through Spark vs
+Spark on Parquet, commit throughput per changelog producer (benchmarks/reliability.py, spark_bench.py,
+changelog_bench.py); ``python -m benchmarks.compaction_bench run`` and ``python -m benchmarks.engine_bench``.
 
-``python -m benchmarks changelog [--quick]``: commit throughput per changelog producer (benchmarks/changelog_bench.py).
-
-Names: ``merge`` (both cases), ``merge-memory`` (case a only), ``merge-table`` (case b only).
+Names: ``merge`` (= merge-memory + merge-table), ``merge-memory`` (in-memory merge), ``merge-table`` (table ingest +
+merged read), ``hashing``, ``lookups``, ``upsert``, ``scaling`` (1 vs 2 threads); ``all`` (default) = every one.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import sys
 import tempfile
 import time
 
-from benchmarks import report
+from benchmarks import kernel_bench, report, scaling_bench, upsert_bench
 from benchmarks.harness import ONE_THREAD_ENV, Row, run_worker, save_runs
 from benchmarks.workloads import FULL_ROWS_PER_RUN, FULL_RUNS, SEED, merge_workload
 
@@ -28,13 +28,13 @@ MEMORY_CONTENDERS = [  # (worker contender, label, extra env)
     ("pandas", "pandas", {}),
 ]
 TABLE_CONTENDERS = ["lakemerge", "pypaimon-native", "pypaimon"]
+NAMES = ["all", "merge", "merge-memory", "merge-table", "hashing", "lookups", "upsert", "scaling"]
 
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("names", nargs="*", default=["merge"], choices=["merge", "merge-memory", "merge-table"],
-                    help="what to run (default: merge = both cases)")
+    ap.add_argument("names", nargs="*", default="all", choices=NAMES, help="what to run (default: all)")
     ap.add_argument("--quick", action="store_true", help="fewer repetitions (2 in memory, 1 for tables)")
     ap.add_argument("--repeat", type=int, help="timed repetitions per in-memory contender (default 5, --quick 2)")
     ap.add_argument("--table-repeat", type=int,
@@ -54,12 +54,17 @@ def parse_args(argv=None):
         args.repeat = 2 if args.quick else 5
     if args.table_repeat is None:
         args.table_repeat = 1 if args.quick else 3
-    names = set(args.names)
+    if isinstance(args.names, str):   # the default
+        args.names = [args.names]
+    names = set(NAMES) if "all" in args.names else set(args.names)
     args.memory = bool(names & {"merge", "merge-memory"})
     args.table = bool(names & {"merge", "merge-table"})
+    args.hashing, args.lookups = "hashing" in names, "lookups" in names
+    args.upsert, args.scaling = "upsert" in names, "scaling" in names
+    args.everything = names >= set(NAMES) - {"all"}
     args.only = set(s.strip() for s in args.only.split(",")) if args.only else None
     if args.write_results is None:
-        args.write_results = (not args.quick and args.memory and args.table and args.only is None
+        args.write_results = (not args.quick and args.everything and args.only is None
                               and args.rows_per_run == FULL_ROWS_PER_RUN and args.runs == FULL_RUNS)
     return args
 
@@ -89,7 +94,12 @@ def main(argv=None) -> int:
         print(f"total wall time {time.perf_counter() - t_start:.0f} s", file=sys.stderr)
 
 
+def _load() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 def _run(args, workdir: str) -> int:
+    load_start = _load()
     # Workers use a private Numba cache so that runs never write into the source tree's __pycache__.
     cache = os.path.join(workdir, "numba-cache")
     base_env = {"NUMBA_CACHE_DIR": cache, "PYTHONWARNINGS": "ignore::DeprecationWarning"}
@@ -166,9 +176,55 @@ def _run(args, workdir: str) -> int:
             else:
                 rows += got
 
+    quick = ["--quick"] if args.quick else []
+    if args.hashing or args.lookups:   # compile (cold), then a cached load, each in a fresh process
+        got = [run_worker("benchmarks.kernel_bench", ["numba-compile"], one, label="numba compile kernels")
+               for _ in range(2)]
+        header.append("Numba: kernels.hashing.warm_up() + kernels.lookup.warm_up() in a fresh process: " + ", ".join(
+            f"ERROR {err}" if err else f"{extra['seconds']:.2f} s {what}"
+            for (_, extra, err), what in zip(got, ["compiling (kernels.keys already cached)", "loading the cache"])))
+    if args.hashing:
+        for contender in kernel_bench.HASH_CONTENDERS:
+            if contender == "lakemerge" or selected(contender):
+                rows += _rows_or_errors(run_worker(
+                    "benchmarks.kernel_bench", ["hashing", contender, "--repeat", str(args.repeat), *quick],
+                    one, label=f"hashing {contender}"), contender, ["hash int64 -> 16 buckets",
+                                                                    "hash string[16] -> 16 buckets"], fatal)
+    if args.lookups:
+        table_dir = os.path.join(workdir, "lookup-table")
+        for contender in kernel_bench.LOOKUP_CONTENDERS:
+            if contender == "lakemerge" or selected(contender):
+                rows += _rows_or_errors(run_worker(
+                    "benchmarks.kernel_bench", ["lookups", contender, "--repeat", str(args.repeat),
+                                                "--table-dir", table_dir, *quick],
+                    one, label=f"lookups {contender}", timeout=1800), contender,
+                    ["lookup 1M random", "lookup 1M sorted"], fatal)
+        shutil.rmtree(table_dir, ignore_errors=True)
+    if args.upsert:
+        ref = os.path.join(workdir, "upsert_ref.arrow")
+        for contender in upsert_bench.CONTENDERS:
+            if contender == "lakemerge" or selected(contender):
+                rows += _rows_or_errors(run_worker(
+                    "benchmarks.upsert_bench", [contender, "--workdir", workdir, "--ref", ref,
+                                                "--repeat", str(args.table_repeat), "--slow-limit",
+                                                str(args.slow_limit), *quick],
+                    base_env, label=f"upsert {contender}", timeout=3600), contender,
+                    [upsert_bench.CASE_LOAD, upsert_bench.CASE_UPSERT, upsert_bench.CASE_READ], fatal)
+    if args.scaling:
+        for threads in (1, 2):
+            rows += _rows_or_errors(run_worker(
+                "benchmarks.scaling_bench", ["--data", data, "--threads", str(threads),
+                                             "--workdir", os.path.join(workdir, "scaling"),
+                                             "--repeat", str(args.table_repeat)],
+                base_env, label=f"scaling {threads} thread(s)", timeout=1800), f"{threads} thread(s)",
+                [scaling_bench.CASE], fatal)
+
     case_order = {c: i for i, c in enumerate(dict.fromkeys(r.case for r in rows))}
     rows.sort(key=lambda r: case_order[r.case])   # stable: contender order kept within a case
-    header += [numba_line, f"machine: {report.machine()}", f"versions: {report.versions()}"]
+    header += [numba_line, f"machine: {report.machine()}", f"versions: {report.versions()}",
+               "contention: this machine is shared (other jobs run on its cores); 1/5/15-min load average at the "
+               f"start {load_start}, at the end {_load()} -- absolute times are noisy, ratios measured in the same "
+               "run are what matter"]
     print()
     print(report.render_text(rows))
     print()
@@ -187,6 +243,15 @@ def _run(args, workdir: str) -> int:
         path = report.write_results_md(rows, header, report.command_line())
         print(f"\nwrote {path}")
     return 0
+
+
+def _rows_or_errors(result, contender: str, cases: list[str], fatal: list[str]) -> list[Row]:
+    got, _, err = result
+    if not err:
+        return got
+    if "MISMATCH" in err or "Mismatch" in err:
+        fatal.append(f"{contender}: {err}")
+    return [Row(case=c, contender=contender, error=err) for c in cases]
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ Contenders (each one in its own worker process, see ``harness``), all starting f
 tables (one per run) and ending with the merged rows materialised:
 
 * ``lakemerge``: ``kernels.keys.encode_keys`` per run + ``kernels.merge.merge_dedup`` (global row ids of the
-  winners) + ``pa.concat_tables(runs).take(winners)``; the phases are timed separately.
+  winners) + ``kernels.gather.gather(runs, winners)`` (rows straight from the runs' buffers); the phases are timed
+  separately, and Arrow's ``pa.concat_tables(runs).take(winners)`` (the gather used before) is timed alongside.
 * ``pyarrow``: concat, ``sort_indices`` by (key asc, seq desc), keep the first row of each key, take.
 * ``polars``: ``pl.from_arrow(concat).sort(["key", "seq"]).unique("key", keep="last", maintain_order=True)``.
 * ``duckdb``: ``QUALIFY row_number() OVER (PARTITION BY key ORDER BY seq DESC) = 1`` over the registered Arrow
@@ -40,8 +41,9 @@ CASE = "merge in memory"
 
 # ---- contenders: each returns the merged rows as an Arrow table (or something convertible, see _as_arrow) ------
 
-def lakemerge_phases(runs: list[pa.Table]):
-    """Returns (encode s, kernel s, take s, result table)."""
+def lakemerge_phases(runs: list[pa.Table], arrow_take: bool = False):
+    """Returns (encode s, kernel s, gather s, result table); with ``arrow_take`` the last phase is Arrow's take."""
+    from kernels.gather import gather
     from kernels.keys import encode_keys
     from kernels.merge import merge_dedup
 
@@ -51,7 +53,7 @@ def lakemerge_phases(runs: list[pa.Table]):
     t1 = time.perf_counter()
     winners = merge_dedup(encoded, seq_words)
     t2 = time.perf_counter()
-    out = pa.concat_tables(runs).take(winners)
+    out = pa.concat_tables(runs).take(winners) if arrow_take else gather(runs, winners)
     t3 = time.perf_counter()
     return t1 - t0, t2 - t1, t3 - t2, out
 
@@ -113,10 +115,11 @@ def _one_thread() -> None:
 
 def _run_lakemerge(runs, repeat: int, baseline_rss: float, ref_path: str | None) -> tuple[list[Row], dict]:
     """The lakemerge worker: a first call (compiles what warm_up() did not), then ``repeat`` timed calls."""
+    from kernels.gather import warm_up as gather_warm_up
     from kernels.merge import warm_up
 
     n = sum(r.num_rows for r in runs)
-    t_warm, _ = timed(warm_up)
+    t_warm, _ = timed(lambda: (warm_up(), gather_warm_up()))
     t0 = time.perf_counter()
     *_, first_out = lakemerge_phases(runs)
     t_first = time.perf_counter() - t0
@@ -124,23 +127,28 @@ def _run_lakemerge(runs, repeat: int, baseline_rss: float, ref_path: str | None)
     if ref_path:
         save_table(first_out, ref_path)
     del first_out
-    enc, ker, take = [], [], []
+    enc, ker, gat, take = [], [], [], []
     for _ in range(repeat):
-        e, k, t, out = lakemerge_phases(runs)
+        e, k, g, out = lakemerge_phases(runs)
         del out
-        enc.append(e), ker.append(k), take.append(t)
+        *_, t, out = lakemerge_phases(runs, arrow_take=True)
+        del out
+        enc.append(e), ker.append(k), gat.append(g), take.append(t)
     peak = peak_rss_mb()
     common = dict(case=CASE, rows=n, peak_rss_mb=peak, baseline_rss_mb=baseline_rss, threads="1")
     rows = [
-        Row(contender="lakemerge: kernel + take", times=[k + t for k, t in zip(ker, take)], baseline=True,
+        Row(contender="lakemerge: kernel + gather", times=[k + g for k, g in zip(ker, gat)], baseline=True,
             note="headline; keys pre-encoded", **common),
-        Row(contender="lakemerge: encode + kernel + take", times=[e + k + t for e, k, t in zip(enc, ker, take)],
+        Row(contender="lakemerge: encode + kernel + gather", times=[e + k + g for e, k, g in zip(enc, ker, gat)],
             note="end to end from Arrow", **common),
+        Row(contender="lakemerge: kernel + Arrow take", times=[k + t for k, t in zip(ker, take)],
+            note="the previous gather: concat_tables(runs).take(winners)", **common),
         Row(contender="lakemerge: encode + kernel", times=[e + k for e, k in zip(enc, ker)],
             note="winner row ids, nothing materialised", **common),
         Row(contender="lakemerge: kernel only", times=ker, note="merge_dedup", **common),
         Row(contender="lakemerge: encode only", times=enc, note="encode_keys + seq words", **common),
-        Row(contender="lakemerge: take only", times=take, note="concat_tables(runs).take(winners)", **common),
+        Row(contender="lakemerge: gather only", times=gat, note="kernels.gather.gather(runs, winners)", **common),
+        Row(contender="lakemerge: Arrow take only", times=take, note="concat_tables(runs).take(winners)", **common),
     ]
     return rows, {"warm_up_s": t_warm, "first_call_s": t_first}
 
@@ -148,9 +156,10 @@ def _run_lakemerge(runs, repeat: int, baseline_rss: float, ref_path: str | None)
 def compile_time() -> float:
     """Seconds for ``kernels.merge.warm_up()`` (compiles kernels.keys and kernels.merge on tiny inputs) in this
     fresh process: a compile when NUMBA_CACHE_DIR is empty, a cache load when an earlier process filled it."""
+    import kernels.gather
     import kernels.merge
 
-    t, _ = timed(kernels.merge.warm_up)
+    t, _ = timed(lambda: (kernels.merge.warm_up(), kernels.gather.warm_up()))
     return t
 
 

@@ -9,7 +9,8 @@ from importlib import metadata
 
 from benchmarks.harness import Row
 
-PACKAGES = ["pyarrow", "numpy", "numba", "polars", "duckdb", "pandas", "pypaimon", "pypaimon-rust"]
+PACKAGES = ["pyarrow", "numpy", "numba", "polars", "duckdb", "pandas", "pypaimon", "pypaimon-rust", "deltalake",
+            "pyiceberg", "sqlalchemy"]
 RESULTS_MD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "RESULTS.md")
 HEADER = ["case", "contender", "best s", "median s", "rows/s", "ratio to lakemerge", "peak RSS MB"]
 
@@ -115,8 +116,8 @@ def breakdown(rows: list[Row]) -> list[str]:
     """Computed observations: where lakemerge's time goes, and who is faster than lakemerge."""
     by = {(r.case, r.contender): r for r in rows if r.times and not r.error}
     out = []
-    e2e = by.get(("merge in memory", "lakemerge: encode + kernel + take"))
-    parts = {p: by.get(("merge in memory", f"lakemerge: {p} only")) for p in ("encode", "kernel", "take")}
+    e2e = by.get(("merge in memory", "lakemerge: encode + kernel + gather"))
+    parts = {p: by.get(("merge in memory", f"lakemerge: {p} only")) for p in ("encode", "kernel", "gather")}
     if e2e and all(parts.values()):
         total = sum(parts[p].median for p in parts)
         out.append("lakemerge in-memory merge, share of the end-to-end median: " + ", ".join(
@@ -136,7 +137,7 @@ def breakdown(rows: list[Row]) -> list[str]:
 def write_results_md(rows: list[Row], header_lines: list[str], command: str, observations: str = "") -> str:
     date = _dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     body = [
-        "# lakemerge benchmarks: merge",
+        "# lakemerge benchmarks",
         "",
         f"Command: `{command}`  ",
         f"Date: {date}  ",
@@ -150,7 +151,8 @@ def write_results_md(rows: list[Row], header_lines: list[str], command: str, obs
         "Columns: best / median of the timed runs in seconds; rows/s = input rows (all runs) / best time; ratio to "
         "lakemerge = contender median / lakemerge median of the same case (> 1: lakemerge is faster); peak RSS = "
         "the worker process's maximum resident set (ru_maxrss), which includes the input data it holds (about "
-        "570 MB right after loading). Each contender runs in its own process; in-memory contenders get one thread, "
+        "570 MB right after loading for the merge cases). Each contender runs in its own process; in-memory and "
+        "kernel contenders get one thread, "
         "table contenders their default threading on this 2-core machine. A table contender whose ingest + read "
         "took longer than --slow-limit (120 s) is timed once.",
         "",

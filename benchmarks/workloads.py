@@ -110,3 +110,80 @@ def expected_winners(workload: MergeWorkload) -> tuple[np.ndarray, np.ndarray]:
     last = np.ones(k.shape[0], bool)
     last[:-1] = k[1:] != k[:-1]
     return k[last], s[last]
+
+
+# ---- kernel cases: hashing and lookups --------------------------------------------------------------------------
+
+def hash_workload(n: int = 10_000_000, seed: int = SEED) -> tuple[pa.Array, pa.Array]:
+    """(n random int64 keys, n random 16-character hex strings), both without nulls."""
+    rng = np.random.default_rng(seed + 1)
+    return pa.array(rng.integers(-(1 << 63), (1 << 63) - 1, size=n, dtype=np.int64)), _hex_strings(rng, n)
+
+
+@dataclass(frozen=True)
+class LookupWorkload:
+    keys: np.ndarray      # int64, sorted, distinct: the table's primary keys
+    values: np.ndarray    # int64 payload per key
+    probes: np.ndarray    # int64 probe keys in random order (90% hit an existing key, 10% miss)
+
+    def table(self) -> pa.Table:
+        return pa.Table.from_arrays([pa.array(self.keys), pa.array(self.values)],
+                                    schema=pa.schema([pa.field("key", pa.int64(), nullable=False),
+                                                      pa.field("v", pa.int64())]))
+
+
+def lookup_workload(table_rows: int = 10_000_000, probes: int = 1_000_000, seed: int = SEED) -> LookupWorkload:
+    rng = np.random.default_rng(seed + 2)
+    universe = _distinct_keys(rng, table_rows + probes // 10)
+    keys = np.sort(universe[:table_rows])
+    misses = universe[table_rows:]
+    hits = keys[rng.integers(0, table_rows, size=probes - misses.shape[0])]
+    p = np.concatenate([hits, misses])
+    return LookupWorkload(keys, rng.integers(-(1 << 62), 1 << 62, size=table_rows, dtype=np.int64),
+                          p[rng.permutation(p.shape[0])])
+
+
+# ---- upsert case ----------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class UpsertWorkload:
+    initial: pa.Table          # SCHEMA, distinct keys
+    batches: list[pa.Table]    # SCHEMA; each: half keys already in the table (updates), half new keys
+
+    def describe(self) -> str:
+        b = self.batches[0].num_rows if self.batches else 0
+        return (f"{self.initial.num_rows:,}-row table, then {len(self.batches)} upserts of {b:,} rows "
+                f"(50% updates of existing keys, 50% new keys), then a full read")
+
+
+def upsert_workload(initial_rows: int = 5_000_000, batches: int = 4, batch_rows: int = 500_000,
+                    seed: int = SEED) -> UpsertWorkload:
+    rng = np.random.default_rng(seed + 3)
+    n_new = batch_rows - batch_rows // 2
+    universe = _distinct_keys(rng, initial_rows + batches * n_new)
+    seq0 = 0
+
+    def make(keys: np.ndarray) -> pa.Table:
+        nonlocal seq0
+        n = keys.shape[0]
+        t = pa.Table.from_arrays([
+            pa.array(keys), pa.array(np.arange(seq0, seq0 + n, dtype=np.int64)),
+            pa.array(rng.integers(-(1 << 62), 1 << 62, size=n, dtype=np.int64)),
+            pa.array(rng.standard_normal(n)), _hex_strings(rng, n)], schema=SCHEMA)
+        seq0 += n
+        return t
+
+    initial = make(universe[:initial_rows])
+    out, known = [], initial_rows
+    for b in range(batches):
+        old = universe[rng.choice(known, size=batch_rows // 2, replace=False)]
+        new = universe[known:known + n_new]
+        known += n_new
+        keys = np.concatenate([old, new])
+        out.append(make(keys[rng.permutation(keys.shape[0])]))
+    return UpsertWorkload(initial, out)
+
+
+def upsert_expected(w: UpsertWorkload) -> tuple[np.ndarray, np.ndarray]:
+    """(keys ascending, winning seq per key): the last write of each key wins."""
+    return expected_winners(MergeWorkload([w.initial, *w.batches]))

@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from kernels.jit import njit
+from kernels.memory import load8, load32
 
 __all__ = ["hash_codes", "bucket_ids", "warm_up"]
 
@@ -110,6 +111,118 @@ def _hash_fixed(fixed, null_src, valid, any_null, num_buckets, out):
             else:
                 h = _mix64(h, _U(fixed[j, i]))
         out[i] = _finish(h, length, num_buckets)
+
+
+# --- one key column without nulls: the common bucket key, flat loops the compiler can vectorize --------------
+# The row is the 8-byte header/null-bit word (all zero: its hash state is H1 below), then one 8-byte slot, then for
+# a string/binary longer than 7 bytes its bytes padded to 8. Same arithmetic as above, written inline.
+@njit
+def _bucket_of(h, num_buckets, pow2_mask):
+    """Math.abs(h % n) as in _finish; a power-of-two n uses a mask (no division)."""
+    if num_buckets == _ZERO:
+        return h
+    mag = _B32 - h if h >= _B31 else h
+    if pow2_mask != _ZERO:
+        return mag & pow2_mask
+    return mag % num_buckets
+
+
+@njit
+def _hash_one_fixed(vals, h1, num_buckets, pow2_mask, out):
+    """One fixed-width column, no nulls: vals are the slot values (unsigned, zero-extended)."""
+    for i in range(out.shape[0]):
+        v = _U(vals[i])
+        k = ((v & _M32) * _C1) & _M32
+        k = ((k << _S15) | (k >> _S17)) & _M32
+        k = (k * _C2) & _M32
+        h = h1 ^ k
+        h = ((h << _S13) | (h >> _S19)) & _M32
+        h = (h * _FIVE + _C3) & _M32
+        k = ((v >> _S32) * _C1) & _M32
+        k = ((k << _S15) | (k >> _S17)) & _M32
+        k = (k * _C2) & _M32
+        h = h ^ k
+        h = ((h << _S13) | (h >> _S19)) & _M32
+        h = (h * _FIVE + _C3) & _M32
+        h = h ^ _U(16)
+        h = h ^ (h >> _S16)
+        h = (h * _F1) & _M32
+        h = h ^ (h >> _S13)
+        h = (h * _F2) & _M32
+        h = h ^ (h >> _S16)
+        out[i] = _bucket_of(h, num_buckets, pow2_mask)
+
+
+@njit
+def _var_row_start(offs, i):
+    start = np.int64(offs[i])
+    return start, np.int64(offs[i + 1]) - start
+
+
+@njit
+def _var_slot(base, start, ln):
+    """(slot, bytes in the row) of a string/binary of ``ln`` bytes at ``base + start``."""
+    if ln <= 7:
+        slot = (_MARK | _U(ln)) << _S56
+        for q in range(ln):
+            slot |= _U(load8(base + start + q)) << _U(8 * q)
+        return slot, 16
+    return (_U(16) << _S32) | _U(ln), 16 + (ln + 7) // 8 * 8
+
+
+@njit
+def _var_tail(h, base, p, ln, full):
+    """Mix the bytes after the ``full`` whole words of a var part (a partial word, then zero padding words)."""
+    words = full
+    rem = ln - 4 * full
+    if rem > 0:
+        w = _ZERO
+        for q in range(rem):
+            w |= _U(load8(base + p + q)) << _U(8 * q)
+        h = _mix(h, w)
+        words += 1
+    for _ in range(((ln + 7) // 8) * 2 - words):
+        h = _mix(h, _ZERO)
+    return h
+
+
+@njit
+def _hash_one_var(offs, data, h1, num_buckets, pow2_mask, out):
+    """One string/binary column, no nulls (offs: int32 or int64 offsets into data). Whole 4-byte words are read
+    with one unaligned load each (``kernels.memory``), inside the row's bytes. Two rows of equal length are hashed
+    in lockstep: each row's hash is one long dependency chain, two chains keep the multipliers busy."""
+    base = data.ctypes.data
+    n = out.shape[0]
+    i = 0
+    while i < n:
+        sa, la = _var_row_start(offs, i)
+        slot_a, total_a = _var_slot(base, sa, la)
+        ha = _mix(_mix(h1, slot_a & _M32), slot_a >> _S32)
+        if i + 1 < n:
+            sb, lb = _var_row_start(offs, i + 1)
+        else:
+            sb, lb = 0, -1
+        if lb == la:
+            slot_b, total_b = _var_slot(base, sb, lb)
+            hb = _mix(_mix(h1, slot_b & _M32), slot_b >> _S32)
+            if la > 7:
+                full = la // 4
+                for t in range(full):
+                    ha = _mix(ha, _U(load32(base + sa + 4 * t)))
+                    hb = _mix(hb, _U(load32(base + sb + 4 * t)))
+                ha = _var_tail(ha, base, sa + 4 * full, la, full)
+                hb = _var_tail(hb, base, sb + 4 * full, lb, full)
+            out[i] = _bucket_of(_finish(ha, _U(total_a), _ZERO), num_buckets, pow2_mask)
+            out[i + 1] = _bucket_of(_finish(hb, _U(total_b), _ZERO), num_buckets, pow2_mask)
+            i += 2
+            continue
+        if la > 7:
+            full = la // 4
+            for t in range(full):
+                ha = _mix(ha, _U(load32(base + sa + 4 * t)))
+            ha = _var_tail(ha, base, sa + 4 * full, la, full)
+        out[i] = _bucket_of(_finish(ha, _U(total_a), _ZERO), num_buckets, pow2_mask)
+        i += 1
 
 
 # --- rows with a variable-length part -----------------------------------------------------------------------
@@ -357,6 +470,16 @@ def _run(columns: Sequence, num_buckets: int) -> np.ndarray:
     null_src = _ro(np.array(null_src, np.int64))
     parts = [_column(a) for a in arrays]
 
+    if len(parts) == 1 and not valids and parts[0][0] in (_FIXED, _VAR):
+        kind, payload = parts[0]
+        h1 = _mix64(_SEED, _ZERO)   # the hash state after the (all-zero) header + null-bit word
+        mask = _U(num_buckets - 1) if num_buckets and (num_buckets & (num_buckets - 1)) == 0 else _ZERO
+        if kind == _FIXED:
+            _hash_one_fixed(_ro(payload), h1, nb, mask, out)
+        else:
+            _hash_one_var(_ro(payload[0]), _ro(payload[1]), h1, nb, mask, out)
+        return out.view(np.int32)
+
     if all(kind == _FIXED for kind, _ in parts):
         payloads = [p for _, p in parts]
         dtype = payloads[0].dtype if len({p.dtype for p in payloads}) == 1 else np.uint64
@@ -409,6 +532,10 @@ def warm_up() -> None:
     for a in ints:
         hash_codes([a])
     hash_codes([ints[2], ints[3]])
+    for t in (pa.int8(), pa.int16(), pa.int32(), pa.int64()):   # one column without nulls: the fast path
+        bucket_ids([pa.array([1, 2], t)], 4)
+    for t in (pa.string(), pa.large_string()):
+        bucket_ids([pa.array(["a", "0123456789"], t)], 3)
     hash_codes([pa.array(["a", None, "0123456789"])])
     hash_codes([pa.array(["a", None, "0123456789"], pa.large_string())])
     hash_codes([pa.array([1, 2, 3], pa.int32()), pa.array(["a", "b", None]),

@@ -148,3 +148,11 @@ def lower_bound_reference(sorted_columns, probe_columns, descending=None):
     keys = key_tuples(sorted_columns, descending)
     return np.array([bisect.bisect_left(keys, k) for k in key_tuples(probe_columns, descending)], dtype=np.int64)
 
+
+
+# ==== gather reference (kernels/gather.py) ====
+def gather_reference(runs, ids):
+    """``pa.concat_tables(runs).take(ids)``, the runs combined into one chunk first."""
+    import pyarrow as pa
+
+    return pa.concat_tables(runs).combine_chunks().take(pa.array(ids, pa.int64()))

@@ -206,3 +206,37 @@ def test_dictionary_and_view_inputs():
     expected = hashing.hash_codes([plain])
     np.testing.assert_array_equal(hashing.hash_codes([plain.dictionary_encode()]), expected)
     np.testing.assert_array_equal(hashing.hash_codes([plain.cast(pa.string_view())]), expected)
+
+
+# ---- the single-column fast paths (one key column without nulls) ----------------------------------------------
+
+_SINGLE = st.sampled_from([
+    (pa.int8(), st.integers(-128, 127)), (pa.int16(), st.integers(-2**15, 2**15 - 1)),
+    (pa.int32(), st.integers(-2**31, 2**31 - 1)), (pa.int64(), st.integers(-2**63, 2**63 - 1)),
+    (pa.float64(), st.floats(allow_nan=False)), (pa.date32(), st.dates()),
+    (pa.string(), st.text(max_size=30)), (pa.large_string(), st.text(max_size=30)),
+    (pa.binary(), st.binary(max_size=30)),
+])
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data(), num_buckets=st.one_of(st.sampled_from([1, 2, 4, 16, 1024]), st.integers(1, 1000)),
+       sliced=st.booleans())
+def test_single_column_fast_path_matches_reference(data, num_buckets, sliced):
+    t, values = data.draw(_SINGLE)
+    vals = data.draw(st.lists(values, min_size=1, max_size=25))
+    arr = pa.array(vals, t)
+    if sliced and len(arr) > 2:
+        arr = pa.array([vals[0]] + vals, t).slice(1, len(vals))
+    assert np.array_equal(hashing.hash_codes([arr]), hash_codes_reference([arr]))
+    assert np.array_equal(hashing.bucket_ids([arr], num_buckets), bucket_ids_reference([arr], num_buckets))
+
+
+def test_single_string_column_pairs_of_equal_and_unequal_lengths():
+    # rows hashed in lockstep pairs when their lengths match: cover pairs, odd counts, every length class
+    vals = ["", "a", "abcdefg", "abcdefgh", "0123456789abcdef", "0123456789abcdeF", "xyz", "x" * 23, "y" * 23,
+            "z" * 9]
+    arr = pa.array(vals)
+    for n in range(1, len(vals) + 1):
+        assert np.array_equal(hashing.hash_codes([arr.slice(0, n)]), hash_codes_reference([arr.slice(0, n)]))
+    assert np.array_equal(hashing.bucket_ids([arr], 7), bucket_ids_reference([arr], 7))

@@ -35,6 +35,23 @@ def table_and_probes(draw, names=None):
 @settings(deadline=None, max_examples=250)
 @given(case=table_and_probes(), data=st.data())
 def test_search_matches_reference(case, data):
+    _check_search(case, data)
+
+
+@settings(deadline=None, max_examples=150)
+@given(case=table_and_probes(), data=st.data())
+def test_search_with_probe_sorting_matches_reference(case, data):
+    """Every unsorted batch takes the sort-the-probes path (normally only batches of SORT_PROBES_MIN or more)."""
+    from kernels import lookup
+
+    old, lookup.SORT_PROBES_MIN = lookup.SORT_PROBES_MIN, 0
+    try:
+        _check_search(case, data)
+    finally:
+        lookup.SORT_PROBES_MIN = old
+
+
+def _check_search(case, data):
     schema, table, probes, desc = case
     table_cols = to_columns(schema, table, [data.draw(layouts()) for _ in schema[0]])
     probe_cols = to_columns(schema, probes, [data.draw(layouts()) for _ in schema[0]])

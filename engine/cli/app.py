@@ -408,3 +408,6 @@ def main(argv=None) -> int:
 
 # --- maintenance commands (issue 8): compact, expire, remove-orphans, tag, rollback -----------------------
 from engine.cli import maintenance as _maintenance  # noqa: E402,F401  (registers the commands on ``cli``)
+
+# --- fsck, changes, stream, alter (issue 8) ------------------------------------------------------------------
+from engine.cli import fsck as _fsck  # noqa: E402,F401  (registers ``fsck`` on ``cli``)

@@ -1,0 +1,116 @@
+"""``lakemerge fsck|changes|stream|alter`` and ``compact`` of append tables through click's CliRunner: output,
+exit codes (0 ok / 1 failure / 2 usage), --json."""
+from __future__ import annotations
+
+import json
+import os
+
+import pyarrow as pa
+import pytest
+from click.testing import CliRunner
+
+from engine.catalog import Catalog
+from engine.cli import cli
+
+
+@pytest.fixture
+def run(warehouse):
+    runner = CliRunner()
+
+    def invoke(*args):
+        return runner.invoke(cli, list(args), env={"LAKEMERGE_WAREHOUSE": warehouse}, catch_exceptions=False)
+    return invoke
+
+
+def _json(result):
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    return json.loads(result.stdout)
+
+
+def _one_line_error(result, code: int, fragment: str) -> None:
+    assert result.exit_code == code, (result.stdout, result.stderr)
+    lines = [ln for ln in result.stderr.splitlines() if ln.startswith(("error:", "Error:"))]
+    assert len(lines) == 1 and fragment in lines[0], result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.fixture
+def table(run, warehouse):
+    """db.t (id BIGINT key, v STRING; 1 bucket) with 3 snapshots: id 1 inserted, id 2 inserted, id 1 updated."""
+    r = run("create", "db.t", "--schema", "id BIGINT, v STRING", "-k", "id", "--bucket", "1")
+    assert r.exit_code == 0, r.output
+    t = Catalog(warehouse).get_table("db.t")
+    t.write(pa.table({"id": pa.array([1], pa.int64()), "v": ["a"]}))
+    t.write(pa.table({"id": pa.array([2], pa.int64()), "v": ["b"]}))
+    t.write(pa.table({"id": pa.array([1], pa.int64()), "v": ["c"]}))
+    return t
+
+
+def _data_files(t) -> list[str]:
+    return sorted(os.path.join(d, f) for d, _, fs in os.walk(t.root) for f in fs if f.startswith("data-"))
+
+
+# --- fsck ----------------------------------------------------------------------------------------------------
+def test_fsck_clean_table_exits_0(run, table):
+    r = run("fsck", "db.t")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.startswith("db.t: ok: 3 snapshot(s), 3 data file(s) checked, 0 problem(s)")
+    doc = _json(run("fsck", "db.t", "--json"))
+    assert doc["ok"] is True and doc["table"] == "db.t" and doc["snapshot_ids"] == [1, 2, 3]
+    assert doc["problems"] == [] and doc["data_files_checked"] == 3
+
+
+def test_fsck_truncated_data_file_exits_1_and_names_the_file(run, table):
+    victim = _data_files(table)[0]
+    with open(victim, "r+b") as f:
+        f.truncate(os.path.getsize(victim) - 10)
+    r = run("fsck", "db.t")
+    assert r.exit_code == 1
+    assert "PROBLEMS" in r.stdout and "data-file-size-mismatch" in r.stdout and victim in r.stdout
+    _one_line_error(r, 1, "1 problem(s) found in db.t")
+    doc = json.loads(run("fsck", "db.t", "--json").stdout)
+    assert doc["ok"] is False and [p["kind"] for p in doc["problems"]] == ["data-file-size-mismatch"]
+    assert doc["problems"][0]["path"] == victim
+
+
+def test_fsck_no_data_skips_decoding(run, table):
+    victim = _data_files(table)[-1]
+    with open(victim, "r+b") as f:  # same size, damaged contents: only decoding finds it
+        f.seek(os.path.getsize(victim) // 2)
+        byte = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    assert run("fsck", "db.t", "--no-data").exit_code == 0
+    r = run("fsck", "db.t", "--json")
+    assert r.exit_code == 1
+    assert {p["kind"] for p in json.loads(r.stdout)["problems"]} <= {"data-file-unreadable", "record-count-mismatch",
+                                                                    "data-file-not-sorted",
+                                                                    "sequence-range-mismatch"}
+
+
+def test_fsck_reports_unreferenced_files_without_failing(run, table):
+    stray = os.path.join(table.root, "bucket-0", "data-stray.parquet")
+    with open(stray, "wb") as f:
+        f.write(b"left by a failed commit")
+    r = run("fsck", "db.t")
+    assert r.exit_code == 0 and f"unreferenced {stray}" in r.stdout and "1 unreferenced file(s) (23 bytes)" in r.stdout
+    assert _json(run("fsck", "db.t", "--json"))["orphan_files"] == [stray]
+    assert _json(run("fsck", "db.t", "--json", "--no-orphans"))["orphan_files"] == []
+
+
+def test_fsck_all_checks_every_table(run, table, warehouse):
+    assert run("create", "db.u", "--schema", "k INT", "-k", "k").exit_code == 0
+    assert run("create", "other.w", "--schema", "k INT", "-k", "k").exit_code == 0
+    doc = _json(run("fsck", "--all", "--json"))
+    assert doc["ok"] is True and [t["table"] for t in doc["tables"]] == ["db.t", "db.u", "other.w"]
+    os.remove(os.path.join(Catalog(warehouse).get_table("db.t").paths.snapshot_dir, "snapshot-2"))
+    r = run("fsck", "--all")
+    assert r.exit_code == 1 and "db.t: PROBLEMS" in r.stdout and "db.u: ok" in r.stdout and "other.w: ok" in r.stdout
+    assert "snapshot-gap" in r.stdout
+
+
+def test_fsck_usage_and_lookup_errors(run, table):
+    assert run("fsck").exit_code == 2
+    assert run("fsck", "db.t", "--all").exit_code == 2
+    _one_line_error(run("fsck", "db.nope"), 1, "db.nope")
+    _one_line_error(run("fsck", "db.t$snapshots"), 1, "not a system table")

@@ -114,3 +114,111 @@ def test_fsck_usage_and_lookup_errors(run, table):
     assert run("fsck", "db.t", "--all").exit_code == 2
     _one_line_error(run("fsck", "db.nope"), 1, "db.nope")
     _one_line_error(run("fsck", "db.t$snapshots"), 1, "not a system table")
+
+
+# --- changes -------------------------------------------------------------------------------------------------
+def _changes(run, *args):
+    return [(r["_snapshot_id"], r["_row_kind"], r["id"], r["v"])
+            for r in _json(run("changes", "db.t", "--json", "--limit", "0", *args))]
+
+
+def test_changes_of_a_range_per_snapshot(run, table):
+    assert _changes(run) == [(1, "+I", 1, "a"), (2, "+I", 2, "b"), (3, "+I", 1, "c")]
+    assert _changes(run, "--from", "1", "--to", "2") == [(2, "+I", 2, "b")]
+    assert _changes(run, "--from", "3") == []
+    human = run("changes", "db.t", "--from", "1")
+    assert human.exit_code == 0 and "_row_kind" in human.stdout and "2 rows" in human.stdout
+
+
+def test_changes_normalize_builds_update_pairs(run, table):
+    got = _changes(run, "--from", "2", "--normalize")
+    assert got == [(3, "-U", 1, "a"), (3, "+U", 1, "c")]
+
+
+def test_changes_with_input_changelog_and_deletes(run, warehouse):
+    assert run("create", "db.c", "--schema", "id BIGINT, v STRING", "-k", "id", "--bucket", "1",
+               "-o", "changelog-producer=input").exit_code == 0
+    t = Catalog(warehouse).get_table("db.c")
+    t.write(pa.table({"id": pa.array([1, 2], pa.int64()), "v": ["a", "b"]}))
+    t.delete(pa.table({"id": pa.array([2], pa.int64())}))
+    rows = _json(run("changes", "db.c", "--json", "--columns", "id"))
+    assert [(r["_snapshot_id"], r["_row_kind"], r["id"]) for r in rows] == [(1, "+I", 1), (1, "+I", 2),
+                                                                           (2, "-D", 2)]
+    assert set(rows[0]) == {"_snapshot_id", "id", "_row_kind"}
+
+
+def test_changes_limit_says_more_exist(run, table):
+    rows = _json(run("changes", "db.t", "--json", "--limit", "2"))
+    assert [r["_snapshot_id"] for r in rows] == [1, 2]
+    human = run("changes", "db.t", "--limit", "2")
+    assert "first 2 rows shown; there are more" in human.stdout
+
+
+def test_changes_errors(run, table):
+    _one_line_error(run("changes", "db.t", "--from", "3", "--to", "2"), 1, "--from 3 is after --to 2")
+    _one_line_error(run("changes", "db.t", "--to", "9"), 1, "--to 9 is after the latest snapshot (3)")
+    _one_line_error(run("changes", "db.t", "--columns", "nope"), 1, "nope")
+    assert run("changes", "db.t", "--from", "-1").exit_code == 2
+
+
+def test_changes_of_an_expired_snapshot_fail(run, table):
+    assert run("expire", "db.t", "--retain-min", "1", "--retain-max", "1").exit_code == 0
+    _one_line_error(run("changes", "db.t", "--from", "1"), 1, "snapshot 2")
+
+
+# --- stream --------------------------------------------------------------------------------------------------
+def _stream(run, *args):
+    r = run("stream", "db.t", "--json", "--idle-timeout", "0", "--poll-interval", "0", *args)
+    assert r.exit_code == 0, r.stderr
+    return [json.loads(line) for line in r.stdout.splitlines()]
+
+
+def test_stream_latest_full_then_catch_up(run, table):
+    rows = _stream(run)
+    assert sorted((r["_snapshot_id"], r["_row_kind"], r["id"], r["v"]) for r in rows) == [(3, "+I", 1, "c"),
+                                                                                       (3, "+I", 2, "b")]
+    assert _stream(run, "--mode", "latest") == []
+    human = run("stream", "db.t", "--idle-timeout", "0", "--mode", "from-snapshot", "--snapshot", "2")
+    assert human.exit_code == 0 and "snapshot 2: 1 change(s)" in human.stdout and "snapshot 3: 1 change(s)" in human.stdout
+    assert "stream stopped after 2 batch(es), 2 change(s)" in human.stderr
+
+
+def test_stream_modes(run, table):
+    assert [(r["_snapshot_id"], r["id"]) for r in _stream(run, "--mode", "from-snapshot", "--snapshot", "2")] == \
+        [(2, 2), (3, 1)]
+    full = _stream(run, "--mode", "from-snapshot-full", "--snapshot", "2", "--columns", "id")
+    assert sorted((r["_snapshot_id"], r["id"]) for r in full) == [(2, 1), (2, 2), (3, 1)]
+    assert set(full[0]) == {"_snapshot_id", "id", "_row_kind"}
+    inc = _stream(run, "--mode", "incremental", "--start", "1", "--end", "2")
+    assert [(r["_snapshot_id"], r["id"]) for r in inc] == [(2, 2)]
+    assert [r["_snapshot_id"] for r in _stream(run, "--mode", "from-timestamp", "--timestamp", "0")] == [1, 2, 3]
+
+
+def test_stream_consumer_resumes_where_it_stopped(run, table, warehouse):
+    assert [r["_snapshot_id"] for r in _stream(run, "--consumer-id", "job1", "--mode", "from-snapshot",
+                                               "--snapshot", "1")] == [1, 2, 3]
+    assert Catalog(warehouse).get_table("db.t").consumers() == {"job1": 4}
+    table.write(pa.table({"id": pa.array([5], pa.int64()), "v": ["e"]}))
+    again = _stream(run, "--consumer-id", "job1", "--mode", "from-snapshot", "--snapshot", "1")
+    assert [(r["_snapshot_id"], r["id"]) for r in again] == [(4, 5)]
+
+
+def test_stream_usage_errors(run, table):
+    assert run("stream", "db.t", "--mode", "from-snapshot").exit_code == 2
+    assert run("stream", "db.t", "--mode", "incremental", "--start", "1").exit_code == 2
+    assert run("stream", "db.t", "--snapshot", "2").exit_code == 2  # latest-full takes no --snapshot
+    assert run("stream", "db.t", "--mode", "from-timestamp", "--timestamp", "yesterday").exit_code == 2
+    _one_line_error(run("stream", "db.t", "--consumer-id", "a/b", "--idle-timeout", "0"), 1, "consumer id")
+
+
+def test_changes_and_stream_of_an_append_table(run, warehouse):
+    cat = Catalog(warehouse)
+    cat.create_database("db", ignore_if_exists=True)
+    t = cat.create_table("db.log", pa.schema([("id", pa.int64()), ("v", pa.string())]), options={"bucket": "-1"})
+    t.write(pa.table({"id": pa.array([1, 2], pa.int64()), "v": ["a", "b"]}))
+    t.write(pa.table({"id": pa.array([1], pa.int64()), "v": ["c"]}))
+    rows = _json(run("changes", "db.log", "--json"))
+    assert [(r["_snapshot_id"], r["_row_kind"], r["id"], r["v"]) for r in rows] == \
+        [(1, "+I", 1, "a"), (1, "+I", 2, "b"), (2, "+I", 1, "c")]
+    r = run("stream", "db.log", "--json", "--idle-timeout", "0", "--mode", "from-snapshot", "--snapshot", "1")
+    assert [json.loads(x)["v"] for x in r.stdout.splitlines()] == ["a", "b", "c"]

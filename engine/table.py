@@ -222,8 +222,12 @@ class Table:
         compaction picks. ``partitions``: a dict or list of dicts of partition column -> value limiting the work.
         A concurrent commit that removed an input file makes this raise CommitConflict with nothing changed
         (the files it wrote are deleted); calling it again is safe. ``progress(rows=, bytes=)`` is called after
-        each bucket (see engine.compact.manager.compact_table).
+        each bucket (see engine.compact.manager.compact_table). On an append table this is small-file compaction
+        (engine.append.compact.compact_append: ``full=True`` merges each bucket's files into target-size files).
         """
+        if self.schema.is_append_only:  # append tables: small-file compaction (engine.append.compact)
+            from engine.append.compact import compact_append
+            return compact_append(self, full=full, partitions=partitions, progress=progress)
         from engine.compact.manager import compact_table
         messages = compact_table(self, full=full, partitions=partitions, progress=progress)
         if not messages:

@@ -222,3 +222,101 @@ def test_changes_and_stream_of_an_append_table(run, warehouse):
         [(1, "+I", 1, "a"), (1, "+I", 2, "b"), (2, "+I", 1, "c")]
     r = run("stream", "db.log", "--json", "--idle-timeout", "0", "--mode", "from-snapshot", "--snapshot", "1")
     assert [json.loads(x)["v"] for x in r.stdout.splitlines()] == ["a", "b", "c"]
+
+
+# --- alter ---------------------------------------------------------------------------------------------------
+def test_alter_applies_all_changes_in_one_schema(run, table, warehouse):
+    r = run("alter", "db.t", "--add-column", "amount DECIMAL(12, 2) AFTER id", "--rename-column", "v", "label",
+            "--set-option", "snapshot.num-retained.min=3", "--comment", "orders")
+    assert r.exit_code == 0, r.stderr
+    assert "altered db.t: schema 0 -> 1" in r.stdout
+    assert "added column amount DECIMAL(12, 2)" in r.stdout and "renamed column v -> label" in r.stdout
+    assert "option snapshot.num-retained.min = 3" in r.stdout
+    t = Catalog(warehouse).get_table("db.t")
+    assert [f.name for f in t.schema.fields] == ["id", "amount", "label"] and t.schema.id == 1
+    assert [f.id for f in t.schema.fields] == [0, 2, 1] and t.schema.comment == "orders"
+    rows = _json(run("show", "db.t", "--json"))
+    assert sorted((r["id"], r["amount"], r["label"]) for r in rows) == [(1, None, "c"), (2, None, "b")]
+    assert _json(run("schema", "db.t", "--json"))["options"]["snapshot.num-retained.min"] == "3"
+
+
+def test_alter_widen_drop_and_options(run, warehouse):
+    assert run("create", "db.w", "--schema", "id INT NOT NULL, n INT, f FLOAT, s STRING", "-k", "id").exit_code == 0
+    t = Catalog(warehouse).get_table("db.w")
+    t.write(pa.table({"id": pa.array([1], pa.int32()), "n": pa.array([7], pa.int32()),
+                      "f": pa.array([1.5], pa.float32()), "s": ["x"]}))
+    doc = _json(run("alter", "db.w", "--set-type", "n", "BIGINT", "--set-type", "f", "DOUBLE", "--drop-column", "s",
+                    "--json"))
+    assert doc["previous_schema_id"] == 0 and doc["schema_id"] == 1 and doc["dry_run"] is False
+    assert [(f["name"], f["type"]) for f in doc["fields"]] == [("id", "INT"), ("n", "BIGINT"), ("f", "DOUBLE")]
+    assert _json(run("show", "db.w", "--json")) == [{"id": 1, "n": 7, "f": 1.5}]
+    assert _json(run("alter", "db.w", "--set-option", "a.b=1", "--json"))["options"]["a.b"] == "1"
+    assert "a.b" not in _json(run("alter", "db.w", "--remove-option", "a.b", "--json"))["options"]
+    assert len(Catalog(warehouse).get_table("db.w").schemas()) == 4
+
+
+def test_alter_dry_run_publishes_nothing(run, table, warehouse):
+    r = run("alter", "db.t", "--add-column", "x BIGINT FIRST", "--dry-run")
+    assert r.exit_code == 0 and "would change db.t: schema 0 -> 1" in r.stdout and "nothing published" in r.stdout
+    t = Catalog(warehouse).get_table("db.t")
+    assert t.schema.id == 0 and len(t.schemas()) == 1
+
+
+def test_alter_nullability(run, warehouse):
+    assert run("create", "db.e", "--schema", "id INT, n INT NOT NULL, m INT", "-k", "id").exit_code == 0
+    doc = _json(run("alter", "db.e", "--nullable", "n", "--not-null", "m", "--json"))  # no data yet: both allowed
+    assert {f["name"]: f["nullable"] for f in doc["fields"]} == {"id": False, "n": True, "m": False}
+    Catalog(warehouse).get_table("db.e").write(pa.table({"id": pa.array([1], pa.int32()),
+                                                         "n": pa.array([None], pa.int32()),
+                                                         "m": pa.array([2], pa.int32())}))
+    _one_line_error(run("alter", "db.e", "--not-null", "n"), 1, "cannot make column 'n' NOT NULL")
+
+
+def test_alter_refusals_publish_nothing(run, table, warehouse):
+    _one_line_error(run("alter", "db.t", "--set-type", "v", "INT"), 1, "column 'v' cannot change type")
+    _one_line_error(run("alter", "db.t", "--set-option", "bucket=4"), 1, "rescale")
+    _one_line_error(run("alter", "db.t", "--drop-column", "id"), 1, "primary key column 'id'")
+    _one_line_error(run("alter", "db.t", "--rename-column", "nope", "x"), 1, "column 'nope' does not exist")
+    _one_line_error(run("alter", "db.t", "--add-column", "x WHATEVER"), 1, "WHATEVER")
+    _one_line_error(run("alter", "db.t$schemas", "--drop-column", "v"), 1, "not a system table")
+    assert len(Catalog(warehouse).get_table("db.t").schemas()) == 1
+
+
+def test_alter_usage_errors(run, table):
+    assert run("alter", "db.t").exit_code == 2
+    assert run("alter", "db.t", "--add-column", "lonely").exit_code == 2
+    assert run("alter", "db.t", "--set-option", "novalue").exit_code == 2
+    assert run("alter", "db.t", "--rename-column", "v").exit_code == 2
+
+
+def test_parse_add_column_positions():
+    from engine.cli.alter import parse_add_column
+    from engine.schema_change import Move
+
+    c = parse_add_column("price DECIMAL(10, 2) NOT NULL")
+    assert (c.name, c.data_type.sql(), c.data_type.nullable, c.move) == ("price", "DECIMAL(10, 2)", False, None)
+    assert parse_add_column("x BIGINT first").move == Move.first("x")
+    assert parse_add_column("`my col` STRING AFTER id").move == Move.after("my col", "id")
+    assert parse_add_column("x BIGINT BEFORE `a b`").move == Move.before("x", "a b")
+
+
+# --- compact of append tables --------------------------------------------------------------------------------
+def test_compact_append_table_merges_small_files_in_order(run, warehouse):
+    cat = Catalog(warehouse)
+    cat.create_database("db", ignore_if_exists=True)
+    t = cat.create_table("db.log", pa.schema([("dt", pa.string()), ("id", pa.int64())]), partition_keys=["dt"],
+                         options={"bucket": "-1"})
+    for i in range(6):
+        t.write(pa.table({"dt": ["A", "B"], "id": pa.array([i, 10 + i], pa.int64())}))
+    before = t.read()
+    out = _json(run("compact", "db.log", "--partition", "dt=A", "--json"))
+    assert (out["snapshot_id"], out["files_before"], out["files_after"], out["files_rewritten"]) == (7, 6, 1, 6)
+    assert out["rows_read"] == out["rows_written"] == 6
+    assert _json(run("snapshots", "db.log", "--json"))[-1]["commit_kind"] == "COMPACT"
+    human = run("compact", "db.log", "--full")
+    assert human.exit_code == 0 and "compacted db.log: snapshot 8" in human.stdout
+    assert "nothing to compact" in run("compact", "db.log", "--full").stdout
+    after = Catalog(warehouse).get_table("db.log").read()
+    assert after.to_pylist() == before.to_pylist()  # same rows, same append order
+    assert _json(run("fsck", "db.log", "--json"))["ok"] is True
+    _one_line_error(run("compact", "db.log", "--partition", "x=1"), 1, "'x' is not a partition key")

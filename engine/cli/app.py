@@ -410,4 +410,4 @@ def main(argv=None) -> int:
 from engine.cli import maintenance as _maintenance  # noqa: E402,F401  (registers the commands on ``cli``)
 
 # --- fsck, changes, stream, alter (issue 8) ------------------------------------------------------------------
-from engine.cli import changes as _changes, fsck as _fsck  # noqa: E402,F401  (register the commands)
+from engine.cli import alter as _alter, changes as _changes, fsck as _fsck  # noqa: E402,F401  (register)

@@ -302,10 +302,10 @@ def test_parse_add_column_positions():
 
 # --- compact of append tables --------------------------------------------------------------------------------
 def test_compact_append_table_merges_small_files_in_order(run, warehouse):
-    cat = Catalog(warehouse)
-    cat.create_database("db", ignore_if_exists=True)
-    t = cat.create_table("db.log", pa.schema([("dt", pa.string()), ("id", pa.int64())]), partition_keys=["dt"],
-                         options={"bucket": "-1"})
+    r = run("create", "db.log", "--schema", "dt STRING, id BIGINT", "-p", "dt", "--bucket", "-1")
+    assert r.exit_code == 0 and "- (append table)" in r.stdout
+    t = Catalog(warehouse).get_table("db.log")
+    assert t.schema.is_append_only
     for i in range(6):
         t.write(pa.table({"dt": ["A", "B"], "id": pa.array([i, 10 + i], pa.int64())}))
     before = t.read()

@@ -15,6 +15,7 @@ __all__ = ["TAG_PREFIX", "TagManager", "TagNotFound", "delete_tag", "tagged_snap
 
 class TagManager:
     """Reads and writes the tag files of one table (``<table>/tag/tag-<name>``)."""
+
     def __init__(self, table):
         self.table = table
         self.io = table.file_io

@@ -320,3 +320,17 @@ def test_compact_append_table_merges_small_files_in_order(run, warehouse):
     assert after.to_pylist() == before.to_pylist()  # same rows, same append order
     assert _json(run("fsck", "db.log", "--json"))["ok"] is True
     _one_line_error(run("compact", "db.log", "--partition", "x=1"), 1, "'x' is not a partition key")
+
+
+def test_table_compact_on_append_table_reports_progress_per_bucket(catalog):
+    catalog.create_database("db", ignore_if_exists=True)
+    t = catalog.create_table("db.log", pa.schema([("dt", pa.string()), ("id", pa.int64())]), partition_keys=["dt"],
+                             options={"bucket": "-1"})
+    for i in range(3):
+        t.write(pa.table({"dt": ["A", "B", "B"], "id": pa.array([i, i, 10 + i], pa.int64())}))
+    calls = []
+    sid = t.compact(full=True, partitions={"dt": "B"}, progress=lambda rows, bytes: calls.append((rows, bytes > 0)))
+    assert sid == 4 and calls == [(6, True)]
+    live = {(sp.partition_values, len(sp.files)) for sp in t.plan()}
+    assert live == {(("A",), 3), (("B",), 1)}
+    assert [r["id"] for r in t.read(filter=[("dt", "=", "B")]).to_pylist()] == [0, 10, 1, 11, 2, 12]

@@ -109,6 +109,21 @@ def test_fsck_all_checks_every_table(run, table, warehouse):
     assert "snapshot-gap" in r.stdout
 
 
+def test_fsck_table_whose_schema_cannot_be_read(run, table, warehouse):
+    assert run("create", "db.u", "--schema", "k INT", "-k", "k").exit_code == 0
+    schema_file = os.path.join(table.root, "schema", "schema-0")
+    with open(schema_file, "wb") as f:
+        f.write(b"{ not json")
+    r = run("fsck", "db.t", "--json")
+    assert r.exit_code == 1
+    assert [p["kind"] for p in json.loads(r.stdout)["problems"]] == ["table-unreadable"]
+    os.remove(schema_file)
+    r = run("fsck", "--all", "--json")  # a listed table without schema files is a finding, the others are checked
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 1 and [(t["table"], t["ok"]) for t in doc["tables"]] == [("db.t", False), ("db.u", True)]
+    assert doc["tables"][0]["problems"][0]["kind"] == "table-unreadable"
+
+
 def test_fsck_usage_and_lookup_errors(run, table):
     assert run("fsck").exit_code == 2
     assert run("fsck", "db.t", "--all").exit_code == 2

@@ -15,9 +15,11 @@ from engine.cli.render import to_json
 TABLE_UNREADABLE = "table-unreadable"
 
 
-def _check_one(warehouse: str, name: str, verify_data: bool):
-    """The CheckReport of table ``name``; a table that cannot be opened gives a report with one
-    ``table-unreadable`` problem (so ``--all`` still checks the other tables)."""
+def _check_one(warehouse: str, name: str, verify_data: bool, listed: bool):
+    """The CheckReport of table ``name``. A table whose schema cannot be read gives a report with one
+    ``table-unreadable`` problem; so does, for a table found by listing the warehouse (``listed``), one whose
+    schema files are gone -- ``--all`` goes on with the other tables. A name given by the user that does not
+    exist raises TableNotFound."""
     from engine.check import CheckReport, Problem
     from engine.errors import CatalogError, InvalidInput, LakemergeError
 
@@ -25,8 +27,10 @@ def _check_one(warehouse: str, name: str, verify_data: bool):
         raise InvalidInput(f"{name!r}: give the data table's name, not a system table")
     try:
         table = open_table(warehouse, name)
-    except CatalogError:
-        raise  # no such warehouse or table: the user's mistake, not a finding
+    except CatalogError as e:
+        if not listed:
+            raise  # no such warehouse or table: the user's mistake, not a finding
+        return CheckReport(name, problems=[Problem(TABLE_UNREADABLE, None, str(e))])
     except LakemergeError as e:
         return CheckReport(name, problems=[Problem(TABLE_UNREADABLE, None, str(e))])
     return table.check(verify_data=verify_data)
@@ -67,7 +71,7 @@ def fsck(table, all_tables, no_data, orphans, warehouse, as_json):
     names = _table_names(warehouse) if all_tables else [table]
     reports = []
     for name in names:
-        report = _check_one(warehouse, name, verify_data=not no_data)
+        report = _check_one(warehouse, name, verify_data=not no_data, listed=all_tables)
         if not orphans:
             report.orphan_files, report.orphan_bytes = [], 0
         reports.append(report)

@@ -20,30 +20,40 @@ class CatalogError(LakemergeError):
 
 
 class DatabaseNotFound(CatalogError):
+    """The named database does not exist in the warehouse (``.database`` holds its name)."""
+
     def __init__(self, database: str):
         super().__init__(f"database {database!r} does not exist")
         self.database = database
 
 
 class DatabaseAlreadyExists(CatalogError):
+    """A database of that name exists already (``.database``); nothing was changed."""
+
     def __init__(self, database: str):
         super().__init__(f"database {database!r} already exists")
         self.database = database
 
 
 class TableNotFound(CatalogError):
+    """The named table does not exist, or has no schema file (``.table``)."""
+
     def __init__(self, table: str, detail: str = ""):
         super().__init__(f"table {table!r} does not exist" + (f": {detail}" if detail else ""))
         self.table = table
 
 
 class TableAlreadyExists(CatalogError):
+    """A table of that name exists already (``.table``); nothing was changed."""
+
     def __init__(self, table: str):
         super().__init__(f"table {table!r} already exists")
         self.table = table
 
 
 class SnapshotNotFound(LakemergeError):
+    """The table has no snapshot with that id: never committed or already expired (``.table``, ``.snapshot_id``)."""
+
     def __init__(self, table: str, snapshot_id: int):
         super().__init__(f"table {table!r} has no snapshot {snapshot_id}")
         self.table = table
@@ -78,6 +88,8 @@ class InvalidSchema(LakemergeError):
 
 
 class InvalidOption(LakemergeError):
+    """A table option has a value that is not valid for it (``.key``, ``.value``, ``.table``); nothing was written."""
+
     def __init__(self, key: str, value: object, reason: str, *, table: str | None = None):
         where = f"table {table!r}: " if table else ""
         super().__init__(f"{where}invalid value {value!r} for option {key!r}: {reason}")
@@ -105,6 +117,10 @@ class CommitConflict(CommitError):
 
 
 class CommitRetriesExhausted(CommitError):
+    """The commit lost the race for the next snapshot id ``.attempts`` times (commit.max-retries); nothing was
+    committed (``Table.commit`` also deletes the commit's staged files), so retrying is safe.
+    """
+
     def __init__(self, table: str, attempts: int):
         super().__init__(
             f"commit to table {table!r} lost the race for a snapshot id {attempts} times; "
@@ -128,6 +144,8 @@ class CommitOutcomeUnknown(LakemergeError):
 
 # --- storage -------------------------------------------------------------------------------------------
 class StorageError(LakemergeError):
+    """The storage layer failed on ``.path`` (``.errno`` when the OS reported one); the operation did not complete."""
+
     def __init__(self, path: str, message: str, errno: int | None = None):
         super().__init__(f"{path}: {message}")
         self.path = path
@@ -149,6 +167,8 @@ class MergeFunctionError(LakemergeError):
 
 # --- issue 4 -------------------------------------------------------------------------------------------
 class TagNotFound(LakemergeError):
+    """The table has no tag of that name (``.table``, ``.tag``)."""
+
     def __init__(self, table: str, tag: str):
         super().__init__(f"table {table!r} has no tag {tag!r}")
         self.table = table

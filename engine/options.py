@@ -17,6 +17,7 @@ log = logging.getLogger("lakemerge.options")
 
 
 def parse_bool(v: str) -> bool:
+    """'true' or 'false' (any case, surrounding blanks ignored) as a bool; ValueError otherwise."""
     s = v.strip().lower()
     if s in ("true", "false"):
         return s == "true"
@@ -24,6 +25,7 @@ def parse_bool(v: str) -> bool:
 
 
 def parse_int(v: str) -> int:
+    """A decimal integer (surrounding blanks ignored); ValueError otherwise."""
     return int(v.strip())
 
 
@@ -45,6 +47,9 @@ _DURATION_UNITS = {"ms": 1, "milli": 1, "millis": 1, "s": 1000, "sec": 1000, "se
 
 
 def parse_duration_ms(v: str) -> int:
+    """Paimon Duration strings ('10 s', '1h', '500', bare numbers are milliseconds) as milliseconds; ValueError for
+    another form or an unknown unit.
+    """
     m = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", v)
     if not m:
         raise ValueError("expected a duration such as '10 s'")
@@ -69,6 +74,9 @@ def _field_list(v: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Option:
+    """One registered option: its key, the parser of its string value (raises ValueError for a bad value), the typed
+    default and a one-line description.
+    """
     key: str
     parse: Callable[[str], Any]
     default: Any
@@ -114,6 +122,7 @@ PK_NULLABLE = _opt("primary-key.nullable", parse_bool, False, "allow nulls in pr
 
 # --- issue 4 ---
 def parse_float(v: str) -> float:
+    """A decimal number (surrounding blanks ignored) as a float; ValueError otherwise."""
     return float(v.strip())
 
 
@@ -237,15 +246,22 @@ class TableOptions:
         self._check()
 
     def unknown_keys(self) -> list[str]:
+        """Sorted keys that are neither registered here, nor known Paimon options, nor per-field options
+        (``fields.<name>.*``).
+        """
         return sorted(k for k in self.raw if k not in _REGISTRY and k not in KNOWN_PAIMON_KEYS
                       and not _PER_FIELD.match(k))
 
     def warn_unknown(self) -> None:
+        """Log one warning per key of ``unknown_keys()``; the options are kept as given."""
         for k in self.unknown_keys():
             log.warning("table %s: option %r is not a Paimon option lakemerge knows; it is kept as given",
                         self.table, k)
 
     def get(self, key: str) -> Any:
+        """The typed value of registered option ``key``: the parsed stored value, else its default. Raises KeyError
+        for a key that is not registered.
+        """
         if key in self._values:
             return self._values[key]
         return _REGISTRY[key].default
@@ -293,25 +309,33 @@ class TableOptions:
     # Frequently used, typed.
     @property
     def bucket(self) -> int:
+        """Option ``bucket``: a fixed bucket count (> 0), -1 (dynamic) or -2 (postpone)."""
         return self.get(BUCKET)
 
     @property
     def merge_engine(self) -> str:
+        """Option ``merge-engine``: deduplicate, partial-update, aggregation or first-row."""
         return self.get(MERGE_ENGINE)
 
     @property
     def sequence_fields(self) -> tuple[str, ...]:
+        """Option ``sequence.field`` as column names (empty when not set)."""
         return self.get(SEQUENCE_FIELD)
 
     @property
     def sequence_descending(self) -> bool:
+        """True when ``sequence.field.sort-order`` is descending (the smallest sequence value wins)."""
         return self.get(SEQUENCE_SORT_ORDER) == "descending"
 
     @property
     def rowkind_field(self) -> str | None:
+        """Option ``rowkind.field``: the column holding each input row's kind, or None."""
         return self.get(ROWKIND_FIELD)
 
     @property
     def ignore_delete(self) -> bool:
+        """True when deletes in the input are dropped: ``ignore-delete`` or its per-engine aliases (deduplicate.,
+        partial-update., first-row.ignore-delete).
+        """
         return bool(self.get(IGNORE_DELETE) or self.get(DEDUPLICATE_IGNORE_DELETE)
                     or self.get(PARTIAL_UPDATE_IGNORE_DELETE) or self.get(FIRST_ROW_IGNORE_DELETE))

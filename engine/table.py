@@ -44,24 +44,32 @@ class Table:
     # --- metadata -----------------------------------------------------------------------------------
     @property
     def arrow_schema(self) -> pa.Schema:
+        """The table's columns as an Arrow schema (latest schema; primary-key columns not nullable)."""
         return self.schema.arrow_schema
 
     @property
     def primary_keys(self) -> tuple[str, ...]:
+        """Primary-key column names in key order; empty for an append table."""
         return self.schema.primary_keys
 
     @property
     def partition_keys(self) -> tuple[str, ...]:
+        """Partition column names in partition order; empty for an unpartitioned table."""
         return self.schema.partition_keys
 
     @property
     def options(self) -> dict:
+        """A copy of the table options as stored in the schema (``str -> str``); changing it changes nothing."""
         return dict(self.schema.options)
 
     def snapshots(self) -> list[Snapshot]:
+        """Every snapshot from the earliest retained to the latest, oldest first (empty without commits). Raises
+        CorruptFile for an unreadable snapshot file.
+        """
         return self.snapshot_manager.all()
 
     def latest_snapshot_id(self) -> int | None:
+        """Id of the latest snapshot, or None for a table without commits."""
         return self.snapshot_manager.latest_id()
 
     def snapshot(self, snapshot_id: int | None = None) -> Snapshot | None:
@@ -71,9 +79,15 @@ class Table:
         return self.snapshot_manager.snapshot(int(snapshot_id))
 
     def scan(self) -> TableScan:
+        """A TableScan over this table's latest schema (planning splits of a snapshot); cheap, shares the manifest
+        cache.
+        """
         return TableScan(self.paths, self.schema, self.manifests, self.name, self.schema_manager.schema)
 
     def bucket_dir(self, partition_values: tuple, bucket: int) -> str:
+        """The directory of ``bucket`` in the partition with ``partition_values`` (Paimon's path rules). Pure path
+        arithmetic: nothing is created or checked.
+        """
         return self.scan().bucket_dir(partition_values, bucket)
 
     def max_sequence_numbers(self, snapshot: Snapshot | None) -> dict[tuple[bytes, int], int]:
@@ -136,6 +150,10 @@ class Table:
 
     # --- reading ------------------------------------------------------------------------------------
     def plan(self, snapshot_id: int | None = None, filter=None) -> list[Split]:
+        """The Splits (one per partition and bucket, with their live files) of ``snapshot_id`` (default: latest; none
+        without commits) that may hold rows matching ``filter``. Raises SnapshotNotFound, InvalidInput for a bad
+        filter, CorruptFile for damaged manifests.
+        """
         snap = self.snapshot(snapshot_id)
         dnf = pred.normalize(filter, self.arrow_schema, self.name)
         return self.scan().plan(snap, dnf)
@@ -222,8 +240,12 @@ class Table:
         compaction picks. ``partitions``: a dict or list of dicts of partition column -> value limiting the work.
         A concurrent commit that removed an input file makes this raise CommitConflict with nothing changed
         (the files it wrote are deleted); calling it again is safe. ``progress(rows=, bytes=)`` is called after
-        each bucket (see engine.compact.manager.compact_table).
+        each bucket (see engine.compact.manager.compact_table). On an append table this is small-file compaction
+        (engine.append.compact.compact_append: ``full=True`` merges each bucket's files into target-size files).
         """
+        if self.schema.is_append_only:  # append tables: small-file compaction (engine.append.compact)
+            from engine.append.compact import compact_append
+            return compact_append(self, full=full, partitions=partitions, progress=progress)
         from engine.compact.manager import compact_table
         messages = compact_table(self, full=full, partitions=partitions, progress=progress)
         if not messages:
@@ -264,6 +286,8 @@ class Table:
         return TagManager(self).all()
 
     def tag_snapshot(self, name: str) -> Snapshot:
+        """The snapshot tag ``name`` points at (it may have expired from snapshot/). Raises TagNotFound, CorruptFile.
+        """
         from engine.maintenance.tags import TagManager
         return TagManager(self).get(name)
 

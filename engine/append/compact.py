@@ -66,11 +66,17 @@ def pick_runs(files: list[DataFileMeta], target_size: int, min_files: int, full:
     return runs
 
 
-def compact_append(table, *, full: bool = False) -> int | None:
-    """Compact the small files of every bucket of an append table (see module docstring)."""
+def compact_append(table, *, full: bool = False, partitions=None, progress=None) -> int | None:
+    """Compact the small files of every bucket of an append table (see module docstring).
+
+    ``partitions``: a dict or list of dicts of partition column -> value limiting the work (InvalidInput for a
+    column that is not a partition key). ``progress(rows=, bytes=)``, if given, is called after each bucket with
+    the rows and bytes of the bucket's live files, whether or not they needed rewriting."""
+    from engine.compact.manager import compaction_splits
+
     if not table.schema.is_append_only:
         raise InvalidInput("compact_append works on append tables (no primary key)", table=table.name)
-    snap = table.snapshot()
+    snap, splits = compaction_splits(table, partitions)
     if snap is None:
         return None
     opts = table.schema.table_options
@@ -81,7 +87,7 @@ def compact_append(table, *, full: bool = False) -> int | None:
     deleted: list[ManifestEntry] = []
     messages: list[CommitMessage] = []
     try:
-        for split in table.scan().plan(snap):
+        for split in splits:
             for run in pick_runs(ordered_files(split), target, min_files, full):
                 rows = pa.concat_tables([read_append_file(reader, split, f, columns) for f in run])
                 new = write_append_files(table.file_io, split.bucket_dir, rows, table.schema,
@@ -91,6 +97,8 @@ def compact_append(table, *, full: bool = False) -> int | None:
                                               snap.id, table.schema.id))
                 deleted += [ManifestEntry(DELETE, split.partition, split.bucket, split.total_buckets, f)
                             for f in run]
+            if progress is not None:
+                progress(rows=split.row_count, bytes=sum(f.file_size for f in split.files))
         if not messages:
             return None
         return _CompactCommitter(table, deleted).commit(messages, commit_kind=COMMIT_KIND_COMPACT)

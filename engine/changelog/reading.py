@@ -5,6 +5,7 @@
   (Flink's ChangelogNormalize) each key touched by an APPEND snapshot is looked up before (snapshot - 1) and after
   and the rows follow Paimon's lookup rules instead: +I new, -U old/+U new, -D old.
 * ``input`` / ``lookup`` / ``full-compaction``: the changelog files of any snapshot with a changelog manifest list.
+* append tables (no primary key): the rows each APPEND snapshot added, all ``+I``, in append order.
 
 Rows come in (partition, bucket, file sequence) order with a string ``_row_kind`` column (+I/-U/+U/-D) after the
 requested table columns.
@@ -63,6 +64,8 @@ def snapshot_changes(table, snapshot: Snapshot, columns: Sequence[str] | None = 
     """The changes ``snapshot`` made, as a pa.Table of ``columns`` + ``_row_kind``."""
     out_cols = check_columns(table, columns)
     schema = output_schema(table, out_cols)
+    if table.schema.is_append_only:
+        return _appended(table, snapshot, out_cols, schema)
     if normalize and table.schema.table_options.get(CHANGELOG_PRODUCER) == "none":
         return _normalized(table, snapshot, out_cols, schema)
     scan = table.scan()
@@ -94,6 +97,29 @@ def read_changes(table, start_snapshot: int | None, end_snapshot: int | None = N
     parts = [snapshot_changes(table, changes_snapshot(table, sid), out_cols, normalize=normalize)
              for sid in range(start + 1, end + 1)]
     return pa.concat_tables(parts) if parts else output_schema(table, out_cols).empty_table()
+
+
+# --- append tables -------------------------------------------------------------------------------------------
+def _appended(table, snapshot: Snapshot, out_cols: list[str], schema: pa.Schema) -> pa.Table:
+    """An append table's changes: the rows its APPEND snapshots added, all +I, in append order per bucket
+    (partition by partition, bucket by bucket, files by sequence number); other snapshots add no rows."""
+    from engine.append.read import read_append_file
+
+    if snapshot.commit_kind != COMMIT_KIND_APPEND:
+        return schema.empty_table()
+    entries = [e for meta in table.manifests.manifest_list(snapshot.delta_manifest_list)
+               for e in table.manifests.manifest(meta.file_name) if e.kind == ADD]
+    entries.sort(key=lambda e: (e.partition, e.bucket, e.file.min_sequence_number))
+    scan = table.scan()
+    reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema)
+    parts = []
+    for e in entries:
+        values = scan.partition_values(e.partition)
+        split = Split(e.partition, values, e.bucket, e.total_buckets, scan.bucket_dir(values, e.bucket), (e.file,))
+        rows = read_append_file(reader, split, e.file, out_cols)
+        kinds = pa.array(["+I"] * rows.num_rows, pa.string())
+        parts.append(pa.Table.from_arrays(rows.columns + [kinds], schema=schema))
+    return pa.concat_tables(parts) if parts else schema.empty_table()
 
 
 # --- changelog-producer=none, normalized ---------------------------------------------------------------------

@@ -58,6 +58,9 @@ def full_read(table, snapshot: Snapshot, columns: list[str]) -> pa.Table:
     producer = table.schema.table_options.get(CHANGELOG_PRODUCER)
     reader = SplitReader(table.file_io, table.schema)
     schema = output_schema(table, columns)
+    if table.schema.is_append_only:  # append tables: every row in append order, no merge
+        rows = table.read(snapshot.id, columns)
+        return pa.Table.from_arrays(rows.columns + [pa.array(["+I"] * rows.num_rows, pa.string())], schema=schema)
     parts = []
     for split in table.scan().plan(snapshot):
         files = split.files

@@ -120,8 +120,9 @@ def cli():
               help="Columns as Paimon SQL types, e.g. \"id BIGINT, name STRING, amount DECIMAL(10, 2)\".")
 @click.option("--like", "like_file", type=click.Path(exists=True, dir_okay=False),
               help="Take the columns from a Parquet, CSV or JSON-lines file instead of --schema.")
-@click.option("--primary-key", "-k", "primary_key", required=True, multiple=True, metavar="COL[,COL]",
-              help="Primary-key column(s); must include every partition column.")
+@click.option("--primary-key", "-k", "primary_key", multiple=True, metavar="COL[,COL]",
+              help="Primary-key column(s); must include every partition column. Without one the table is an "
+                   "append table (rows are kept as written; set bucket=-1 or bucket-key).")
 @click.option("--partition", "-p", "partition", multiple=True, metavar="COL[,COL]", help="Partition column(s).")
 @click.option("--bucket", type=int, help="Fixed bucket count (Paimon option 'bucket').")
 @click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE", help="Table option (repeatable).")
@@ -132,7 +133,7 @@ def cli():
 @debug_option
 def create(table, schema_text, like_file, primary_key, partition, bucket, options, comment, if_not_exists,
            warehouse, as_json):
-    """Create a primary-key table (and its database if needed)."""
+    """Create a primary-key table, or without --primary-key an append table (and its database if needed)."""
     from engine.catalog import Catalog, split_identifier
     from engine.cli.schema_text import arrow_schema_of_file, parse_schema
 
@@ -164,7 +165,7 @@ def create(table, schema_text, like_file, primary_key, partition, bucket, option
         verb = "created" if not existed else "exists:"
         click.echo(f"{verb} table {t.name} at {t.root}")
         print_pairs(make_console(), [("columns", ", ".join(info["columns"])),
-                                     ("primary key", ", ".join(t.primary_keys)),
+                                     ("primary key", ", ".join(t.primary_keys) or "- (append table)"),
                                      ("partitioned by", ", ".join(t.partition_keys) or "-"),
                                      ("options", ", ".join(f"{k}={v}" for k, v in sorted(t.options.items())) or "-")])
 
@@ -408,3 +409,6 @@ def main(argv=None) -> int:
 
 # --- maintenance commands (issue 8): compact, expire, remove-orphans, tag, rollback -----------------------
 from engine.cli import maintenance as _maintenance  # noqa: E402,F401  (registers the commands on ``cli``)
+
+# --- fsck, changes, stream, alter (issue 8) ------------------------------------------------------------------
+from engine.cli import alter as _alter, changes as _changes, fsck as _fsck  # noqa: E402,F401  (register)

@@ -142,7 +142,9 @@ def compact(table, full, partitions, progress, warehouse, as_json):
     """Compact a table's buckets and commit a COMPACT snapshot.
 
     Without --full each bucket runs what universal compaction picks (as a writer would); with --full each bucket
-    becomes one sorted run. Prints the new snapshot, or that there was nothing to compact.
+    becomes one sorted run. On an append table (no primary key) small files are merged instead: runs of at
+    least compaction.min.file-num consecutive files below target-file-size, or with --full every bucket's files,
+    keeping row order. Prints the new snapshot, or that there was nothing to compact.
     """
     specs = _parse_partition_specs(partitions)
     t = _data_table(warehouse, table)

@@ -36,6 +36,7 @@ class SortedRun:
 
     @property
     def total_size(self) -> int:
+        """Bytes of the run's files (their recorded file sizes)."""
         return sum(f.file_size for f in self.files)
 
 
@@ -72,9 +73,11 @@ class Levels:
 
     @property
     def max_level(self) -> int:
+        """The highest level of the tree (``num_levels - 1``), where full compaction writes."""
         return self.num_levels - 1
 
     def all_files(self) -> list[DataFileMeta]:
+        """Every file of the bucket: level 0 newest first, then levels 1.. in key order."""
         return self.level0 + [f for level in sorted(self.levels) for f in self.levels[level]]
 
     def non_empty_highest_level(self) -> int:
@@ -84,11 +87,15 @@ class Levels:
         return 0 if self.level0 else -1
 
     def runs(self) -> list[SortedRun]:
+        """The sorted runs in Paimon's pick order: one per level-0 file (newest first), then one per non-empty level
+        >= 1, lowest level first.
+        """
         out = [SortedRun(0, (f,)) for f in self.level0]
         out += [SortedRun(level, tuple(self.levels[level])) for level in sorted(self.levels)]
         return out
 
     def number_of_sorted_runs(self) -> int:
+        """Sorted runs of the bucket: the level-0 files plus the non-empty levels >= 1."""
         return len(self.level0) + len(self.levels)
 
     def update(self, before: Iterable[DataFileMeta], after: Iterable[DataFileMeta]) -> "Levels":

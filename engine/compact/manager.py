@@ -25,6 +25,11 @@ log = logging.getLogger("lakemerge.compact")
 
 
 class BucketCompaction:
+    """One bucket's LSM tree while a writer or a dedicated compaction works on it. Compaction runs replace files in
+    the tree; ``changes()`` is the net (compact_before, compact_after) of all of them. Files are written under the
+    bucket's directory; nothing is committed here.
+    """
+
     def __init__(self, table, partition: bytes, partition_values: tuple, bucket: int,
                  files: Iterable[DataFileMeta], settings: CompactionSettings):
         self.table = table
@@ -41,12 +46,17 @@ class BucketCompaction:
         self.changelog: list[DataFileMeta] = []  # lookup / full-compaction changelog files (issue 5)
 
     def add_level0(self, files: Iterable[DataFileMeta]) -> None:
+        """Add newly flushed files to level 0 (they become the newest sorted runs)."""
         self.levels = self.levels.update((), files)
 
     def sorted_runs(self) -> int:
+        """The number of sorted runs the bucket has now."""
         return self.levels.number_of_sorted_runs()
 
     def pick(self, full: bool = False) -> CompactUnit | None:
+        """The CompactUnit universal compaction would run next (``full``: every run to the max level; None when the
+        bucket already is one max-level run), or None. Only decides; writes nothing.
+        """
         picker = UniversalPicker(self.settings, self.levels.max_level)
         runs = self.levels.runs()
         return picker.pick_full(runs) if full else picker.pick(runs)
@@ -88,9 +98,13 @@ class BucketCompaction:
                 break
 
     def changes(self) -> tuple[tuple[DataFileMeta, ...], tuple[DataFileMeta, ...]]:
+        """(files removed, files added) by every compaction run so far, net: a file both written and consumed within
+        this object appears in neither.
+        """
         return tuple(self.before.values()), tuple(self.after.values())
 
     def changelog_files(self) -> tuple[DataFileMeta, ...]:
+        """Changelog files the compactions wrote (changelog-producer lookup or full-compaction), in write order."""
         return tuple(self.changelog)
 
     def discard(self) -> None:

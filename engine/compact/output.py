@@ -89,6 +89,10 @@ class _OpenFile:
 
 
 class RollingRunWriter:
+    """Writes one sorted run to level ``level`` of a bucket as rolling Parquet data files (see the module docstring):
+    ``add`` pieces in key order, then ``finish`` for the files' metadata, or ``abort`` to delete them.
+    """
+
     def __init__(self, io_, bucket_dir: str, schema: TableSchema, level: int, file_source: int = FILE_SOURCE_COMPACT):
         opts = schema.table_options
         self.io, self.bucket_dir, self.schema, self.level, self.file_source = io_, bucket_dir, schema, level, \
@@ -113,6 +117,9 @@ class RollingRunWriter:
         self.current: _OpenFile | None = None
 
     def add(self, rows: pa.Table) -> None:
+        """Append the next rows of the run (physical data-file layout; keys continue after the previous piece). Empty
+        input is ignored. A failed write raises (StorageError or OSError); the caller then calls ``abort``.
+        """
         if rows.num_rows == 0:
             return
         self.pending.append(rows)
@@ -121,6 +128,9 @@ class RollingRunWriter:
             self._write_row_group()
 
     def finish(self) -> list[DataFileMeta]:
+        """Write what is buffered, close the current file and return the DataFileMeta of every file written, in key
+        order (empty if no rows came).
+        """
         if self.pending_rows:
             self._write_row_group()
         if self.current is not None:
@@ -128,6 +138,9 @@ class RollingRunWriter:
         return self.files
 
     def abort(self) -> None:
+        """Close the open file and delete every file this writer created; never raises for the close. Afterwards the
+        writer holds no files.
+        """
         if self.current is not None:
             try:
                 self.current.writer.close()

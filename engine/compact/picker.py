@@ -25,6 +25,7 @@ class CompactUnit:
 
     @staticmethod
     def of_runs(output_level: int, runs: Sequence[SortedRun]) -> "CompactUnit":
+        """The unit compacting every file of ``runs`` to ``output_level``."""
         return CompactUnit(output_level, tuple(f for r in runs for f in r.files))
 
 
@@ -43,6 +44,10 @@ class CompactionSettings:
 
     @staticmethod
     def of(opts: TableOptions) -> "CompactionSettings":
+        """The settings of a table's options with Paimon's derived defaults: stop trigger = trigger + 3, levels =
+        trigger + 1, and level 0 always compacted up when reads need lookups (first-row, changelog-producer lookup,
+        deletion vectors, force-lookup).
+        """
         trigger = opts.get(COMPACTION_TRIGGER)
         stop = opts.get(COMPACTION_STOP_TRIGGER)
         levels = opts.get(NUM_LEVELS)
@@ -59,6 +64,10 @@ class CompactionSettings:
 
 
 class UniversalPicker:
+    """Paimon's universal compaction decisions for one bucket whose top level is ``max_level``. Pure: it picks units,
+    it never reads or writes files.
+    """
+
     def __init__(self, settings: CompactionSettings, max_level: int):
         self.s = settings
         self.max_level = max_level

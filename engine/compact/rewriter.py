@@ -32,6 +32,9 @@ from engine.write.file_writer import physical_table
 
 @dataclass
 class CompactResult:
+    """What one compaction unit did: ``before`` the files it removed, ``after`` the files it added (new files and
+    upgraded copies of untouched files at the output level), ``changelog`` the changelog files it wrote.
+    """
     before: list[DataFileMeta] = field(default_factory=list)
     after: list[DataFileMeta] = field(default_factory=list)
     changelog: list[DataFileMeta] = field(default_factory=list)  # lookup / full-compaction producers (issue 5)
@@ -72,6 +75,11 @@ def sections(files: Sequence[DataFileMeta], decode) -> list[list[list[DataFileMe
 
 
 class CompactRewriter:
+    """Runs compaction units of one bucket: overlapping files are merged with ``engine.merge.merge_runs`` a batch at a
+    time into rolling files at the output level; files that need no rewrite are upgraded (metadata only). With
+    changelog-producer lookup or full-compaction the merge also writes changelog.
+    """
+
     def __init__(self, table, partition_values: tuple, bucket: int, settings: CompactionSettings):
         self.table = table
         self.schema = table.schema
@@ -90,6 +98,10 @@ class CompactRewriter:
 
     # --- the unit ----------------------------------------------------------------------------------
     def run(self, unit: CompactUnit, levels: Levels) -> CompactResult:
+        """Compact ``unit`` of the bucket whose tree is ``levels`` and return the CompactResult. Deletes are dropped
+        when the output is a level >= 1 and the highest non-empty level. Input files are never modified or
+        deleted; on any error every file this call wrote (data and changelog) is deleted and the error is raised.
+        """
         out = unit.output_level
         drop_delete = out != 0 and out >= levels.non_empty_highest_level()
         min_size = self.settings.target_file_size * self.settings.small_file_ratio

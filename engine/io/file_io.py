@@ -30,23 +30,58 @@ def local_path(uri: str) -> str:
 
 
 class FileIO(Protocol):
-    def read_bytes(self, path: str) -> bytes: ...
-    def write_bytes(self, path: str, data: bytes) -> None: ...
-    def write_if_absent(self, path: str, data: bytes) -> bool: ...
-    def overwrite(self, path: str, data: bytes) -> None: ...
-    def exists(self, path: str) -> bool: ...
-    def is_dir(self, path: str) -> bool: ...
-    def size(self, path: str) -> int: ...
-    def list_names(self, directory: str) -> list[str]: ...
-    def mkdirs(self, directory: str) -> None: ...
-    def delete(self, path: str) -> None: ...
-    def delete_tree(self, directory: str) -> None: ...
+    """What the engine needs from storage. Implementations keep these contracts (LocalFileIO: see the module
+    docstring; engine.io.faulty injects failures): a missing file raises FileNotFoundError on read and size; any
+    other failure raises StorageError naming the path.
+    """
+
+    def read_bytes(self, path: str) -> bytes:
+        """The whole content of ``path``. Raises FileNotFoundError, StorageError."""
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        """Create the new immutable file ``path`` with ``data``; fails (StorageError) if it exists and leaves no
+        partial file behind on failure.
+        """
+
+    def write_if_absent(self, path: str, data: bytes) -> bool:
+        """Atomically publish ``data`` as ``path`` unless a file has that name: True if this call created it, False if
+        one existed (readers never see a partial file). Raises StorageError.
+        """
+
+    def overwrite(self, path: str, data: bytes) -> None:
+        """Atomically replace (or create) ``path`` with ``data``; only for hints and progress files. Raises
+        StorageError.
+        """
+
+    def exists(self, path: str) -> bool:
+        """True if a file or directory ``path`` exists."""
+
+    def is_dir(self, path: str) -> bool:
+        """True if ``path`` is an existing directory."""
+
+    def size(self, path: str) -> int:
+        """Size of file ``path`` in bytes. Raises FileNotFoundError, StorageError."""
+
+    def list_names(self, directory: str) -> list[str]:
+        """Names (not paths) of the entries of ``directory``, in no particular order; empty for a missing directory.
+        Raises StorageError.
+        """
+
+    def mkdirs(self, directory: str) -> None:
+        """Create ``directory`` and its parents; no error if it exists. Raises StorageError."""
+
+    def delete(self, path: str) -> None:
+        """Delete file ``path``; a missing file is not an error. Raises StorageError."""
+
+    def delete_tree(self, directory: str) -> None:
+        """Delete ``directory`` and everything under it; a missing directory is not an error. Raises StorageError."""
 
 
 class LocalFileIO:
     """FileIO on the local filesystem (see the module docstring for guarantees)."""
 
     def read_bytes(self, path: str) -> bytes:
+        """The whole content of ``path``. Raises FileNotFoundError, or StorageError for another OS error."""
         try:
             with open(path, "rb") as f:
                 return f.read()
@@ -91,6 +126,9 @@ class LocalFileIO:
                 pass
 
     def overwrite(self, path: str, data: bytes) -> None:
+        """Replace (or create) ``path`` atomically: written to a temporary file beside it, then ``os.replace``d.
+        Readers see the old or the new content. Raises StorageError; the temporary file is removed.
+        """
         tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{uuid.uuid4()}.tmp")
         def run():
             self._write_new(tmp, data)
@@ -107,15 +145,19 @@ class LocalFileIO:
         return self._guard(path, lambda: open(path, "xb"))
 
     def exists(self, path: str) -> bool:
+        """True if a file or directory ``path`` exists."""
         return os.path.exists(path)
 
     def is_dir(self, path: str) -> bool:
+        """True if ``path`` is an existing directory."""
         return os.path.isdir(path)
 
     def size(self, path: str) -> int:
+        """Size of file ``path`` in bytes. Raises FileNotFoundError, StorageError."""
         return self._guard(path, lambda: os.stat(path).st_size)
 
     def list_names(self, directory: str) -> list[str]:
+        """Names of the entries of ``directory`` (empty if it does not exist). Raises StorageError."""
         try:
             return os.listdir(directory)
         except FileNotFoundError:
@@ -124,9 +166,11 @@ class LocalFileIO:
             raise StorageError(directory, f"list failed: {e.strerror}", e.errno) from e
 
     def mkdirs(self, directory: str) -> None:
+        """Create ``directory`` and its parents; no error if it exists. Raises StorageError."""
         self._guard(directory, lambda: os.makedirs(directory, exist_ok=True))
 
     def delete(self, path: str) -> None:
+        """Delete file ``path``; a missing file is not an error. Raises StorageError."""
         try:
             os.unlink(path)
         except FileNotFoundError:
@@ -135,6 +179,7 @@ class LocalFileIO:
             raise StorageError(path, f"delete failed: {e.strerror}", e.errno) from e
 
     def delete_tree(self, directory: str) -> None:
+        """Delete ``directory`` recursively; a missing directory is not an error. Raises StorageError."""
         self._guard(directory, lambda: shutil.rmtree(directory, ignore_errors=False)
                     if os.path.exists(directory) else None)
 

@@ -14,15 +14,19 @@ __all__ = ["TAG_PREFIX", "TagManager", "TagNotFound", "delete_tag", "tagged_snap
 
 
 class TagManager:
+    """Reads and writes the tag files of one table (``<table>/tag/tag-<name>``)."""
+
     def __init__(self, table):
         self.table = table
         self.io = table.file_io
         self.tag_dir = os.path.join(table.root, "tag")
 
     def path(self, name: str) -> str:
+        """The file of tag ``name`` (whether or not it exists); the name is not validated here."""
         return os.path.join(self.tag_dir, TAG_PREFIX + name)
 
     def names(self) -> list[str]:
+        """Names of the existing tags, sorted (temporary files of tags being written are skipped)."""
         return sorted(n[len(TAG_PREFIX):] for n in self.io.list_names(self.tag_dir)
                       if n.startswith(TAG_PREFIX) and not n.endswith(".tmp"))
 
@@ -36,6 +40,7 @@ class TagManager:
         return Snapshot.from_json(data.decode("utf-8"), path)
 
     def all(self) -> dict[str, Snapshot]:
+        """Tag name -> tagged Snapshot for every tag. Raises CorruptFile for an unreadable tag file."""
         return {n: self.get(n) for n in self.names()}
 
     def create(self, name: str, snapshot: Snapshot) -> None:
@@ -46,11 +51,17 @@ class TagManager:
             raise InvalidInput(f"tag {name!r} already exists", table=self.table.name)
 
     def delete(self, name: str) -> Snapshot:
+        """Delete tag ``name`` (only the tag file; see ``delete_tag`` for its data files) and return its snapshot.
+        Raises TagNotFound.
+        """
         snap = self.get(name)
         self.io.delete(self.path(name))
         return snap
 
     def validate_name(self, name: str) -> None:
+        """Raise InvalidInput unless ``name`` is a non-blank string that is not purely numeric, has no path separator
+        and does not start with '.'.
+        """
         if not isinstance(name, str) or not name.strip():
             raise InvalidInput("a tag name must be a non-blank string", table=self.table.name)
         if re.fullmatch(r"\d+", name):

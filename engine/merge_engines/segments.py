@@ -20,6 +20,11 @@ INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE = 0, 1, 2, 3
 
 @dataclass
 class Segments:
+    """The rows of many keys for one merge: ``table`` holds normalized rows (single-chunk columns; a row id is its
+    position), ``order`` the row ids in merged order (by key, and within a key oldest to newest), ``key_starts``
+    where each key's rows start in ``order`` (n_keys + 1 offsets, the last is ``len(order)``), ``table_name`` names
+    the table in errors.
+    """
     table: pa.Table  # single-chunk columns
     order: np.ndarray
     key_starts: np.ndarray
@@ -27,29 +32,36 @@ class Segments:
 
     @property
     def n_keys(self) -> int:
+        """The number of distinct keys."""
         return self.key_starts.shape[0] - 1
 
     @cached_property
     def kinds(self) -> np.ndarray:
+        """_VALUE_KIND of every row (by row id) as int8: 0 +I, 1 -U, 2 +U, 3 -D."""
         return column_numpy(self.table.column(VALUE_KIND)).astype(np.int8, copy=False)
 
     @cached_property
     def add(self) -> np.ndarray:
+        """Per row id: True for an adding row (+I or +U)."""
         return (self.kinds == INSERT) | (self.kinds == UPDATE_AFTER)
 
     @cached_property
     def retract(self) -> np.ndarray:
+        """Per row id: True for a retracting row (-U or -D)."""
         return ~self.add
 
     @cached_property
     def last_rows(self) -> np.ndarray:
+        """The row id of each key's newest row, in key order."""
         return self.order[self.key_starts[1:] - 1]
 
     def column(self, name: str) -> pa.Array:
+        """Column ``name`` as one Arrow array indexed by row id. Raises KeyError for an unknown column."""
         col = self.table.column(name)
         return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
 
     def valid(self, name: str) -> np.ndarray:
+        """Per row id: True where column ``name`` is not null."""
         return valid_mask(self.column(name))
 
     def output(self, values: dict[str, pa.Array], kinds: np.ndarray, rows_for_rest: np.ndarray | None = None
@@ -78,12 +90,14 @@ def take_or_null(arr: pa.Array, rows: np.ndarray, null: np.ndarray | None = None
 
 
 def valid_mask(arr: pa.Array) -> np.ndarray:
+    """A NumPy bool array, True where ``arr`` is not null."""
     if arr.null_count == 0:
         return np.ones(len(arr), bool)
     return np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
 
 
 def column_numpy(col) -> np.ndarray:
+    """A (chunked) Arrow column as one NumPy array (copies when it must; nulls as Arrow converts them)."""
     if isinstance(col, pa.ChunkedArray):
         col = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
     return col.to_numpy(zero_copy_only=False)

@@ -207,3 +207,21 @@ def test_none_normalize_partial_update(catalog):
     assert got == [("+I", 1, 1, None), ("-U", 1, 1, None), ("+U", 1, 1, "x")]
     assert [(r["_row_kind"], r["a"], r["v"]) for r in t.read_changes().to_pylist()] == [("+I", 1, None),
                                                                                         ("+I", None, "x")]
+
+
+def test_changelog_file_compression_and_plain_encoding(catalog):
+    import glob
+
+    import pyarrow.parquet as pq
+    t = make(catalog, "t", "lookup", **{"changelog-file.compression": "snappy", "changelog-file.stats-mode": "none"})
+    commit(t, ("+I", (1, 1, "a")), ("+I", (2, 2, "b")))
+    assert commit(t, ("+I", (1, 3, "c"))) == [("-U", 1, 1, "a"), ("+U", 1, 3, "c")]
+    where = t.bucket_dir((), 0)
+    logs = glob.glob(f"{where}/changelog-*.parquet")
+    data = [p for p in glob.glob(f"{where}/*.parquet") if p not in logs]
+    assert logs and data
+    for path in logs:
+        col = pq.ParquetFile(path).metadata.row_group(0).column(0)
+        assert col.compression == "SNAPPY" and "PLAIN_DICTIONARY" not in col.encodings \
+            and "RLE_DICTIONARY" not in col.encodings
+    assert pq.ParquetFile(data[0]).metadata.row_group(0).column(0).compression == "ZSTD"

@@ -225,3 +225,22 @@ def test_changelog_file_compression_and_plain_encoding(catalog):
         assert col.compression == "SNAPPY" and "PLAIN_DICTIONARY" not in col.encodings \
             and "RLE_DICTIONARY" not in col.encodings
     assert pq.ParquetFile(data[0]).metadata.row_group(0).column(0).compression == "ZSTD"
+
+
+def test_lookup_compaction_uses_written_level0_rows_without_reading_them(catalog):
+    t = make(catalog, "t", "lookup")
+    commit(t, ("+I", (1, 1, "a")), ("+I", (2, 2, "b")))
+    written, read = [], []
+    io_ = t.file_io
+    orig_write, orig_read = io_.write_bytes, io_.read_bytes
+    io_.write_bytes = lambda path, data, *a, **k: (written.append(path), orig_write(path, data, *a, **k))[1]
+    io_.read_bytes = lambda path, *a, **k: (read.append(path), orig_read(path, *a, **k))[1]
+    try:
+        got = commit(t, ("+I", (1, 3, "c")), ("+I", (5, 5, "e")))
+    finally:
+        io_.write_bytes, io_.read_bytes = orig_write, orig_read
+    assert got == [("-U", 1, 1, "a"), ("+U", 1, 3, "c"), ("+I", 5, 5, "e")]
+    new_data = [p for p in written if "/data-" in p]
+    assert new_data and not set(new_data) & set(read)
+    assert t.read().sort_by("k").to_pylist() == [{"k": 1, "a": 3, "v": "c"}, {"k": 2, "a": 2, "v": "b"},
+                                                 {"k": 5, "a": 5, "v": "e"}]

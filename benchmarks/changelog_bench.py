@@ -8,7 +8,8 @@ N = 100,000, M = 10,000). Commits use streaming identifiers 1..10; full-compacti
 ``full-compaction.delta-commits = 5`` (a full compaction, and its changelog, at commits 5 and 10). Timed: each
 commit from ``new_write`` to the published snapshot(s), including the writer's compaction and, for lookup, the
 lookup of every updated key's previous value. Reported: total seconds, rows/s, ratio to ``none`` and the number of
-changelog rows produced (checked: lookup emits a -U/+U pair per distinct updated key and commit).
+changelog rows produced, and the process CPU seconds of the
+commits (all threads; steadier than wall time on a shared machine) with their ratio to ``none`` (checked: lookup emits a -U/+U pair per distinct updated key and commit).
 Numba compilation is excluded (a warm-up table runs first).
 """
 from __future__ import annotations
@@ -45,24 +46,25 @@ def run_producer(warehouse: str, name: str, options: dict, n_keys: int, n_update
     t.write(batch(np.arange(n_keys, dtype=np.int64), rng))
     t.compact(full=True)
     start_snapshot = t.latest_snapshot_id()
-    times = []
+    times, cpu = [], []
     distinct = 0
     for i in range(1, commits + 1):
         keys = rng.integers(0, n_keys, n_updates).astype(np.int64)
         distinct += len(np.unique(keys))
         data = batch(keys, rng)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         with t.new_write(commit_identifier=i) as w:
             w.write(data)
             t.commit(w.prepare_commit())
         times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
     changelog_rows = 0
     for s in t.snapshots():
         if s.id > start_snapshot and s.changelog_record_count:
             changelog_rows += s.changelog_record_count
     if name == "lookup" and changelog_rows != 2 * distinct:
         raise AssertionError(f"lookup produced {changelog_rows} changelog rows, expected {2 * distinct}")
-    return {"seconds": sum(times), "per_commit": times, "changelog_rows": changelog_rows}
+    return {"seconds": sum(times), "cpu_seconds": sum(cpu), "per_commit": times, "changelog_rows": changelog_rows}
 
 
 def main(argv=None) -> int:
@@ -88,11 +90,15 @@ def main(argv=None) -> int:
         shutil.rmtree(workdir, ignore_errors=True)
     base = results.get("none", {}).get("seconds")
     print(f"changelog producers: {n_keys:,} keys, {args.commits} commits x {n_updates:,} updates, bucket=4")
-    print(f"{'producer':<16}{'total s':>10}{'rows/s':>12}{'vs none':>10}{'changelog rows':>16}")
+    base_cpu = results.get("none", {}).get("cpu_seconds")
+    print(f"{'producer':<16}{'total s':>10}{'rows/s':>12}{'vs none':>10}{'cpu s':>8}{'cpu vs none':>13}"
+          f"{'changelog rows':>16}")
     for p, r in results.items():
         ratio = f"{r['seconds'] / base:.2f}x" if base else "-"
+        cpu_ratio = f"{r['cpu_seconds'] / base_cpu:.2f}x" if base_cpu else "-"
         rate = n_updates * args.commits / r["seconds"]
-        print(f"{p:<16}{r['seconds']:>10.2f}{rate:>12,.0f}{ratio:>10}{r['changelog_rows']:>16,}")
+        print(f"{p:<16}{r['seconds']:>10.2f}{rate:>12,.0f}{ratio:>10}{r['cpu_seconds']:>8.2f}{cpu_ratio:>13}"
+              f"{r['changelog_rows']:>16,}")
     return 0
 
 

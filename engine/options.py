@@ -200,6 +200,13 @@ CHANGELOG_TIME_RETAINED = _opt("changelog.time-retained", _optional(parse_durati
                                "changelog retention time (default: snapshot.time-retained)")
 CONSUMER_IGNORE_PROGRESS = _opt("consumer.ignore-progress", parse_bool, False,
                                 "a stream with a consumer id starts from its scan mode, not the saved progress")
+# --- issue 5 (round 2): changelog file settings, Paimon's names; unset -> the data-file settings ---
+CHANGELOG_FILE_COMPRESSION = _opt("changelog-file.compression",
+                                  _enum("zstd", "snappy", "lz4", "gzip", "none", "uncompressed"), None,
+                                  "changelog file compression (default: file.compression)")
+CHANGELOG_FILE_STATS_MODE = _opt("changelog-file.stats-mode", str.strip, None,
+                                 "changelog file value statistics: none|counts|truncate(N)|full "
+                                 "(default: metadata.stats-mode)")
 
 # Paimon options that lakemerge knows by name but that do not change what this version writes or reads.
 # They are kept in the schema (and honoured by Paimon's own readers and writers) without a warning.

@@ -207,3 +207,40 @@ def test_none_normalize_partial_update(catalog):
     assert got == [("+I", 1, 1, None), ("-U", 1, 1, None), ("+U", 1, 1, "x")]
     assert [(r["_row_kind"], r["a"], r["v"]) for r in t.read_changes().to_pylist()] == [("+I", 1, None),
                                                                                         ("+I", None, "x")]
+
+
+def test_changelog_file_compression_and_plain_encoding(catalog):
+    import glob
+
+    import pyarrow.parquet as pq
+    t = make(catalog, "t", "lookup", **{"changelog-file.compression": "snappy", "changelog-file.stats-mode": "none"})
+    commit(t, ("+I", (1, 1, "a")), ("+I", (2, 2, "b")))
+    assert commit(t, ("+I", (1, 3, "c"))) == [("-U", 1, 1, "a"), ("+U", 1, 3, "c")]
+    where = t.bucket_dir((), 0)
+    logs = glob.glob(f"{where}/changelog-*.parquet")
+    data = [p for p in glob.glob(f"{where}/*.parquet") if p not in logs]
+    assert logs and data
+    for path in logs:
+        col = pq.ParquetFile(path).metadata.row_group(0).column(0)
+        assert col.compression == "SNAPPY" and "PLAIN_DICTIONARY" not in col.encodings \
+            and "RLE_DICTIONARY" not in col.encodings
+    assert pq.ParquetFile(data[0]).metadata.row_group(0).column(0).compression == "ZSTD"
+
+
+def test_lookup_compaction_uses_written_level0_rows_without_reading_them(catalog):
+    t = make(catalog, "t", "lookup")
+    commit(t, ("+I", (1, 1, "a")), ("+I", (2, 2, "b")))
+    written, read = [], []
+    io_ = t.file_io
+    orig_write, orig_read = io_.write_bytes, io_.read_bytes
+    io_.write_bytes = lambda path, data, *a, **k: (written.append(path), orig_write(path, data, *a, **k))[1]
+    io_.read_bytes = lambda path, *a, **k: (read.append(path), orig_read(path, *a, **k))[1]
+    try:
+        got = commit(t, ("+I", (1, 3, "c")), ("+I", (5, 5, "e")))
+    finally:
+        io_.write_bytes, io_.read_bytes = orig_write, orig_read
+    assert got == [("-U", 1, 1, "a"), ("+U", 1, 3, "c"), ("+I", 5, 5, "e")]
+    new_data = [p for p in written if "/data-" in p]
+    assert new_data and not set(new_data) & set(read)
+    assert t.read().sort_by("k").to_pylist() == [{"k": 1, "a": 3, "v": "c"}, {"k": 2, "a": 2, "v": "b"},
+                                                 {"k": 5, "a": 5, "v": "e"}]

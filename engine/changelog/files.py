@@ -2,14 +2,15 @@
 
 Contract: ``write_changelog`` takes a *normalized* table (``__key_<k>`` columns, _SEQUENCE_NUMBER, _VALUE_KIND,
 then every table column) already in key order (a key may repeat) and returns the files' metadata (empty input ->
-no file). Row kinds are kept as given.
+no file). Row kinds are kept as given. ``changelog-file.compression`` /
+``changelog-file.stats-mode`` apply when set (else the data-file settings).
 """
 from __future__ import annotations
 
 import pyarrow as pa
 
 from engine.merge import SEQUENCE_NUMBER, VALUE_KIND
-from engine.options import CHANGELOG_FILE_PREFIX
+from engine.options import CHANGELOG_FILE_COMPRESSION, CHANGELOG_FILE_PREFIX, CHANGELOG_FILE_STATS_MODE
 from engine.write.file_writer import physical_table, write_sorted_run
 
 ROW_KIND_COLUMN = "_row_kind"
@@ -22,8 +23,12 @@ def write_changelog(table, bucket_dir: str, rows: pa.Table) -> list:
     schema = table.schema
     physical = physical_table(rows.select(list(schema.field_names)), rows.column(SEQUENCE_NUMBER).to_numpy(),
                               rows.column(VALUE_KIND).to_numpy(), schema)
+    opts = schema.table_options
+    # Changelog files are written once and scanned in order: plain encodings (no dictionary attempt on the
+    # mostly high-cardinality columns) cost a third of the default's write time; any Parquet reader reads them.
     return write_sorted_run(table.file_io, bucket_dir, physical, schema, level=0,
-                            prefix=schema.table_options.get(CHANGELOG_FILE_PREFIX))
+                            prefix=opts.get(CHANGELOG_FILE_PREFIX), compression=opts.get(CHANGELOG_FILE_COMPRESSION),
+                            stats_mode=opts.get(CHANGELOG_FILE_STATS_MODE), dictionary=False)
 
 
 def row_kind_text(kinds) -> pa.Array:

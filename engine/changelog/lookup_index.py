@@ -5,11 +5,13 @@ sorted by key, unique), the newest record found in levels ``from_level`` and abo
 ascending order (a lower level is newer) and a key found stops there. Per level, files are ordered by min key;
 key-range pruning uses ``lower_bound`` of each file's [min key, max key] over the sorted probes, so only the probes
 inside a file's range are searched (``search_sorted``, the Numba binary-search kernel). Files are read whole and
-kept with their encoded keys in a per-bucket cache on the table object (files are immutable, so a cached file is
-never stale); the cache holds at most ``CACHE_FILES`` files.
+kept with their encoded keys in a cache on the table object (files are immutable, so a cached file is never stale);
+the cache holds at most ``CACHE_FILES`` files and ``CACHE_BYTES`` of rows. Writers of lookup tables also put the
+level-0 files they write there (``remember_written``), so compaction and lookup never read them back.
 """
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 
 import numpy as np
@@ -21,36 +23,90 @@ from kernels.keys import encode_keys
 from kernels.lookup import lower_bound, search_sorted
 
 CACHE_FILES = 256
+CACHE_BYTES = 512 << 20
 
 
 class FileCache:
-    """file path -> (normalized rows, encoded keys), least recently used evicted first."""
+    """file path -> [normalized rows, encoded keys or None (computed on first lookup)], least recently used
+    evicted first once more than ``capacity`` files or ``max_bytes`` of rows are held. Thread-safe (buckets
+    compact on parallel threads)."""
 
-    def __init__(self, capacity: int = CACHE_FILES):
+    def __init__(self, capacity: int = CACHE_FILES, max_bytes: int = CACHE_BYTES):
         self.capacity = capacity
+        self.max_bytes = max_bytes
         self.entries: OrderedDict = OrderedDict()
+        self.nbytes = 0
         self.hits = 0
         self.misses = 0
+        self._lock = threading.Lock()
+
+    def peek(self, path: str):
+        """The cached entry (marked recently used) or None."""
+        with self._lock:
+            entry = self.entries.get(path)
+            if entry is not None:
+                self.entries.move_to_end(path)
+                self.hits += 1
+            return entry
+
+    def put(self, path: str, rows: pa.Table, enc=None) -> list:
+        entry = [rows, enc]
+        with self._lock:
+            old = self.entries.pop(path, None)
+            if old is not None:
+                self.nbytes -= old[0].nbytes
+            self.entries[path] = entry
+            self.nbytes += rows.nbytes
+            while len(self.entries) > 1 and (len(self.entries) > self.capacity or self.nbytes > self.max_bytes):
+                _, evicted = self.entries.popitem(last=False)
+                self.nbytes -= evicted[0].nbytes
+        return entry
 
     def get(self, path: str, load):
-        entry = self.entries.get(path)
+        """The entry for ``path``; ``load()`` -> (rows, encoded keys) fills a miss."""
+        entry = self.peek(path)
         if entry is not None:
-            self.entries.move_to_end(path)
-            self.hits += 1
             return entry
-        self.misses += 1
-        entry = load()
-        self.entries[path] = entry
-        if len(self.entries) > self.capacity:
-            self.entries.popitem(last=False)
-        return entry
+        with self._lock:
+            self.misses += 1
+        return self.put(path, *load())
 
 
 def table_cache(table) -> FileCache:
-    cache = table.__dict__.get("_changelog_lookup_cache")
-    if cache is None:
-        cache = table.__dict__["_changelog_lookup_cache"] = FileCache()
-    return cache
+    """The table object's cache; rows are normalized to the table's current schema, so a schema change (which
+    replaces ``table.schema``) starts a new cache."""
+    held = table.__dict__.get("_changelog_lookup_cache")
+    if held is None or held[0] != table.schema.id:
+        held = table.__dict__["_changelog_lookup_cache"] = (table.schema.id, FileCache())
+    return held[1]
+
+
+def remember_written(table, bucket_dir: str, files, physical: pa.Table) -> None:
+    """Cache the rows of level-0 files a writer just wrote (``physical``: the rows of ``files`` in order, data-file
+    layout), so that the commit's lookup compaction merges them without reading them back. Only for
+    changelog-producer=lookup tables."""
+    from engine.options import CHANGELOG_PRODUCER
+    if table.schema.table_options.get(CHANGELOG_PRODUCER) != "lookup":
+        return
+    from engine.read.split_read import SplitReader
+    normalize = SplitReader(table.file_io, table.schema).normalize
+    start = 0
+    for f in files:
+        part = physical.slice(start, f.row_count)
+        start += f.row_count
+        path = f"{bucket_dir}/{f.file_name}"
+        table_cache(table).put(path, normalize(part, path, list(table.schema.field_names)).combine_chunks())
+
+
+def cached_rows(table, bucket_dir: str, meta) -> pa.Table | None:
+    """A file's normalized rows (all table columns) if the table's cache holds them."""
+    if meta.external_path is not None:
+        return None
+    held = table.__dict__.get("_changelog_lookup_cache")
+    if held is None or held[0] != table.schema.id:
+        return None
+    entry = held[1].peek(f"{bucket_dir}/{meta.file_name}")
+    return None if entry is None else entry[0]
 
 
 class LookupIndex:
@@ -74,7 +130,10 @@ class LookupIndex:
         def load():
             rows = self.reader.read_file(self.split, f, self.columns).combine_chunks()
             return rows, encode_keys(key_columns(rows, self.schema))
-        return self.cache.get(f"{self.split.bucket_dir}/{f.file_name}", load)
+        entry = self.cache.get(f"{self.split.bucket_dir}/{f.file_name}", load)
+        if entry[1] is None:  # rows cached by the writer: encode the keys once
+            entry[1] = encode_keys(key_columns(entry[0], self.schema))
+        return entry
 
     def _bounds(self, f, probes_enc):
         """[lo, hi) of the sorted probes inside the file's key range."""

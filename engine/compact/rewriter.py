@@ -157,7 +157,9 @@ class CompactRewriter:
         return not (out == self._max_level and any(f.delete_row_count != 0 for f in files))
 
     def _changelog_only(self, f: DataFileMeta, drop_delete: bool) -> None:
-        rows = self.reader.read_file(self.split, f, self.columns)
+        rows = self._cached(f)
+        if rows is None:
+            rows = self.reader.read_file(self.split, f, self.columns)
         _, log = self._changelog.merge([rows], [0], drop_delete)
         if log is not None and log.num_rows:
             self._log_parts.append(log)
@@ -209,9 +211,21 @@ class CompactRewriter:
         result.after.extend(files)
 
     # --- streaming merge ---------------------------------------------------------------------------
+    def _cached(self, meta: DataFileMeta) -> pa.Table | None:
+        """The file's rows if the writer or the lookup index left them in the table's cache (lookup producer)."""
+        if self.producer != "lookup":
+            return None
+        from engine.changelog.lookup_index import cached_rows
+        return cached_rows(self.table, self.bucket_dir, meta)
+
     def _batches(self, run: list[DataFileMeta]) -> Iterator[pa.Table]:
         for meta in run:
-            yield from self.reader.iter_file(self.split, meta, self.columns, self.batch_rows)
+            rows = self._cached(meta)
+            if rows is None:
+                yield from self.reader.iter_file(self.split, meta, self.columns, self.batch_rows)
+                continue
+            for start in range(0, rows.num_rows, self.batch_rows):
+                yield rows.slice(start, self.batch_rows)
 
     def _merge_section(self, section: list[list[DataFileMeta]], drop_delete: bool) -> Iterator[pa.Table]:
         if self._changelog is not None:  # the changelog merge needs each record's level: one level per run

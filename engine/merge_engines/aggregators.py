@@ -4,8 +4,8 @@ Each function reduces one column over the rows of each key: ``reduce(seg, arr, a
 ``add`` / ``retract`` are per-row masks of the records that feed the function (oldest first in merged order).
 Numeric, boolean, temporal, string and binary columns run in ``kernels.aggregate``; collections, maps, bitmaps,
 sketches and nested tables fold in Python per key (they are object values). Retraction follows Paimon: only sum,
-product, collect, merge_map, nested_update, last_value and last_non_null_value take -U/-D; any other raises unless
-``fields.<f>.ignore-retract``.
+product, collect, merge_map, nested_update, last_value and last_non_null_value take -U/-D; any other (including
+nested_partial_update and merge_map_with_keytime) raises unless ``fields.<f>.ignore-retract``.
 """
 from __future__ import annotations
 
@@ -32,12 +32,9 @@ FUNCTIONS = {
     "listagg": (("VARCHAR", "CHAR"), False),
     "bool_and": (("BOOLEAN",), False), "bool_or": (("BOOLEAN",), False),
     "collect": (("ARRAY",), True), "merge_map": (("MAP",), True), "nested_update": (("ARRAY",), True),
+    "nested_partial_update": (("ARRAY",), False), "merge_map_with_keytime": (("MAP",), False),
     "rbm32": (("VARBINARY", "BINARY"), False), "rbm64": (("VARBINARY", "BINARY"), False),
     "theta_sketch": (("VARBINARY", "BINARY"), False), "hll_sketch": (("VARBINARY", "BINARY"), False),
-}
-NOT_IMPLEMENTED = {
-    "nested_partial_update": "partial updates of ARRAY<ROW> elements are not implemented in lakemerge",
-    "merge_map_with_keytime": "maps merged by per-key timestamps are not implemented in lakemerge",
 }
 _INT_RANGE = {"TINYINT": 7, "SMALLINT": 15, "INT": 31, "BIGINT": 63}
 
@@ -45,8 +42,6 @@ _INT_RANGE = {"TINYINT": 7, "SMALLINT": 15, "INT": 31, "BIGINT": 63}
 def check_function(agg, dtype, where: str = "") -> None:
     """Raise InvalidSchema if ``agg.function`` is unknown or does not accept the field's type."""
     fn = agg.function
-    if fn in NOT_IMPLEMENTED:
-        raise UnsupportedFeature(where + f"field {agg.field!r}: aggregate function {fn!r}: {NOT_IMPLEMENTED[fn]}")
     if fn == "count":
         raise InvalidSchema(where + f"field {agg.field!r}: Paimon has no 'count' aggregate function; "
                             "write 1 per record into the column and use 'sum'")
@@ -59,6 +54,10 @@ def check_function(agg, dtype, where: str = "") -> None:
                             f", which aggregate function {fn!r} does not accept (allowed: {', '.join(roots)})")
     if fn == "nested_update":
         _NestedUpdate.check(agg, dtype, where)
+    if fn == "nested_partial_update":
+        _NestedPartialUpdate.check(agg, dtype, where)
+    if fn == "merge_map_with_keytime":
+        _MergeMapWithKeyTime.check(agg, dtype, where)
     if fn in ("theta_sketch", "hll_sketch"):
         try:
             import datasketches  # noqa: F401
@@ -122,8 +121,11 @@ class _Scalar:
 
     def __init__(self, name, agg):
         self.name, self.cfg = name, agg
-        self.obj = {"collect": _Collect(agg.distinct), "merge_map": _MergeMap(),
-                    "listagg": _ListaggDistinct(agg.delimiter) if agg.distinct else None}.get(name)
+        self.obj = {"collect": lambda: _Collect(agg.distinct), "merge_map": _MergeMap,
+                    "nested_partial_update": lambda: _NestedPartialUpdate(agg),
+                    "merge_map_with_keytime": lambda: _MergeMapWithKeyTime(agg),
+                    "listagg": lambda: _ListaggDistinct(agg.delimiter) if agg.distinct else None}.get(name,
+                                                                                                   lambda: None)()
 
     def agg(self, acc, x, state):
         n = self.name
@@ -165,7 +167,7 @@ class _Scalar:
 
 def _scalar(agg, _type):
     if agg.function not in ("last_value", "last_non_null_value", "first_value", "first_non_null_value",
-                            "listagg", "collect", "merge_map"):
+                            "listagg", "collect", "merge_map", "nested_partial_update", "merge_map_with_keytime"):
         raise UnsupportedFeature(f"field {agg.field!r}: aggregate function {agg.function!r} inside a sequence group "
                                  "with out-of-order group sequences is not supported")
     return _Scalar(agg.function, agg)
@@ -491,6 +493,123 @@ class _NestedUpdate:
         return list(table.values())
 
 
+class _NestedPartialUpdate:
+    """Paimon's nested_partial_update: ARRAY<ROW> as a nested table keyed by ``fields.<f>.nested-key``
+    (required); the rows of the accumulator, then of the input, are folded per nested key by partial update
+    (each non-null field overwrites, nulls never do), so rows of one key merge field by field.
+    ``fields.<f>.nested-key-null-strategy``: merge (default) / ignore (drop rows whose key has a null) / error.
+    Null elements are dropped. Rows come out in the order their keys first appear (Paimon's order is its hash
+    map's). No retraction (as in Paimon)."""
+
+    retract = None
+
+    def __init__(self, agg):
+        x = agg.extra
+        self.key = [s.strip() for s in x.get("nested-key", "").split(",") if s.strip()]
+        self.nulls = x.get("nested-key-null-strategy", "merge").strip().lower()
+
+    @staticmethod
+    def check(agg, dtype, where):
+        if dtype.element is None or dtype.element.root != "ROW":
+            raise InvalidSchema(where + f"field {agg.field!r}: nested_partial_update needs ARRAY<ROW>, not "
+                                f"ARRAY<{dtype.element.root if dtype.element else '?'}>")
+        me = _NestedPartialUpdate(agg)
+        if not me.key:
+            raise InvalidSchema(where + f"field {agg.field!r}: nested_partial_update needs "
+                                f"fields.{agg.field}.nested-key (the nested table's key fields)")
+        names = {f.name for f in dtype.element.fields}
+        for f in me.key:
+            if f not in names:
+                raise InvalidSchema(where + f"field {agg.field!r}: nested field {f!r} is not in the ROW type")
+        if me.nulls not in ("merge", "ignore", "error"):
+            raise InvalidSchema(where + f"field {agg.field!r}: nested-key-null-strategy must be merge, ignore or "
+                                "error")
+
+    def agg(self, acc, x):
+        if x is None:
+            return acc
+        table: dict = {}
+        for row in list(acc or []) + list(x):
+            if row is None:
+                continue
+            key = tuple(_hashable(row[k]) for k in self.key)
+            if any(v is None for v in key) and self.nulls != "merge":
+                if self.nulls == "ignore":
+                    continue
+                raise MergeFunctionError(f"nested_partial_update: nested key {dict(zip(self.key, key))} contains "
+                                         "nulls (nested-key-null-strategy=error)")
+            merged = table.get(key)
+            if merged is None:
+                merged = table[key] = dict.fromkeys(row)
+            for name, value in row.items():
+                if value is not None:
+                    merged[name] = value
+        return list(table.values())
+
+
+class _MergeMapWithKeyTime:
+    """Paimon's merge_map_with_keytime: MAP<K, ROW<..., ts>>, each map key kept with its newest timestamp.
+    ``fields.<f>.ts-field`` names the ROW's timestamp field (default: its last field; a string type). Merging an
+    input map into the accumulator: a null value removes the key; an entry with a null timestamp is skipped; an
+    entry replaces the accumulator's when the key is absent (or its value or timestamp is null) or its timestamp
+    is greater as a string. The first non-null map is taken as is. No retraction (as in Paimon)."""
+
+    retract = None
+
+    def __init__(self, agg, dtype=None):
+        self.ts_name = agg.extra.get("ts-field", "").strip() or None
+
+    @staticmethod
+    def check(agg, dtype, where):
+        value = dtype.value
+        if value is None or value.root != "ROW":
+            raise InvalidSchema(where + f"field {agg.field!r}: merge_map_with_keytime needs MAP<K, ROW<...>>, "
+                                f"not a MAP of {value.root if value else '?'}")
+        if len(value.fields) < 2:
+            raise InvalidSchema(where + f"field {agg.field!r}: merge_map_with_keytime needs a ROW of at least 2 "
+                                f"fields (value fields and a timestamp), not {len(value.fields)}")
+        ts = agg.extra.get("ts-field", "").strip() or value.fields[-1].name
+        by_name = {f.name: f for f in value.fields}
+        if ts not in by_name:
+            raise InvalidSchema(where + f"field {agg.field!r}: ts-field {ts!r} is not in the ROW type (fields: "
+                                f"{', '.join(by_name)})")
+        if not by_name[ts].type.is_string:
+            raise InvalidSchema(where + f"field {agg.field!r}: the timestamp field {ts!r} of merge_map_with_keytime "
+                                f"must be a string (STRING/VARCHAR/CHAR), not {by_name[ts].type.root}")
+
+    def agg(self, acc, x):
+        if acc is None or x is None:
+            return x if acc is None else acc
+        if not x:
+            return acc
+        ts = self.ts_name
+        if ts is None:  # the ROW's last field: any non-null value row names it
+            for _, v in list(x) + list(acc):
+                if v is not None:
+                    ts = list(v)[-1]
+                    break
+        out = {_hashable(k): (k, v) for k, v in acc}
+        for k, v in x:
+            h = _hashable(k)
+            if v is None:
+                out.pop(h, None)
+                continue
+            if v[ts] is None:
+                continue
+            old = out.get(h)
+            if old is None or old[1] is None or old[1][ts] is None or v[ts] > old[1][ts]:
+                out[h] = (k, v)
+        return list(out.values())
+
+
+def _hashable(v):
+    if isinstance(v, list):
+        return tuple(_hashable(e) for e in v)
+    if isinstance(v, dict):
+        return tuple((k, _hashable(e)) for k, e in v.items())
+    return v
+
+
 def _fold(make):
     def run(seg, arr, agg, add, retract):
         return _python_fold(seg, arr, add, retract, make(agg))
@@ -504,7 +623,8 @@ _REDUCERS = {
     "first_value": _first_value, "first_non_null_value": _first_non_null,
     "listagg": _listagg,
     "collect": _fold(lambda a: _Collect(a.distinct)), "merge_map": _fold(lambda a: _MergeMap()),
-    "nested_update": _fold(_NestedUpdate),
+    "nested_update": _fold(_NestedUpdate), "nested_partial_update": _fold(_NestedPartialUpdate),
+    "merge_map_with_keytime": _fold(_MergeMapWithKeyTime),
     "rbm32": _fold(lambda a: _Roaring(False)), "rbm64": _fold(lambda a: _Roaring(True)),
     "theta_sketch": _fold(lambda a: _Theta()), "hll_sketch": _fold(lambda a: _Hll()),
 }

@@ -35,9 +35,13 @@ def local_millis_as_utc() -> int:
     return int((now + time.localtime(now).tm_gmtoff) * 1000)
 
 
-def _parquet_bytes(table: pa.Table, compression: str, level: int) -> bytes:
+def _parquet_bytes(table: pa.Table, compression: str, level: int, dictionary: bool = True) -> bytes:
+    """Parquet bytes of ``table``; ``dictionary=False`` writes plain encodings (cheaper for write-once,
+    scan-once files such as changelog files, whose columns are mostly high-cardinality)."""
     sink = io.BytesIO()
     kwargs = {}
+    if not dictionary:
+        kwargs["use_dictionary"] = False
     if compression == "zstd":
         kwargs["compression_level"] = level
     pq.write_table(table, sink, compression=None if compression in ("none", "uncompressed") else compression,
@@ -46,12 +50,16 @@ def _parquet_bytes(table: pa.Table, compression: str, level: int) -> bytes:
 
 
 def write_sorted_run(io_: FileIO, bucket_dir: str, rows: pa.Table, schema: TableSchema, level: int = 0,
-                     file_source: int = FILE_SOURCE_APPEND, prefix: str | None = None) -> list[DataFileMeta]:
+                     file_source: int = FILE_SOURCE_APPEND, prefix: str | None = None, *,
+                     compression: str | None = None, stats_mode: str | None = None,
+                     dictionary: bool = True) -> list[DataFileMeta]:
+    """``compression`` / ``stats_mode`` override the table's ``file.compression`` / ``metadata.stats-mode``
+    (changelog files use their own options); ``dictionary=False`` writes plain Parquet encodings."""
     opts = schema.table_options
     target = opts.get(TARGET_FILE_SIZE)
-    compression = opts.get(FILE_COMPRESSION)
+    compression = opts.get(FILE_COMPRESSION) if compression is None else compression
     zstd_level = opts.get(ZSTD_LEVEL)
-    stats_mode = opts.get(STATS_MODE)
+    stats_mode = opts.get(STATS_MODE) if stats_mode is None else stats_mode
     prefix = opts.get(DATA_FILE_PREFIX) if prefix is None else prefix
     n = rows.num_rows
     if n == 0:
@@ -72,7 +80,7 @@ def write_sorted_run(io_: FileIO, bucket_dir: str, rows: pa.Table, schema: Table
             part = rows.slice(start, rows_per_file)
             name = f"{prefix}{file_uuid}-{i}.parquet"
             path = os.path.join(bucket_dir, name)
-            data = _parquet_bytes(part, compression, zstd_level)
+            data = _parquet_bytes(part, compression, zstd_level, dictionary)
             crash_point("write.before-data-file")
             io_.write_bytes(path, data)
             written.append(path)

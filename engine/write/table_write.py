@@ -234,6 +234,7 @@ class TableWrite:
         files = write_sorted_run(self.table.file_io, self.table.bucket_dir(buf.partition_values, buf.bucket),
                                  merged, self.schema, level=0)
         buf.files.extend(files)
+        self._remember(buf, files, merged)
         bc = self._compaction(buf)
         if bc is not None:
             bc.add_level0(files)
@@ -297,7 +298,15 @@ class TableWrite:
         files = write_sorted_run(self.table.file_io, self.table.bucket_dir(buf.partition_values, buf.bucket),
                                  out, self.schema, level=0)
         buf.files.extend(files)
+        self._remember(buf, files, out)
         bc = self._compaction(buf)
         if bc is not None:
             bc.add_level0(files)
             bc.compact_until_below_stop_trigger()
+
+    # --- lookup changelog: written level-0 rows stay in memory for the commit's compaction (issue 5) ---
+    def _remember(self, buf: _BucketBuffer, files, physical: pa.Table) -> None:
+        if self._compaction(buf) is None:
+            return
+        from engine.changelog.lookup_index import remember_written
+        remember_written(self.table, self.table.bucket_dir(buf.partition_values, buf.bucket), files, physical)

@@ -61,6 +61,8 @@ POINTS: dict[str, str] = {
     "tag.before-create": "the tag name is valid; tag/tag-<name> does not exist yet",
     "tag.after-create": "tag/tag-<name> is published; create_tag has not returned yet",
     # --- rollback (engine/maintenance/rollback.py) ---
+    "rollback.after-restore": "rolling back to a tag whose snapshot expired: the snapshot file is restored from "
+                              "the tag, every later snapshot still exists",
     "rollback.before-delete": "rollback decided what to remove; nothing is deleted yet",
     "rollback.after-tag-delete": "one tag of a rolled-back snapshot is deleted",
     "rollback.after-latest-hint": "the LATEST hint names the target; no snapshot file is deleted yet",

@@ -1,9 +1,14 @@
 """``python -m benchmarks reliability [--quick] [--seeds N] [--writers N] [--commits N]``: reliability figures.
 
 Runs the scenarios of tests/reliability/scenarios.py (the same code the tests assert on) and prints:
-crash runs survived / total and the unreferenced bytes they left, acknowledged-but-lost and duplicate commits
-under concurrent writers, storage faults handled, corruptions detected / harmless / silently wrong, and bad inputs
-that were accepted or created files. Exit code 1 if any promise was broken.
+crash runs survived / total (write and commit x merge engines; compaction, expiration, orphan cleanup, tags,
+rollback) and the unreferenced bytes they left, acknowledged-but-lost and duplicate commits under concurrent
+writers (also racing a compactor process, and overwrites of one partition racing), reads of a pinned snapshot
+disturbed while expiry runs, storage faults handled, corruptions detected / harmless / silently wrong, and bad
+inputs that were accepted or created files. Exit code 1 if any promise was broken.
+
+``--quick``: crash points at one arrival, deduplicate + partial-update on 4 buckets only for maintenance, 4x8
+writers, 3 corruption seeds.
 """
 from __future__ import annotations
 
@@ -49,21 +54,35 @@ def main(argv=None) -> int:
     try:
         # --- crashes ---
         occurrences = (2,) if args.quick else (1, 2, 3)
-        outcomes = [sc.crash_case(scratch(), p, n, b) for p in sc.WRITE_AND_COMMIT_POINTS for n in occurrences
-                    for b in (1, 4)]
-        outcomes.append(sc.rebase_crash_case(scratch()))
-        crashed = [o for o in outcomes if o.crashed]
-        survived = [o for o in crashed if o.survived]
-        broken += [f"crash {o.point}#{o.occurrence} ({o.buckets} buckets): {o.failures}" for o in crashed
-                   if not o.survived]
+        engines = ("deduplicate", "partial-update") if args.quick else tuple(sc.ENGINES)
+        commit_runs = [sc.crash_case(scratch(), p, n, b, engine=e) for e in engines
+                       for p in sc.WRITE_AND_COMMIT_POINTS for n in occurrences for b in (1, 4)]
+        commit_runs.append(sc.rebase_crash_case(scratch()))
+        maintenance_points = sc.maintenance_points()
+        if args.quick:
+            maintenance_points = [(op, p, n) for op, p, n in maintenance_points if n == 1]
+        m_buckets = (4,) if args.quick else (1, 4)
+        maintenance_runs = [sc.maintenance_crash_case(scratch(), op, p, n, b, e) for e in engines
+                            for op, p, n in maintenance_points for b in m_buckets]
+        for label, outcomes in (("write/commit", commit_runs), ("maintenance", maintenance_runs)):
+            crashed = [o for o in outcomes if o.crashed]
+            survived = [o for o in crashed if o.survived]
+            broken += [f"crash {o.operation} {o.point}#{o.occurrence} ({o.buckets} buckets, {o.engine}): "
+                       f"{o.failures}" for o in outcomes if not o.survived or not o.crashed]
+            if label == "write/commit":
+                what = (f"{len(sc.WRITE_AND_COMMIT_POINTS) + 1} points x arrivals {list(occurrences)} x {{1, 4}} "
+                        f"buckets x {len(engines)} merge engines")
+            else:
+                ops = sorted({op for op, _, _ in maintenance_points})
+                what = (f"{len({p for _, p, _ in maintenance_points})} points of {', '.join(ops)} x their arrivals "
+                        f"x {set(m_buckets)} buckets x {len(engines)} merge engines")
+            lines.append(f"crash runs survived / total, {label:<12} {len(survived)} / {len(outcomes)}  ({what})")
+        crashed = [o for o in commit_runs + maintenance_runs if o.crashed]
         leftover = sum(o.leftover_bytes for o in crashed)
         after_cleanup = sum(o.orphan_bytes_after_cleanup for o in crashed)
-        lines.append(f"crash runs survived / total          {len(survived)} / {len(crashed)}  "
-                     f"({len(sc.WRITE_AND_COMMIT_POINTS) + 1} crash points x arrivals {list(occurrences)} x "
-                     "{1, 4} buckets, child killed with os._exit)")
         lines.append(f"unreferenced bytes left by crashes   {leftover:,} in "
                      f"{sum(o.leftover_files for o in crashed)} files (all identified by check(); "
-                     f"{after_cleanup} bytes unreferenced after deleting them, table unchanged)")
+                     f"{after_cleanup} bytes unreferenced after orphan cleanup with older_than=0, reads unchanged)")
 
         # --- concurrency ---
         for same in (True, False):
@@ -71,11 +90,30 @@ def main(argv=None) -> int:
             broken += [f"concurrency {c.mode}: {f}" for f in c.failures]
             lines.append(f"concurrent writers, {c.mode:<17} {c.workers} processes x {c.commits} commits: "
                          f"acknowledged {c.acknowledged}, acknowledged-but-lost {c.lost}, duplicates {c.duplicates}")
-
         if args.pypaimon:
             acked, lost = pypaimon_baseline(scratch(), args.writers, args.commits)
             lines.append(f"  baseline: pypaimon 2.1, {args.writers} processes x {args.commits} commits, different keys: "
                          f"acknowledged {acked}, acknowledged-but-lost {lost}")
+        racers = max(2, args.writers // 2)
+        for same in (True, False):
+            c = sc.concurrency_case(scratch(), racers, args.commits, same, compactor=True)
+            broken += [f"concurrency {c.mode}: {f}" for f in c.failures]
+            if not c.compactions:
+                broken.append(f"concurrency {c.mode}: the compactor never landed a compaction")
+            lines.append(f"writers racing a compactor process, {c.mode.split(' ')[0]:<17} {c.workers} processes x "
+                         f"{c.commits} commits: acknowledged {c.acknowledged}, acknowledged-but-lost {c.lost}, "
+                         f"duplicates {c.duplicates} ({c.compactions} compactions landed, "
+                         f"{c.compaction_conflicts} retried after a conflict)")
+        o = sc.overwrite_race_case(scratch(), workers=racers, rounds=max(3, args.commits // 4))
+        broken += [f"overwrite race: {f}" for f in o.failures]
+        lines.append(f"overwrites of one partition racing   {o.workers} processes x {o.commits} overwrites: "
+                     f"acknowledged {o.acknowledged}, acknowledged-but-lost {o.lost}, duplicates {o.duplicates}, "
+                     f"mixed or partial partitions {len([f for f in o.failures if 'not exactly' in f])}")
+        for pin in ("tag", "consumer"):
+            reads, expired, failures = sc.pinned_reader_case(scratch(), pin, workers=2, commits=args.commits)
+            broken += [f"pinned reader ({pin}): {f}" for f in failures]
+            lines.append(f"reader pinned by a {pin:<8} vs expiry  {reads} reads while {expired} snapshots expired: "
+                         f"disturbed reads {len(failures)}")
 
         # --- storage faults ---
         ok_faults = 0

@@ -7,6 +7,8 @@
   ``deltaRecordCount`` the added minus deleted rows of the delta;
 - manifests: every manifest list and manifest a snapshot names exists, decodes, and has the size recorded for it;
   the entries fold without duplicate or dangling files;
+- tags: every ``tag/tag-<name>`` parses; a tag whose snapshot has expired is checked like a snapshot (its files
+  must still exist), and the files it keeps alive count as referenced;
 - data files: every live file exists with its recorded size and a known schema id; files of a level >= 1 of one
   bucket do not overlap in key range; with ``verify_data`` each file is also decoded (Parquet page checksums are
   verified), and its row count, sequence-number range and strict key order are compared with its metadata.
@@ -49,6 +51,7 @@ PROBLEM_KINDS = {
     "data-file-not-sorted": "a data file's keys are not strictly increasing",
     "sequence-range-mismatch": "a data file holds sequence numbers outside the range its metadata records",
     "level-overlap": "two files of one level >= 1 of a bucket overlap in key range",
+    "tag-unreadable": "a tag file does not parse as a snapshot",
 }
 WARNING_KINDS = {
     "hint-invalid": "the LATEST or EARLIEST hint is unreadable or names another snapshot (only a hint: harmless)",
@@ -151,6 +154,7 @@ class _Checker:
         self._check_hints(ids)
         for sid in ids:
             self._check_snapshot(sid)
+        self._check_tags(set(ids))
         for sid in self.schema_ids:
             self.report.referenced_files.add(self.paths.schema(sid))
         if find_orphans:
@@ -174,6 +178,24 @@ class _Checker:
                 self.report.warnings.append(Problem("hint-invalid", path, f"holds {text[:40]!r}, the {name.lower()} "
                                                     f"snapshot is {expected}"))
 
+    def _check_tags(self, snapshot_ids: set[int]) -> None:
+        from engine.maintenance.tags import TAG_PREFIX
+        from engine.meta.snapshot import Snapshot
+
+        tag_dir = os.path.join(self.t.root, "tag")
+        for name in sorted(self.io.list_names(tag_dir)):
+            if not name.startswith(TAG_PREFIX) or name.endswith(".tmp"):
+                continue
+            path = os.path.join(tag_dir, name)
+            self.report.referenced_files.add(path)
+            try:
+                snap = Snapshot.from_json(self.io.read_bytes(path).decode("utf-8"), path)
+            except Exception as e:  # noqa: BLE001 - any decoding failure is the finding
+                self.problem("tag-unreadable", path, str(e))
+                continue
+            if snap.id not in snapshot_ids:  # expired snapshot: the tag alone keeps its files alive
+                self._check_snapshot_files(snap, path, snap.id)
+
     def _check_snapshot(self, sid: int) -> None:
         path = self.paths.snapshot(sid)
         self.report.referenced_files.add(path)
@@ -185,6 +207,9 @@ class _Checker:
         except Exception as e:  # noqa: BLE001 - any decoding failure is the finding
             self.problem("snapshot-unreadable", path, repr(e), sid)
             return
+        self._check_snapshot_files(snap, path, sid)
+
+    def _check_snapshot_files(self, snap, path: str, sid: int) -> None:
         if snap.schema_id not in self.schema_ids:
             self.problem("schema-missing", path, f"names schema {snap.schema_id}; existing: "
                          f"{sorted(self.schema_ids)}", sid)
@@ -361,9 +386,12 @@ class _Checker:
                                  sid)
 
     def _find_orphans(self) -> None:
-        """Files under the table root that no snapshot or schema references (hints and temp files excluded)."""
+        """Files under the table root that no snapshot, tag or schema references (hints and consumer progress files
+        excluded: they are not data)."""
         ref = self.report.referenced_files
         hints = {os.path.join(self.paths.snapshot_dir, n) for n in ("LATEST", "EARLIEST")}
+        consumer_dir = os.path.join(self.t.root, "consumer")
+        hints |= {os.path.join(consumer_dir, n) for n in self.io.list_names(consumer_dir) if n.startswith("consumer-")}
         orphans, total = [], 0
         stack = [self.t.root]
         while stack:

@@ -16,8 +16,8 @@ point armed and reports whether the child died there; ``reopen_and_check(warehou
 table afresh and returns ``(table, table.check())``.
 
 Every point is listed in ``POINTS`` (name -> what has happened when the process dies there). A point that is not
-listed raises ``ValueError`` when reached, so a typo cannot silently disarm a test. Other work adds its points here
-(compaction.*, expire.*), and places one ``crash_point(name)`` line at each step.
+listed raises ``ValueError`` when reached, so a typo cannot silently disarm a test. New work adds its points here
+and places one ``crash_point(name)`` line at each step.
 """
 from __future__ import annotations
 
@@ -41,6 +41,35 @@ POINTS: dict[str, str] = {
     "commit.after-hint": "snapshot-N and the LATEST hint exist; commit() has not returned yet",
     # --- catalog ---
     "catalog.before-schema": "create_table validated the definition; schema-0 does not exist yet",
+    # --- compaction (engine/compact; its commit then passes the commit.* points) ---
+    "compact.before-rewrite": "a compaction picked its input files and is about to merge them; no output exists",
+    "compact.after-output-file": "a compaction output file is complete; no manifest references it",
+    "compact.after-rewrite": "every output file of a compaction unit exists; nothing is committed",
+    "compact.before-commit": "a dedicated compaction rewrote all its buckets; its COMPACT messages are built, "
+                             "nothing is committed",
+    # --- snapshot expiration (engine/maintenance/expire.py) ---
+    "expire.before-delete": "expiration decided what to remove; nothing is deleted yet",
+    "expire.after-snapshot-file": "one expired snapshot file is deleted (oldest first); its files are not",
+    "expire.before-earliest-hint": "every expired snapshot file is deleted; the EARLIEST hint names an old one",
+    "expire.after-earliest-hint": "the EARLIEST hint names the first retained snapshot; no data or manifest file "
+                                  "of the expired snapshots is deleted yet",
+    "expire.after-file-delete": "one data or manifest file only expired snapshots referenced is deleted",
+    # --- orphan file cleanup (engine/maintenance/orphans.py) ---
+    "orphans.before-delete": "orphan cleanup listed the files to delete; nothing is deleted yet",
+    "orphans.after-delete": "one orphan file is deleted",
+    # --- tags (engine/maintenance/tags.py) ---
+    "tag.before-create": "the tag name is valid; tag/tag-<name> does not exist yet",
+    "tag.after-create": "tag/tag-<name> is published; create_tag has not returned yet",
+    # --- rollback (engine/maintenance/rollback.py) ---
+    "rollback.after-restore": "rolling back to a tag whose snapshot expired: the snapshot file is restored from "
+                              "the tag, every later snapshot still exists",
+    "rollback.before-delete": "rollback decided what to remove; nothing is deleted yet",
+    "rollback.after-tag-delete": "one tag of a rolled-back snapshot is deleted",
+    "rollback.after-latest-hint": "the LATEST hint names the target; no snapshot file is deleted yet",
+    "rollback.after-snapshot-file": "one rolled-back snapshot file is deleted (newest first): the latest "
+                                    "snapshot is an earlier one, not yet the target",
+    "rollback.after-file-delete": "every rolled-back snapshot file is gone; one file only they referenced is "
+                                  "deleted",
 }
 
 

@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Iterable
 
 from engine.compact.levels import Levels
+from engine.crash_points import crash_point
 from engine.errors import CorruptFile
 from engine.compact.picker import CompactionSettings, CompactUnit, UniversalPicker
 from engine.compact.rewriter import CompactResult, CompactRewriter
@@ -230,6 +231,7 @@ def compact_table(table, *, full: bool = False, partitions=None, progress=None) 
     if errors:
         discard_messages(table, messages)
         raise errors[0]
+    crash_point("compact.before-commit")
     return messages
 
 

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from engine.crash_points import crash_point
 from engine.meta import binary_row
 from engine.meta.data_file import FILE_SOURCE_COMPACT, DataFileMeta, SimpleStats
 from engine.options import DATA_FILE_PREFIX, FILE_COMPRESSION, STATS_MODE, TARGET_FILE_SIZE, ZSTD_LEVEL
@@ -203,3 +204,4 @@ class RollingRunWriter:
             level=self.level, extra_files=(), creation_time_millis=local_millis_as_utc(), delete_row_count=f.deletes,
             embedded_index=None, file_source=self.file_source,
             value_stats_cols=None if value_stats is not SimpleStats.EMPTY else ()))
+        crash_point("compact.after-output-file")

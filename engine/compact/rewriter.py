@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.compact.levels import Levels
+from engine.crash_points import crash_point
 from engine.compact.picker import CompactUnit, CompactionSettings
 from engine.merge import KEY_COLUMN_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, merge_runs
 from engine.meta.data_file import DataFileMeta
@@ -133,6 +134,7 @@ class CompactRewriter:
             raise
         finally:
             self._log_parts = []
+        crash_point("compact.after-rewrite")
         return result
 
     # --- changelog producers (issue 5) -------------------------------------------------------------
@@ -197,6 +199,7 @@ class CompactRewriter:
         self._rewrite_sections(pending, out, drop_delete, result)
 
     def _rewrite_sections(self, pending, out: int, drop_delete: bool, result: CompactResult) -> None:
+        crash_point("compact.before-rewrite")
         writer = RollingRunWriter(self.table.file_io, self.bucket_dir, self.schema, out)
         try:
             for section in pending:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from engine.crash_points import crash_point
 from engine.maintenance.references import changelog_added_files, data_files, delta_added_files, metadata_files
 from engine.maintenance.tags import tagged_snapshots
 from engine.meta.snapshot import Snapshot
@@ -51,6 +52,9 @@ def plan_removal(table, doomed: Sequence[Snapshot], kept_data: Sequence[Snapshot
     return Removal([s.id for s in doomed], sorted(candidates - keep), sorted(meta_candidates - meta_keep))
 
 
-def delete_files(table, removal: Removal) -> None:
+def delete_files(table, removal: Removal, crash_point_name: str | None = None) -> None:
+    """Delete the removal's data then metadata files; ``crash_point_name`` is passed after each deletion."""
     for path in removal.data_files + removal.metadata_files:
         table.file_io.delete(path)
+        if crash_point_name:
+            crash_point(crash_point_name)

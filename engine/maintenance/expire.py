@@ -13,6 +13,7 @@ import json
 import os
 import time
 
+from engine.crash_points import crash_point
 from engine.errors import CorruptFile, InvalidInput
 from engine.maintenance.cleanup import Removal, delete_files, plan_removal
 from engine.options import (SNAPSHOT_EXPIRE_LIMIT, SNAPSHOT_NUM_RETAINED_MAX, SNAPSHOT_NUM_RETAINED_MIN,
@@ -88,10 +89,14 @@ def expire_snapshots(table, *, retain_min: int | None = None, retain_max: int | 
     first_kept = sm.snapshot(min(i for i in ids if i > doomed_ids[-1]))
     removal = plan_removal(table, doomed, [first_kept], first_doomed_full=True)
     preserve(table, doomed, removal)  # issue 5: decoupled changelog outlives its snapshot
+    crash_point("expire.before-delete")
     for sid in doomed_ids:  # oldest first: retained snapshots stay contiguous
         table.file_io.delete(table.paths.snapshot(sid))
         sm.forget(sid)
+        crash_point("expire.after-snapshot-file")
+    crash_point("expire.before-earliest-hint")
     sm.write_earliest_hint(first_kept.id)
-    delete_files(table, removal)
+    crash_point("expire.after-earliest-hint")
+    delete_files(table, removal, "expire.after-file-delete")
     expire_changelogs(table, now)
     return removal

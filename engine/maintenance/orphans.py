@@ -12,6 +12,7 @@ import datetime as dt
 import os
 import time
 
+from engine.crash_points import crash_point
 from engine.maintenance.references import data_files, metadata_files
 from engine.maintenance.tags import tagged_snapshots
 
@@ -69,6 +70,8 @@ def remove_orphan_files(table, older_than=None, *, dry_run: bool = False) -> lis
                 continue
             out.append(path)
     if not dry_run:
+        crash_point("orphans.before-delete")
         for path in out:
             table.file_io.delete(path)
+            crash_point("orphans.after-delete")
     return sorted(out)

@@ -1,12 +1,16 @@
 """Rollback to a snapshot or a tag (Paimon's ``rollback_to``).
 
-Rolling back to snapshot N deletes snapshots N+1.. (newest first, so a crash leaves a consistent shorter history),
+Rolling back to snapshot N deletes snapshots N+1.. (newest first, so a crash leaves a consistent shorter history
+whose latest snapshot is between N and the old latest; running the rollback again completes it),
 tags of those snapshots, and the files only they referenced; snapshot N becomes the latest. Rolling back to a tag
-whose snapshot has expired restores that snapshot from the tag and removes every other snapshot.
+whose snapshot has expired restores that snapshot from the tag and removes every other snapshot; a crash in between
+leaves the newest remaining snapshot as the latest and a gap in snapshot ids (check() reports snapshot-gap) until
+the rollback is run again.
 Not safe while other writers commit to the table.
 """
 from __future__ import annotations
 
+from engine.crash_points import crash_point
 from engine.errors import SnapshotNotFound
 from engine.maintenance.cleanup import Removal, delete_files, plan_removal
 from engine.maintenance.tags import TagManager
@@ -16,12 +20,15 @@ def rollback_to(table, target) -> Removal:
     """``target``: a snapshot id (int) or a tag name (str). Raises SnapshotNotFound, TagNotFound."""
     sm = table.snapshot_manager
     tags = TagManager(table)
+    restored = False
     if isinstance(target, str):
         snap = tags.get(target)
         if not table.file_io.exists(table.paths.snapshot(snap.id)):
             table.file_io.mkdirs(table.paths.snapshot_dir)
             table.file_io.write_if_absent(table.paths.snapshot(snap.id), snap.to_json().encode())
             sm.forget(snap.id)
+            restored = True
+            crash_point("rollback.after-restore")
         target_id = snap.id
     else:
         target_id = int(target)
@@ -35,13 +42,27 @@ def rollback_to(table, target) -> Removal:
     doomed = [sm.snapshot(i) for i in later]
     removal = plan_removal(table, doomed, [target_snap], first_doomed_full=True, tags=kept_tags) \
         if doomed else Removal()
+    crash_point("rollback.before-delete")
     for name in dropped_tags:  # tags of rolled-back snapshots go with them
         tags.delete(name)
+        crash_point("rollback.after-tag-delete")
+    # The hint first (as Paimon's rollback does): while later snapshot files remain, readers take the newest listed
+    # one, so a crash in between leaves an earlier committed state and a stale hint, never a hint past the end.
+    # Not for a snapshot restored from a tag: it is older than every remaining snapshot and not followed by its
+    # id + 1, so a hint naming it would already make it the latest while later snapshots still exist; the stale hint
+    # is removed instead (the listing decides) and the hint written once the later snapshots are gone.
+    if not restored:
+        sm.write_latest_hint(target_id)
+        crash_point("rollback.after-latest-hint")
+    else:
+        table.file_io.delete(f"{table.paths.snapshot_dir}/LATEST")
     for sid in sorted(later, reverse=True):
         table.file_io.delete(table.paths.snapshot(sid))
         sm.forget(sid)
-    sm.write_latest_hint(target_id)
+        crash_point("rollback.after-snapshot-file")
+    if restored:
+        sm.write_latest_hint(target_id)
     if not any(i < target_id for i in sm.ids()):
         sm.write_earliest_hint(target_id)
-    delete_files(table, removal)
+    delete_files(table, removal, "rollback.after-file-delete")
     return removal

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 
+from engine.crash_points import crash_point
 from engine.errors import InvalidInput, TagNotFound
 from engine.meta.snapshot import Snapshot
 
@@ -47,8 +48,10 @@ class TagManager:
         """Raises InvalidInput for a bad or existing name."""
         self.validate_name(name)
         self.io.mkdirs(self.tag_dir)
+        crash_point("tag.before-create")
         if not self.io.write_if_absent(self.path(name), snapshot.to_json().encode()):
             raise InvalidInput(f"tag {name!r} already exists", table=self.table.name)
+        crash_point("tag.after-create")
 
     def delete(self, name: str) -> Snapshot:
         """Delete tag ``name`` (only the tag file; see ``delete_tag`` for its data files) and return its snapshot.

@@ -48,26 +48,78 @@ def _keys(keys) -> pa.Table:
 
 
 # --- crash matrix ---------------------------------------------------------------------------------------------
+# The crash matrix runs over merge engines: a table (p, id, v, n) whose commits upsert v for 16 keys, then n alone
+# (v null) for half of them, then delete 4 keys of the previous commit. Each engine folds that differently.
+ENGINE_SCHEMA = pa.schema([("p", pa.string()), ("id", pa.int64()), ("v", pa.string()), ("n", pa.int64())])
+ENGINES = {
+    "deduplicate": {},
+    "partial-update": {"merge-engine": "partial-update", "partial-update.remove-record-on-delete": "true"},
+    "aggregation": {"merge-engine": "aggregation", "fields.v.aggregate-function": "last_non_null_value",
+                    "fields.n.aggregate-function": "sum", "aggregation.remove-record-on-delete": "true"},
+}
+
+
+def create_engine_table(warehouse: str, buckets: int, engine: str = "deduplicate", **options):
+    cat = Catalog(warehouse)
+    cat.create_database("db", ignore_if_exists=True)
+    opts = {"bucket": str(buckets), "commit.min-retry-wait": "1 ms", "commit.max-retries": "500", **ENGINES[engine]}
+    opts.update({k: str(v) for k, v in options.items()})
+    return cat.create_table(IDENT, ENGINE_SCHEMA, primary_key=["p", "id"], partition_keys=["p"], options=opts)
+
+
+def read_engine_state(table, snapshot_id=None, tag=None) -> dict:
+    t = table.read(snapshot_id=snapshot_id, tag=tag) if tag else table.read(snapshot_id=snapshot_id)
+    return {(r["p"], r["id"]): (r["v"], r["n"]) for r in t.to_pylist()}
+
+
+def _engine_rows(keys, vs, ns) -> pa.Table:
+    return pa.table({"p": [k[0] for k in keys], "id": [k[1] for k in keys], "v": vs, "n": ns},
+                    schema=ENGINE_SCHEMA)
+
+
 def batches(i: int):
-    """Commit i: two upsert batches (flushed separately, so each bucket gets two files) and a delete batch."""
+    """Commit i: (keys, v values, n values) of two upsert batches (flushed separately, so each bucket gets two
+    files), and the keys of a delete batch."""
     ids = list(range(i * 10, i * 10 + 16))
     keys = [("a" if x % 2 else "b", x) for x in ids]
-    half = len(keys) // 2
-    up1 = (keys[:half], [f"c{i}-{x}" for _, x in keys[:half]])
-    up2 = (keys[half:], [f"c{i}-{x}" for _, x in keys[half:]])
+    half = keys[len(keys) // 2:]
+    up1 = (keys, [f"c{i}-{x}" for _, x in keys], [None] * len(keys))
+    up2 = (half, [None] * len(half), [i * 1000 + x for _, x in half])
     dels = [("a" if x % 2 else "b", x) for x in range(i * 10 - 10, i * 10 - 6)] if i > 1 else []
     return up1, up2, dels
 
 
-def model_after(k: int) -> dict:
+def _fold(engine: str, old, v, n):
+    if engine == "deduplicate" or old is None:
+        return (v, n)
+    if engine == "partial-update":
+        return (old[0] if v is None else v, old[1] if n is None else n)
+    return (old[0] if v is None else v, old[1] if n is None else n if old[1] is None else old[1] + n)  # aggregation
+
+
+def model_after(k: int, engine: str = "deduplicate") -> dict:
+    """The table after commits 1..k, as the engine folds them."""
     state: dict = {}
     for i in range(1, k + 1):
         up1, up2, dels = batches(i)
-        for keys, values in (up1, up2):
-            state.update(zip(keys, values))
+        for keys, vs, ns in (up1, up2):
+            for key, v, n in zip(keys, vs, ns):
+                state[key] = _fold(engine, state.get(key), v, n)
         for key in dels:
             state.pop(key, None)
     return state
+
+
+def write_commit(table, i: int, **write_args):
+    """Write commit i's batches; returns the commit messages."""
+    up1, up2, dels = batches(i)
+    with table.new_write(**write_args) as w:
+        w.write(_engine_rows(*up1))
+        w.flush()
+        w.write(_engine_rows(*up2))
+        if dels:
+            w.delete(_keys(dels))
+        return w.prepare_commit()
 
 
 def _atomic_write(path: str, data: bytes) -> None:
@@ -91,14 +143,7 @@ def crash_workload(warehouse: str, state_dir: str, commits: int) -> list[int]:
             with open(pending, "rb") as f:
                 messages = pickle.load(f)
         else:
-            up1, up2, dels = batches(i)
-            with t.new_write(commit_user=USER, commit_identifier=i) as w:
-                w.write(_rows(*up1))
-                w.flush()
-                w.write(_rows(*up2))
-                if dels:
-                    w.delete(_keys(dels))
-                messages = w.prepare_commit()
+            messages = write_commit(t, i, commit_user=USER, commit_identifier=i)
             _atomic_write(pending, pickle.dumps(messages))
         sid = t.commit(messages)
         _atomic_write(acked, str(sid).encode())
@@ -111,6 +156,8 @@ class CrashOutcome:
     point: str
     occurrence: int
     buckets: int
+    engine: str = "deduplicate"
+    operation: str = "commit"
     crashed: bool = False
     failures: list[str] = field(default_factory=list)
     leftover_files: int = 0      # unreferenced files the crash left behind
@@ -137,15 +184,16 @@ def _identifier_snapshots(table, identifier: int) -> list[int]:
             if s.commit_user == USER and s.commit_identifier == identifier and s.commit_kind != "COMPACT"]
 
 
-def crash_case(workdir: str, point: str, occurrence: int, buckets: int, commits: int = 3) -> CrashOutcome:
+def crash_case(workdir: str, point: str, occurrence: int, buckets: int, commits: int = 3,
+               engine: str = "deduplicate") -> CrashOutcome:
     """Crash a run of ``commits`` commits at ``point`` (its ``occurrence``-th arrival), then check: the table
     reads as the model before or after the interrupted commit, check() is clean, every acknowledged commit is
     there, leftovers are unreferenced; re-running applies the interrupted commit exactly once; deleting every
     unreferenced file afterwards changes nothing."""
-    out = CrashOutcome(point, occurrence, buckets)
+    out = CrashOutcome(point, occurrence, buckets, engine)
     warehouse, state_dir = os.path.join(workdir, "wh"), os.path.join(workdir, "state")
     os.makedirs(state_dir, exist_ok=True)
-    create_table(warehouse, buckets)
+    create_engine_table(warehouse, buckets, engine)
     run = run_crashing(point, crash_workload, warehouse, state_dir, commits, occurrence=occurrence)
     out.crashed = run.crashed
     if run.error:
@@ -160,8 +208,8 @@ def crash_case(workdir: str, point: str, occurrence: int, buckets: int, commits:
             f.append(f"acknowledged commit {i} (snapshot {sid}) lost or duplicated")
     k = max(acked, default=0) + 1  # the commit in flight when the process died
     landed = bool(_identifier_snapshots(table, k)) if k <= commits else False
-    expected = model_after(k if landed else k - 1) if k <= commits else model_after(commits)
-    if read_state(table) != expected:
+    expected = model_after(k if landed else k - 1, engine) if k <= commits else model_after(commits, engine)
+    if read_engine_state(table) != expected:
         f.append(f"after crash: table is neither the state before nor after commit {k}")
     snapshot_names = [p for p in report.orphan_files if os.path.basename(p).startswith("snapshot-")]
     if snapshot_names:
@@ -178,14 +226,182 @@ def crash_case(workdir: str, point: str, occurrence: int, buckets: int, commits:
         n = len(_identifier_snapshots(table, i))
         if n != 1:
             f.append(f"commit {i} applied {n} times")
-    if read_state(table) != model_after(commits):
+    if read_engine_state(table) != model_after(commits, engine):
         f.append("after recovery: table differs from the model")
-    for p in report.orphan_files:  # what orphan cleanup would delete: the table must not need any of it
-        table.file_io.delete(p)
+    table.remove_orphan_files(older_than=0)  # every leftover: the table must not need any of it
     table, report = reopen_and_check(warehouse, IDENT)
     f += [f"after removing unreferenced files: {p}" for p in report.problems]
-    if read_state(table) != model_after(commits):
+    if read_engine_state(table) != model_after(commits, engine):
         f.append("after removing unreferenced files: table differs from the model")
+    out.orphan_bytes_after_cleanup = report.orphan_bytes
+    if report.orphan_files:
+        f.append(f"orphan cleanup left unreferenced files: {report.orphan_files}")
+    return out
+
+
+# --- crash in maintenance: compaction, expiration, orphan cleanup, tags, rollback -----------------------------
+MAINTENANCE_POINTS = {  # operation -> (crash point, arrivals to try)
+    "compact": [("compact.before-rewrite", (1, 2)), ("compact.after-output-file", (1, 2)),
+                ("compact.after-rewrite", (1, 2)), ("compact.before-commit", (1,)),
+                ("commit.before-manifest", (1,)), ("commit.before-publish", (1,)), ("commit.after-publish", (1,)),
+                ("commit.after-hint", (1,))],
+    "expire": [("expire.before-delete", (1,)), ("expire.after-snapshot-file", (1, 2)),
+               ("expire.before-earliest-hint", (1,)), ("expire.after-earliest-hint", (1,)),
+               ("expire.after-file-delete", (1, 3))],
+    "orphans": [("orphans.before-delete", (1,)), ("orphans.after-delete", (1, 2))],
+    "tag": [("tag.before-create", (1,)), ("tag.after-create", (1,))],
+    "rollback": [("rollback.before-delete", (1,)), ("rollback.after-tag-delete", (1,)),
+                 ("rollback.after-latest-hint", (1,)), ("rollback.after-snapshot-file", (1, 2)),
+                 ("rollback.after-file-delete", (1, 2))],
+    "rollback-tag": [("rollback.after-restore", (1,)), ("rollback.after-tag-delete", (1,)),
+                     ("rollback.after-snapshot-file", (1, 2)), ("rollback.after-file-delete", (1,))],
+}
+MAINTENANCE_COMMITS = 5
+ROLLBACK_TARGET = 3      # rollback_to(snapshot of commit 3); tag "keep" on commit 2 stays, tag "drop" on commit 4 goes
+# rollback-tag: snapshots expired down to EXPIRE_RETAIN first, then rollback_to("keep") restores commit 2's snapshot
+EXPIRE_RETAIN = 2        # expire_snapshots(retain_min=1, retain_max=2); tag "keep" outlives its snapshot
+NEW_TAG = "fresh"        # create_tag(NEW_TAG, snapshot of commit 2)
+
+
+def maintenance_points() -> list[tuple[str, str, int]]:
+    return [(op, point, n) for op, points in MAINTENANCE_POINTS.items() for point, ns in points for n in ns]
+
+
+def maintenance_job(warehouse: str, operation: str, sids: dict) -> object:
+    """The maintenance job a user would run (again after a crash): each is safe to repeat."""
+    t = Catalog(warehouse).get_table(IDENT)
+    if operation == "compact":
+        return t.compact(full=True)
+    if operation == "expire":
+        return t.expire_snapshots(retain_min=1, retain_max=EXPIRE_RETAIN).snapshot_ids
+    if operation == "orphans":
+        return t.remove_orphan_files(older_than=0)
+    if operation == "tag":
+        if NEW_TAG not in t.tags():
+            t.create_tag(NEW_TAG, sids[2])
+        return None
+    if operation == "rollback":
+        return t.rollback_to(sids[ROLLBACK_TARGET])
+    if operation == "rollback-tag":
+        return t.rollback_to("keep")
+    raise ValueError(operation)
+
+
+def _prepare_maintenance(warehouse: str, buckets: int, engine: str, operation: str) -> tuple[dict, dict]:
+    """MAINTENANCE_COMMITS commits; returns (commit i -> its snapshot id, snapshot id -> model). Tags "keep"
+    (commit 2) and "drop" (commit 4). For orphan cleanup, also leftovers: an abandoned write's data files and a
+    stray manifest."""
+    # writers do not compact here, so a dedicated compaction always has work in every bucket
+    t = create_engine_table(warehouse, buckets, engine, **{"write-only": "true"})
+    sids, models, last = {}, {}, 0
+    for i in range(1, MAINTENANCE_COMMITS + 1):
+        sid = t.commit(write_commit(t, i))
+        for s in range(last + 1, sid + 1):  # an APPEND and the COMPACT snapshot of a writer's compaction
+            models[s] = model_after(i, engine)
+        sids[i], last = sid, sid
+    t.create_tag("keep", sids[2])
+    t.create_tag("drop", sids[4])
+    if operation == "rollback-tag":
+        t.expire_snapshots(retain_min=1, retain_max=EXPIRE_RETAIN)
+    if operation == "orphans":
+        write_commit(t, MAINTENANCE_COMMITS + 1)  # never committed: its data files are orphans
+        t.file_io.write_bytes(t.paths.manifest("manifest-stray-0"), b"left by a crashed commit")
+    return sids, models
+
+
+def _verify_reads(table, models: dict, tags: dict, f: list, when: str) -> None:
+    """Every existing snapshot and every tag reads as the model of its snapshot."""
+    for s in table.snapshots():
+        if read_engine_state(table, s.id) != models.get(s.id):
+            f.append(f"{when}: snapshot {s.id} does not read as its model")
+    for name, snap in table.tags().items():
+        if tags.get(name) != snap.id:
+            f.append(f"{when}: tag {name} names snapshot {snap.id}, expected {tags.get(name)}")
+        elif read_engine_state(table, tag=name) != models[snap.id]:
+            f.append(f"{when}: tag {name} does not read as its model")
+
+
+def _expected_after(operation: str, sids: dict, models: dict, done: bool) -> tuple[set | None, dict]:
+    """(snapshot ids that must exist, None when any is fine; tag -> snapshot id) once the job finished (``done``)
+    or before it ran."""
+    tags = {"keep": sids[2], "drop": sids[4]}
+    latest = max(models)
+    if not done:
+        first = latest - EXPIRE_RETAIN + 1 if operation == "rollback-tag" else 1
+        return set(range(first, latest + 1)), tags
+    if operation == "expire":
+        return set(range(latest - EXPIRE_RETAIN + 1, latest + 1)), tags
+    if operation == "tag":
+        return set(range(1, latest + 1)), {**tags, NEW_TAG: sids[2]}
+    if operation == "rollback":
+        return set(range(1, sids[ROLLBACK_TARGET] + 1)), {"keep": sids[2]}
+    if operation == "rollback-tag":
+        return {sids[2]}, {"keep": sids[2]}
+    return None, tags  # compact adds snapshots; orphan cleanup changes none
+
+
+def maintenance_crash_case(workdir: str, operation: str, point: str, occurrence: int, buckets: int,
+                           engine: str = "deduplicate") -> CrashOutcome:
+    """Crash a maintenance job at ``point``, then: check() is clean; the latest snapshot reads as a committed state
+    the job may pass through (compaction and cleanup change no content; expiration keeps the latest; a rollback
+    may stop at a snapshot between the target and the old latest, as Paimon's does); every remaining snapshot and
+    tag reads as its model. Re-running the job completes it; orphan cleanup with older_than=0 afterwards leaves
+    exactly the referenced files and changes no read."""
+    out = CrashOutcome(point, occurrence, buckets, engine, operation)
+    warehouse = os.path.join(workdir, "wh")
+    sids, models = _prepare_maintenance(warehouse, buckets, engine, operation)
+    latest_before = max(models)
+    run = run_crashing(point, maintenance_job, warehouse, operation, sids, occurrence=occurrence)
+    out.crashed = run.crashed
+    f = out.failures
+    if run.error:
+        f.append(f"child raised {run.error}")
+    table, report = reopen_and_check(warehouse, IDENT)
+    # a rollback to an expired tag restores an older snapshot first: a gap until it is run again (documented)
+    f += [f"after crash: {p}" for p in report.problems if not (operation == "rollback-tag" and p.kind == "snapshot-gap")]
+    out.leftover_files, out.leftover_bytes = len(report.orphan_files), report.orphan_bytes
+    if set(report.orphan_files) & report.referenced_files:
+        f.append("after crash: a leftover file is referenced")
+    if operation == "compact":  # COMPACT snapshots keep the content of the snapshot before them
+        for s in table.snapshots():
+            models.setdefault(s.id, models[latest_before])
+    latest = table.latest_snapshot_id()
+    allowed = range(sids[ROLLBACK_TARGET], latest_before + 1) if operation == "rollback" else \
+        [sids[2]] + list(range(latest_before - EXPIRE_RETAIN + 1, latest_before + 1)) \
+        if operation == "rollback-tag" else [latest_before] if operation != "compact" else \
+        range(latest_before, latest + 1)
+    if latest not in allowed:
+        f.append(f"after crash: latest snapshot is {latest}, expected one of {list(allowed)}")
+    before_tags = _expected_after(operation, sids, models, False)[1]
+    after_ids, after_tags = _expected_after(operation, sids, models, True)
+    now_tags = {n: s.id for n, s in table.tags().items()}
+    if now_tags != before_tags and now_tags != after_tags and not (
+            operation.startswith("rollback") and set(now_tags) <= set(before_tags)):
+        f.append(f"after crash: tags {now_tags}")
+    _verify_reads(table, models, now_tags, f, "after crash")
+
+    os.environ.pop(ENV, None)
+    maintenance_job(warehouse, operation, sids)  # re-run: completes the job
+    maintenance_job(warehouse, operation, sids)  # and once more: a finished job is safe to repeat
+    table, report = reopen_and_check(warehouse, IDENT)
+    f += [f"after re-run: {p}" for p in report.problems]
+    if operation == "compact":
+        for s in table.snapshots():
+            models.setdefault(s.id, models[latest_before])
+        if not any(s.commit_kind == "COMPACT" for s in table.snapshots()):
+            f.append("after re-run: no COMPACT snapshot")
+    ids = {s.id for s in table.snapshots()}
+    if after_ids is not None and ids != after_ids:
+        f.append(f"after re-run: snapshots {sorted(ids)}, expected {sorted(after_ids)}")
+    if {n: s.id for n, s in table.tags().items()} != after_tags:
+        f.append(f"after re-run: tags {sorted(table.tags())}, expected {sorted(after_tags)}")
+    _verify_reads(table, models, after_tags, f, "after re-run")
+    table.remove_orphan_files(older_than=0)
+    table, report = reopen_and_check(warehouse, IDENT)
+    f += [f"after orphan cleanup: {p}" for p in report.problems]
+    if report.orphan_files:
+        f.append(f"orphan cleanup left unreferenced files: {report.orphan_files}")
+    _verify_reads(table, models, after_tags, f, "after orphan cleanup")
     out.orphan_bytes_after_cleanup = report.orphan_bytes
     return out
 
@@ -273,24 +489,59 @@ class ConcurrencyOutcome:
     acknowledged: int = 0
     lost: int = 0
     duplicates: int = 0
+    compactions: int = 0       # dedicated compactions that landed while the writers ran
+    compaction_conflicts: int = 0
     failures: list[str] = field(default_factory=list)
 
 
-def concurrency_case(workdir: str, workers: int, commits: int, same_bucket: bool) -> ConcurrencyOutcome:
+COMPACTOR_USER = "compactor"
+
+
+def compactor_worker(warehouse: str, stop_path: str, deadline_s: float = 120.0) -> tuple[int, int]:
+    """Compact the table over and over (minor and full alternately) until ``stop_path`` exists and at least one
+    compaction landed. A compaction whose inputs a concurrent commit replaced raises CommitConflict with nothing
+    changed: counted and retried. Returns (compactions landed, conflicts)."""
+    import time
+
+    from engine.errors import CommitConflict
+
+    t = Catalog(warehouse).get_table(IDENT)
+    landed = conflicts = n = 0
+    start = time.monotonic()
+    while not (os.path.exists(stop_path) and landed) and time.monotonic() - start < deadline_s:
+        n += 1
+        try:
+            if t.compact(full=n % 2 == 0) is not None:
+                landed += 1
+        except CommitConflict:
+            conflicts += 1
+        time.sleep(0.005)
+    return landed, conflicts
+
+
+def concurrency_case(workdir: str, workers: int, commits: int, same_bucket: bool,
+                     compactor: bool = False) -> ConcurrencyOutcome:
     """N processes x C commits. Same bucket: all write bucket 0 of a 1-bucket table and also the shared HOT key,
     whose value at every snapshot must be the one written by that snapshot's commit (the later commit wins).
-    Different buckets: worker w writes only keys of bucket w."""
+    Different buckets: worker w writes only keys of bucket w. ``compactor``: one more process compacts the table
+    all the while (a dedicated compaction job)."""
     from engine.crash_points import _context
 
-    mode = "same-bucket" if same_bucket else "different-buckets"
+    mode = ("same-bucket" if same_bucket else "different-buckets") + (" + compactor" if compactor else "")
     out = ConcurrencyOutcome(mode, workers, commits)
     warehouse = os.path.join(workdir, "wh")
     buckets = 1 if same_bucket else workers
     create_table(warehouse, buckets)
     jobs = [(warehouse, w, commits, keys_for_bucket(0 if same_bucket else w, buckets, commits, 10_000 * w),
              same_bucket) for w in range(workers)]
-    with _context().Pool(workers) as pool:
+    stop = os.path.join(workdir, "stop-compactor")
+    with _context().Pool(workers + compactor) as pool:
+        compacting = pool.apply_async(compactor_worker, (warehouse, stop)) if compactor else None
         results = pool.starmap(writer_worker, jobs)
+        with open(stop, "w"):
+            pass
+        if compacting is not None:
+            out.compactions, out.compaction_conflicts = compacting.get()
     acked = [a for r in results for a in r]
     out.acknowledged = len(acked)
     table, report = reopen_and_check(warehouse, IDENT)
@@ -318,6 +569,120 @@ def concurrency_case(workdir: str, workers: int, commits: int, same_bucket: bool
     if out.lost or out.duplicates:
         out.failures.append(f"{out.lost} acknowledged commit(s) lost, {out.duplicates} duplicate(s)")
     return out
+
+
+OVERWRITE_KEYS = 12
+
+
+def overwrite_worker(warehouse: str, worker: int, rounds: int) -> list[tuple[int, str]]:
+    """``rounds`` overwrites of partition 'a' with OVERWRITE_KEYS rows valued ``o<worker>-<round>``; returns
+    (snapshot id, value) per acknowledged overwrite."""
+    t = Catalog(warehouse).get_table(IDENT)
+    acked = []
+    for r in range(rounds):
+        value = f"o{worker}-{r}"
+        ids = range(worker * 3, worker * 3 + OVERWRITE_KEYS)  # each writer's own key set: a mix would show
+        with t.new_write(commit_user=f"o{worker}", commit_identifier=r + 1) as w:
+            w.write(_rows([("a", i) for i in ids], [value] * OVERWRITE_KEYS))
+            messages = w.prepare_commit()
+        acked.append((t.commit_overwrite(messages, [("a",)]), value))
+    return acked
+
+
+def overwrite_race_case(workdir: str, workers: int = 2, rounds: int = 5, buckets: int = 2) -> ConcurrencyOutcome:
+    """Processes overwriting partition 'a' at once. Every acknowledged overwrite lands exactly once; at its
+    snapshot partition 'a' holds exactly its rows (never a mix of two overwrites, never rows of an earlier one);
+    partition 'b' is never touched; the final table holds the overwrite that landed last."""
+    from engine.crash_points import _context
+
+    out = ConcurrencyOutcome("overwrite one partition", workers, rounds)
+    warehouse = os.path.join(workdir, "wh")
+    t = create_table(warehouse, buckets)
+    t.write(_rows([("a", i) for i in range(100, 110)] + [("b", i) for i in range(10)],
+                  ["initial"] * 10 + [f"b{i}" for i in range(10)]))
+    b_rows = {k: v for k, v in read_state(t).items() if k[0] == "b"}
+    with _context().Pool(workers) as pool:
+        results = pool.starmap(overwrite_worker, [(warehouse, w, rounds) for w in range(workers)])
+    acked = [(w, sid, value) for w, r in enumerate(results) for sid, value in r]
+    out.acknowledged = len(acked)
+    table, report = reopen_and_check(warehouse, IDENT)
+    out.failures += [str(p) for p in report.problems]
+    by_sid = {}
+    for w, sid, value in acked:
+        by_sid.setdefault(sid, []).append(value)
+    out.duplicates = sum(len(v) - 1 for v in by_sid.values())
+    seen: dict[tuple, int] = {}
+    for s in table.snapshots():
+        if s.commit_kind == "OVERWRITE":
+            seen[(s.commit_user, s.commit_identifier)] = seen.get((s.commit_user, s.commit_identifier), 0) + 1
+    out.duplicates += sum(n - 1 for n in seen.values())
+    for w, sid, value in acked:
+        state = read_state(table, sid)
+        want = {("a", i): value for i in range(w * 3, w * 3 + OVERWRITE_KEYS)}
+        if seen.get((f"o{w}", int(value.split("-")[1]) + 1)) != 1:
+            out.lost += 1
+        if {k: v for k, v in state.items() if k[0] == "a"} != want:
+            out.failures.append(f"snapshot {sid}: partition a is not exactly overwrite {value}")
+        if {k: v for k, v in state.items() if k[0] == "b"} != b_rows:
+            out.failures.append(f"snapshot {sid}: partition b changed")
+    last = max(acked, key=lambda a: a[1])
+    if read_state(table) != {**b_rows, **{("a", i): last[2] for i in range(last[0] * 3, last[0] * 3 + OVERWRITE_KEYS)}}:
+        out.failures.append("final table is not the overwrite that landed last")
+    if out.lost or out.duplicates:
+        out.failures.append(f"{out.lost} acknowledged overwrite(s) lost, {out.duplicates} duplicate(s)")
+    return out
+
+
+def expiring_writer_worker(warehouse: str, worker: int, commits: int) -> int:
+    """Commit ``commits`` times, expiring down to one retained snapshot after each; returns snapshots expired."""
+    t = Catalog(warehouse).get_table(IDENT)
+    expired = 0
+    for i in range(commits):
+        t.write(_rows([("a", 1000 * (worker + 1) + i)], [f"e{worker}-{i}"]))
+        expired += len(t.expire_snapshots(retain_min=1, retain_max=1).snapshot_ids)
+    return expired
+
+
+def pinned_reader_case(workdir: str, pin: str, workers: int = 2, commits: int = 8) -> tuple[int, int, list[str]]:
+    """A reader pinned to snapshot 3 (``pin``: "tag" -- read through a tag; "consumer" -- a consumer whose next
+    snapshot is 3 holds it) reads over and over while other processes commit and expire snapshots down to one.
+    Every read must return snapshot 3's rows, without error. Returns (reads, snapshots expired, failures)."""
+    from engine.crash_points import _context
+
+    warehouse = os.path.join(workdir, "wh")
+    t = create_table(warehouse, 2)
+    for i in range(3):
+        t.write(_rows([("a", i), ("b", i)], [f"s{i}", f"s{i}"]))
+    if pin == "tag":
+        t.create_tag("pinned", 3)
+        def read(tb):
+            return {(r["p"], r["id"]): r["v"] for r in tb.read(tag="pinned").to_pylist()}
+    else:
+        t.reset_consumer("reader", 3)
+
+        def read(tb):
+            return read_state(tb, 3)
+    pinned = read(t)
+    failures, reads = [], 0
+    with _context().Pool(workers) as pool:
+        pending = pool.starmap_async(expiring_writer_worker, [(warehouse, w, commits) for w in range(workers)])
+        while not pending.ready() or reads == 0:
+            for tb in (t, Catalog(warehouse).get_table(IDENT)):  # a long-lived and a fresh table object
+                try:
+                    got = read(tb)
+                except Exception as e:  # noqa: BLE001 - any error is a disturbed reader
+                    failures.append(f"read {reads}: {e!r}")
+                    continue
+                if got != pinned:
+                    failures.append(f"read {reads}: {len(got)} rows differ from the pinned snapshot")
+            reads += 1
+        expired = sum(pending.get())
+    fresh = Catalog(warehouse).get_table(IDENT)
+    if read(fresh) != pinned:
+        failures.append("after the race: the pinned snapshot reads differently")
+    report = fresh.check()
+    failures += [str(p) for p in report.problems]
+    return reads, expired, failures
 
 
 def create_worker(warehouse: str, worker: int) -> str:

@@ -173,3 +173,22 @@ def test_check_warehouse(table, tmp_path):
     os.unlink(sc.corruption_target(table, "data-file"))
     reports = check_warehouse(str(tmp_path / "wh"))
     assert [(r.table, r.ok) for r in reports] == [("db.t", False), ("db2.u", True)]
+
+
+def test_tags_keep_their_expired_snapshot_files_referenced_and_checked(table):
+    table.create_tag("first", 1)
+    table.compact(full=True)  # snapshot 3: snapshot 1's files are no longer live
+    table.expire_snapshots(retain_min=1, retain_max=1)
+    assert table.snapshot_manager.ids() == [3]
+    report = _fresh(table).check()
+    assert report.ok and report.orphan_files == [], report.summary()
+    assert os.path.join(table.root, "tag", "tag-first") in report.referenced_files
+    tagged_files = {p for p in report.referenced_files if p.endswith(".parquet")}
+    latest_files = {os.path.join(sp.bucket_dir, f.file_name) for sp in table.plan() for f in sp.files}
+    kept_by_tag = sorted(tagged_files - latest_files)
+    assert kept_by_tag
+    os.unlink(kept_by_tag[0])
+    assert "data-file-missing" in _kinds(table)
+    with open(os.path.join(table.root, "tag", "tag-first"), "w") as f:
+        f.write("{not json")
+    assert "tag-unreadable" in _kinds(table)

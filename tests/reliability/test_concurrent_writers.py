@@ -96,3 +96,50 @@ def test_pinned_reader_keeps_its_snapshot_while_writers_commit(tmp_path):
         pending.get()
     data_snapshots = [s for s in t.snapshots() if s.commit_kind != "COMPACT"]  # writers' compactions add COMPACT ones
     assert len(data_snapshots) == 13 and sc.read_state(t, 1) == pinned
+
+
+# --- a writer racing a compactor, overwrites racing, expiry racing a pinned reader ---------------------------
+def _check_compactor_race(out):
+    _check(out)
+    assert out.compactions >= 1, "the compactor never landed a compaction: the race was not exercised"
+
+
+def test_writer_racing_a_compactor_process(tmp_path):
+    _check_compactor_race(sc.concurrency_case(str(tmp_path), workers=1, commits=6, same_bucket=True,
+                                              compactor=True))
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize("same_bucket", [True, False])
+def test_writers_racing_a_compactor_process(tmp_path, same_bucket):
+    _check_compactor_race(sc.concurrency_case(str(tmp_path), workers=3, commits=12, same_bucket=same_bucket,
+                                              compactor=True))
+
+
+def test_two_overwrites_of_one_partition_race(tmp_path):
+    out = sc.overwrite_race_case(str(tmp_path), workers=2, rounds=3)
+    assert out.failures == [] and out.lost == 0 and out.duplicates == 0
+    assert out.acknowledged == 6
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize("buckets", [1, 3])
+def test_many_overwrites_of_one_partition_race(tmp_path, buckets):
+    out = sc.overwrite_race_case(str(tmp_path), workers=4, rounds=6, buckets=buckets)
+    assert out.failures == [] and out.lost == 0 and out.duplicates == 0
+    assert out.acknowledged == 24
+
+
+def test_expiry_racing_a_reader_pinned_by_a_tag(tmp_path):
+    reads, expired, failures = sc.pinned_reader_case(str(tmp_path), "tag", workers=2, commits=4)
+    assert failures == []
+    assert expired >= 3  # snapshot 3 itself expired: only the tag holds its files
+    assert reads >= 1
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize("pin", ["tag", "consumer"])
+def test_expiry_racing_a_pinned_reader(tmp_path, pin):
+    reads, expired, failures = sc.pinned_reader_case(str(tmp_path), pin, workers=3, commits=10)
+    assert failures == []
+    assert expired >= (3 if pin == "tag" else 2) and reads >= 1

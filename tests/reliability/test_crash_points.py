@@ -1,7 +1,9 @@
 """Crash at named points (child process killed with os._exit), then re-open, check, recover.
 
-Default run: every write/commit point once (4 buckets, 2nd arrival). ``-m reliability``: the full matrix
-(every point x arrivals 1..3 x {1, 4} buckets).
+Default run: a representative subset. ``-m reliability``: the full matrix: every write/commit point x arrivals 1..3
+x {1, 4} buckets x {deduplicate, partial-update} (aggregation: 2nd arrival); every compaction, expiration, orphan
+cleanup, tag and rollback point x its arrivals x {1, 4} buckets x {deduplicate, partial-update} (aggregation:
+4 buckets).
 """
 from __future__ import annotations
 
@@ -14,26 +16,59 @@ from engine.crash_points import POINTS, crash_point, run_crashing
 from engine.errors import TableNotFound
 from tests.reliability import scenarios as sc
 
-FULL = [(p, n, b) for p in sc.WRITE_AND_COMMIT_POINTS for n in (1, 2, 3) for b in (1, 4)]
-DEFAULT = [(p, 2, 4) for p in ("write.after-data-file", "commit.before-publish", "commit.after-publish")]
+FULL = [(p, n, b, e) for e in ("deduplicate", "partial-update") for p in sc.WRITE_AND_COMMIT_POINTS
+        for n in (1, 2, 3) for b in (1, 4)] + \
+       [(p, 2, b, "aggregation") for p in sc.WRITE_AND_COMMIT_POINTS for b in (1, 4)]
+DEFAULT = [("write.after-data-file", 2, 4, "deduplicate"), ("commit.before-publish", 2, 4, "partial-update"),
+           ("commit.after-publish", 2, 4, "deduplicate")]
+MAINTENANCE_FULL = [(op, p, n, b, e) for e in ("deduplicate", "partial-update") for op, p, n in sc.maintenance_points()
+                    for b in (1, 4)] + \
+                   [(op, p, n, 4, "aggregation") for op, p, n in sc.maintenance_points()]
+MAINTENANCE_DEFAULT = [("compact", "compact.after-output-file", 2, 4, "partial-update"),
+                       ("expire", "expire.after-snapshot-file", 1, 4, "deduplicate"),
+                       ("rollback", "rollback.after-snapshot-file", 1, 4, "deduplicate"),
+                       ("orphans", "orphans.after-delete", 1, 1, "deduplicate")]
 
 
-def _assert_case(tmp_path, point, occurrence, buckets):
-    out = sc.crash_case(str(tmp_path), point, occurrence, buckets)
+def _assert_case(tmp_path, point, occurrence, buckets, engine):
+    out = sc.crash_case(str(tmp_path), point, occurrence, buckets, engine=engine)
     assert out.crashed, f"{point} #{occurrence} was never reached"
     assert out.failures == []
     assert out.orphan_bytes_after_cleanup == 0
 
 
-@pytest.mark.parametrize("point,occurrence,buckets", DEFAULT)
-def test_crash_subset(tmp_path, point, occurrence, buckets):
-    _assert_case(tmp_path, point, occurrence, buckets)
+@pytest.mark.parametrize("point,occurrence,buckets,engine", DEFAULT)
+def test_crash_subset(tmp_path, point, occurrence, buckets, engine):
+    _assert_case(tmp_path, point, occurrence, buckets, engine)
 
 
 @pytest.mark.reliability
-@pytest.mark.parametrize("point,occurrence,buckets", FULL)
-def test_crash_matrix(tmp_path, point, occurrence, buckets):
-    _assert_case(tmp_path, point, occurrence, buckets)
+@pytest.mark.parametrize("point,occurrence,buckets,engine", FULL)
+def test_crash_matrix(tmp_path, point, occurrence, buckets, engine):
+    _assert_case(tmp_path, point, occurrence, buckets, engine)
+
+
+def _assert_maintenance_case(tmp_path, operation, point, occurrence, buckets, engine):
+    out = sc.maintenance_crash_case(str(tmp_path), operation, point, occurrence, buckets, engine)
+    assert out.crashed, f"{operation}: {point} #{occurrence} was never reached"
+    assert out.failures == []
+    assert out.orphan_bytes_after_cleanup == 0
+
+
+@pytest.mark.parametrize("operation,point,occurrence,buckets,engine", MAINTENANCE_DEFAULT)
+def test_maintenance_crash_subset(tmp_path, operation, point, occurrence, buckets, engine):
+    _assert_maintenance_case(tmp_path, operation, point, occurrence, buckets, engine)
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize("operation,point,occurrence,buckets,engine", MAINTENANCE_FULL)
+def test_maintenance_crash_matrix(tmp_path, operation, point, occurrence, buckets, engine):
+    _assert_maintenance_case(tmp_path, operation, point, occurrence, buckets, engine)
+
+
+def test_every_maintenance_point_is_in_the_matrix():
+    covered = {p for _, p, _ in sc.maintenance_points()} | set(sc.WRITE_AND_COMMIT_POINTS) | {"commit.after-rebase"}
+    assert set(POINTS) - covered == {"catalog.before-schema"}
 
 
 def test_crash_while_resequencing_onto_a_concurrent_commit(tmp_path):

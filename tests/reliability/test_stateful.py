@@ -1,6 +1,9 @@
 """Stateful model test with crashes: write, delete, multi-batch commit, two writers racing on one base,
 crash-and-recover (a child process killed at a random crash point, then the commit re-run exactly once),
-reopen, read at any snapshot. Invariants: reads equal a dict model at every snapshot; check() is clean.
+compact, expire, tag, rollback (to a snapshot or a tag), remove_orphan_files, a compaction or expiration killed
+at one of its crash points and run again, reopen, read at any retained snapshot or tag.
+Invariants: reads at every retained snapshot and tag equal a dict model; check() is clean; after orphan cleanup
+with older_than=0 no unreferenced file is left.
 
 Default run: a few short examples; ``-m reliability``: many more.
 """
@@ -18,9 +21,13 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from engine.crash_points import run_crashing
+from engine.errors import InvalidInput
 from tests.interop.dict_model import DictModel
 from tests.interop.pypaimon_util import assert_rows_equal, rows_of
-from tests.reliability.scenarios import WRITE_AND_COMMIT_POINTS
+from tests.reliability.scenarios import MAINTENANCE_POINTS, WRITE_AND_COMMIT_POINTS
+
+MAINTENANCE_CRASHES = [(op, point) for op in ("compact", "expire") for point, _ in MAINTENANCE_POINTS[op]]
+TAG_NAMES = ["t1", "t2", "t3"]
 
 SCHEMA = pa.schema([("p", pa.string()), ("k", pa.int32()), ("v", pa.string())])
 PK = ["p", "k"]
@@ -53,13 +60,23 @@ def child_commit(warehouse: str, rs, deletes, user: str, ident: int, pending: st
     return t.commit(messages)
 
 
+def child_maintenance(warehouse: str, operation: str, retain: int):
+    from engine import Catalog
+
+    t = Catalog(warehouse).get_table("db.t")
+    if operation == "compact":
+        return t.compact(full=True)
+    return t.expire_snapshots(retain_min=1, retain_max=retain).snapshot_ids
+
+
 class CrashModel(RuleBasedStateMachine):
     def __init__(self):
         super().__init__()
         self.dir = None
         self.table = None
         self.model = DictModel(SCHEMA, PK)
-        self.sids: list[int] = []
+        self.sids: list[int] = []     # retained snapshot ids, oldest first
+        self.tags: dict[str, int] = {}  # tag name -> snapshot id
         self.ident = 0
 
     @initialize(bucket=st.sampled_from([1, 4]))
@@ -136,6 +153,93 @@ class CrashModel(RuleBasedStateMachine):
             self.model.delete(to_keys(kk))
         self._committed(sid)
 
+    # --- maintenance ----------------------------------------------------------------------------------------
+    def _compacted(self, sid):
+        if sid is None:
+            return
+        first = self.sids[-1] + 1 if self.sids else 1
+        assert sid >= first and all(self.table.snapshot(s).commit_kind == "COMPACT" for s in range(first, sid + 1))
+        self.model.commit(sid)  # compaction changes no content
+        self.sids.extend(range(first, sid + 1))
+
+    def _expired(self):
+        ids = [s.id for s in self.table.snapshots()]
+        assert ids and ids == self.sids[len(self.sids) - len(ids):], (ids, self.sids)  # oldest first, a suffix
+        self.sids = ids
+
+    @rule(full=st.booleans())
+    def compact(self, full):
+        if self.sids:
+            self._compacted(self.table.compact(full=full))
+
+    @rule(retain=st.integers(min_value=1, max_value=4))
+    def expire(self, retain):
+        if self.sids:
+            removal = self.table.expire_snapshots(retain_min=1, retain_max=retain)
+            assert removal.snapshot_ids == self.sids[:len(removal.snapshot_ids)]
+            assert len(self.sids) - len(removal.snapshot_ids) >= min(retain, len(self.sids))
+            self._expired()
+
+    @rule(name=st.sampled_from(TAG_NAMES), back=st.integers(min_value=0, max_value=4))
+    def tag(self, name, back):
+        if not self.sids:
+            return
+        sid = self.sids[max(0, len(self.sids) - 1 - back)]
+        if name in self.tags:
+            with pytest.raises(InvalidInput, match="already exists"):
+                self.table.create_tag(name, sid)
+        else:
+            self.table.create_tag(name, sid)
+            self.tags[name] = sid
+
+    @rule(back=st.integers(min_value=0, max_value=4), to_tag=st.booleans())
+    def rollback(self, back, to_tag):
+        if not self.sids:
+            return
+        if to_tag and self.tags:
+            name = sorted(self.tags)[back % len(self.tags)]
+            target = self.tags[name]
+            self.table.rollback_to(name)
+            self.sids = [s for s in self.sids if s <= target] if target in self.sids else [target]
+        else:
+            target = self.sids[max(0, len(self.sids) - 1 - back)]
+            self.table.rollback_to(target)
+            self.sids = [s for s in self.sids if s <= target]
+        self.tags = {n: s for n, s in self.tags.items() if s <= target}
+        for sid in [s for s in self.model.history if s > target]:  # ids after the target will be reused
+            del self.model.history[sid]
+        self.model.state = dict(self.model.history[target])
+        assert [s.id for s in self.table.snapshots()] == self.sids
+        assert {n: s.id for n, s in self.table.tags().items()} == self.tags
+
+    @rule()
+    def remove_orphan_files(self):
+        self.table.remove_orphan_files(older_than=0)
+        report = self.table.check()
+        assert report.ok and report.orphan_files == [], report.summary()
+
+    @rule(crash=st.sampled_from(MAINTENANCE_CRASHES), retain=st.integers(min_value=1, max_value=3))
+    def crash_in_maintenance(self, crash, retain):
+        """Kill a compaction or expiration at one of its crash points, check, then run it again to completion."""
+        from engine import Catalog
+
+        operation, point = crash
+        if not self.sids:
+            return
+        run = run_crashing(point, child_maintenance, self.warehouse, operation, retain)
+        assert run.error is None, run
+        self.table = Catalog(self.warehouse).get_table("db.t")
+        report = self.table.check()
+        assert report.ok, report.summary()
+        for _ in range(2):  # the finished job is safe to repeat
+            result = child_maintenance(self.warehouse, operation, retain)
+            if operation == "compact":
+                latest = self.table.latest_snapshot_id()
+                self._compacted(latest if latest != self.sids[-1] else None)
+            else:
+                self._expired()
+                assert all(s < self.sids[0] for s in result)
+
     @rule()
     def reopen(self):
         self.table = self.catalog.get_table("db.t")
@@ -152,6 +256,13 @@ class CrashModel(RuleBasedStateMachine):
         if self.table is not None and self.sids:
             assert_rows_equal(rows_of(self.table.read(), PK), self.model.live_rows(), PK, "latest read")
 
+    @invariant()
+    def tags_match(self):
+        if self.table is not None:
+            for name, sid in self.tags.items():
+                assert_rows_equal(rows_of(self.table.read(tag=name), PK), self.model.live_rows(sid), PK,
+                                  f"read of tag {name}")
+
     def teardown(self):
         try:
             if self.table is not None and self.sids:
@@ -159,6 +270,9 @@ class CrashModel(RuleBasedStateMachine):
                 assert [s.id for s in t.snapshots()] == self.sids
                 report = t.check()
                 assert report.ok, report.summary()
+                t.remove_orphan_files(older_than=0)
+                report = t.check()
+                assert report.ok and report.orphan_files == [], report.summary()
                 for sid in self.sids:
                     assert_rows_equal(rows_of(t.read(snapshot_id=sid), PK), self.model.live_rows(sid), PK,
                                       f"time travel to snapshot {sid}")

@@ -14,3 +14,6 @@ __all__ += ["merge_into", "delete_where", "update_where"]
 from spark_glue.streaming import stream_batch_writer  # noqa: E402
 
 __all__ += ["stream_batch_writer"]
+from spark_glue.compaction import compact  # noqa: E402
+
+__all__ += ["compact"]

@@ -1,0 +1,134 @@
+"""Distributed compaction, streaming reads and system tables through Spark (one local SparkSession, conftest.py)."""
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+
+import pyarrow as pa
+import pytest
+
+import spark_glue
+from engine import Catalog
+from engine.meta.snapshot import COMMIT_KIND_COMPACT
+from spark_glue.compaction import CompactionJob
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = pa.schema([("region", pa.string()), ("id", pa.int64()), ("qty", pa.int32())])
+
+
+def _rows(table_or_rows, keys=("region", "id")):
+    rows = table_or_rows.to_pylist() if isinstance(table_or_rows, pa.Table) else [r.asDict() for r in table_or_rows]
+    return sorted(rows, key=lambda r: tuple(str(r[k]) for k in keys))
+
+
+def _files_on_disk(root):
+    return {os.path.basename(p) for p in glob.glob(os.path.join(root, "**", "bucket-*", "*"), recursive=True)}
+
+
+def _referenced(table):
+    """Data files of the latest snapshot plus changelog files of every snapshot."""
+    names = {e.file.file_name for e in table.manifests.live_entries(table.snapshot())}
+    for s in table.snapshots():
+        if s.changelog_manifest_list:
+            names |= {e.file.file_name for m in table.manifests.manifest_list(s.changelog_manifest_list)
+                      for e in table.manifests.manifest(m.file_name)}
+    return names
+
+
+def _table(tmp_path, name="t", options=None):
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db", ignore_if_exists=True)
+    return cat.create_table(f"db.{name}", SCHEMA, ["region", "id"], ["region"], {"bucket": "2", **(options or {})})
+
+
+def _fill(table, commits=4):
+    for c in range(commits):
+        ids = list(range(c * 5, c * 5 + 20))
+        table.write(pa.table({"region": ["eu" if i % 2 else "us" for i in ids], "id": ids,
+                              "qty": pa.array([c] * len(ids), pa.int32())}))
+    table.delete(pa.table({"region": ["us"], "id": [0]}))
+
+
+# --- compaction ---------------------------------------------------------------------------------------------
+@pytest.mark.interop
+@pytest.mark.parametrize("full", [True, False])
+def test_spark_compaction_equals_engine_compaction(spark, tmp_path, full):
+    from tests.interop.pypaimon_util import pp_get_table, pp_read
+    t = _table(tmp_path, options={"num-sorted-run.compaction-trigger": "3", "write-only": "true"})
+    _fill(t)
+    twin_root = str(tmp_path / "wh" / "db.db" / "twin")
+    shutil.copytree(t.root, twin_root)
+    twin = Catalog(str(tmp_path / "wh")).get_table("db.twin")
+    before = _rows(t.read())
+    latest = t.latest_snapshot_id()
+
+    sid = spark_glue.compact(spark, t.root, full=full)
+    expected_sid = twin.compact(full=full)
+    assert sid == expected_sid == latest + 1
+    assert t.snapshot().commit_kind == COMMIT_KIND_COMPACT and len(t.snapshots()) == latest + 1
+    assert _rows(t.read()) == before == _rows(twin.read())
+
+    def layout(table):
+        return sorted((e.partition, e.bucket, e.file.level, e.file.row_count)
+                      for e in table.manifests.live_entries(table.snapshot()))
+    assert layout(t) == layout(twin)
+    if full:
+        from engine.compact.picker import CompactionSettings
+        top = CompactionSettings.of(t.schema.table_options).num_levels - 1
+        assert {lvl for _, _, lvl, _ in layout(t)} == {top}
+    assert _files_on_disk(t.root) == _referenced(t) | {e.file.file_name for s in t.snapshots()
+                                                       for e in t.manifests.live_entries(s)}
+    assert _rows(pp_read(pp_get_table(str(tmp_path / "wh"), "db.t"))) == before
+    assert spark_glue.compact(spark, t.root, full=False) is None  # nothing left to do
+
+
+def test_spark_compaction_of_some_partitions_with_lookup_changelog(spark, tmp_path):
+    t = _table(tmp_path, options={"changelog-producer": "lookup", "write-only": "true"})
+    _fill(t, commits=2)
+    assert t.read_changes().num_rows == 0  # write-only: the lookup changelog comes with compaction
+    sid = spark_glue.compact(spark, t.root, full=True, partitions={"region": "eu"})
+    snap = t.snapshot(sid)
+    delta = [e for m in t.manifests.manifest_list(snap.delta_manifest_list) for e in t.manifests.manifest(m.file_name)]
+    assert {t.scan().partition_values(e.partition) for e in delta} == {("eu",)}
+    assert {e.file.level for e in t.manifests.live_entries(snap) if e.partition == delta[0].partition} == {5}
+    changes = t.read_changes(sid - 1, sid)
+    assert set(changes.column("region").to_pylist()) == {"eu"} and changes.num_rows > 0
+    with pytest.raises(Exception, match="not a partition key"):
+        spark_glue.compact(spark, t.root, partitions={"id": 1})
+
+
+class FailFirstAttempt(CompactionJob):
+    """Compacts, then fails the first attempt of task 0 after its files are written (Spark retries it)."""
+
+    def compact_group(self, index):
+        from pyspark import TaskContext
+        messages = super().compact_group(index)
+        if index == 0 and TaskContext.get().attemptNumber() == 0:
+            raise RuntimeError("injected failure after writing compaction files")
+        return messages
+
+
+class AlwaysFail(CompactionJob):
+    def compact_group(self, index):
+        super().compact_group(index)
+        raise RuntimeError("injected failure")
+
+
+def test_retried_compaction_task_leaves_no_duplicates_or_orphans(spark, tmp_path):
+    t = _table(tmp_path)
+    _fill(t)
+    before = _rows(t.read())
+    latest = t.latest_snapshot_id()
+    with pytest.raises(Exception, match="injected failure"):
+        AlwaysFail(t.root, full=True).run(spark)
+    assert t.latest_snapshot_id() == latest
+    assert _files_on_disk(t.root) == _referenced(t) | {e.file.file_name for s in t.snapshots()
+                                                       for e in t.manifests.live_entries(s)}
+    sid = FailFirstAttempt(t.root, full=True).run(spark)
+    assert sid == latest + 1 and _rows(t.read()) == before
+    assert all(e.file.level == 5 for e in t.manifests.live_entries(t.snapshot()))  # default num-levels 6
+    live = {e.file.file_name for e in t.manifests.live_entries(t.snapshot())}
+    older = {e.file.file_name for s in t.snapshots()[:-1] for e in t.manifests.live_entries(s)}
+    assert _files_on_disk(t.root) == live | older  # the failed attempt's files were removed

@@ -5,9 +5,9 @@ points with filter pushdown and bucket-parallel writes; ``merge_into`` / ``delet
 row-level operations; ``stream_batch_writer`` is the foreachBatch helper for exactly-once streaming writes.
 Engine and kernels never import pyspark.
 """
-from spark_glue.api import distribute_by_bucket, read_table, register, write_table
+from spark_glue.api import distribute_by_bucket, read_stream, read_table, register, write_table
 
-__all__ = ["register", "read_table", "write_table", "distribute_by_bucket"]
+__all__ = ["register", "read_table", "write_table", "distribute_by_bucket", "read_stream"]
 from spark_glue.dml import delete_where, merge_into, update_where  # noqa: E402
 
 __all__ += ["merge_into", "delete_where", "update_where"]

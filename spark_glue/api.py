@@ -79,7 +79,10 @@ def distribute_by_bucket(df, path: str, num_tasks: int | None = None):
 
 def _slot_function(bucket_types: dict, part_types: dict, num_buckets: int, num_tasks: int, out: pa.Schema):
     def slots(batches):
-        from kernels.hashing import bucket_ids, hash_codes  # import in the worker: keeps Numba's disk cache
+        from kernels.hashing import (  # import in the worker: keeps Numba's disk cache
+            bucket_ids,
+            hash_codes,
+        )
         for batch in batches:
             try:
                 b = bucket_ids([batch.column(k).cast(t) for k, t in bucket_types.items()], num_buckets)
@@ -118,3 +121,13 @@ def snapshot_of_user(path: str, commit_user: str) -> int | None:
         if sm.snapshot(sid).commit_user == commit_user:
             return sid
     return table.latest_snapshot_id()
+
+
+def read_stream(spark, path: str, *, changelog: bool = True, **options):
+    """A streaming DataFrame of the table's changes (``spark.readStream.format("lakemerge")``), with the
+    ``_row_kind`` column unless ``changelog=False``. Options as in spark_glue.stream_read (``scan.mode``, ...)."""
+    register(spark)
+    reader = spark.readStream.format(FORMAT).option("read.changelog", str(bool(changelog)).lower())
+    for k, v in options.items():
+        reader = reader.option(k, str(v))
+    return reader.load(path)

@@ -142,4 +142,4 @@ def compact(spark, path: str, full: bool = False, partitions=None, *, tasks: int
     return CompactionJob(path, full=full, partitions=partitions, tasks=tasks).run(spark)
 
 
-__all__ = ["compact", "CompactionJob"]
+__all__ = ["CompactionJob", "compact"]

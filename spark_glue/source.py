@@ -5,6 +5,8 @@ Options (keys are case-insensitive):
   ``timestampAsOf``) for time travel; ``columns`` (comma list) to read only some columns (Spark 4.3 has no
   column-pruning hook for Python sources); ``filter-pushdown`` (true/false, default false; needs
   ``spark.sql.python.filterPushdown.enabled``); ``source.split.target-size`` / ``source.split.open-file-cost``.
+- streaming read (``spark.readStream``): ``scan.mode``, ``scan.snapshot-id``, ``scan.timestamp-millis``,
+  ``read.changelog`` (adds ``_row_kind``), ``changelog.normalize``, ``consumer-id``; see spark_glue.stream_read.
 - write: ``primary-key`` / ``partition`` / ``bucket`` and other Paimon table options create the table on the
   first write if there is none at the path; ``commit.user``, ``commit.identifier`` (exactly-once retries), ``rowkind.column`` (input column of
   +I/-U/+U/-D that is consumed, not stored), ``dynamic-partition-overwrite`` (default true; false = overwrite the
@@ -19,6 +21,8 @@ from engine.options import parse_bool
 from spark_glue.tables import lower_options, open_table, spark_schema
 
 FILTER_PUSHDOWN = "filter-pushdown"
+READ_CHANGELOG = "read.changelog"
+ROW_KIND_COLUMN = "_row_kind"
 COLUMNS = "columns"
 
 
@@ -41,14 +45,24 @@ class LakemergeDataSource(DataSource):
                 raise InvalidInput(f"unknown column(s) {unknown} in option 'columns'", table=table.name,
                                    column=unknown[0])
             arrow = pa_select(arrow, cols)
+        if parse_bool(opts.get(READ_CHANGELOG, "false")):  # streaming reads: the change's row kind
+            import pyarrow as pa
+            arrow = arrow.append(pa.field(ROW_KIND_COLUMN, pa.string()))
         return spark_schema(arrow)
 
     def reader(self, schema):
         from spark_glue.reading import MergedTableReader, PushdownReader
         opts = self._opts()
+        if ROW_KIND_COLUMN in schema.fieldNames() and parse_bool(opts.get(READ_CHANGELOG, "false")):
+            raise InvalidInput(f"option {READ_CHANGELOG} applies to streaming reads (spark.readStream); for a batch "
+                               "read of changes use Table.read_changes or the $audit_log system table")
         if parse_bool(opts.get(FILTER_PUSHDOWN, "false")):
             return PushdownReader(opts, schema)
         return MergedTableReader(opts, schema)
+
+    def streamReader(self, schema):
+        from spark_glue.stream_read import ChangeStreamReader
+        return ChangeStreamReader(self._opts(), schema)
 
     def writer(self, schema, overwrite: bool):
         from spark_glue.writing import LakemergeWriter

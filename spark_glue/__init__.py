@@ -5,15 +5,21 @@ points with filter pushdown and bucket-parallel writes; ``merge_into`` / ``delet
 row-level operations; ``stream_batch_writer`` is the foreachBatch helper for exactly-once streaming writes.
 Engine and kernels never import pyspark.
 """
-from spark_glue.api import distribute_by_bucket, read_stream, read_table, register, write_table
+from spark_glue.api import (
+    distribute_by_bucket,
+    read_stream,
+    read_table,
+    register,
+    write_table,
+)
 
-__all__ = ["register", "read_table", "write_table", "distribute_by_bucket", "read_stream"]
-from spark_glue.dml import delete_where, merge_into, update_where  # noqa: E402
+__all__ = ["distribute_by_bucket", "read_stream", "read_table", "register", "write_table"]
+from spark_glue.dml import delete_where, merge_into, update_where
 
-__all__ += ["merge_into", "delete_where", "update_where"]
-from spark_glue.streaming import stream_batch_writer  # noqa: E402
+__all__ += ["delete_where", "merge_into", "update_where"]
+from spark_glue.streaming import stream_batch_writer
 
 __all__ += ["stream_batch_writer"]
-from spark_glue.compaction import compact  # noqa: E402
+from spark_glue.compaction import compact
 
 __all__ += ["compact"]

@@ -1,9 +1,11 @@
 """The Spark demo behind ``lakemerge demo``: an order CDC stream upserted through the data source.
 
 Steps (each a function of a ``DemoRun``, so compaction / changelog steps slot into ``STEPS``):
-create the table -> generate and upsert CDC batches (inserts, updates, deletes across partitions), one snapshot
-each -> read the merged table through Spark and check it against the engine -> time travel -> a pushed-down
-point query.
+create the table (changelog-producer=lookup, so every commit also produces a real changelog) -> generate and
+upsert CDC batches (inserts, updates, deletes across partitions) -> read the merged table through Spark and check
+it against the engine -> time travel -> a pushed-down point query -> compact with Spark tasks (one COMPACT
+snapshot) -> stream the changelog through Spark (``readStream``, AvailableNow) and summarize it -> the
+``$snapshots`` system table through Spark.
 """
 from __future__ import annotations
 
@@ -69,9 +71,9 @@ def step_create(run: DemoRun) -> None:
     cat.create_database("demo", ignore_if_exists=True)
     name = f"demo.orders_{int(time.time() * 1000)}"
     run.table = cat.create_table(name, SCHEMA, primary_key=["dt", "order_id"], partition_keys=["dt"],
-                                 options={"bucket": "4"})
+                                 options={"bucket": "4", "changelog-producer": "lookup"})
     run.result.update(table=name, path=run.table.root)
-    run.echo(f"table {name} at {run.table.root} (4 buckets, partitioned by dt)")
+    run.echo(f"table {name} at {run.table.root} (4 buckets, partitioned by dt, changelog-producer=lookup)")
 
 
 def step_upserts(run: DemoRun) -> None:
@@ -124,12 +126,55 @@ def step_point_query(run: DemoRun) -> None:
     run.echo(f"point query (partition + bucket pruned, {df.rdd.getNumPartitions()} task): {[r.asDict() for r in rows]}")
 
 
-STEPS = [step_create, step_upserts, step_read, step_time_travel, step_point_query]
+def step_compact(run: DemoRun) -> None:
+    import spark_glue
+    table = run.table
+    before = len(table.manifests.live_entries(table.snapshot()))
+    sid = run.timed("compaction", lambda: spark_glue.compact(run.spark, table.root, full=True))
+    after = len(table.manifests.live_entries(table.snapshot()))
+    run.result["compact_snapshot"] = sid
+    run.echo(f"Spark compaction (full): snapshot {sid} ({table.snapshot().commit_kind}), {before} files -> {after} "
+             f"in {run.result['timings']['compaction']:.2f} s")
+
+
+def step_changelog(run: DemoRun) -> None:
+    """Stream every change since the first snapshot through Spark (a bounded AvailableNow query into the memory
+    sink) and summarize it by snapshot range and row kind; the engine's read_changes must agree."""
+    import spark_glue
+    name = f"lakemerge_demo_changes_{int(time.time() * 1000)}"
+
+    def stream():
+        q = (spark_glue.read_stream(run.spark, run.table.root, **{"scan.mode": "from-snapshot", "scan.snapshot-id": 1})
+             .writeStream.format("memory").queryName(name).trigger(availableNow=True).start())
+        q.awaitTermination()
+        return run.spark.sql(f"SELECT _row_kind, count(*) AS n FROM {name} GROUP BY _row_kind").collect()
+    kinds = {r["_row_kind"]: r["n"] for r in run.timed("changelog_stream", stream)}
+    engine = run.table.read_changes(0)
+    expected = {k: engine.column("_row_kind").to_pylist().count(k) for k in set(engine.column("_row_kind").to_pylist())}
+    if kinds != expected:
+        raise AssertionError(f"Spark streamed changes {kinds} but the engine reads {expected}")
+    run.result["changelog"] = dict(sorted(kinds.items()))
+    run.echo(f"changelog streamed through Spark (snapshots 1..{run.table.latest_snapshot_id()}): "
+             f"{sum(kinds.values()):,} changes {dict(sorted(kinds.items()))} in "
+             f"{run.result['timings']['changelog_stream']:.2f} s (= engine read_changes)")
+    run.spark.catalog.dropTempView(name)
+
+
+def step_snapshots(run: DemoRun) -> None:
+    rows = (run.spark.read.format("lakemerge").load(run.table.root + "$snapshots")
+            .select("snapshot_id", "commit_kind", "delta_record_count").orderBy("snapshot_id").collect())
+    run.result["snapshot_kinds"] = {r.snapshot_id: r.commit_kind for r in rows}
+    run.echo("$snapshots through Spark: " + ", ".join(f"{r.snapshot_id} {r.commit_kind}" for r in rows))
+
+
+STEPS = [step_create, step_upserts, step_read, step_time_travel, step_point_query, step_compact, step_changelog,
+         step_snapshots]
 
 
 def run_demo(warehouse: str, rows: int = 200_000, commits: int = 4, echo=print, *, spark=None) -> dict:
     """Run the demo in ``warehouse`` on ``spark`` (default: a new local[2] session, stopped at the end).
-    Returns {"table", "path", "snapshots", "rows", "rows_at_first_snapshot", "sample", "timings"}."""
+    Returns {"table", "path", "snapshots", "rows", "rows_at_first_snapshot", "sample", "compact_snapshot",
+    "changelog", "snapshot_kinds", "timings"}."""
     import spark_glue
     from spark_glue.session import local_session
     own = spark is None

@@ -5,6 +5,7 @@ Options (keys are case-insensitive):
   ``timestampAsOf``) for time travel; ``columns`` (comma list) to read only some columns (Spark 4.3 has no
   column-pruning hook for Python sources); ``filter-pushdown`` (true/false, default false; needs
   ``spark.sql.python.filterPushdown.enabled``); ``source.split.target-size`` / ``source.split.open-file-cost``.
+- system tables: ``load(path + "$snapshots")`` or option ``system-table`` (see spark_glue.system_read).
 - streaming read (``spark.readStream``): ``scan.mode``, ``scan.snapshot-id``, ``scan.timestamp-millis``,
   ``read.changelog`` (adds ``_row_kind``), ``changelog.normalize``, ``consumer-id``; see spark_glue.stream_read.
 - write: ``primary-key`` / ``partition`` / ``bucket`` and other Paimon table options create the table on the
@@ -34,8 +35,15 @@ class LakemergeDataSource(DataSource):
     def _opts(self) -> dict:
         return lower_options(self.options)
 
+    def _system_kind(self):
+        from spark_glue.system_read import split_system_path
+        return split_system_path(self._opts())[1]
+
     def schema(self):
         opts = self._opts()
+        if self._system_kind():
+            from spark_glue.system_read import system_table_of
+            return spark_schema(system_table_of(opts).arrow_schema)
         table = open_table(opts.get("path"))
         arrow = table.arrow_schema
         if opts.get(COLUMNS):
@@ -53,6 +61,9 @@ class LakemergeDataSource(DataSource):
     def reader(self, schema):
         from spark_glue.reading import MergedTableReader, PushdownReader
         opts = self._opts()
+        if self._system_kind():
+            from spark_glue.system_read import SystemTableReader
+            return SystemTableReader(opts, schema)
         if ROW_KIND_COLUMN in schema.fieldNames() and parse_bool(opts.get(READ_CHANGELOG, "false")):
             raise InvalidInput(f"option {READ_CHANGELOG} applies to streaming reads (spark.readStream); for a batch "
                                "read of changes use Table.read_changes or the $audit_log system table")
@@ -62,14 +73,24 @@ class LakemergeDataSource(DataSource):
 
     def streamReader(self, schema):
         from spark_glue.stream_read import ChangeStreamReader
+        if self._system_kind():
+            raise InvalidInput(f"system table ${self._system_kind()} cannot be read as a stream; stream the table's "
+                               "changes with spark.readStream on the table path")
         return ChangeStreamReader(self._opts(), schema)
+
+    def _check_writable(self):
+        kind = self._system_kind()
+        if kind:
+            raise InvalidInput(f"system table ${kind} is read-only")
 
     def writer(self, schema, overwrite: bool):
         from spark_glue.writing import LakemergeWriter
+        self._check_writable()
         return LakemergeWriter(self._opts(), overwrite, schema)
 
     def streamWriter(self, schema, overwrite: bool):
         from spark_glue.writing import LakemergeStreamWriter
+        self._check_writable()
         return LakemergeStreamWriter(self._opts(), overwrite, schema)
 
 

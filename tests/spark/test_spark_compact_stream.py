@@ -196,3 +196,27 @@ def test_stream_latest_full_then_changes_and_consumer(spark, tmp_path):
                                           {"region": "us", "id": 501, "qty": 2, "_row_kind": "+I"}]
     with pytest.raises(Exception, match="scan.mode"):
         _stream_to_parquet(spark, t.root, str(tmp_path / "o3"), str(tmp_path / "c3"), **{"scan.mode": "nope"})
+
+
+# --- system tables ------------------------------------------------------------------------------------------
+def test_system_tables_through_spark(spark, tmp_path):
+    from engine.system_tables import SystemTable
+    t = _table(tmp_path)
+    _fill(t, commits=2)
+    t.compact(full=True)
+    snaps = spark.read.format("lakemerge").load(t.root + "$snapshots").orderBy("snapshot_id").collect()
+    expected = SystemTable(t, "snapshots").read()
+    assert [r.snapshot_id for r in snaps] == expected.column("snapshot_id").to_pylist()
+    assert [r.commit_kind for r in snaps] == expected.column("commit_kind").to_pylist()
+    assert [r.commit_time for r in snaps] == expected.column("commit_time").to_pylist()
+    files = spark.read.format("lakemerge").option("system-table", "files").load(t.root).collect()
+    assert sorted(r.file_path for r in files) == sorted(SystemTable(t, "files").read().column("file_path").to_pylist())
+    old = (spark.read.format("lakemerge").option("scan.snapshot-id", "1").load(t.root + "$files")
+           .select("file_path").collect())
+    assert sorted(r.file_path for r in old) == sorted(SystemTable(t, "files").read(1).column("file_path").to_pylist())
+    audit = spark.read.format("lakemerge").load(t.root + "$audit_log")
+    assert audit.columns[0] == "rowkind" and audit.count() == t.read().num_rows
+    with pytest.raises(Exception, match="unknown system table"):
+        spark.read.format("lakemerge").load(t.root + "$nope").collect()
+    with pytest.raises(Exception, match="read-only"):
+        spark.createDataFrame([(1,)], "x long").write.format("lakemerge").mode("append").save(t.root + "$files")

@@ -139,7 +139,9 @@ class WriteJob:
         except (CommitConflict, CommitRetriesExhausted):
             remove_job_files(table, prefix, keep=set())
             raise
-        remove_job_files(table, prefix, keep={f.file_name for m in messages for f in m.new_files})
+        remove_job_files(table, prefix, keep={f.file_name for m in messages  # a writer's compaction output too
+                                              for f in (*m.new_files, *m.compact_after, *m.changelog_files,
+                                                        *m.compact_changelog)})
         return sid
 
     def abort_job(self, task_files, batch_id=None) -> None:

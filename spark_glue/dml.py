@@ -9,8 +9,8 @@ concurrent commit to the same keys between the read and the write is overwritten
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
 from functools import reduce
+from typing import Mapping
 
 from engine.errors import InvalidInput
 from spark_glue.api import read_table, write_table
@@ -148,4 +148,4 @@ def _check_settable(table, assignments: Mapping[str, object]) -> None:
                            table=table.name, column=keys[0])
 
 
-__all__ = ["delete_where", "merge_into", "update_where"]
+__all__ = ["merge_into", "delete_where", "update_where"]

@@ -11,30 +11,14 @@ on the rows (the reader also drops rows that fail it, to ship fewer rows). Pruni
 from __future__ import annotations
 
 import heapq
-
 import pyarrow as pa
-from pyspark.sql.datasource import (
-    DataSourceReader,
-    EqualNullSafe,
-    EqualTo,
-    GreaterThan,
-    GreaterThanOrEqual,
-    In,
-    InputPartition,
-    LessThan,
-    LessThanOrEqual,
-    Not,
-)
+from pyspark.sql.datasource import (DataSourceReader, EqualNullSafe, EqualTo, GreaterThan, GreaterThanOrEqual, In,
+                                    InputPartition, LessThan, LessThanOrEqual, Not)
 
 from engine.options import parse_memory_size
 from engine.read import predicate as pred
 from engine.read.scan import Split
-from spark_glue.tables import (
-    arrow_of_spark,
-    lower_options,
-    open_table,
-    resolve_snapshot,
-)
+from spark_glue.tables import arrow_of_spark, lower_options, open_table, resolve_snapshot
 
 TARGET_SPLIT_SIZE = "source.split.target-size"
 OPEN_FILE_COST = "source.split.open-file-cost"

@@ -6,7 +6,7 @@ values) and returns engine objects, so nothing depends on in-process driver stat
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from typing import Mapping
 
 import pyarrow as pa
 
@@ -159,13 +159,5 @@ def arrow_of_spark(schema) -> pa.Schema:
     return to_arrow_schema(schema, timezone="UTC")
 
 
-__all__ = [
-    "SnapshotNotFound",
-    "arrow_of_spark",
-    "lower_options",
-    "open_table",
-    "read_tag",
-    "resolve_snapshot",
-    "spark_schema",
-    "table_name_of",
-]
+__all__ = ["open_table", "resolve_snapshot", "read_tag", "spark_schema", "arrow_of_spark", "lower_options",
+           "table_name_of", "SnapshotNotFound"]

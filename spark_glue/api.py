@@ -79,10 +79,7 @@ def distribute_by_bucket(df, path: str, num_tasks: int | None = None):
 
 def _slot_function(bucket_types: dict, part_types: dict, num_buckets: int, num_tasks: int, out: pa.Schema):
     def slots(batches):
-        from kernels.hashing import (  # import in the worker: keeps Numba's disk cache
-            bucket_ids,
-            hash_codes,
-        )
+        from kernels.hashing import bucket_ids, hash_codes  # import in the worker: keeps Numba's disk cache
         for batch in batches:
             try:
                 b = bucket_ids([batch.column(k).cast(t) for k, t in bucket_types.items()], num_buckets)

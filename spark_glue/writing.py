@@ -19,11 +19,7 @@ import uuid
 from dataclasses import dataclass, replace
 
 import pyarrow as pa
-from pyspark.sql.datasource import (
-    DataSourceArrowWriter,
-    DataSourceStreamArrowWriter,
-    WriterCommitMessage,
-)
+from pyspark.sql.datasource import (DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage)
 
 from engine.errors import CommitConflict, CommitRetriesExhausted, InvalidInput
 from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER

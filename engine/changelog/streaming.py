@@ -34,11 +34,7 @@ from engine.changelog.reading import check_columns, output_schema, snapshot_chan
 from engine.changelog.retention import changes_snapshot, earliest_change_id
 from engine.errors import InvalidInput, SnapshotNotFound
 from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER, COMMIT_KIND_COMPACT, Snapshot
-from engine.options import (
-    CHANGELOG_PRODUCER,
-    CONSUMER_IGNORE_PROGRESS,
-    FULL_COMPACTION_DELTA_COMMITS,
-)
+from engine.options import CHANGELOG_PRODUCER, CONSUMER_IGNORE_PROGRESS, FULL_COMPACTION_DELTA_COMMITS
 from engine.read.split_read import SplitReader
 
 MODES = ("latest-full", "latest", "from-snapshot", "from-snapshot-full", "from-timestamp", "compacted-full",

@@ -118,3 +118,13 @@ def snapshot_of_user(path: str, commit_user: str) -> int | None:
         if sm.snapshot(sid).commit_user == commit_user:
             return sid
     return table.latest_snapshot_id()
+
+
+def read_stream(spark, path: str, *, changelog: bool = True, **options):
+    """A streaming DataFrame of the table's changes (``spark.readStream.format("lakemerge")``), with the
+    ``_row_kind`` column unless ``changelog=False``. Options as in spark_glue.stream_read (``scan.mode``, ...)."""
+    register(spark)
+    reader = spark.readStream.format(FORMAT).option("read.changelog", str(bool(changelog)).lower())
+    for k, v in options.items():
+        reader = reader.option(k, str(v))
+    return reader.load(path)

@@ -5,6 +5,9 @@ Options (keys are case-insensitive):
   ``timestampAsOf``) for time travel; ``columns`` (comma list) to read only some columns (Spark 4.3 has no
   column-pruning hook for Python sources); ``filter-pushdown`` (true/false, default false; needs
   ``spark.sql.python.filterPushdown.enabled``); ``source.split.target-size`` / ``source.split.open-file-cost``.
+- system tables: ``load(path + "$snapshots")`` or option ``system-table`` (see spark_glue.system_read).
+- streaming read (``spark.readStream``): ``scan.mode``, ``scan.snapshot-id``, ``scan.timestamp-millis``,
+  ``read.changelog`` (adds ``_row_kind``), ``changelog.normalize``, ``consumer-id``; see spark_glue.stream_read.
 - write: ``primary-key`` / ``partition`` / ``bucket`` and other Paimon table options create the table on the
   first write if there is none at the path; ``commit.user``, ``commit.identifier`` (exactly-once retries), ``rowkind.column`` (input column of
   +I/-U/+U/-D that is consumed, not stored), ``dynamic-partition-overwrite`` (default true; false = overwrite the
@@ -19,6 +22,8 @@ from engine.options import parse_bool
 from spark_glue.tables import lower_options, open_table, spark_schema
 
 FILTER_PUSHDOWN = "filter-pushdown"
+READ_CHANGELOG = "read.changelog"
+ROW_KIND_COLUMN = "_row_kind"
 COLUMNS = "columns"
 
 
@@ -30,8 +35,15 @@ class LakemergeDataSource(DataSource):
     def _opts(self) -> dict:
         return lower_options(self.options)
 
+    def _system_kind(self):
+        from spark_glue.system_read import split_system_path
+        return split_system_path(self._opts())[1]
+
     def schema(self):
         opts = self._opts()
+        if self._system_kind():
+            from spark_glue.system_read import system_table_of
+            return spark_schema(system_table_of(opts).arrow_schema)
         table = open_table(opts.get("path"))
         arrow = table.arrow_schema
         if opts.get(COLUMNS):
@@ -41,21 +53,44 @@ class LakemergeDataSource(DataSource):
                 raise InvalidInput(f"unknown column(s) {unknown} in option 'columns'", table=table.name,
                                    column=unknown[0])
             arrow = pa_select(arrow, cols)
+        if parse_bool(opts.get(READ_CHANGELOG, "false")):  # streaming reads: the change's row kind
+            import pyarrow as pa
+            arrow = arrow.append(pa.field(ROW_KIND_COLUMN, pa.string()))
         return spark_schema(arrow)
 
     def reader(self, schema):
         from spark_glue.reading import MergedTableReader, PushdownReader
         opts = self._opts()
+        if self._system_kind():
+            from spark_glue.system_read import SystemTableReader
+            return SystemTableReader(opts, schema)
+        if ROW_KIND_COLUMN in schema.fieldNames() and parse_bool(opts.get(READ_CHANGELOG, "false")):
+            raise InvalidInput(f"option {READ_CHANGELOG} applies to streaming reads (spark.readStream); for a batch "
+                               "read of changes use Table.read_changes or the $audit_log system table")
         if parse_bool(opts.get(FILTER_PUSHDOWN, "false")):
             return PushdownReader(opts, schema)
         return MergedTableReader(opts, schema)
 
+    def streamReader(self, schema):
+        from spark_glue.stream_read import ChangeStreamReader
+        if self._system_kind():
+            raise InvalidInput(f"system table ${self._system_kind()} cannot be read as a stream; stream the table's "
+                               "changes with spark.readStream on the table path")
+        return ChangeStreamReader(self._opts(), schema)
+
+    def _check_writable(self):
+        kind = self._system_kind()
+        if kind:
+            raise InvalidInput(f"system table ${kind} is read-only")
+
     def writer(self, schema, overwrite: bool):
         from spark_glue.writing import LakemergeWriter
+        self._check_writable()
         return LakemergeWriter(self._opts(), overwrite, schema)
 
     def streamWriter(self, schema, overwrite: bool):
         from spark_glue.writing import LakemergeStreamWriter
+        self._check_writable()
         return LakemergeStreamWriter(self._opts(), overwrite, schema)
 
 

@@ -55,28 +55,33 @@ def _tagged(table: pa.Table, snapshot_id: int) -> pa.RecordBatch:
 
 def full_read(table, snapshot: Snapshot, columns: list[str]) -> pa.Table:
     """The merged rows of ``snapshot`` as +I rows, with the producer's file selection (module docstring)."""
-    producer = table.schema.table_options.get(CHANGELOG_PRODUCER)
-    reader = SplitReader(table.file_io, table.schema)
     schema = output_schema(table, columns)
     if table.schema.is_append_only:  # append tables: every row in append order, no merge
         rows = table.read(snapshot.id, columns)
         return pa.Table.from_arrays(rows.columns + [pa.array(["+I"] * rows.num_rows, pa.string())], schema=schema)
-    parts = []
-    for split in table.scan().plan(snapshot):
-        files = split.files
-        if producer == "lookup":
-            files = tuple(f for f in files if f.level > 0)
-        elif producer == "full-compaction":
-            from engine.compact.picker import CompactionSettings
-            top = CompactionSettings.of(table.schema.table_options).num_levels - 1
-            files = tuple(f for f in files if f.level == top)
-        if not files:
-            continue
-        rows = reader.read(dataclasses.replace(split, files=files), columns)
-        kinds = pa.array(["+I"] * rows.num_rows, pa.string())
-        parts.append(pa.Table.from_arrays(rows.cast(pa.schema(list(schema)[:-1])).columns + [kinds],
-                                          schema=schema))
+    reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema)
+    parts = [rows for split in table.scan().plan(snapshot)
+             if (rows := full_read_split(table, split, columns, reader)) is not None]
     return pa.concat_tables(parts) if parts else schema.empty_table()
+
+
+def full_read_split(table, split, columns: list[str], reader: SplitReader | None = None) -> pa.Table | None:
+    """``full_read`` of one split (a scale-out reader's unit); None when the producer selects none of its files."""
+    producer = table.schema.table_options.get(CHANGELOG_PRODUCER)
+    files = split.files
+    if producer == "lookup":
+        files = tuple(f for f in files if f.level > 0)
+    elif producer == "full-compaction":
+        from engine.compact.picker import CompactionSettings
+        top = CompactionSettings.of(table.schema.table_options).num_levels - 1
+        files = tuple(f for f in files if f.level == top)
+    if not files:
+        return None
+    schema = output_schema(table, columns)
+    reader = reader or SplitReader(table.file_io, table.schema, table.schema_manager.schema)
+    rows = reader.read(dataclasses.replace(split, files=files), columns)
+    kinds = pa.array(["+I"] * rows.num_rows, pa.string())
+    return pa.Table.from_arrays(rows.cast(pa.schema(list(schema)[:-1])).columns + [kinds], schema=schema)
 
 
 def _resolve(table, ref) -> int:
@@ -208,4 +213,4 @@ def _follow(table, next_id: int, full: Snapshot | None, out_cols, consumers, con
         idle_since = time.monotonic()
 
 
-__all__ = ["MODES", "ROW_KIND_COLUMN", "SNAPSHOT_ID_KEY", "full_read", "stream"]
+__all__ = ["MODES", "ROW_KIND_COLUMN", "SNAPSHOT_ID_KEY", "full_read", "full_read_split", "stream"]

@@ -378,9 +378,9 @@ def bench(ctx, args):
 
 
 @cli.command()
-@click.option("--rows", type=click.IntRange(min=1), default=1_000_000, show_default=True,
+@click.option("--rows", type=click.IntRange(min=1), default=200_000, show_default=True,
               help="Change rows in total.")
-@click.option("--commits", type=click.IntRange(min=1), default=5, show_default=True, help="Number of commits.")
+@click.option("--commits", type=click.IntRange(min=1), default=4, show_default=True, help="Number of commits.")
 @click.option("--spark/--no-spark", default=True, show_default=True,
               help="Run the Spark job when it is available; --no-spark runs the engine-only demo.")
 @warehouse_option(required=False)

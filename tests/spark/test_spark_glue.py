@@ -245,13 +245,22 @@ def test_demo_runs_small(spark, tmp_path):
     from spark_glue.demo import run_demo
     lines = []
     out = run_demo(str(tmp_path / "wh"), rows=3000, commits=3, echo=lines.append, spark=spark)
-    assert out["snapshots"] == [1, 2, 3]
+    # changelog-producer=lookup: each commit's writer compacts, so a commit is an APPEND then a COMPACT snapshot
+    assert out["snapshots"] == [2, 4, 6]
     # 3 x 700 inserts, minus the deletes of commits 2 and 3 (150 requested each, fewer eligible ids exist)
     from engine import Catalog
     table = Catalog(str(tmp_path / "wh")).get_table(out["table"])
     assert out["rows"] == table.read().num_rows and 2100 - 300 <= out["rows"] < 2100
     assert out["rows_at_first_snapshot"] == 700
-    assert any("snapshot 3" in line for line in lines) and len(out["sample"]) == 5
+    assert any("snapshot 6" in line for line in lines) and len(out["sample"]) == 5
+    assert out["compact_snapshot"] == 7 and table.snapshot(7).commit_kind == "COMPACT"
+    changes = table.read_changes(0)
+    kinds = changes.column("_row_kind").to_pylist()
+    assert out["changelog"] == {k: kinds.count(k) for k in sorted(set(kinds))}
+    assert out["changelog"]["+I"] == 2100 and out["changelog"]["-D"] > 0 and out["changelog"]["+U"] > 0
+    assert out["snapshot_kinds"] == {1: "APPEND", 2: "COMPACT", 3: "APPEND", 4: "COMPACT", 5: "APPEND",
+                                     6: "COMPACT", 7: "COMPACT"}
+    assert any("changelog streamed" in line for line in lines)
 
 
 def test_first_write_creates_the_table_from_options(spark, tmp_path):

@@ -1,0 +1,145 @@
+"""Distributed compaction: ``compact(spark, path, full=False, partitions=None)``.
+
+Protocol (one call = at most one COMPACT snapshot):
+- The driver plans with ``engine.compact.manager.compaction_splits`` (the latest snapshot's (partition, bucket)
+  splits), packs the splits into tasks balanced by bytes and draws a job token.
+- Each Spark task (``mapInArrow`` over ``spark.range(tasks)``, one row per task) runs ``compact_split`` for each of
+  its splits with the engine's kernels, writing files named ``<prefix><token>-...`` (data and changelog files), and
+  returns the pickled ``CommitMessage``s. A split that fails deletes its own files (compact_split).
+- The driver commits the messages of the successful attempts as ONE COMPACT snapshot, then deletes every file of
+  the involved buckets that carries the job token and the snapshot does not list: the leftovers of failed, killed
+  or speculative attempts, whose results Spark dropped. If the job or the commit fails, every file of the job is
+  deleted and the table stays at its last snapshot. Upgraded files (same file, new level) keep their names and are
+  never touched.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import uuid
+from dataclasses import replace
+
+from engine.errors import CommitConflict, CommitRetriesExhausted
+from engine.options import CHANGELOG_FILE_PREFIX, DATA_FILE_PREFIX
+from spark_glue.tables import open_table
+
+
+def pack_by_size(splits, tasks: int) -> list[list]:
+    """Splits in ``tasks`` groups (fewer if there are fewer splits), biggest first onto the least-loaded group."""
+    groups: list[list] = [[] for _ in range(max(1, min(tasks, len(splits))))]
+    loads = [0] * len(groups)
+    for sp in sorted(splits, key=lambda s: sum(f.file_size for f in s.files), reverse=True):
+        i = loads.index(min(loads))
+        groups[i].append(sp)
+        loads[i] += sum(f.file_size for f in sp.files)
+    return [g for g in groups if g]
+
+
+class CompactionJob:
+    """Picklable description of one distributed compaction; ``run(spark)`` executes it (see module docstring)."""
+
+    def __init__(self, path: str, *, full: bool = False, partitions=None, tasks: int | None = None):
+        self.path = path
+        self.full = full
+        self.partitions = partitions
+        self.tasks = tasks
+        self.token = uuid.uuid4().hex[:16]
+        self.commit_user = f"lakemerge-spark-compact-{self.token}"
+        self.base_id = None
+        self.groups: list[list] = []
+
+    # --- executor side ------------------------------------------------------------------------------
+    def job_table(self):
+        """The table with file-name prefixes carrying the job token (so the job's files can be found)."""
+        table = open_table(self.path)
+        schema = table.schema
+        opts = schema.table_options
+        table.schema = replace(schema, options={
+            **schema.options,
+            DATA_FILE_PREFIX: f"{opts.get(DATA_FILE_PREFIX)}{self.token}-",
+            CHANGELOG_FILE_PREFIX: f"{opts.get(CHANGELOG_FILE_PREFIX)}{self.token}-"})
+        return table
+
+    def compact_group(self, index: int) -> list:
+        """Compact the splits of task ``index``; their COMMIT messages (buckets with nothing to do give none)."""
+        from engine.compact.manager import compact_split, discard_messages
+        table = self.job_table()
+        messages = []
+        try:
+            for split in self.groups[index]:
+                m = compact_split(table, split, self.base_id, full=self.full, commit_user=self.commit_user)
+                if m is not None:
+                    messages.append(m)
+        except BaseException:
+            discard_messages(table, messages)
+            raise
+        return messages
+
+    def task(self, batches):
+        """mapInArrow function: one input row per task (its group index) -> one row per commit message."""
+        import pyarrow as pa
+        for batch in batches:
+            for index in batch.column(0).to_pylist():
+                blobs = [pickle.dumps(m) for m in self.compact_group(index)]
+                yield pa.RecordBatch.from_arrays([pa.array(blobs, pa.binary())], names=["message"])
+
+    # --- driver side --------------------------------------------------------------------------------
+    def run(self, spark) -> int | None:
+        """Plan, compact in Spark tasks, commit one COMPACT snapshot; its id, or None if nothing needed work."""
+        from engine.compact.manager import compaction_splits
+        table = open_table(self.path)
+        snapshot, splits = compaction_splits(table, self.partitions)
+        if not splits:
+            return None
+        self.base_id = snapshot.id
+        tasks = self.tasks or 2 * spark.sparkContext.defaultParallelism
+        self.groups = pack_by_size(splits, tasks)
+        dirs = {table.bucket_dir(sp.partition_values, sp.bucket) for sp in splits}
+        n = len(self.groups)
+        try:
+            rows = (spark.range(0, n, 1, n).mapInArrow(self.task, "message binary").collect())
+        except BaseException:
+            self.remove_files(table, dirs, keep=set())
+            raise
+        messages = [pickle.loads(bytes(r.message)) for r in rows]
+        if not messages:
+            self.remove_files(table, dirs, keep=set())
+            return None
+        try:
+            sid = table.commit(messages)
+        except (CommitConflict, CommitRetriesExhausted):
+            self.remove_files(table, dirs, keep=set())
+            raise
+        keep = {f.file_name for m in messages for f in (*m.compact_after, *m.compact_changelog)}
+        self.remove_files(table, dirs, keep)
+        return sid
+
+    def remove_files(self, table, dirs, keep: set[str]) -> int:
+        """Delete the job's files (names carrying its token) in ``dirs`` except ``keep``; how many were deleted."""
+        opts = table.schema.table_options
+        prefixes = (f"{opts.get(DATA_FILE_PREFIX)}{self.token}-", f"{opts.get(CHANGELOG_FILE_PREFIX)}{self.token}-")
+        removed = 0
+        for d in dirs:
+            if not table.file_io.exists(d):
+                continue
+            for name in table.file_io.list_names(d):
+                if name.startswith(prefixes) and name not in keep:
+                    table.file_io.delete(os.path.join(d, name))
+                    removed += 1
+        return removed
+
+
+def compact(spark, path: str, full: bool = False, partitions=None, *, tasks: int | None = None) -> int | None:
+    """Compact the table at ``path`` with Spark: the driver plans, tasks compact (partition, bucket) splits with the
+    engine's kernels, the driver commits ONE COMPACT snapshot and returns its id (None when nothing needed work).
+
+    ``full=True`` rewrites every bucket into one run at the top level; otherwise each bucket runs what universal
+    compaction picks (as ``Table.compact``). ``partitions``: a dict or list of dicts of partition column -> value.
+    ``tasks``: Spark tasks (default two per core; never more than buckets). A failed or retried task leaves no
+    files behind; a failed job or a conflicting concurrent commit raises with the table unchanged.
+    Raises InvalidInput for a bad partition spec, CommitConflict.
+    """
+    return CompactionJob(path, full=full, partitions=partitions, tasks=tasks).run(spark)
+
+
+__all__ = ["CompactionJob", "compact"]

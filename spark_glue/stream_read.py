@@ -1,0 +1,159 @@
+"""Streaming reads of a table's changes: ``spark.readStream.format("lakemerge").load(path)``.
+
+Offsets are snapshot ids: ``{"snapshot": s}`` means "every change up to and including snapshot s was delivered";
+a query's initial offset of a ``*-full`` mode is ``{"snapshot": s, "full": true}`` ("snapshot s in full is still to
+be read"). A micro-batch from ``start`` to ``end`` delivers (the full rows of the start snapshot, if pending, then)
+the changes of snapshots start+1 .. end, as the engine's ``read_changes`` / ``stream`` define them. Spark keeps the
+offsets in the query's checkpoint, so a restarted query continues after the last delivered snapshot: nothing is
+lost, nothing repeated. A snapshot the query still needs that has expired fails the query (SnapshotNotFound)
+instead of skipping data.
+
+Options (case-insensitive): ``scan.mode`` = latest-full (default) | latest | from-snapshot | from-snapshot-full |
+from-timestamp | compacted-full, with ``scan.snapshot-id`` (id or tag name) / ``scan.timestamp-millis``;
+``read.changelog`` = true adds the ``_row_kind`` column (+I/-U/+U/-D; as Paimon's Spark connector, without it
+the rows of every kind come without their kind); ``changelog.normalize`` = true (changelog-producer none: look
+keys up before/after each snapshot, ``read_changes(normalize=True)``); ``consumer-id`` saves progress in the
+table's consumer files whenever Spark commits a batch's offsets (Spark does so when it starts the next batch, so
+the consumer trails the query by one batch): expiration keeps every snapshot not yet committed, and a new query
+with the same id and no checkpoint starts at the consumer's next snapshot (it may re-read the last batch of the
+old query; the checkpoint, not the consumer, is what makes a restarted query exactly-once); ``read.stream.max-snapshots-per-trigger`` caps snapshots per batch.
+``Trigger.AvailableNow`` reads up to the snapshot that was latest when the query started.
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+
+from engine.changelog.files import ROW_KIND_COLUMN
+from engine.errors import InvalidOption, SnapshotNotFound
+from engine.options import parse_bool
+from spark_glue.tables import arrow_of_spark, lower_options, open_table
+
+SCAN_MODE = "scan.mode"
+SNAPSHOT_ID = "scan.snapshot-id"
+TIMESTAMP_MILLIS = "scan.timestamp-millis"
+READ_CHANGELOG = "read.changelog"
+NORMALIZE = "changelog.normalize"
+CONSUMER_ID = "consumer-id"
+MAX_SNAPSHOTS = "read.stream.max-snapshots-per-trigger"
+STREAM_MODES = ("latest-full", "latest", "from-snapshot", "from-snapshot-full", "from-timestamp", "compacted-full")
+
+
+class FullSplit(InputPartition):
+    """One (partition, bucket) split of the start snapshot, read in full as +I rows."""
+
+    def __init__(self, snapshot_id: int, split):
+        self.snapshot_id = snapshot_id
+        self.split = split
+
+
+class SnapshotChanges(InputPartition):
+    """The changes one snapshot made."""
+
+    def __init__(self, snapshot_id: int):
+        self.snapshot_id = snapshot_id
+
+
+def offset(snapshot: int, full: bool = False) -> dict:
+    return {"snapshot": int(snapshot), "full": True} if full else {"snapshot": int(snapshot)}
+
+
+class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """See the module docstring."""
+
+    def __init__(self, options, schema):
+        self.options = lower_options(options)
+        self.schema = schema
+        self.path = self.options.get("path")
+        table = open_table(self.path)
+        self.table_name = table.name
+        self.mode = self.options.get(SCAN_MODE, "latest-full")
+        if self.mode == "default":
+            self.mode = "latest-full"
+        if self.mode not in STREAM_MODES:
+            raise InvalidOption(SCAN_MODE, self.mode, f"streaming reads support {', '.join(STREAM_MODES)}",
+                                table=table.name)
+        self.normalize = parse_bool(self.options.get(NORMALIZE, "false"))
+        self.consumer_id = self.options.get(CONSUMER_ID)
+        limit = self.options.get(MAX_SNAPSHOTS)
+        try:
+            self.max_snapshots = None if limit is None else int(limit)
+        except ValueError:
+            raise InvalidOption(MAX_SNAPSHOTS, limit, "expected a positive integer", table=table.name) from None
+        if self.max_snapshots is not None and self.max_snapshots < 1:
+            raise InvalidOption(MAX_SNAPSHOTS, limit, "expected a positive integer", table=table.name)
+        self.columns = [f.name for f in schema.fields if f.name != ROW_KIND_COLUMN]
+        self.with_kind = ROW_KIND_COLUMN in schema.fieldNames()
+        self.target = None  # the AvailableNow bound
+
+    # --- driver side ------------------------------------------------------------------------------------
+    def initialOffset(self) -> dict:
+        from engine.changelog.consumers import ConsumerManager
+        from engine.changelog.streaming import _start
+        table = open_table(self.path)
+        if self.consumer_id:
+            saved = ConsumerManager(table).next_snapshot(self.consumer_id)
+            if saved is not None:
+                return offset(saved - 1)
+        sid = self.options.get(SNAPSHOT_ID)
+        if sid is not None and sid.lstrip("-").isdigit():
+            sid = int(sid)
+        ts = self.options.get(TIMESTAMP_MILLIS)
+        next_id, full = _start(table, self.mode, sid, None if ts is None else int(ts))
+        return offset(full.id, True) if full is not None else offset(next_id - 1)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.target = open_table(self.path).snapshot_manager.latest_id() or 0
+
+    def latestOffset(self, start: dict, limit=None) -> dict:
+        s = int(start["snapshot"])
+        latest = open_table(self.path).snapshot_manager.latest_id() or 0
+        if self.target is not None:
+            latest = min(latest, self.target)
+        end = max(s, latest)
+        if self.max_snapshots is not None:
+            end = min(end, s + self.max_snapshots)
+        if end == s and not start.get("full"):
+            return start
+        return offset(end)
+
+    def partitions(self, start: dict, end: dict):
+        from engine.changelog.retention import earliest_change_id
+        table = open_table(self.path)
+        s, e = int(start["snapshot"]), int(end["snapshot"])
+        parts: list[InputPartition] = []
+        if start.get("full"):
+            snap = table.snapshot(s)
+            parts += [FullSplit(s, split) for split in table.scan().plan(snap)]
+        if e > s:
+            earliest = earliest_change_id(table)
+            if earliest is not None and s + 1 < earliest:
+                raise SnapshotNotFound(table.name, s + 1)
+            parts += [SnapshotChanges(sid) for sid in range(s + 1, e + 1)]
+        return parts or [SnapshotChanges(-1)]
+
+    def commit(self, end: dict) -> None:
+        if self.consumer_id:
+            from engine.changelog.consumers import ConsumerManager
+            ConsumerManager(open_table(self.path)).record(self.consumer_id, int(end["snapshot"]) + 1)
+
+    # --- executor side ----------------------------------------------------------------------------------
+    def read(self, partition):
+        from engine.changelog.reading import snapshot_changes
+        from engine.changelog.retention import changes_snapshot
+        from engine.changelog.streaming import full_read_split
+        table = open_table(self.path)
+        if isinstance(partition, FullSplit):
+            rows = full_read_split(table, partition.split, self.columns)
+        elif partition.snapshot_id < 0:
+            rows = None
+        else:
+            rows = snapshot_changes(table, changes_snapshot(table, partition.snapshot_id), self.columns,
+                                    normalize=self.normalize)
+        if rows is None or rows.num_rows == 0:
+            return iter(())
+        target = arrow_of_spark(self.schema)
+        names = target.names
+        out = pa.Table.from_arrays([rows.column(n).cast(target.field(n).type) for n in names], schema=target)
+        return iter(out.to_batches(max_chunksize=64 * 1024))

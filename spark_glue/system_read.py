@@ -1,0 +1,66 @@
+"""Paimon system tables through Spark: ``spark.read.format("lakemerge").load(path + "$snapshots")`` or
+``.option("system-table", "snapshots").load(path)``.
+
+Kinds and columns are engine.system_tables' (Paimon's names and types): snapshots, schemas, options, tags,
+consumers, files, manifests, partitions, buckets, audit_log. The per-snapshot kinds (files, manifests, partitions,
+buckets, audit_log) honour the time-travel options (``scan.snapshot-id``, ``scan.tag-name``,
+``scan.timestamp-millis``, ``versionAsOf``, ``timestampAsOf``). System tables are read-only. Metadata is small:
+one Spark task builds the whole table.
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+
+from engine.errors import InvalidInput
+from spark_glue.tables import (
+    arrow_of_spark,
+    lower_options,
+    open_table,
+    resolve_snapshot,
+)
+
+SYSTEM_TABLE = "system-table"
+
+
+def split_system_path(options) -> tuple[str | None, str | None]:
+    """(table path, system table kind or None) from the ``path`` and ``system-table`` options. A ``$`` in the
+    last path component names the kind (``.../orders$snapshots``). Raises InvalidInput if both name a kind."""
+    opts = lower_options(options)
+    path = opts.get("path")
+    kind = opts.get(SYSTEM_TABLE) or None
+    if path and "$" in path.rstrip("/").rsplit("/", 1)[-1]:
+        path, _, in_path = path.rstrip("/").rpartition("$")
+        if kind and kind != in_path:
+            raise InvalidInput(f"system table named twice: ${in_path} in the path, {kind!r} in option "
+                               f"{SYSTEM_TABLE}")
+        kind = in_path
+    return path, kind
+
+
+def system_table_of(options):
+    """The engine SystemTable the options name (raises TableNotFound for an unknown kind or table)."""
+    from engine.system_tables import SystemTable
+    path, kind = split_system_path(options)
+    return SystemTable(open_table(path), kind)
+
+
+class SystemTableReader(DataSourceReader):
+    def __init__(self, options, schema):
+        self.options = lower_options(options)
+        self.schema = schema
+
+    def partitions(self):
+        return [InputPartition(0)]
+
+    def read(self, partition):
+        system = system_table_of(self.options)
+        snapshot_id = None
+        if system.snapshot_dependent:
+            snap = resolve_snapshot(system.table, self.options)
+            snapshot_id = None if snap is None else snap.id
+        rows = system.read(snapshot_id, [f.name for f in self.schema.fields])
+        target = arrow_of_spark(self.schema)
+        out = pa.Table.from_arrays([rows.column(i).cast(target.field(i).type) for i in range(rows.num_columns)],
+                                   schema=target)
+        return iter(out.to_batches())

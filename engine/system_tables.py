@@ -528,7 +528,7 @@ def _audit_log(table, snapshot) -> pa.Table:
     schema = _AUDIT_LOG_SCHEMA(table)
     if snapshot is None:
         return schema.empty_table()
-    reader = SplitReader(table.file_io, table.schema)
+    reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema)
     cols = list(table.schema.field_names)
     parts = []
     for split in table.scan().plan(snapshot):

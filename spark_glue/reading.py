@@ -128,7 +128,7 @@ class MergedTableReader(DataSourceReader):
         dnf = self._dnf(table)
         read_cols = list(dict.fromkeys(self.columns + sorted(pred.columns_of(dnf))))
         target = arrow_of_spark(self.schema)
-        reader = SplitReader(table.file_io, table.schema)
+        reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema)
 
         def batches():
             for split in partition.splits:

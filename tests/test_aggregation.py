@@ -7,7 +7,7 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from engine.errors import InvalidInput, InvalidSchema, MergeFunctionError, UnsupportedFeature
+from engine.errors import InvalidInput, InvalidSchema, MergeFunctionError
 from tests.conftest import list_files
 
 I = pa.int32()

@@ -69,7 +69,7 @@ def snapshot_changes(table, snapshot: Snapshot, columns: Sequence[str] | None = 
     if normalize and table.schema.table_options.get(CHANGELOG_PRODUCER) == "none":
         return _normalized(table, snapshot, out_cols, schema)
     scan = table.scan()
-    reader = SplitReader(table.file_io, table.schema)
+    reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema)
     parts = []
     for e in change_entries(table, snapshot):
         values = scan.partition_values(e.partition)

@@ -99,6 +99,7 @@ class CompactionJob:
         try:
             rows = (spark.range(0, n, 1, n).mapInArrow(self.task, "message binary").collect())
         except BaseException:
+            wait_for_running_tasks(spark)  # tasks of the failed job may still be writing (they are killed async)
             self.remove_files(table, dirs, keep=set())
             raise
         messages = [pickle.loads(bytes(r.message)) for r in rows]
@@ -143,3 +144,13 @@ def compact(spark, path: str, full: bool = False, partitions=None, *, tasks: int
 
 
 __all__ = ["CompactionJob", "compact"]
+
+
+def wait_for_running_tasks(spark, timeout: float = 60.0) -> None:
+    """Block until no stage of this Spark application is active (or ``timeout`` seconds passed): after a job
+    fails, Spark cancels its other tasks asynchronously and they may still create files."""
+    import time
+    tracker = spark.sparkContext.statusTracker()
+    deadline = time.monotonic() + timeout
+    while tracker.getActiveStageIds() and time.monotonic() < deadline:
+        time.sleep(0.1)

@@ -60,6 +60,8 @@ WARNING_KINDS = {
 
 @dataclass(frozen=True)
 class Problem:
+    """One finding of a table check: its kind, the file path (if any), a detail message and the snapshot it
+    concerns."""
     kind: str
     path: str | None
     detail: str
@@ -84,12 +86,15 @@ class CheckReport:
 
     @property
     def ok(self) -> bool:
+        """True if the check found no problems (warnings do not count)."""
         return not self.problems
 
     def kinds(self) -> set[str]:
+        """Return the set of problem kinds found."""
         return {p.kind for p in self.problems}
 
     def summary(self) -> str:
+        """Return a multi-line text summary: a count line, then one line per problem and warning."""
         head = (f"table {self.table}: {len(self.snapshot_ids)} snapshot(s), {self.data_files_checked} data file(s) "
                 f"checked, {len(self.problems)} problem(s), {len(self.warnings)} warning(s), "
                 f"{len(self.orphan_files)} unreferenced file(s) ({self.orphan_bytes} bytes)")

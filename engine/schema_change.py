@@ -59,18 +59,22 @@ class Move:
 
     @staticmethod
     def first(column: str) -> Move:
+        """A move of ``column`` to the first position."""
         return Move(column, "FIRST")
 
     @staticmethod
     def after(column: str, reference: str) -> Move:
+        """A move of ``column`` to just after ``reference``."""
         return Move(column, "AFTER", reference)
 
     @staticmethod
     def before(column: str, reference: str) -> Move:
+        """A move of ``column`` to just before ``reference``."""
         return Move(column, "BEFORE", reference)
 
     @staticmethod
     def last(column: str) -> Move:
+        """A move of ``column`` to the last position."""
         return Move(column, "LAST")
 
 
@@ -79,64 +83,78 @@ class SchemaChange:
 
     @staticmethod
     def set_option(key: str, value) -> SetOption:
+        """A change setting table option ``key`` to ``value`` (both stored as strings)."""
         return SetOption(str(key), str(value))
 
     @staticmethod
     def remove_option(key: str) -> RemoveOption:
+        """A change removing table option ``key``."""
         return RemoveOption(str(key))
 
     @staticmethod
     def update_comment(comment: str | None) -> UpdateComment:
+        """A change setting the table comment (None clears it)."""
         return UpdateComment(comment)
 
     @staticmethod
     def add_column(name: str, data_type: TypeLike, comment: str | None = None, move: Move | None = None
                    ) -> AddColumn:
+        """A change adding column ``name`` of ``data_type``, optionally placed by ``move``; the type is parsed now."""
         return AddColumn(name, to_data_type(data_type), comment, move)
 
     @staticmethod
     def rename_column(name: str, new_name: str) -> RenameColumn:
+        """A change renaming column ``name`` to ``new_name``."""
         return RenameColumn(name, new_name)
 
     @staticmethod
     def drop_column(name: str) -> DropColumn:
+        """A change dropping column ``name``."""
         return DropColumn(name)
 
     @staticmethod
     def update_column_type(name: str, new_type: TypeLike, keep_nullability: bool = True) -> UpdateColumnType:
+        """A change of column ``name`` to ``new_type`` (parsed now), keeping its nullability by default."""
         return UpdateColumnType(name, to_data_type(new_type), keep_nullability)
 
     @staticmethod
     def update_column_nullability(name: str, nullable: bool) -> UpdateColumnNullability:
+        """A change setting whether column ``name`` is nullable."""
         return UpdateColumnNullability(name, bool(nullable))
 
     @staticmethod
     def update_column_comment(name: str, comment: str | None) -> UpdateColumnComment:
+        """A change setting column ``name``'s comment (None clears it)."""
         return UpdateColumnComment(name, comment)
 
     @staticmethod
     def update_column_position(move: Move) -> UpdateColumnPosition:
+        """A change moving a column as ``move`` says."""
         return UpdateColumnPosition(move)
 
 
 @dataclass(frozen=True)
 class SetOption(SchemaChange):
+    """Set table option ``key`` to ``value``."""
     key: str
     value: str
 
 
 @dataclass(frozen=True)
 class RemoveOption(SchemaChange):
+    """Remove table option ``key``."""
     key: str
 
 
 @dataclass(frozen=True)
 class UpdateComment(SchemaChange):
+    """Set the table comment (None clears it)."""
     comment: str | None
 
 
 @dataclass(frozen=True)
 class AddColumn(SchemaChange):
+    """Add column ``name`` of ``data_type``, at the end unless ``move`` places it."""
     name: str
     data_type: DataType
     comment: str | None = None
@@ -145,17 +163,20 @@ class AddColumn(SchemaChange):
 
 @dataclass(frozen=True)
 class RenameColumn(SchemaChange):
+    """Rename column ``name`` to ``new_name``."""
     name: str
     new_name: str
 
 
 @dataclass(frozen=True)
 class DropColumn(SchemaChange):
+    """Drop column ``name``."""
     name: str
 
 
 @dataclass(frozen=True)
 class UpdateColumnType(SchemaChange):
+    """Change column ``name`` to ``new_type``, keeping its nullability if ``keep_nullability``."""
     name: str
     new_type: DataType
     keep_nullability: bool = True
@@ -163,18 +184,21 @@ class UpdateColumnType(SchemaChange):
 
 @dataclass(frozen=True)
 class UpdateColumnNullability(SchemaChange):
+    """Set whether column ``name`` is nullable."""
     name: str
     nullable: bool
 
 
 @dataclass(frozen=True)
 class UpdateColumnComment(SchemaChange):
+    """Set column ``name``'s comment (None clears it)."""
     name: str
     comment: str | None
 
 
 @dataclass(frozen=True)
 class UpdateColumnPosition(SchemaChange):
+    """Move a column as ``move`` says."""
     move: Move
 
 
@@ -429,24 +453,32 @@ class SchemaUpdate:
 
     def add_column(self, name: str, data_type: TypeLike, comment: str | None = None, *, first: bool = False,
                    after: str | None = None, before: str | None = None) -> SchemaUpdate:
+        """Queue adding column ``name`` (placed first, after or before a column if asked); returns self for
+        chaining."""
         move = Move.first(name) if first else Move.after(name, after) if after else \
             Move.before(name, before) if before else None
         return self._add(SchemaChange.add_column(name, data_type, comment, move))
 
     def drop_column(self, name: str) -> SchemaUpdate:
+        """Queue dropping column ``name``; returns self for chaining."""
         return self._add(SchemaChange.drop_column(name))
 
     def rename_column(self, name: str, new_name: str) -> SchemaUpdate:
+        """Queue renaming ``name`` to ``new_name``; returns self for chaining."""
         return self._add(SchemaChange.rename_column(name, new_name))
 
     def update_column_type(self, name: str, new_type: TypeLike) -> SchemaUpdate:
+        """Queue changing column ``name`` to ``new_type``; returns self for chaining."""
         return self._add(SchemaChange.update_column_type(name, new_type))
 
     def set_nullable(self, name: str, nullable: bool = True) -> SchemaUpdate:
+        """Queue setting column ``name``'s nullability; returns self for chaining."""
         return self._add(SchemaChange.update_column_nullability(name, nullable))
 
     def move_column(self, name: str, *, first: bool = False, last: bool = False, after: str | None = None,
                     before: str | None = None) -> SchemaUpdate:
+        """Queue moving column ``name`` first, last, after or before another; returns self for chaining.
+        Raises InvalidSchema if no position is given."""
         move = Move.first(name) if first else Move.last(name) if last else Move.after(name, after) if after \
             else Move.before(name, before) if before else None
         if move is None:
@@ -454,18 +486,24 @@ class SchemaUpdate:
         return self._add(SchemaChange.update_column_position(move))
 
     def update_column_comment(self, name: str, comment: str | None) -> SchemaUpdate:
+        """Queue setting column ``name``'s comment; returns self for chaining."""
         return self._add(SchemaChange.update_column_comment(name, comment))
 
     def update_comment(self, comment: str | None) -> SchemaUpdate:
+        """Queue setting the table comment; returns self for chaining."""
         return self._add(SchemaChange.update_comment(comment))
 
     def set_option(self, key: str, value) -> SchemaUpdate:
+        """Queue setting table option ``key``; returns self for chaining."""
         return self._add(SchemaChange.set_option(key, value))
 
     def remove_option(self, key: str) -> SchemaUpdate:
+        """Queue removing table option ``key``; returns self for chaining."""
         return self._add(SchemaChange.remove_option(key))
 
     def commit(self) -> TableSchema:
+        """Apply all queued changes in one schema change and return the new TableSchema; raises if a change is
+        invalid."""
         return alter_table(self.table, self.changes)
 
 

@@ -47,6 +47,9 @@ def append_file_schema(schema: TableSchema) -> pa.Schema:
 
 def write_append_files(io: FileIO, bucket_dir: str, rows: pa.Table, schema: TableSchema, first_sequence: int,
                        file_source: int = FILE_SOURCE_APPEND) -> list[DataFileMeta]:
+    """Write ``rows`` as append data files in ``bucket_dir``, split near the target file size, with sequence
+    numbers from ``first_sequence``.
+    Returns one DataFileMeta per file written; an empty table writes nothing and returns []."""
     n = rows.num_rows
     if n == 0:
         return []

@@ -46,6 +46,9 @@ def read_append_file(reader: SplitReader, split: Split, meta: DataFileMeta, colu
 
 def iter_append_batches(table, snapshot_id: int | None = None, columns: Sequence[str] | None = None,
                         filter=None) -> Iterator[pa.RecordBatch]:
+    """Yield record batches of ``columns`` (default: all) from the append table at ``snapshot_id`` (default:
+    latest), rows matching ``filter``.
+    Raises InvalidInput for an unknown column."""
     schema = table.schema
     out_cols = list(columns) if columns is not None else list(schema.field_names)
     unknown = [c for c in out_cols if c not in schema.field_names]

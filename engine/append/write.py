@@ -40,6 +40,8 @@ def require_append_writable(schema: TableSchema, table: str) -> None:
 
 
 class AppendWrite:
+    """Buffers rows for an append (no primary key) table and writes them as files per (partition, bucket).
+    Nothing is visible until the messages from prepare_commit are committed."""
     def __init__(self, table, *, commit_user: str | None = None, commit_identifier: int | None = None):
         self.table = table
         self.schema = table.schema
@@ -86,6 +88,7 @@ class AppendWrite:
             self.flush()
 
     def delete(self, keys) -> None:
+        """Always raises UnsupportedFeature: append tables have no key to delete by."""
         raise UnsupportedFeature(f"table {self.table.name!r} is an append table (no primary key): rows cannot be "
                                  "deleted by key")
 
@@ -115,6 +118,7 @@ class AppendWrite:
                 for (p, b), files in self._files.items() if files]
 
     def abort(self) -> None:
+        """Delete every data file this writer has written and drop buffered rows; nothing is committed."""
         for (p, b), files in self._files.items():
             for f in files:
                 self.table.file_io.delete(f"{self.table.bucket_dir(self._values[p], b)}/{f.file_name}")
@@ -122,6 +126,7 @@ class AppendWrite:
         self._pending.clear()
 
     def close(self) -> None:
+        """Mark the writer closed; does not flush, commit or delete files."""
         self._closed = True
 
     def __enter__(self):

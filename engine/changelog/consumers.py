@@ -18,17 +18,22 @@ _VALID_ID = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 
 class ConsumerManager:
+    """Reads and writes the per-consumer progress files (next snapshot to read) under the table's consumer
+    directory."""
     def __init__(self, table):
         self.table = table
         self.directory = os.path.join(table.root, CONSUMER_DIR)
 
     def path(self, consumer_id: str) -> str:
+        """Return the file path for ``consumer_id``; raises InvalidInput if the id is empty or not letters,
+        digits, '_', '.' or '-'."""
         if not consumer_id or not _VALID_ID.match(consumer_id):
             raise InvalidInput(f"consumer id {consumer_id!r} must be letters, digits, '_', '.' or '-'",
                                table=self.table.name)
         return os.path.join(self.directory, CONSUMER_PREFIX + consumer_id)
 
     def next_snapshot(self, consumer_id: str) -> int | None:
+        """Return the recorded next snapshot id for ``consumer_id``, or None if it has no record."""
         path = self.path(consumer_id)
         try:
             raw = self.table.file_io.read_bytes(path)
@@ -37,14 +42,17 @@ class ConsumerManager:
         return _parse(raw, path)
 
     def record(self, consumer_id: str, next_snapshot: int) -> None:
+        """Store ``next_snapshot`` as the consumer's next snapshot id, replacing any previous record."""
         path = self.path(consumer_id)
         self.table.file_io.mkdirs(self.directory)
         self.table.file_io.overwrite(path, json.dumps({"nextSnapshot": int(next_snapshot)}).encode())
 
     def delete(self, consumer_id: str) -> None:
+        """Remove the consumer's record."""
         self.table.file_io.delete(self.path(consumer_id))
 
     def all(self) -> dict[str, int]:
+        """Return {consumer id: next snapshot id} for every recorded consumer; {} if there are none."""
         io = self.table.file_io
         if not io.exists(self.directory):
             return {}
@@ -59,6 +67,7 @@ class ConsumerManager:
         return out
 
     def min_next_snapshot(self) -> int | None:
+        """Return the smallest next snapshot id over all consumers, or None if there are none."""
         values = self.all().values()
         return min(values) if values else None
 

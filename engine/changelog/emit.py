@@ -25,6 +25,7 @@ INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE = 0, 1, 2, 3
 
 
 def is_add(kinds) -> np.ndarray:
+    """Return a boolean mask, True where the row kind is INSERT or UPDATE_AFTER."""
     k = np.asarray(kinds)
     return (k == INSERT) | (k == UPDATE_AFTER)
 
@@ -98,6 +99,7 @@ def changelog_rows(before: pa.Table | None, before_idx: np.ndarray, after: pa.Ta
 
 
 def key_columns(table: pa.Table, schema) -> list:
+    """Return the key columns (KEY_COLUMN_PREFIX + trimmed primary key names) of ``table``, in key order."""
     return [table.column(KEY_COLUMN_PREFIX + k) for k in schema.trimmed_primary_keys]
 
 

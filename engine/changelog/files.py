@@ -18,6 +18,8 @@ ROW_KIND_TEXT = ("+I", "-U", "+U", "-D")
 
 
 def write_changelog(table, bucket_dir: str, rows: pa.Table) -> list:
+    """Write ``rows`` as level-0 changelog files in ``bucket_dir`` using the changelog file options.
+    Returns the written file metas; None or empty input writes nothing and returns []."""
     if rows is None or rows.num_rows == 0:
         return []
     schema = table.schema

@@ -50,6 +50,9 @@ class FileCache:
             return entry
 
     def put(self, path: str, rows: pa.Table, enc=None) -> list:
+        """Cache ``rows`` (and ``enc``) for ``path``, replacing any old entry and evicting the oldest beyond the
+        count/byte limits.
+        Returns the stored [rows, enc] entry; the newest entry is never evicted."""
         entry = [rows, enc]
         with self._lock:
             old = self.entries.pop(path, None)
@@ -110,6 +113,8 @@ def cached_rows(table, bucket_dir: str, meta) -> pa.Table | None:
 
 
 class LookupIndex:
+    """Finds the current rows for given keys in the split's files at or above ``from_level``, searching lower
+    levels first."""
     def __init__(self, table, split, reader, levels, from_level: int, columns: list[str]):
         self.table = table
         self.schema = table.schema
@@ -148,6 +153,8 @@ class LookupIndex:
         return int(lo), int(hi)
 
     def get(self, probes: pa.Table) -> pa.Table | None:
+        """Return the stored rows for the keys in ``probes`` (the first level holding a key wins).
+        Returns None when there are no probes or no files to search."""
         if probes is None or probes.num_rows == 0 or not self.by_level:
             return None
         probes_enc = encode_keys(key_columns(probes, self.schema))

@@ -76,6 +76,7 @@ def _drop(rows: pa.Table | None, drop_delete: bool) -> pa.Table | None:
 
 
 class ChangelogMerger:
+    """Merges sorted runs for compaction and produces the changelog in ``mode`` (lookup or full-compaction)."""
     def __init__(self, schema, mode: str, max_level: int, index=None, table_name: str | None = None):
         self.schema = schema
         self.mode = mode
@@ -84,6 +85,8 @@ class ChangelogMerger:
         self.table_name = table_name
 
     def merge(self, parts: list[pa.Table], run_levels: list[int], drop_delete: bool):
+        """Merge ``parts`` (runs at ``run_levels``) and return the merged rows with the changelog the mode
+        produces."""
         if self.mode == LOOKUP:
             return self._lookup(parts, run_levels, drop_delete)
         return self._full(parts, run_levels, drop_delete)

@@ -31,10 +31,12 @@ from kernels.lookup import search_sorted
 
 
 def output_schema(table, columns: Sequence[str]) -> pa.Schema:
+    """Return the Arrow schema of ``columns`` followed by a string row-kind column."""
     return pa.schema([table.arrow_schema.field(c) for c in columns] + [pa.field(ROW_KIND_COLUMN, pa.string())])
 
 
 def check_columns(table, columns) -> list[str]:
+    """Return ``columns`` as a list (all table fields if None); raises InvalidInput for an unknown column."""
     out = list(columns) if columns is not None else list(table.schema.field_names)
     unknown = [c for c in out if c not in table.schema.field_names]
     if unknown:

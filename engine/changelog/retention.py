@@ -40,6 +40,8 @@ def retention(opts) -> tuple[int, int, int]:
 
 
 def is_decoupled(opts) -> bool:
+    """True if the changelog producer is not 'none' and changelog retention exceeds snapshot retention in any
+    bound."""
     if opts.get(CHANGELOG_PRODUCER) == "none":
         return False
     lo, hi, ms = retention(opts)
@@ -48,10 +50,12 @@ def is_decoupled(opts) -> bool:
 
 
 def path(table, changelog_id: int) -> str:
+    """Return the path of the decoupled changelog file with id ``changelog_id``."""
     return os.path.join(table.root, CHANGELOG_DIR, f"{PREFIX}{changelog_id}")
 
 
 def ids(table) -> list[int]:
+    """Return the ids of decoupled changelog files present, ascending; [] if the directory is missing."""
     directory = os.path.join(table.root, CHANGELOG_DIR)
     if not table.file_io.exists(directory):
         return []
@@ -63,6 +67,7 @@ def ids(table) -> list[int]:
 
 
 def read(table, changelog_id: int) -> Snapshot | None:
+    """Return the decoupled changelog ``changelog_id`` as a Snapshot, or None if its file does not exist."""
     p = path(table, changelog_id)
     try:
         data = table.file_io.read_bytes(p)
@@ -162,6 +167,8 @@ def changes_snapshot(table, snapshot_id: int) -> Snapshot:
 
 
 def earliest_change_id(table) -> int | None:
+    """Return the earliest id readable for changes: the oldest decoupled changelog if older than the earliest
+    snapshot, else the earliest snapshot id (None if there is neither)."""
     present = ids(table)
     earliest = table.snapshot_manager.earliest_id()
     if present and (earliest is None or present[0] < earliest):

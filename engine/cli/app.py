@@ -19,6 +19,9 @@ class LakemergeGroup(click.Group):
     (with ``--debug``, the traceback is printed as well)."""
 
     def invoke(self, ctx: click.Context):
+        """Run the command; click errors pass through, any other exception prints one 'error:' line and exits with
+        code 1
+        (with --debug the traceback is printed too)."""
         try:
             return super().invoke(ctx)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):

@@ -168,6 +168,7 @@ class IngestResult:
     seconds: float
 
     def as_dict(self) -> dict:
+        """Return the result as a JSON-ready dict (seconds rounded to milliseconds)."""
         return {"table": self.table, "snapshot_id": self.snapshot_id, "rows": self.rows, "files": self.files,
                 "bytes": self.bytes, "seconds": round(self.seconds, 3)}
 

@@ -50,6 +50,9 @@ class AgeType(click.ParamType):
     name = "DURATION"
 
     def convert(self, value, param, ctx):
+        """Convert a date-time (must be in the past; made local and naive) or a duration text into a datetime or
+        timedelta.
+        Fails the parameter for unparseable or future values."""
         if isinstance(value, (dt.timedelta, dt.datetime)):
             return value
         text = str(value).strip()

@@ -21,6 +21,7 @@ class RowsColumn(ProgressColumn):
     """``1,234,567 rows (456,789 rows/s)``."""
 
     def render(self, task) -> Text:
+        """Return the task's row count, with rows per second once time has elapsed."""
         rows = int(task.fields.get("rows", 0))
         elapsed = task.elapsed or 0.0
         rate = f" ({rows / elapsed:,.0f} rows/s)" if elapsed > 0 else ""

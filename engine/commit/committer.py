@@ -46,6 +46,7 @@ log = logging.getLogger("lakemerge.commit")
 
 
 class Committer:
+    """Publishes commit messages as new snapshots of ``table``."""
     def __init__(self, table):
         self.table = table
 

@@ -15,6 +15,9 @@ from engine.meta.manifest import DuplicateFileError, ManifestEntry, fold_entries
 
 
 def check_file_changes(table, latest_live: Sequence[ManifestEntry], entries: Sequence[ManifestEntry]) -> None:
+    """Raise CommitConflict if ``entries`` add a file already live or delete one no longer live in the touched
+    partitions,
+    or otherwise conflict with ``latest_live``; returns None when the change applies cleanly."""
     changed = {e.partition for e in entries}
     base = [e for e in latest_live if e.partition in changed]
     try:

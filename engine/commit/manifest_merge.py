@@ -38,6 +38,9 @@ def cancel_pairs(entries: Sequence[ManifestEntry]) -> list[ManifestEntry]:
 
 
 class ManifestMerger:
+    """Merges small manifest files (or rewrites them all past the full-compaction size) using the table's manifest
+    options.
+    Names of files it writes are kept in ``created``."""
     def __init__(self, table, read_entries: Callable[[str], list[ManifestEntry]], write: WriteManifest,
                  delete: Callable[[str], None]):
         opts = table.schema.table_options
@@ -50,6 +53,7 @@ class ManifestMerger:
         self.created: list[str] = []
 
     def merge(self, metas: Sequence[ManifestFileMeta]) -> list[ManifestFileMeta]:
+        """Return the manifest list after a full compaction if one is due, otherwise after merging small manifests."""
         metas = list(metas)
         full = self._try_full(metas)
         return full if full is not None else self._minor(metas)

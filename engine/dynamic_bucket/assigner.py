@@ -25,6 +25,8 @@ def _java_rem_abs(values: np.ndarray, k: int) -> np.ndarray:
 
 
 class PartitionIndex:
+    """The key-hash -> bucket index of one partition, assigning new hashes to non-full buckets up to
+    ``max_buckets``."""
     def __init__(self, partition_hash: int, hashes: np.ndarray, buckets: np.ndarray, bucket_counts: dict[int, int],
                  target_rows: int, num_assigners: int, max_buckets: int):
         order = np.argsort(hashes, kind="stable")
@@ -99,4 +101,5 @@ class PartitionIndex:
         return out
 
     def hashes_of(self, bucket: int) -> np.ndarray:
+        """Return the key hashes assigned to ``bucket``, in ascending order."""
         return self.hashes[self.buckets == bucket]

@@ -44,6 +44,8 @@ class CrossPartitionCommitMessage(CommitMessage):
 
 
 class CrossPartitionWrite(TableWrite):
+    """Writer for dynamic-bucket tables whose primary key does not contain all partition keys: routes each key
+    to the partition and bucket already holding it."""
     def __init__(self, table, **kw):
         super().__init__(table, **kw)
         s = self.schema
@@ -63,6 +65,8 @@ class CrossPartitionWrite(TableWrite):
 
     # --- public -------------------------------------------------------------------------------------
     def write(self, data, row_kinds=None) -> None:
+        """Validate ``data`` (with optional ``row_kinds``) and buffer it routed by key; raises if the writer is
+        closed or prepared."""
         self._check_open()
         rows, kinds = conform(data, self.schema, self.table.name, row_kinds=row_kinds)
         self._route_and_add(rows, kinds)
@@ -74,6 +78,7 @@ class CrossPartitionWrite(TableWrite):
         self._route_and_add(rows, kinds)
 
     def prepare_commit(self) -> list[CommitMessage]:
+        """Flush and return the commit messages as CrossPartitionCommitMessage instances."""
         return [CrossPartitionCommitMessage(**{f.name: getattr(m, f.name) for f in fields(CommitMessage)})
                 for m in super().prepare_commit()]
 

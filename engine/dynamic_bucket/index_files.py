@@ -66,6 +66,7 @@ def decode_index_manifest(data: bytes, path: str) -> list[dict]:
 
 
 def encode_index_manifest(records: list[dict]) -> bytes:
+    """Return ``records`` encoded as a zstd-compressed Avro index manifest."""
     buf = io.BytesIO()
     fastavro.writer(buf, INDEX_MANIFEST_SCHEMA, [{f["name"]: r.get(f["name"]) for f in INDEX_MANIFEST_SCHEMA["fields"]}
                                                  for r in records], codec="zstandard")
@@ -92,6 +93,7 @@ def combine(previous: list[dict], added_hash: list[dict]) -> list[dict]:
 
 
 def write_index_manifest(file_io: FileIO, paths, records: list[dict]) -> str:
+    """Write ``records`` as a new, uniquely named index manifest in the manifest directory and return its name."""
     name = f"{INDEX_MANIFEST_PREFIX}{uuid.uuid4()}-0"
     file_io.mkdirs(paths.manifest_dir)
     file_io.write_bytes(paths.manifest(name), encode_index_manifest(records))
@@ -100,6 +102,7 @@ def write_index_manifest(file_io: FileIO, paths, records: list[dict]) -> str:
 
 # --- HASH index files --------------------------------------------------------------------------------------
 def index_dir(table_root: str) -> str:
+    """Return the table's index directory path."""
     return f"{table_root}/index"
 
 

@@ -17,6 +17,8 @@ from engine.dynamic_bucket.index_files import (
 
 
 def probe_groups(table, snapshot, partition: bytes, key_cols, buckets: list[int]) -> list[tuple[int, np.ndarray]]:
+    """Return (bucket, row positions) pairs: which probe keys may be in which of ``buckets``, from the hash index.
+    If any bucket lacks an index, every bucket gets all positions."""
     n = len(key_cols[0])
     records = [r for r in read_index_manifest(table.file_io, table.paths, snapshot.index_manifest)
                if r["_INDEX_TYPE"] == HASH_INDEX and r["_PARTITION"] == partition]

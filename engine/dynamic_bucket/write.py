@@ -46,6 +46,8 @@ class DynamicBucketCommitMessage(CommitMessage):
 
 
 class DynamicBucketWrite(TableWrite):
+    """Writer for dynamic-bucket (bucket = -1) tables: assigns buckets by key hash and writes hash index files
+    with the data."""
     def __init__(self, table, **kw):
         super().__init__(table, **kw)
         opts = self.options
@@ -97,6 +99,7 @@ class DynamicBucketWrite(TableWrite):
 
     # --- commit -------------------------------------------------------------------------------------
     def prepare_commit(self) -> list[CommitMessage]:
+        """Flush, write hash index files for the touched buckets and return the commit messages carrying them."""
         messages = super().prepare_commit()
         records: dict[tuple[bytes, int], dict] = {}
         paths: dict[tuple[bytes, int], str] = {}
@@ -120,6 +123,7 @@ class DynamicBucketWrite(TableWrite):
         return out
 
     def abort(self) -> None:
+        """Delete the written data files and every index file this writer wrote."""
         super().abort()
         for p in self._index_paths:
             self.table.file_io.delete(p)
@@ -152,6 +156,7 @@ def next_index_manifest(table, latest, messages) -> tuple[str | None, bool]:
 
 
 def delete_index_files(table, messages) -> None:
+    """Delete the index files listed in the messages' ``index_paths`` (messages without any are skipped)."""
     for m in messages:
         for p in getattr(m, "index_paths", ()):
             table.file_io.delete(p)

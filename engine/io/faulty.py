@@ -58,6 +58,7 @@ class Fault:
             raise ValueError("nth counts from 1")
 
     def matches(self, op: str, path: str) -> bool:
+        """True if this fault applies to ``op`` (or is '*') and ``path`` matches its glob."""
         return (self.op == "*" or self.op == op) and fnmatch.fnmatch(path, self.path)
 
     def step(self) -> bool:
@@ -72,6 +73,9 @@ class Fault:
 
 
 class FaultyFileIO:
+    """A FileIO wrapper for tests that records every call and injects the configured faults (errors, delays, torn
+    writes,
+    crashes) into matching operations; otherwise it delegates to ``inner``."""
     def __init__(self, inner: FileIO | None = None, faults: list[Fault] | tuple = ()):
         self.inner = inner or LocalFileIO()
         self.faults = list(faults)
@@ -80,11 +84,13 @@ class FaultyFileIO:
         self._lock = threading.Lock()
 
     def add(self, fault: Fault) -> Fault:
+        """Add ``fault`` and return it."""
         with self._lock:
             self.faults.append(fault)
         return fault
 
     def clear(self) -> None:
+        """Remove all faults; later calls pass straight through."""
         with self._lock:
             self.faults.clear()
 
@@ -139,34 +145,45 @@ class FaultyFileIO:
 
     # --- FileIO -------------------------------------------------------------------------------------
     def read_bytes(self, path: str) -> bytes:
+        """Delegate read_bytes, unless a matching fault fires."""
         return self._call("read_bytes", path)
 
     def write_bytes(self, path: str, data: bytes) -> None:
+        """Delegate write_bytes, unless a matching fault fires."""
         return self._call("write_bytes", path, data)
 
     def write_if_absent(self, path: str, data: bytes) -> bool:
+        """Delegate write_if_absent, unless a matching fault fires."""
         return self._call("write_if_absent", path, data)
 
     def overwrite(self, path: str, data: bytes) -> None:
+        """Delegate overwrite, unless a matching fault fires."""
         return self._call("overwrite", path, data)
 
     def exists(self, path: str) -> bool:
+        """Delegate exists, unless a matching fault fires."""
         return self._call("exists", path)
 
     def is_dir(self, path: str) -> bool:
+        """Delegate is_dir, unless a matching fault fires."""
         return self._call("is_dir", path)
 
     def size(self, path: str) -> int:
+        """Delegate size, unless a matching fault fires."""
         return self._call("size", path)
 
     def list_names(self, directory: str) -> list[str]:
+        """Delegate list_names, unless a matching fault fires."""
         return self._call("list_names", directory)
 
     def mkdirs(self, directory: str) -> None:
+        """Delegate mkdirs, unless a matching fault fires."""
         return self._call("mkdirs", directory)
 
     def delete(self, path: str) -> None:
+        """Delegate delete, unless a matching fault fires."""
         return self._call("delete", path)
 
     def delete_tree(self, directory: str) -> None:
+        """Delegate delete_tree, unless a matching fault fires."""
         return self._call("delete_tree", directory)

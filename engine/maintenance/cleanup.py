@@ -17,6 +17,7 @@ from engine.meta.snapshot import Snapshot
 
 @dataclass
 class Removal:
+    """What a cleanup removed (or would remove): snapshot ids, data file paths and metadata file paths."""
     snapshot_ids: list[int] = field(default_factory=list)
     data_files: list[str] = field(default_factory=list)
     metadata_files: list[str] = field(default_factory=list)

@@ -12,6 +12,7 @@ from engine.meta.snapshot import Snapshot
 
 
 def manifest_list_names(snapshot: Snapshot) -> list[str]:
+    """Return the snapshot's base and delta manifest list names, plus the changelog one if it has it."""
     names = [snapshot.base_manifest_list, snapshot.delta_manifest_list]
     if snapshot.changelog_manifest_list:
         names.append(snapshot.changelog_manifest_list)

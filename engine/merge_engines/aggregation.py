@@ -16,6 +16,8 @@ from kernels import aggregate as K
 
 
 def reduce(seg: Segments, cfg, value_names: list[str]) -> pa.Table:
+    """Merge each key's rows with the configured field aggregators; returns one INSERT row per key
+    (honouring ignore-delete and remove-record-on-delete)."""
     add = seg.add
     retract = seg.retract
     if cfg.ignore_delete:

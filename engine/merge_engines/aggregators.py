@@ -73,6 +73,7 @@ def check_function(agg, dtype, where: str = "") -> None:
 
 
 def takes_retract(agg) -> bool:
+    """True if the field aggregator accepts retract (-U/-D) records, by ignoring them or by supporting them."""
     return agg.ignore_retract or FUNCTIONS.get(agg.function, (None, False))[1]
 
 

@@ -29,12 +29,14 @@ class FieldAgg:
 
 @dataclass(frozen=True)
 class SequenceGroup:
+    """A sequence group: the fields updated together, ordered by ``sequence_fields``."""
     sequence_fields: tuple[str, ...]
     fields: tuple[str, ...]
 
 
 @dataclass
 class MergeConfig:
+    """The merge-engine settings parsed from a table's options."""
     engine: str
     ignore_delete: bool
     sequence_fields: tuple[str, ...]
@@ -47,6 +49,7 @@ class MergeConfig:
     defaults: dict[str, str] = field(default_factory=dict)
 
     def group_of(self, name: str) -> SequenceGroup | None:
+        """Return the first sequence group containing ``name`` as a field or sequence field, or None."""
         for g in self.groups:
             if name in g.fields or name in g.sequence_fields:
                 return g
@@ -65,6 +68,7 @@ def _field_agg(raw: dict, name: str, function: str) -> FieldAgg:
 
 
 def build(schema) -> MergeConfig:
+    """Parse the merge-engine configuration from ``schema``'s options (raises on invalid settings)."""
     opts = schema.table_options
     raw = opts.raw
     engine = opts.merge_engine
@@ -105,6 +109,7 @@ _lock = threading.Lock()
 
 
 def merge_config(schema) -> MergeConfig:
+    """Return the MergeConfig for ``schema``, cached per schema object."""
     with _lock:
         hit = _cache.get(id(schema))
         if hit is not None and hit[0] is schema:

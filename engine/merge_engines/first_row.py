@@ -16,6 +16,8 @@ from kernels import aggregate as K
 
 
 def reduce(seg: Segments, cfg, value_names: list[str]) -> pa.Table:
+    """Keep each key's first added row (its last row if none was added).
+    Raises MergeFunctionError on retract records unless ignore-delete is set."""
     if not cfg.ignore_delete and seg.retract.any():
         raise MergeFunctionError((f"table {seg.table_name!r}: " if seg.table_name else "")
                                  + "first-row cannot take retract records (-U/-D); set ignore-delete=true")
@@ -24,4 +26,5 @@ def reduce(seg: Segments, cfg, value_names: list[str]) -> pa.Table:
 
 
 def lone_add_is_unchanged(cfg) -> bool:
+    """Always True: under first-row a key's single added row is its merge result."""
     return True

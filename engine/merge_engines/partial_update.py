@@ -37,6 +37,9 @@ def group_words(seg: Segments, fields) -> tuple[np.ndarray, np.ndarray]:
 
 
 def reduce(seg: Segments, cfg, value_names: list[str]) -> "pa.Table":  # noqa: F821
+    """Merge each key's rows into one by partial update (latest non-null value per field, per sequence group if
+    configured).
+    Raises MergeFunctionError on retract records the configuration cannot take."""
     add = seg.add.copy()
     retract = seg.retract.copy()
     kinds = seg.kinds

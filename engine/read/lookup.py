@@ -24,6 +24,9 @@ from kernels.lookup import search_sorted
 
 
 def lookup_rows(table, keys, snapshot, columns=None) -> pa.Table:
+    """Return the rows of ``columns`` (default: all) for the primary keys in ``keys`` at ``snapshot``; missing
+    keys are absent.
+    Raises InvalidInput for an unknown column or bad keys; no snapshot gives an empty table."""
     schema = table.schema
     out_cols = list(columns) if columns is not None else list(schema.field_names)
     unknown = [c for c in out_cols if c not in schema.field_names]

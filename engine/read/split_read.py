@@ -59,6 +59,7 @@ def read_data_file(io: FileIO, path: str, meta: DataFileMeta, choose_columns) ->
 
 
 class SplitReader:
+    """Reads the data files of a split, adapting files written under older schemas when ``schema_of`` is given."""
     def __init__(self, io: FileIO, schema: TableSchema, schema_of=None):
         """``schema_of(schema_id)`` returns an older TableSchema; with it, files written under another schema are
         read by field id (renamed columns found, dropped ones ignored, added ones null, widened ones cast)."""
@@ -92,6 +93,7 @@ class SplitReader:
         return [by_table_name[c] for c in self.physical_columns(columns, set(by_table_name))]
 
     def file_path(self, split: Split, meta: DataFileMeta) -> str:
+        """Return the file's external path if set, else its path in the split's bucket directory."""
         return os.path.join(split.bucket_dir, meta.file_name) if meta.external_path is None else meta.external_path
 
     def iter_file(self, split: Split, meta: DataFileMeta, columns: list[str], batch_rows: int):

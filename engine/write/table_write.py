@@ -46,6 +46,8 @@ class _BucketBuffer:
 
 
 class TableWrite:
+    """Buffers rows for a primary-key table and writes sorted files per (partition, bucket).
+    Nothing is visible until the messages from prepare_commit are committed."""
     def __init__(self, table, *, commit_user: str | None = None, commit_identifier: int | None = None):
         self.table = table
         self.schema = table.schema
@@ -122,6 +124,7 @@ class TableWrite:
             buf.chunks.clear()
 
     def close(self) -> None:
+        """Mark the writer closed; does not flush, commit or delete files."""
         self._closed = True
 
     def __enter__(self):

@@ -18,6 +18,8 @@ INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE = 0, 1, 2, 3
 
 
 def to_arrow_table(data, table: str) -> pa.Table:
+    """Return ``data`` (Arrow table/batch, pandas or polars frame, or dict of columns) as a pyarrow Table.
+    Raises InvalidInput for any other type."""
     if isinstance(data, pa.Table):
         return data
     if isinstance(data, pa.RecordBatch):

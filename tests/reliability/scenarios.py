@@ -8,6 +8,7 @@ Child entry points are module-level functions (children are forked from a forkse
 from __future__ import annotations
 
 import os
+import time
 import pickle
 from dataclasses import dataclass, field
 
@@ -666,7 +667,12 @@ def pinned_reader_case(workdir: str, pin: str, workers: int = 2, commits: int = 
     failures, reads = [], 0
     with _context().Pool(workers) as pool:
         pending = pool.starmap_async(expiring_writer_worker, [(warehouse, w, commits) for w in range(workers)])
+        deadline = time.monotonic() + 300  # a lost worker must fail the test, not hang it
         while not pending.ready() or reads == 0:
+            if time.monotonic() > deadline:
+                pool.terminate()
+                return reads, 0, failures + ["writers did not finish within 300 s"]
+            time.sleep(0.005)  # leave the writers CPU on a 2-core machine
             for tb in (t, Catalog(warehouse).get_table(IDENT)):  # a long-lived and a fresh table object
                 try:
                     got = read(tb)

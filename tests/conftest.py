@@ -15,7 +15,9 @@ def warehouse(tmp_path) -> str:
 @pytest.fixture
 def catalog(warehouse):
     """A lakemerge Catalog on ``warehouse`` with database "db" created."""
-    from engine import Catalog  # imported lazily so collection works while the engine is being written
+    from engine import (
+        Catalog,  # imported lazily so collection works while the engine is being written
+    )
 
     cat = Catalog(warehouse)
     cat.create_database("db")
@@ -29,3 +31,16 @@ def list_files(root: str) -> list[str]:
         for f in files:
             out.append(os.path.relpath(os.path.join(d, f), root))
     return sorted(out)
+
+
+def expire_after_latest(table, **kwargs):
+    """``table.expire_snapshots(**kwargs)`` once the clock has left the latest snapshot's millisecond.
+
+    With ``time_retained=0`` Paimon expires a snapshot only when the next one is strictly older than now, so an
+    expiry in the same millisecond as the last commit keeps one more snapshot; waiting out that millisecond keeps
+    tests deterministic."""
+    import time
+    latest = table.snapshot_manager.latest()
+    while latest is not None and time.time() * 1000 < latest.time_millis + 1:
+        time.sleep(0.001)
+    return table.expire_snapshots(**kwargs)

@@ -11,6 +11,7 @@ from engine import Catalog
 from engine.errors import CorruptFile, InvalidInput, SnapshotNotFound, TagNotFound
 from engine.maintenance.orphans import referenced_files
 from engine.read.split_read import SplitReader
+from tests.conftest import expire_after_latest
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
 META_DIRS = ("schema", "snapshot", "tag")
@@ -55,7 +56,7 @@ def test_expire_keeps_retain_min_and_deletes_exactly_the_unreferenced_files(tmp_
         _write(t, i)
     states = {s.id: _state(t, s.id) for s in t.snapshots()}
     assert any(s.commit_kind == "COMPACT" for s in t.snapshots())
-    removal = t.expire_snapshots(retain_min=3, time_retained=0)
+    removal = expire_after_latest(t, retain_min=3, time_retained=0)
     ids = [s.id for s in t.snapshots()]
     assert ids == sorted(states)[-3:] and removal.snapshot_ids == sorted(states)[:-3]
     assert removal.data_files and removal.metadata_files
@@ -73,7 +74,7 @@ def test_time_retained_protects_young_snapshots_and_retain_max_caps_them(tmp_pat
         _write(t, i)
     assert t.expire_snapshots(retain_min=1).snapshot_ids == []  # default time-retained 1 h: all are young
     assert t.expire_snapshots(retain_min=1, retain_max=4).snapshot_ids == [1, 2]
-    assert t.expire_snapshots(retain_min=2, time_retained=dt.timedelta(0), max_deletes=1).snapshot_ids == [3]
+    assert expire_after_latest(t, retain_min=2, time_retained=dt.timedelta(0), max_deletes=1).snapshot_ids == [3]
     assert [s.id for s in t.snapshots()] == [4, 5, 6]
     with pytest.raises(InvalidInput):
         t.expire_snapshots(retain_min=0)
@@ -107,7 +108,7 @@ def test_a_reader_pinned_to_a_retained_snapshot_is_not_disturbed(tmp_path):
     expected = _state(t, pinned)
     _write(t, 10)
     t.compact(full=True)
-    t.expire_snapshots(retain_min=3, time_retained=0)
+    expire_after_latest(t, retain_min=3, time_retained=0)
     assert pinned in [s.id for s in t.snapshots()]
     reader = SplitReader(t.file_io, t.schema)
     got = pa.concat_tables([reader.read(sp, ["id", "v"]) for sp in splits]).sort_by("id").to_pylist()
@@ -124,7 +125,7 @@ def test_tags_read_protect_files_and_their_deletion_cleans_up(tmp_path):
     for i in range(2, 8):
         _write(t, i)
     t.compact(full=True)
-    t.expire_snapshots(retain_min=1, time_retained=0)
+    expire_after_latest(t, retain_min=1, time_retained=0)
     assert len(t.snapshots()) == 1
     assert _state(t, tag="release-1") == tagged
     _assert_exact(t)
@@ -181,7 +182,7 @@ def test_rollback_to_a_tag_whose_snapshot_expired(tmp_path):
     expected = _state(t)
     for i in range(1, 7):
         _write(t, i)
-    t.expire_snapshots(retain_min=2, time_retained=0)
+    expire_after_latest(t, retain_min=2, time_retained=0)
     assert 1 not in [s.id for s in t.snapshots()]
     t.rollback_to("v1")
     assert [s.id for s in t.snapshots()] == [1]
@@ -236,11 +237,11 @@ def test_expiration_keeps_what_a_consumer_still_needs(tmp_path):
     os.makedirs(os.path.join(t.root, "consumer"))
     with open(os.path.join(t.root, "consumer", "consumer-job1"), "w") as f:
         f.write('{"nextSnapshot" : 3}')
-    assert t.expire_snapshots(retain_min=1, time_retained=0).snapshot_ids == [1, 2]
+    assert expire_after_latest(t, retain_min=1, time_retained=0).snapshot_ids == [1, 2]
     with open(os.path.join(t.root, "consumer", "consumer-job1"), "w") as f:
         f.write("not json")
     with pytest.raises(CorruptFile):
-        t.expire_snapshots(retain_min=1, time_retained=0)
+        expire_after_latest(t, retain_min=1, time_retained=0)
     assert [s.id for s in t.snapshots()] == [3, 4, 5, 6]
 
 

@@ -14,7 +14,15 @@ import tempfile
 import pyarrow as pa
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
+
+from tests.conftest import expire_after_latest
 
 SCHEMA = pa.schema([("k", pa.int32()), ("v", pa.string())])
 KEYS = st.integers(min_value=0, max_value=30)
@@ -82,7 +90,7 @@ class MaintenanceModel(RuleBasedStateMachine):
 
     @rule(retain=st.integers(min_value=1, max_value=4))
     def expire(self, retain):
-        removal = self.table.expire_snapshots(retain_min=retain, time_retained=0)
+        removal = expire_after_latest(self.table, retain_min=retain, time_retained=0)
         for sid in removal.snapshot_ids:
             del self.history[sid]
         assert sorted(self.history) == [s.id for s in self.table.snapshots()]

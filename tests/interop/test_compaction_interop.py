@@ -9,10 +9,20 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
+from tests.conftest import expire_after_latest
 from tests.interop.dict_model import DictModel
 from tests.interop.oracle import split_pypaimon_phantoms
-from tests.interop.pypaimon_util import (assert_rows_equal, check_file_metadata, pp_catalog, pp_create_table,
-                                         pp_get_table, pp_read, pp_write, rows_of, sort_table)
+from tests.interop.pypaimon_util import (
+    assert_rows_equal,
+    check_file_metadata,
+    pp_catalog,
+    pp_create_table,
+    pp_get_table,
+    pp_read,
+    pp_write,
+    rows_of,
+    sort_table,
+)
 from tests.interop.scenarios import Scenario, all_scenarios
 from tests.interop.test_lakemerge_writes_pypaimon_reads import lm_catalog, verify
 
@@ -50,7 +60,7 @@ def test_pypaimon_reads_a_lakemerge_tag(tmp_path):
     for i in range(6):
         t.write(pa.table({"id": [2, 10 + i], "v": [f"x{i}", "y"]}))
     t.compact(full=True)
-    t.expire_snapshots(retain_min=1, time_retained=0)
+    expire_after_latest(t, retain_min=1, time_retained=0)
     pp = pp_get_table(wh, "db.tags")
     got = pp.copy({"scan.tag-name": "v1"})
     rb = got.new_read_builder()

@@ -147,10 +147,29 @@ __all__ = ["CompactionJob", "compact"]
 
 
 def wait_for_running_tasks(spark, timeout: float = 60.0) -> None:
-    """Block until no stage of this Spark application is active (or ``timeout`` seconds passed): after a job
-    fails, Spark cancels its other tasks asynchronously and they may still create files."""
+    """Block until no task of this Spark application runs and the Python workers of killed tasks are gone (or
+    ``timeout`` seconds passed). After a job fails Spark drops its stage at once but kills the other tasks
+    asynchronously: their JVM side ends first, and the Python worker of a killed task is destroyed at the latest
+    ``spark.python.task.killTimeout`` (default 2 s) later -- until then it may still create files."""
     import time
-    tracker = spark.sparkContext.statusTracker()
+    sc = spark.sparkContext
+    tracker = sc._jsc.sc().statusTracker()  # the JVM tracker: PySpark's has no executor view
     deadline = time.monotonic() + timeout
-    while tracker.getActiveStageIds() and time.monotonic() < deadline:
+
+    def running() -> bool:
+        return bool(sc.statusTracker().getActiveStageIds()) or any(
+            e.numRunningTasks() for e in tracker.getExecutorInfos())
+
+    while running() and time.monotonic() < deadline:
         time.sleep(0.1)
+    grace = _seconds(sc.getConf().get("spark.python.task.killTimeout", "2s")) + 0.5
+    time.sleep(max(0.0, min(grace, deadline - time.monotonic())))
+
+
+def _seconds(value: str) -> float:
+    """A Spark time string (``"2s"``, ``"500ms"``, ``"1min"``, bare seconds) in seconds."""
+    value = value.strip().lower()
+    for suffix, factor in (("ms", 0.001), ("min", 60.0), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
+        if value.endswith(suffix):
+            return float(value[: -len(suffix)]) * factor
+    return float(value)

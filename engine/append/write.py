@@ -17,13 +17,14 @@ import numpy as np
 import pyarrow as pa
 
 from engine.append.files import write_append_files
-from engine.errors import InvalidInput, InvalidRowKind, UnsupportedFeature
+from engine.errors import InvalidRowKind, UnsupportedFeature
 from engine.meta import binary_row
 from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER
 from engine.options import FILE_FORMAT, WRITE_BUFFER_SIZE
 from engine.partitioning import bucket_groups, partition_groups
 from engine.schema import TableSchema
 from engine.write.commit_message import CommitMessage
+from engine.write.lifecycle import WriterLifecycle
 from engine.write.validate import conform
 
 UNAWARE_BUCKET = 0
@@ -39,7 +40,7 @@ def require_append_writable(schema: TableSchema, table: str) -> None:
                                  "use parquet (orc and avro files are readable)")
 
 
-class AppendWrite:
+class AppendWrite(WriterLifecycle):
     """Buffers rows for an append (no primary key) table and writes them as files per (partition, bucket).
     Nothing is visible until the messages from prepare_commit are committed."""
     def __init__(self, table, *, commit_user: str | None = None, commit_identifier: int | None = None):
@@ -57,8 +58,7 @@ class AppendWrite:
         self._files: dict[tuple[bytes, int], list] = {}
         self._buffered = 0
         self._buffer_limit = self.schema.table_options.get(WRITE_BUFFER_SIZE)
-        self._prepared = False
-        self._closed = False
+        self._start_lifecycle()
 
     # --- public -------------------------------------------------------------------------------------
     def write(self, data, row_kinds=None) -> None:
@@ -125,27 +125,7 @@ class AppendWrite:
         self._files.clear()
         self._pending.clear()
 
-    def close(self) -> None:
-        """Mark the writer closed; does not flush, commit or delete files."""
-        self._closed = True
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        if exc_type is not None or not self._prepared:
-            self.abort()
-        self.close()
-        return False
-
     # --- internals ----------------------------------------------------------------------------------
-    def _check_open(self) -> None:
-        if self._closed:
-            raise InvalidInput("this writer is closed", table=self.table.name)
-        if self._prepared:
-            raise InvalidInput("prepare_commit() was already called on this writer; start a new_write()",
-                               table=self.table.name)
-
     def _buffer(self, partition: bytes, bucket: int, rows: pa.Table) -> None:
         self._pending.setdefault((partition, bucket), []).append(rows)
         self._buffered += rows.nbytes

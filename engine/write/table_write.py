@@ -22,14 +22,19 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from engine.errors import InvalidInput
 from engine.merge import order_words, sort_dedupe
-from engine.partitioning import bucket_groups, partition_groups
 from engine.meta import binary_row
 from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER
-from engine.options import CHANGELOG_PRODUCER, IGNORE_UPDATE_BEFORE, SEQUENCE_AUTO_PADDING, WRITE_BUFFER_SIZE
+from engine.options import (
+    CHANGELOG_PRODUCER,
+    IGNORE_UPDATE_BEFORE,
+    SEQUENCE_AUTO_PADDING,
+    WRITE_BUFFER_SIZE,
+)
+from engine.partitioning import bucket_groups, partition_groups
 from engine.write.commit_message import CommitMessage
 from engine.write.file_writer import physical_table, write_sorted_run
+from engine.write.lifecycle import WriterLifecycle
 from engine.write.validate import conform
 
 
@@ -45,7 +50,7 @@ class _BucketBuffer:
     changelog: list = field(default_factory=list)  # changelog-producer=input files (issue 5)
 
 
-class TableWrite:
+class TableWrite(WriterLifecycle):
     """Buffers rows for a primary-key table and writes sorted files per (partition, bucket).
     Nothing is visible until the messages from prepare_commit are committed."""
     def __init__(self, table, *, commit_user: str | None = None, commit_identifier: int | None = None):
@@ -61,8 +66,7 @@ class TableWrite:
         self._max_seq: dict[tuple[bytes, int], int] | None = None
         self._buffered = 0
         self._buffer_limit = self.options.get(WRITE_BUFFER_SIZE)
-        self._prepared = False
-        self._closed = False
+        self._start_lifecycle()
         self._compactions: dict[tuple[bytes, int], object] = {}  # (partition, bucket) -> BucketCompaction
         self._base_files = None
         self._compaction_lock = threading.Lock()
@@ -123,29 +127,9 @@ class TableWrite:
             buf.changelog.clear()
             buf.chunks.clear()
 
-    def close(self) -> None:
-        """Mark the writer closed; does not flush, commit or delete files."""
-        self._closed = True
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        if exc_type is not None or not self._prepared:
-            self.abort()
-        self.close()
-        return False
-
     # --- internals ----------------------------------------------------------------------------------
     def _require_writable(self) -> None:
         self.options.require_writable()
-
-    def _check_open(self):
-        if self._closed:
-            raise InvalidInput("this writer is closed", table=self.table.name)
-        if self._prepared:
-            raise InvalidInput("prepare_commit() was already called on this writer; start a new_write()",
-                               table=self.table.name)
 
     def _filter_kinds(self, rows: pa.Table, kinds: np.ndarray):
         drop = None
@@ -286,7 +270,12 @@ class TableWrite:
     def _flush_merged(self, buf: _BucketBuffer, chunks, seq: np.ndarray, kinds: np.ndarray) -> None:
         """Sort the bucket's records and fold each key with the merge engine (``engine.merge.merge_unsorted``);
         files hold what the fold produced (partial records, partial aggregates), as Paimon's writer does."""
-        from engine.merge import KEY_COLUMN_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, merge_unsorted
+        from engine.merge import (
+            KEY_COLUMN_PREFIX,
+            SEQUENCE_NUMBER,
+            VALUE_KIND,
+            merge_unsorted,
+        )
 
         rows = pa.concat_tables([r.take(pa.array(idx)) for r, idx, _, _ in chunks]).combine_chunks()
         cols = {KEY_COLUMN_PREFIX + k: rows.column(k) for k in self.schema.trimmed_primary_keys}

@@ -31,7 +31,7 @@ from engine.meta import binary_row
 from engine.meta.manifest import ADD, DuplicateFileError, fold_entries
 from engine.paths import TablePaths
 from engine.read.scan import ManifestCache, TableScan
-from engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER
+from engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND
 from engine.snapshots import SchemaManager, SnapshotManager
 
 PROBLEM_KINDS = {
@@ -355,6 +355,11 @@ class _Checker:
         except Exception as err:  # noqa: BLE001
             self.problem("data-file-unreadable", path, repr(err), sid)
             return
+        missing = self._missing_columns(meta, raw.column_names, key_names)
+        if missing:
+            self.problem("data-file-unreadable", path, f"has no column {', '.join(missing)} although the schema it "
+                         "was written under declares it", sid)
+            return
         if raw.num_rows == 0:
             return
         if SEQUENCE_NUMBER in raw.column_names:
@@ -368,6 +373,20 @@ class _Checker:
             if bad is not None:
                 self.problem("data-file-not-sorted", path, f"key of row {bad + 1} is not greater than the key of "
                              f"row {bad}", sid)
+
+    def _missing_columns(self, meta, present: list[str], key_names: list[str]) -> list[str]:
+        """Columns a data file must hold but lacks: every field of the schema it was written under and, for a
+        primary-key table, _SEQUENCE_NUMBER, _VALUE_KIND and each key (as _KEY_<k> or <k>)."""
+        try:
+            fields = self.t.schema_manager.schema(meta.schema_id).field_names
+        except Exception:  # noqa: BLE001 - a missing schema is reported by the schema checks
+            fields = self.t.schema.field_names if meta.schema_id == self.t.schema.id else []
+        have = set(present)
+        missing = [f for f in fields if f not in have]
+        if key_names:
+            missing += [c for c in (SEQUENCE_NUMBER, VALUE_KIND) if c not in have]
+            missing += [KEY_FIELD_PREFIX + k for k in key_names if KEY_FIELD_PREFIX + k not in have and k not in have]
+        return missing
 
     def _check_levels(self, entries, sid: int) -> None:
         key_types = [t.with_nullable(True) for t in self.t.schema.types_of(self.t.schema.trimmed_primary_keys)]

@@ -22,9 +22,16 @@ import pyarrow.parquet as pq
 from engine.crash_points import crash_point
 from engine.meta import binary_row
 from engine.meta.data_file import FILE_SOURCE_COMPACT, DataFileMeta, SimpleStats
-from engine.options import DATA_FILE_PREFIX, FILE_COMPRESSION, STATS_MODE, TARGET_FILE_SIZE, ZSTD_LEVEL
+from engine.options import (
+    DATA_FILE_PREFIX,
+    FILE_COMPRESSION,
+    STATS_MODE,
+    TARGET_FILE_SIZE,
+    ZSTD_LEVEL,
+)
 from engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, TableSchema
 from engine.types import DataType
+from engine.write.encodings import parquet_encodings
 from engine.write.file_writer import ROW_GROUP_ROWS, local_millis_as_utc
 from engine.write.stats import column_min_max
 
@@ -66,7 +73,7 @@ def _serialize(stats: list[_ColumnStats], types: list[DataType]) -> SimpleStats:
 
 
 class _OpenFile:
-    def __init__(self, w: "RollingRunWriter", name: str):
+    def __init__(self, w: RollingRunWriter, name: str, first: pa.Table):
         self.name = name
         self.path = os.path.join(w.bucket_dir, name)
         open_new = getattr(w.io, "open_new", None)
@@ -77,7 +84,9 @@ class _OpenFile:
             w.paths.append(self.path)
         else:
             self.sink = io.BytesIO()
-        kwargs = {"compression_level": w.zstd_level} if w.compression == "zstd" else {}
+        kwargs = parquet_encodings(first)  # chosen from the file's first row group
+        if w.compression == "zstd":
+            kwargs["compression_level"] = w.zstd_level
         self.writer = pq.ParquetWriter(self.sink, w.schema.file_arrow_schema, compression=w.codec,
                                        write_page_checksum=True, store_schema=False, **kwargs)
         self.rows = 0
@@ -158,7 +167,7 @@ class RollingRunWriter:
         group = pa.concat_tables(self.pending).combine_chunks()
         self.pending, self.pending_rows = [], 0
         if self.current is None:
-            self.current = _OpenFile(self, f"{self.prefix}{self.uuid}-{len(self.files)}.parquet")
+            self.current = _OpenFile(self, f"{self.prefix}{self.uuid}-{len(self.files)}.parquet", group)
         f = self.current
         f.writer.write_table(group, row_group_size=group.num_rows)
         self._track(f, group)

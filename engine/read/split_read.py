@@ -85,7 +85,8 @@ class SplitReader:
         path = self.file_path(split, meta)
         rename = self.file_to_table_names(meta.schema_id)
         raw = read_data_file(self.io, path, meta, lambda present: self._choose(columns, present, rename))
-        return self.normalize(raw.rename_columns([rename[c] for c in raw.column_names]), path, columns)
+        return self.normalize(raw.rename_columns([rename[c] for c in raw.column_names]), path, columns,
+                              declared=set(rename.values()))
 
     def _choose(self, columns: list[str], present: set[str], rename: dict[str, str]) -> list[str]:
         """File column names to decode: ``physical_columns`` matched through the field-id rename map."""
@@ -123,7 +124,8 @@ class SplitReader:
             for batch in pf.iter_batches(batch_size=batch_rows, columns=wanted, use_threads=False):
                 seen += batch.num_rows
                 raw = pa.Table.from_batches([batch])
-                yield self.normalize(raw.rename_columns([rename[c] for c in raw.column_names]), path, columns)
+                yield self.normalize(raw.rename_columns([rename[c] for c in raw.column_names]), path, columns,
+                                     declared=set(rename.values()))
         except CorruptFile:
             raise
         except (OSError, pa.ArrowException, ValueError) as e:
@@ -131,8 +133,10 @@ class SplitReader:
         if seen != meta.row_count:
             raise CorruptFile(path, f"file has {seen} rows but the manifest records {meta.row_count}")
 
-    def normalize(self, raw: pa.Table, path: str, columns: list[str]) -> pa.Table:
-        """Raw file columns (already renamed to this schema's names) -> the normalized run layout."""
+    def normalize(self, raw: pa.Table, path: str, columns: list[str], declared: set[str] = frozenset()) -> pa.Table:
+        """Raw file columns (already renamed to this schema's names) -> the normalized run layout. A column the
+        file's schema declares (``declared``, this schema's names) but the file lacks raises CorruptFile: only
+        columns added after the file was written read as null."""
         arrow = self.schema.arrow_schema
         out = {}
         for k in self.key_names:
@@ -149,6 +153,8 @@ class SplitReader:
                 col = raw.column(c)
                 target = arrow.field(c).type
                 out[c] = col if col.type.equals(target) else col.cast(target)
+            elif c in declared:
+                raise CorruptFile(path, f"has no column {c!r} although the schema it was written under declares it")
             else:  # a column added after the file was written
                 out[c] = pa.nulls(raw.num_rows, arrow.field(c).type)
         return pa.table(out)

@@ -21,8 +21,15 @@ from engine.crash_points import crash_point
 from engine.io.file_io import FileIO
 from engine.meta import binary_row
 from engine.meta.data_file import FILE_SOURCE_APPEND, DataFileMeta, SimpleStats
-from engine.options import (DATA_FILE_PREFIX, FILE_COMPRESSION, STATS_MODE, TARGET_FILE_SIZE, ZSTD_LEVEL)
+from engine.options import (
+    DATA_FILE_PREFIX,
+    FILE_COMPRESSION,
+    STATS_MODE,
+    TARGET_FILE_SIZE,
+    ZSTD_LEVEL,
+)
 from engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, TableSchema
+from engine.write.encodings import parquet_encodings
 from engine.write.stats import simple_stats
 
 # Row groups small enough for point lookups and file skipping, large enough for scan speed.
@@ -36,12 +43,10 @@ def local_millis_as_utc() -> int:
 
 
 def _parquet_bytes(table: pa.Table, compression: str, level: int, dictionary: bool = True) -> bytes:
-    """Parquet bytes of ``table``; ``dictionary=False`` writes plain encodings (cheaper for write-once,
-    scan-once files such as changelog files, whose columns are mostly high-cardinality)."""
+    """Parquet bytes of ``table`` with encodings chosen from its data (``engine.write.encodings``);
+    ``dictionary=False`` uses no dictionaries (write-once, scan-once files such as changelog files)."""
     sink = io.BytesIO()
-    kwargs = {}
-    if not dictionary:
-        kwargs["use_dictionary"] = False
+    kwargs = parquet_encodings(table, dictionary=dictionary)
     if compression == "zstd":
         kwargs["compression_level"] = level
     pq.write_table(table, sink, compression=None if compression in ("none", "uncompressed") else compression,

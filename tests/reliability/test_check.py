@@ -58,14 +58,17 @@ def test_missing_data_file(table):
 
 def test_data_file_size_and_checksum(table):
     path = sc.corruption_target(table, "data-file")
+    chunk = pq.ParquetFile(path).metadata.row_group(0).column(0)
+    start = chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset
+    inside_page = start + chunk.total_compressed_size - 1  # the last byte of the chunk's last page (CRC-covered)
     with open(path, "ab") as f:
         f.write(b"x")
     assert _kinds(table) == {"data-file-size-mismatch"}
     with open(path, "r+b") as f:
         f.truncate(os.path.getsize(path) - 1)
-        f.seek(60)
+        f.seek(inside_page)
         b = f.read(1)
-        f.seek(60)
+        f.seek(inside_page)
         f.write(bytes([b[0] ^ 0x10]))
     assert _kinds(table) == {"data-file-unreadable"}
     assert _kinds(table, verify_data=False) == set()  # sizes only

@@ -130,7 +130,7 @@ def _write_under_fsize_limit(warehouse: str, limit: int) -> str:
     t = Catalog(warehouse).get_table(sc.IDENT)
     n = 200_000
     try:
-        t.write(pa.table({"p": ["a"] * n, "id": list(range(10, n + 10)), "v": [f"{i:032d}" for i in range(n)]}))
+        t.write(pa.table({"p": ["a"] * n, "id": list(range(10, n + 10)), "v": [os.urandom(16).hex() for _ in range(n)]}))  # incompressible
     except StorageError as e:
         return f"StorageError errno={e.errno}"
     return "no error"

@@ -7,7 +7,7 @@ import numpy as np
 import pyarrow as pa
 
 from engine.errors import InvalidInput
-from spark_glue.tables import arrow_of_spark, open_or_create_table, open_table
+from spark_glue.tables import open_or_create_table, open_table
 
 FORMAT = "lakemerge"
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
@@ -51,14 +51,14 @@ def read_table(spark, path: str, *, columns=None, filter_pushdown: bool = True, 
 
 def distribute_by_bucket(df, path: str, num_tasks: int | None = None):
     """``df`` repartitioned so every (partition, bucket) of the table lands in exactly one task (so a commit
-    writes one sorted run per bucket): the bucket is computed with the engine's Paimon hashing kernel in a
-    mapInArrow pass, then ``repartitionById``. Default task count: two per core (at most one per bucket of an
+    writes one sorted run per bucket): the bucket is computed with the engine's Paimon hashing kernel in an
+    Arrow UDF over the bucket (and partition) columns, then ``repartitionById``. Default task count: two per core (at most one per bucket of an
     unpartitioned table); ``num_tasks = bucket`` gives exactly one bucket per task.
 
     The slot only decides placement: the writer recomputes buckets itself, so a wrong slot can never put a row
     in the wrong bucket.
     """
-    from pyspark.sql.types import IntegerType, StructField, StructType
+    from pyspark.sql import functions as F
     table = open_table(path)
     opts = table.schema.table_options
     nb = opts.bucket
@@ -70,28 +70,32 @@ def distribute_by_bucket(df, path: str, num_tasks: int | None = None):
         num_tasks = max(1, 2 * df.sparkSession.sparkContext.defaultParallelism)
         if not parts:
             num_tasks = min(num_tasks, nb)
-    bucket_types = {k: table.arrow_schema.field(k).type for k in table.schema.bucket_keys}
-    part_types = {k: table.arrow_schema.field(k).type for k in parts}
-    out_schema = StructType(list(df.schema.fields) + [StructField(SLOT, IntegerType(), True)])
-    fn = _slot_function(bucket_types, part_types, nb, num_tasks, arrow_of_spark(out_schema))
-    return df.mapInArrow(fn, out_schema).repartitionById(num_tasks, SLOT).drop(SLOT)
+    bucket_keys = list(table.schema.bucket_keys)
+    types = [table.arrow_schema.field(k).type for k in bucket_keys + parts]
+    slot = F.arrow_udf(_slot_function(types, len(bucket_keys), nb, num_tasks), "int")
+    # only the bucket and partition columns travel to Python and back; the rows stay in the JVM for the shuffle
+    return df.withColumn(SLOT, slot(*[df[c] for c in bucket_keys + parts])).repartitionById(num_tasks, SLOT) \
+        .drop(SLOT)
 
 
-def _slot_function(bucket_types: dict, part_types: dict, num_buckets: int, num_tasks: int, out: pa.Schema):
-    def slots(batches):
-        from kernels.hashing import bucket_ids, hash_codes  # import in the worker: keeps Numba's disk cache
-        for batch in batches:
-            try:
-                b = bucket_ids([batch.column(k).cast(t) for k, t in bucket_types.items()], num_buckets)
-                slot = b.astype(np.int64)
-                if part_types:
-                    h = hash_codes([batch.column(k).cast(t) for k, t in part_types.items()]).astype(np.int64)
-                    slot = np.abs(h) * num_buckets + slot
-            except (pa.ArrowException, ValueError, TypeError):
-                slot = np.zeros(batch.num_rows, np.int64)  # the writer reports the bad value with context
-            # mapInArrow output is matched by position and checked against the declared types and nullability
-            yield pa.RecordBatch.from_arrays(list(batch.columns) + [pa.array((slot % num_tasks).astype(np.int32))],
-                                             schema=out)
+def _slot_function(types: list, num_bucket_keys: int, num_buckets: int, num_tasks: int):
+    """Arrow UDF body: (bucket key columns..., partition columns...) -> the task slot of each row's
+    (partition, bucket), computed with the engine's Paimon hashing kernel."""
+    def slots(*columns):
+        from kernels.hashing import (  # import in the worker: keeps Numba's disk cache
+            bucket_ids,
+            hash_codes,
+        )
+        n = len(columns[0])
+        try:
+            cast = [c.cast(t) for c, t in zip(columns, types)]
+            slot = bucket_ids(cast[:num_bucket_keys], num_buckets).astype(np.int64)
+            if len(cast) > num_bucket_keys:
+                h = hash_codes(cast[num_bucket_keys:]).astype(np.int64)
+                slot = np.abs(h) * num_buckets + slot
+        except (pa.ArrowException, ValueError, TypeError):
+            slot = np.zeros(n, np.int64)  # the writer reports the bad value with context
+        return pa.array((slot % num_tasks).astype(np.int32))
     return slots
 
 

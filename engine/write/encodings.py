@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER
 
-SAMPLE_ROWS = 16 * 1024
+SAMPLE_ROWS = 4096
 
 
 def parquet_encodings(rows: pa.Table, *, dictionary: bool = True) -> dict:

@@ -11,7 +11,22 @@ from __future__ import annotations
 
 
 class LakemergeError(Exception):
-    """Base class of every error lakemerge raises deliberately."""
+    """Base class of every error lakemerge raises deliberately.
+
+    Picklable whatever its ``__init__`` takes: an error raised in a worker process (multiprocessing, Spark)
+    arrives in the parent with its type, message and fields."""
+
+    def __reduce__(self):
+        # Exception's own __reduce__ would call ``cls(*self.args)``, but args holds the formatted message, not the
+        # constructor's parameters: unpickling raised TypeError (and killed multiprocessing.Pool's result thread).
+        return _restore_error, (type(self), self.args, self.__dict__)
+
+
+def _restore_error(cls: type[LakemergeError], args: tuple, fields: dict) -> LakemergeError:
+    """The error ``cls`` with ``args`` and ``fields``, built without calling its ``__init__``."""
+    error = cls.__new__(cls, *args)
+    error.__dict__.update(fields)
+    return error
 
 
 # --- catalog -------------------------------------------------------------------------------------------

@@ -138,6 +138,20 @@ def assert_same_rows(got: pa.Table, want: pa.Table, schema: pa.Schema, who: str)
 
 # ---- worker side ------------------------------------------------------------------------------------------
 
+def run_worker_main(main) -> None:
+    """Run a worker's ``main()``; any failure prints its traceback and a one-line summary and exits 1 (the parent
+    reports it), while a clean ``SystemExit`` passes through."""
+    try:
+        main()
+    except BaseException as e:
+        if isinstance(e, SystemExit) and e.code in (0, None):
+            raise
+        import traceback
+        traceback.print_exc()
+        print(f"{type(e).__name__}: {e}", file=sys.stderr)
+        sys.exit(1)
+
+
 def emit(rows: list[Row], extra: dict | None = None) -> None:
     print(RESULT_PREFIX + json.dumps({"rows": [asdict(r) for r in rows], "extra": extra or {}}), flush=True)
 

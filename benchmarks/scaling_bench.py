@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -128,12 +127,5 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except BaseException as e:
-        if isinstance(e, SystemExit) and e.code in (0, None):
-            raise
-        import traceback
-        traceback.print_exc()
-        print(f"{type(e).__name__}: {e}", file=sys.stderr)
-        sys.exit(1)
+    from benchmarks.harness import run_worker_main
+    run_worker_main(main)

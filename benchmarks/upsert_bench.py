@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import sys
 import time
 
 import numpy as np
@@ -168,12 +167,5 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except BaseException as e:
-        if isinstance(e, SystemExit) and e.code in (0, None):
-            raise
-        import traceback
-        traceback.print_exc()
-        print(f"{type(e).__name__}: {e}", file=sys.stderr)
-        sys.exit(1)
+    from benchmarks.harness import run_worker_main
+    run_worker_main(main)

@@ -65,6 +65,10 @@ class SnapshotManager:
         """Every existing snapshot id, ascending (from the directory listing; hints are ignored)."""
         return self._listed_ids()
 
+    def exists(self, snapshot_id: int) -> bool:
+        """Whether ``snapshot-<id>`` exists now (not from the cache: expiration may have removed it)."""
+        return self.io.exists(self.paths.snapshot(snapshot_id))
+
     # --- snapshots ----------------------------------------------------------------------------------
     def snapshot(self, snapshot_id: int) -> Snapshot:
         """Raises SnapshotNotFound if there is no such snapshot, CorruptFile if it cannot be parsed."""
@@ -87,9 +91,19 @@ class SnapshotManager:
         return snap
 
     def latest(self) -> Snapshot | None:
-        """The newest snapshot, or None for a table without snapshots. Raises CorruptFile if it cannot be parsed."""
-        sid = self.latest_id()
-        return None if sid is None else self.snapshot(sid)
+        """The newest snapshot, or None for a table without snapshots. Raises CorruptFile if it cannot be parsed.
+
+        A concurrent commit and expiration can remove the snapshot found newest before it is read (expiration never
+        removes the newest one, so a newer one exists then): it is looked up again."""
+        while True:
+            sid = self.latest_id()
+            if sid is None:
+                return None
+            try:
+                return self.snapshot(sid)
+            except SnapshotNotFound:
+                if self.latest_id() == sid:  # still named newest but unreadable as missing: not a race
+                    raise
 
     def all(self) -> list[Snapshot]:
         """Every existing snapshot, oldest first. Raises CorruptFile if one cannot be parsed."""

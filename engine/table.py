@@ -8,8 +8,9 @@ from typing import Sequence
 import pyarrow as pa
 
 from engine.commit.committer import Committer
-from engine.errors import CommitConflict, CommitRetriesExhausted, InvalidInput, TableNotFound
+from engine.errors import CommitConflict, CommitRetriesExhausted, CorruptFile, InvalidInput, TableNotFound
 from engine.io.file_io import FileIO
+from engine.meta.manifest import ManifestEntry
 from engine.meta.snapshot import Snapshot
 from engine.paths import TablePaths
 from engine.read import predicate as pred
@@ -90,15 +91,21 @@ class Table:
         """
         return self.scan().bucket_dir(partition_values, bucket)
 
-    def max_sequence_numbers(self, snapshot: Snapshot | None) -> dict[tuple[bytes, int], int]:
-        """Largest _SEQUENCE_NUMBER per (partition, bucket) among the live files of ``snapshot``."""
-        out: dict[tuple[bytes, int], int] = {}
-        if snapshot is None:
-            return out
-        for e in self.manifests.live_entries(snapshot):
-            key = (e.partition, e.bucket)
-            out[key] = max(out.get(key, -1), e.file.max_sequence_number)
-        return out
+    def writer_base(self, snapshot: Snapshot | None) -> tuple[Snapshot | None, list[ManifestEntry]]:
+        """``(base, live entries of base)`` for a writer that started from ``snapshot`` (None: no entries).
+
+        The base is ``snapshot``, or the latest snapshot if a concurrent expiration removed ``snapshot`` before its
+        manifests were read: nothing was derived from it yet, and a later base only raises the sequence numbers.
+        Expiration deletes a snapshot file before its manifests, so a manifest missing while its snapshot file
+        exists is corruption. Raises CorruptFile."""
+        while snapshot is not None:
+            try:
+                return snapshot, self.manifests.live_entries(snapshot)
+            except CorruptFile:
+                if self.snapshot_manager.exists(snapshot.id):
+                    raise
+            snapshot = self.snapshot_manager.latest()
+        return None, []
 
     # --- writing ------------------------------------------------------------------------------------
     def new_write(self, *, commit_user: str | None = None, commit_identifier: int | None = None) -> TableWrite:

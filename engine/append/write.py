@@ -19,6 +19,7 @@ import pyarrow as pa
 from engine.append.files import write_append_files
 from engine.errors import InvalidRowKind, UnsupportedFeature
 from engine.meta import binary_row
+from engine.meta.manifest import max_sequence_numbers
 from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER
 from engine.options import FILE_FORMAT, WRITE_BUFFER_SIZE
 from engine.partitioning import bucket_groups, partition_groups
@@ -132,7 +133,8 @@ class AppendWrite(WriterLifecycle):
 
     def _next_sequence(self, key) -> int:
         if key not in self._next_seq:
-            if self._max_seq is None:
-                self._max_seq = self.table.max_sequence_numbers(self.base_snapshot)
+            if self._max_seq is None:  # the first read of the base (Table.writer_base may move it)
+                self.base_snapshot, entries = self.table.writer_base(self.base_snapshot)
+                self._max_seq = max_sequence_numbers(entries)
             self._next_seq[key] = self._max_seq.get(key, -1) + 1
         return self._next_seq[key]

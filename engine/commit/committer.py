@@ -14,6 +14,12 @@ Guarantees (and how they are kept):
 - Storage errors are never mistaken for a lost race: if writing ``snapshot-N`` raises, the name is read back;
   our bytes there = the commit landed; absent = ``StorageError`` (data files are kept so the same messages can be
   committed again); unreadable = ``CommitOutcomeUnknown``.
+- Concurrent expiration: an attempt whose newest snapshot was expired while it read its manifests lost its race and
+  is retried. Put-if-absent alone could claim ``snapshot-N`` a second time after an expiration removed the first
+  one, publishing a snapshot off the table's history. Expiration removes the oldest snapshots first and never the
+  newest, so a claim is checked right after it is made: if its base ``N-1`` still exists, no first ``N`` can have
+  expired; otherwise the next snapshot must have been built on this one (it holds this commit's files as live).
+  A stale claim is withdrawn and the attempt retried; ``CommitOutcomeUnknown`` when it cannot be told.
 - Writers of one bucket that started from the same snapshot: the commit landing later is re-sequenced past the
   earlier one before publishing (engine/commit/sequence_guard.py), so the later commit wins, never a tie.
 - Crash points (engine/crash_points.py) mark every step: commit.before-manifest, commit.after-manifest,
@@ -30,7 +36,8 @@ from typing import Sequence
 
 from engine.commit.sequence_guard import rebase_sequences
 from engine.crash_points import crash_point
-from engine.errors import CommitConflict, CommitOutcomeUnknown, CommitRetriesExhausted, StorageError
+from engine.errors import (CommitConflict, CommitOutcomeUnknown, CommitRetriesExhausted, CorruptFile, SnapshotNotFound,
+                           StorageError)
 from engine.meta import binary_row
 from engine.meta.data_file import SimpleStats
 from engine.commit.conflicts import check_file_changes
@@ -132,22 +139,27 @@ class Committer:
                 done = self._already_committed(commit_user, identifier, base_id, latest, commit_kind)
                 if done is not None:
                     return done
-                self._check_conflicts(entries, latest)
-                entries, written = rebase_sequences(t, entries, latest, guard_base)
-                if written:  # a concurrent commit wrote the same bucket: the manifest must name the new files
-                    self._delete_all(rebased)
-                    rebased = written
-                    if delta_name is not None:
-                        t.file_io.delete(t.paths.manifest(delta_name))
-                        delta_name = None
-                if delta_name is None:
-                    crash_point("commit.before-manifest")
-                    delta_name, delta_meta = self._write_manifest(entries, schema_id)
-                    crash_point("commit.after-manifest")
-                if changelog and log_name is None:
-                    log_name, log_meta = self._write_manifest(changelog, schema_id)
-                published = self._try_publish(latest, delta_meta, entries, commit_user, identifier, commit_kind,
-                                              schema_id, properties, log_meta, changelog)
+                try:
+                    self._check_conflicts(entries, latest)
+                    entries, written = rebase_sequences(t, entries, latest, guard_base)
+                    if written:  # a concurrent commit wrote the same bucket: the manifest must name the new files
+                        self._delete_all(rebased)
+                        rebased = written
+                        if delta_name is not None:
+                            t.file_io.delete(t.paths.manifest(delta_name))
+                            delta_name = None
+                    if delta_name is None:
+                        crash_point("commit.before-manifest")
+                        delta_name, delta_meta = self._write_manifest(entries, schema_id)
+                        crash_point("commit.after-manifest")
+                    if changelog and log_name is None:
+                        log_name, log_meta = self._write_manifest(changelog, schema_id)
+                    published = self._try_publish(latest, delta_meta, entries, commit_user, identifier,
+                                                  commit_kind, schema_id, properties, log_meta, changelog)
+                except (CorruptFile, SnapshotNotFound):
+                    if not self._expired(latest):
+                        raise
+                    published = None  # a newer snapshot replaced it and the old one expired: a lost race
                 if published is not None:
                     delta_name = log_name = None  # now referenced by a snapshot: never delete
                     if rebased:  # originals replaced by re-sequenced copies are no longer needed
@@ -163,6 +175,33 @@ class Committer:
             if log_name is not None:
                 t.file_io.delete(t.paths.manifest(log_name))
             self._delete_all(rebased)
+
+    def _expired(self, snapshot: Snapshot | None) -> bool:
+        """Whether ``snapshot`` (the newest when an attempt began) no longer exists: a concurrent commit and
+        expiration (or a rollback) removed it and possibly its manifests while the attempt read them."""
+        return snapshot is not None and not self.table.snapshot_manager.exists(snapshot.id)
+
+    def _stale_claim(self, base: Snapshot | None, new_id: int, entries: list[ManifestEntry]) -> bool:
+        """Whether snapshot ``new_id``, just claimed on ``base``, is off the table's history (see the module
+        docstring). Raises CommitOutcomeUnknown when that cannot be told."""
+        sm = self.table.snapshot_manager
+        if base is None or sm.exists(base.id):
+            return False  # a first new_id could only have expired after base
+        later = [i for i in sm.ids() if i > new_id]
+        if not later:
+            return False  # a first new_id expired only while a newer snapshot existed, and the newest never expires
+        if later[0] != new_id + 1:
+            return True  # a successor built on this claim could only have expired after it
+        added = {e.identifier for e in entries if e.kind == ADD}
+        if not added:
+            raise CommitOutcomeUnknown(self.table.name, new_id, CommitConflict(
+                self.table.name, f"snapshot {new_id} adds no file, so it cannot be told from a snapshot {new_id} "
+                "that a concurrent expiration removed"))
+        try:
+            successor_base = {e.identifier for e in self.table.manifests.base_entries(sm.snapshot(new_id + 1))}
+        except (CorruptFile, SnapshotNotFound) as e:
+            raise CommitOutcomeUnknown(self.table.name, new_id, e) from e
+        return not added <= successor_base
 
     def _delete_all(self, paths) -> None:
         for p in paths:
@@ -273,80 +312,71 @@ class Committer:
 
     def _try_publish(self, latest: Snapshot | None, delta_meta: ManifestFileMeta, entries, user, identifier, kind,
                      schema_id, properties, log_meta: ManifestFileMeta | None = None, changelog=None) -> int | None:
-        """Write this attempt's manifest lists and try to claim the next snapshot id. None if the race was lost."""
+        """Write this attempt's manifest lists and try to claim the next snapshot id. None if the race was lost
+        (everything the attempt wrote is deleted then, and on any error before the claim)."""
         t = self.table
         io, paths = t.file_io, t.paths
-        base_metas = t.manifests.data_manifests(latest) if latest is not None else []
-        merger = ManifestMerger(t, t.manifests.manifest, self._write_manifest,
-                                lambda name: io.delete(paths.manifest(name)))
+        staged: list[str] = []  # manifest files of this attempt, referenced only by the snapshot it claims
+        won = False
         try:
-            base_metas = merger.merge(base_metas)
-        except BaseException:
-            for name in merger.created:
-                io.delete(paths.manifest(name))
-            raise
-        base_data = encode_manifest_list(base_metas)
-        delta_data = encode_manifest_list([delta_meta])
-        base_name = paths.new_manifest_name("manifest-list")
-        delta_name = paths.new_manifest_name("manifest-list")
-        io.write_bytes(paths.manifest(base_name), base_data)
-        io.write_bytes(paths.manifest(delta_name), delta_data)
-        from engine.dynamic_bucket.write import next_index_manifest
-        index_manifest, index_written = next_index_manifest(t, latest, getattr(self, "_messages", ()))
-        log_list, log_data = None, b""
-        if log_meta is not None:
-            log_data = encode_manifest_list([log_meta])
-            log_list = paths.new_manifest_name("manifest-list")
-            io.write_bytes(paths.manifest(log_list), log_data)
-        added = sum(e.file.row_count if e.kind == ADD else -e.file.row_count for e in entries)
-        new_id = 1 if latest is None else latest.id + 1
-        snapshot = Snapshot(
-            id=new_id, schema_id=max(schema_id, latest.schema_id if latest else 0),
-            base_manifest_list=base_name, delta_manifest_list=delta_name, commit_user=user,
-            commit_identifier=identifier, commit_kind=kind, time_millis=int(time.time() * 1000),
-            total_record_count=(latest.total_record_count if latest else 0) + added, delta_record_count=added,
-            base_manifest_list_size=len(base_data), delta_manifest_list_size=len(delta_data),
-            changelog_manifest_list=log_list, changelog_manifest_list_size=len(log_data) if log_list else None,
-            changelog_record_count=sum(e.file.row_count for e in changelog) if log_list else None,
-            properties=properties or None, uuid=str(uuid.uuid4()), writer_version=WRITER_VERSION,
-            watermark=latest.watermark if latest else None, index_manifest=index_manifest)
-        body = snapshot.to_json().encode()
-        io.mkdirs(paths.snapshot_dir)
-        path = paths.snapshot(new_id)
-        crash_point("commit.before-publish")
-        try:
-            won = io.write_if_absent(path, body)
-        except StorageError as e:
-            # Tell "failed" from "landed but reported failure" by reading the name back; never guess.
+            base_metas = t.manifests.data_manifests(latest) if latest is not None else []
+            merger = ManifestMerger(t, t.manifests.manifest, self._write_manifest,
+                                    lambda name: io.delete(paths.manifest(name)))
             try:
-                present = io.read_bytes(path)
-            except FileNotFoundError:
-                present = None
-            except (OSError, StorageError):
-                raise CommitOutcomeUnknown(t.name, new_id, e) from e
-            if present is None:
-                io.delete(paths.manifest(base_name))
-                io.delete(paths.manifest(delta_name))
-                if log_list:
-                    io.delete(paths.manifest(log_list))
-                for name in merger.created:
-                    io.delete(paths.manifest(name))
-                if index_written:
-                    io.delete(paths.manifest(index_manifest))
-                raise
-            won = present == body
-        if won:
-            crash_point("commit.after-publish")
-        if not won:
-            io.delete(paths.manifest(base_name))
-            io.delete(paths.manifest(delta_name))
-            if log_list:
-                io.delete(paths.manifest(log_list))
-            for name in merger.created:
-                io.delete(paths.manifest(name))
+                base_metas = merger.merge(base_metas)
+            finally:
+                staged += merger.created
+            base_data = encode_manifest_list(base_metas)
+            delta_data = encode_manifest_list([delta_meta])
+            base_name = paths.new_manifest_name("manifest-list")
+            delta_name = paths.new_manifest_name("manifest-list")
+            staged += [base_name, delta_name]
+            io.write_bytes(paths.manifest(base_name), base_data)
+            io.write_bytes(paths.manifest(delta_name), delta_data)
+            from engine.dynamic_bucket.write import next_index_manifest
+            index_manifest, index_written = next_index_manifest(t, latest, getattr(self, "_messages", ()))
             if index_written:
-                io.delete(paths.manifest(index_manifest))
+                staged.append(index_manifest)
+            log_list, log_data = None, b""
+            if log_meta is not None:
+                log_data = encode_manifest_list([log_meta])
+                log_list = paths.new_manifest_name("manifest-list")
+                staged.append(log_list)
+                io.write_bytes(paths.manifest(log_list), log_data)
+            added = sum(e.file.row_count if e.kind == ADD else -e.file.row_count for e in entries)
+            new_id = 1 if latest is None else latest.id + 1
+            snapshot = Snapshot(
+                id=new_id, schema_id=max(schema_id, latest.schema_id if latest else 0),
+                base_manifest_list=base_name, delta_manifest_list=delta_name, commit_user=user,
+                commit_identifier=identifier, commit_kind=kind, time_millis=int(time.time() * 1000),
+                total_record_count=(latest.total_record_count if latest else 0) + added, delta_record_count=added,
+                base_manifest_list_size=len(base_data), delta_manifest_list_size=len(delta_data),
+                changelog_manifest_list=log_list, changelog_manifest_list_size=len(log_data) if log_list else None,
+                changelog_record_count=sum(e.file.row_count for e in changelog) if log_list else None,
+                properties=properties or None, uuid=str(uuid.uuid4()), writer_version=WRITER_VERSION,
+                watermark=latest.watermark if latest else None, index_manifest=index_manifest)
+            body = snapshot.to_json().encode()
+            io.mkdirs(paths.snapshot_dir)
+            path = paths.snapshot(new_id)
+            if self._expired(latest):
+                return None  # a newer snapshot exists: claiming new_id could only fail or be stale
+            crash_point("commit.before-publish")
+            won = self._claim(path, body, new_id)
+            if won and self._stale_claim(latest, new_id, entries):
+                log.warning("table %s: snapshot %s was claimed after a concurrent expiration removed an earlier "
+                            "snapshot %s; the claim is withdrawn and the commit retried", t.name, new_id, new_id)
+                io.delete(path)
+                won = False
+        except CommitOutcomeUnknown:
+            staged = []  # a snapshot may reference them
+            raise
+        finally:
+            if not won:
+                for name in staged:
+                    io.delete(paths.manifest(name))
+        if not won:
             return None
+        crash_point("commit.after-publish")
         try:
             t.snapshot_manager.write_latest_hint(new_id)
             if new_id == 1:
@@ -355,6 +385,24 @@ class Committer:
             pass  # the hint is only a hint; readers fall back to listing
         crash_point("commit.after-hint")
         return new_id
+
+    def _claim(self, path: str, body: bytes, new_id: int) -> bool:
+        """Put-if-absent ``body`` as snapshot file ``path``: True if this call created it. A storage error is never
+        mistaken for a lost race: the name is read back; our bytes there = claimed; absent = the StorageError is
+        raised; unreadable = CommitOutcomeUnknown."""
+        t = self.table
+        try:
+            return t.file_io.write_if_absent(path, body)
+        except StorageError as e:
+            try:
+                present = t.file_io.read_bytes(path)
+            except FileNotFoundError:
+                raise e from None
+            except (OSError, StorageError):
+                raise CommitOutcomeUnknown(t.name, new_id, e) from e
+            if present != body:
+                return False
+            return True
 
     # --- overwrite (issue 6) ------------------------------------------------------------------------
     def overwrite(self, messages: Sequence[CommitMessage], partitions: set[bytes] | None = None, *,
@@ -392,9 +440,14 @@ class Committer:
             done = self._already_committed(user, identifier, base_id, latest, COMMIT_KIND_OVERWRITE)
             if done is not None:
                 return done
-            deletes = [] if latest is None else [
-                ManifestEntry(DELETE, e.partition, e.bucket, e.total_buckets, e.file)
-                for e in t.manifests.live_entries(latest) if partitions is None or e.partition in partitions]
+            try:
+                deletes = [] if latest is None else [
+                    ManifestEntry(DELETE, e.partition, e.bucket, e.total_buckets, e.file)
+                    for e in t.manifests.live_entries(latest) if partitions is None or e.partition in partitions]
+            except (CorruptFile, SnapshotNotFound):
+                if not self._expired(latest):
+                    raise
+                continue  # expired while read: a lost race
             entries = deletes + adds
             if not entries:
                 return None if latest is None else latest.id
@@ -403,12 +456,14 @@ class Committer:
             try:
                 published = self._try_publish(latest, delta_meta, entries, user, identifier, COMMIT_KIND_OVERWRITE,
                                               schema_id, properties)
-            except BaseException:
+            except BaseException as e:
                 t.file_io.delete(t.paths.manifest(delta_name))
-                raise
+                if not isinstance(e, (CorruptFile, SnapshotNotFound)) or not self._expired(latest):
+                    raise
+                published = None  # expired while read: a lost race
             if published is not None:
                 return published
-            t.file_io.delete(t.paths.manifest(delta_name))
+            t.file_io.delete(t.paths.manifest(delta_name))  # a no-op when already deleted
             time.sleep(min(max_wait, wait * (2 ** attempt)) * (0.5 + random.random()))
         raise CommitRetriesExhausted(t.name, retries + 1)
 

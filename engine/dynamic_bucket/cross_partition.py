@@ -168,6 +168,8 @@ class CrossPartitionWrite(TableWrite):
         if ttl is not None:
             from engine.write.file_writer import local_millis_as_utc
             min_created = local_millis_as_utc() - ttl
+        if self._max_seq is None:
+            self._load_base()  # fixes the base snapshot before the index is built from it
         reader = SplitReader(self.table.file_io, self.schema, self.table.schema_manager.schema)
         pk_part_pos = [self.part_keys.index(k) for k in self.pk_in_part]
         for split in self.table.scan().plan(self.base_snapshot):

@@ -77,10 +77,10 @@ class DynamicBucketWrite(TableWrite):
         idx = self._indexes.get(partition)
         if idx is not None:
             return idx
+        if self._max_seq is None:
+            self._load_base()  # fixes the base snapshot before its index manifest is read
         records = [r for r in self._base_records() if r["_PARTITION"] == partition]
         with_index = {r["_BUCKET"] for r in records}
-        if self._max_seq is None:
-            self._max_seq = self.table.max_sequence_numbers(self.base_snapshot)
         missing = sorted(b for (p, b) in self._max_seq if p == partition and b not in with_index)
         if missing:
             raise UnsupportedFeature(

@@ -13,8 +13,9 @@ import json
 import os
 import time
 
+from engine.changelog.retention import expire_changelogs, preserve
 from engine.crash_points import crash_point
-from engine.errors import CorruptFile, InvalidInput
+from engine.errors import CorruptFile, InvalidInput, SnapshotNotFound
 from engine.maintenance.cleanup import Removal, delete_files, plan_removal
 from engine.options import (SNAPSHOT_EXPIRE_LIMIT, SNAPSHOT_NUM_RETAINED_MAX, SNAPSHOT_NUM_RETAINED_MIN,
                             SNAPSHOT_TIME_RETAINED)
@@ -62,11 +63,40 @@ def expire_snapshots(table, *, retain_min: int | None = None, retain_max: int | 
         raise InvalidInput(f"snapshot.num-retained.max ({retain_max}) is below snapshot.num-retained.min "
                            f"({retain_min})", table=table.name)
     sm = table.snapshot_manager
-    ids = sm.ids()
-    if not ids:
-        return Removal()
-    earliest, latest = ids[0], ids[-1]
     now = int(time.time() * 1000) if now_millis is None else now_millis
+    while True:
+        ids = sm.ids()
+        try:
+            plan = _plan(table, ids, retain_min, retain_max, keep_ms, limit, now)
+            break
+        except (CorruptFile, SnapshotNotFound):
+            if all(sm.exists(i) for i in ids):
+                raise
+            # a concurrent expiration (or rollback) removed snapshots this plan read: plan again
+    if plan is None:
+        expire_changelogs(table, now)
+        return Removal()
+    doomed_ids, first_kept, removal = plan
+    crash_point("expire.before-delete")
+    for sid in doomed_ids:  # oldest first: retained snapshots stay contiguous
+        table.file_io.delete(table.paths.snapshot(sid))
+        sm.forget(sid)
+        crash_point("expire.after-snapshot-file")
+    crash_point("expire.before-earliest-hint")
+    sm.write_earliest_hint(first_kept.id)
+    crash_point("expire.after-earliest-hint")
+    delete_files(table, removal, "expire.after-file-delete")
+    expire_changelogs(table, now)
+    return removal
+
+
+def _plan(table, ids: list[int], retain_min: int, retain_max: int, keep_ms: int, limit: int, now: int):
+    """``(doomed ids, first kept snapshot, Removal)`` for snapshots ``ids``, or None if none expires. Only reads
+    (and keeps decoupled changelogs); raises SnapshotNotFound or CorruptFile for a snapshot that vanished."""
+    if not ids:
+        return None
+    sm = table.snapshot_manager
+    earliest, latest = ids[0], ids[-1]
     lo = max(latest - retain_max + 1, earliest)
     hi = min(latest - retain_min + 1, earliest + limit)
     from engine.changelog.consumers import ConsumerManager
@@ -81,22 +111,10 @@ def expire_snapshots(table, *, retain_min: int | None = None, retain_max: int | 
             end = sid
             break
     doomed_ids = [i for i in ids if i < end and i < latest]
-    from engine.changelog.retention import expire_changelogs, preserve
     if not doomed_ids:
-        expire_changelogs(table, now)
-        return Removal()
+        return None
     doomed = [sm.snapshot(i) for i in doomed_ids]
     first_kept = sm.snapshot(min(i for i in ids if i > doomed_ids[-1]))
     removal = plan_removal(table, doomed, [first_kept], first_doomed_full=True)
     preserve(table, doomed, removal)  # issue 5: decoupled changelog outlives its snapshot
-    crash_point("expire.before-delete")
-    for sid in doomed_ids:  # oldest first: retained snapshots stay contiguous
-        table.file_io.delete(table.paths.snapshot(sid))
-        sm.forget(sid)
-        crash_point("expire.after-snapshot-file")
-    crash_point("expire.before-earliest-hint")
-    sm.write_earliest_hint(first_kept.id)
-    crash_point("expire.after-earliest-hint")
-    delete_files(table, removal, "expire.after-file-delete")
-    expire_changelogs(table, now)
-    return removal
+    return doomed_ids, first_kept, removal

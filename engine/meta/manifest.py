@@ -148,6 +148,15 @@ class DuplicateFileError(LakemergeError, ValueError):
         self.file_name = file_name
 
 
+def max_sequence_numbers(entries: Iterable[ManifestEntry]) -> dict[tuple[bytes, int], int]:
+    """Largest _SEQUENCE_NUMBER per (partition, bucket) among the files of ``entries``."""
+    out: dict[tuple[bytes, int], int] = {}
+    for e in entries:
+        key = (e.partition, e.bucket)
+        out[key] = max(out.get(key, -1), e.file.max_sequence_number)
+    return out
+
+
 # --- fold ----------------------------------------------------------------------------------------------
 def fold_entries(entries: Iterable[ManifestEntry]) -> tuple[dict[Identifier, ManifestEntry], set[Identifier]]:
     """Fold entries in order into the live file set (spec §6.4).

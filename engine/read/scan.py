@@ -80,15 +80,23 @@ class ManifestCache:
 
     def live_entries(self, snapshot: Snapshot, manifest_filter=None) -> list[ManifestEntry]:
         """Folded ADD entries of a snapshot (format spec §6.4). Raises CorruptFile on inconsistent manifests."""
+        return self._fold(self.data_manifests(snapshot), snapshot.delta_manifest_list, manifest_filter)
+
+    def base_entries(self, snapshot: Snapshot) -> list[ManifestEntry]:
+        """Folded ADD entries of a snapshot's base manifest list only: the live files of the snapshot it was
+        committed on. Raises CorruptFile."""
+        return self._fold(self.manifest_list(snapshot.base_manifest_list), snapshot.base_manifest_list)
+
+    def _fold(self, metas: list[ManifestFileMeta], list_name: str, manifest_filter=None) -> list[ManifestEntry]:
         entries: list[ManifestEntry] = []
-        for meta in self.data_manifests(snapshot):
+        for meta in metas:
             if manifest_filter is not None and not manifest_filter(meta):
                 continue
             entries.extend(self.manifest(meta.file_name))
         try:
             live, _pending = fold_entries(entries)
         except ValueError as e:
-            raise CorruptFile(self.paths.manifest(snapshot.delta_manifest_list), str(e)) from None
+            raise CorruptFile(self.paths.manifest(list_name), str(e)) from None
         return [e for e in live.values() if e.kind == ADD]
 
 

@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from engine.merge import order_words, sort_dedupe
 from engine.meta import binary_row
+from engine.meta.manifest import max_sequence_numbers
 from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER
 from engine.options import (
     CHANGELOG_PRODUCER,
@@ -170,6 +171,15 @@ class TableWrite(WriterLifecycle):
         if self._buffered > self._buffer_limit:
             self.flush()
 
+    def _load_base(self) -> None:
+        """Read the base snapshot once, before anything depends on it: each bucket's largest sequence number and
+        live files (Table.writer_base moves the base to the latest snapshot if a concurrent expiration removed it)."""
+        self.base_snapshot, entries = self.table.writer_base(self.base_snapshot)
+        self._max_seq = max_sequence_numbers(entries)
+        self._base_files = {}
+        for e in entries:
+            self._base_files.setdefault((e.partition, e.bucket), []).append(e.file)
+
     def _bucket_ids(self, partition: bytes, key_cols) -> np.ndarray:
         """Bucket of each row from its bucket-key columns: Paimon's fixed-bucket hash. Dynamic bucket mode
         (engine.dynamic_bucket.write) overrides this."""
@@ -181,7 +191,7 @@ class TableWrite(WriterLifecycle):
         buf = self._buffers.get(key)
         if buf is None:
             if self._max_seq is None:
-                self._max_seq = self.table.max_sequence_numbers(self.base_snapshot)
+                self._load_base()
             buf = _BucketBuffer(partition, values, bucket, self._max_seq.get(key, -1) + 1)
             self._buffers[key] = buf
         return buf
@@ -238,12 +248,7 @@ class TableWrite(WriterLifecycle):
         key = (buf.partition, buf.bucket)
         with self._compaction_lock:
             bc = self._compactions.get(key)
-            if bc is None:
-                if self._base_files is None:
-                    self._base_files = {}
-                    if self.base_snapshot is not None:
-                        for e in self.table.manifests.live_entries(self.base_snapshot):
-                            self._base_files.setdefault((e.partition, e.bucket), []).append(e.file)
+            if bc is None:  # the buffer's creation loaded the base
                 bc = BucketCompaction(self.table, buf.partition, buf.partition_values, buf.bucket,
                                       self._base_files.get(key, ()), CompactionSettings.of(self.options))
                 self._compactions[key] = bc

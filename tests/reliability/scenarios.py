@@ -647,7 +647,9 @@ def expiring_writer_worker(warehouse: str, worker: int, commits: int) -> int:
 def pinned_reader_case(workdir: str, pin: str, workers: int = 2, commits: int = 8) -> tuple[int, int, list[str]]:
     """A reader pinned to snapshot 3 (``pin``: "tag" -- read through a tag; "consumer" -- a consumer whose next
     snapshot is 3 holds it) reads over and over while other processes commit and expire snapshots down to one.
-    Every read must return snapshot 3's rows, without error. Returns (reads, snapshots expired, failures)."""
+    Every read must return snapshot 3's rows, without error, and every acknowledged commit must be in the latest
+    snapshot afterwards (a commit claiming a snapshot id that expiration had already removed would be lost).
+    Returns (reads, snapshots expired, failures)."""
     from engine.crash_points import _context
 
     warehouse = os.path.join(workdir, "wh")
@@ -686,6 +688,11 @@ def pinned_reader_case(workdir: str, pin: str, workers: int = 2, commits: int = 
     fresh = Catalog(warehouse).get_table(IDENT)
     if read(fresh) != pinned:
         failures.append("after the race: the pinned snapshot reads differently")
+    final = read_state(fresh)
+    lost = [(w, i) for w in range(workers) for i in range(commits)
+            if final.get(("a", 1000 * (w + 1) + i)) != f"e{w}-{i}"]
+    if lost:
+        failures.append(f"acknowledged commits lost (worker, commit): {lost}")
     report = fresh.check()
     failures += [str(p) for p in report.problems]
     return reads, expired, failures

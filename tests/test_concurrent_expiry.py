@@ -1,0 +1,170 @@
+"""Commits, writers and expirations racing a concurrent expiration, each race forced deterministically.
+
+The multi-process version of these races is tests/reliability/test_concurrent_writers.py::
+test_expiry_racing_a_pinned_reader; here each interleaving is injected at the exact step where it bites.
+"""
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+import pytest
+
+from engine import Catalog
+from engine.errors import CommitOutcomeUnknown
+from engine.maintenance import expire as expire_module
+
+SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
+
+
+def _table(tmp_path, options=None):
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db", ignore_if_exists=True)
+    return cat.create_table("db.t", SCHEMA, primary_key=["id"], options=options or {"bucket": "2"})
+
+
+def _other(tmp_path):
+    """The same table opened by another process (no shared caches)."""
+    return Catalog(str(tmp_path / "wh")).get_table("db.t")
+
+
+def _commit_and_expire(other, rows: dict[int, str], times: int = 1) -> None:
+    for _ in range(times):
+        other.write(pa.table({"id": list(rows), "v": list(rows.values())}))
+        expire_module.expire_snapshots(other, retain_min=1, retain_max=1, now_millis=2**62)
+
+
+def _state(t) -> dict[int, str]:
+    return {r["id"]: r["v"] for r in t.read().to_pylist()}
+
+
+def _prepared(t, rows: dict[int, str]):
+    with t.new_write() as w:
+        w.write(pa.table({"id": list(rows), "v": list(rows.values())}))
+        return w.prepare_commit()
+
+
+def test_a_claim_of_an_expired_snapshot_id_is_withdrawn_and_retried(tmp_path, monkeypatch):
+    """Our commit read snapshot 1; before it claims snapshot 2, others publish 2 and 3 and expire 1 and 2. Claiming
+    ``snapshot-2`` then succeeds (the name is free again) but is off the table's history: readers follow 3, and the
+    commit would be lost. It must be withdrawn and land as snapshot 4."""
+    t = _table(tmp_path)
+    t.write(pa.table({"id": [1], "v": ["a"]}))
+    messages = _prepared(t, {2: "ours"})
+    other = _other(tmp_path)
+    real = t.file_io.write_if_absent
+    raced = []
+
+    def racing(path, data):
+        if path.endswith("snapshot-2") and not raced:
+            raced.append(path)
+            _commit_and_expire(other, {3: "x"})      # snapshot 2, expires 1
+            _commit_and_expire(other, {4: "y"})      # snapshot 3, expires 2: the name snapshot-2 is free again
+            assert not os.path.exists(path)
+        return real(path, data)
+
+    monkeypatch.setattr(t.file_io, "write_if_absent", racing)
+    assert t.commit(messages) == 4
+    assert raced
+    assert _state(_other(tmp_path)) == {1: "a", 2: "ours", 3: "x", 4: "y"}
+    assert [s.id for s in t.snapshots()] == [3, 4]
+    assert t.check().problems == []
+
+
+def test_a_claim_followed_by_a_commit_on_it_and_expiry_of_its_base_stands(tmp_path, monkeypatch):
+    """The legitimate look-alike: our snapshot 2 lands, another process commits 3 on it and expires 1 (our base)
+    before our check runs. Snapshot 3 holds our files, so the claim stands (no retry, no duplicate)."""
+    t = _table(tmp_path)
+    t.write(pa.table({"id": [1], "v": ["a"]}))
+    messages = _prepared(t, {2: "ours"})
+    other = _other(tmp_path)
+    real = t.file_io.write_if_absent
+
+    def racing(path, data):
+        won = real(path, data)
+        if path.endswith("snapshot-2"):
+            _commit_and_expire(other, {3: "x"})  # snapshot 3 built on ours; expires 1 and 2
+        return won
+
+    monkeypatch.setattr(t.file_io, "write_if_absent", racing)
+    assert t.commit(messages) == 2
+    assert _state(_other(tmp_path)) == {1: "a", 2: "ours", 3: "x"}
+    assert [s.id for s in t.snapshots()] == [3]
+    assert len([s for s in t.snapshots() if s.commit_user == messages[0].commit_user]) == 0  # ours expired
+
+
+def test_a_stale_claim_without_new_files_is_reported_as_unknown(tmp_path, monkeypatch):
+    """An overwrite that only deletes cannot be told from the snapshot it may have replaced: the committer says
+    so (CommitOutcomeUnknown) instead of guessing."""
+    t = _table(tmp_path)
+    t.write(pa.table({"id": [1], "v": ["a"]}))
+    other = _other(tmp_path)
+    real = t.file_io.write_if_absent
+
+    def racing(path, data):
+        if path.endswith("snapshot-2"):
+            _commit_and_expire(other, {3: "x"}, times=2)  # snapshots 2 and 3; 1 and 2 expired
+        return real(path, data)
+
+    monkeypatch.setattr(t.file_io, "write_if_absent", racing)
+    with pytest.raises(CommitOutcomeUnknown, match="adds no file"):
+        t.commit_overwrite([], commit_user="truncate", commit_identifier=1)
+
+
+def test_commit_whose_newest_snapshot_expires_while_read_is_retried(tmp_path, monkeypatch):
+    """Between reading the newest snapshot and reading its manifests, others commit and expire it (its manifest
+    lists are deleted): a lost race, retried on the new newest snapshot, not a CorruptFile."""
+    t = _table(tmp_path)
+    t.write(pa.table({"id": [1], "v": ["a"]}))
+    messages = _prepared(t, {2: "ours"})
+    other = _other(tmp_path)
+    real = t.manifests.manifest_list
+    raced = []
+
+    def racing(name):
+        if not raced:
+            raced.append(name)
+            _commit_and_expire(other, {3: "x"}, times=2)
+        return real(name)
+
+    monkeypatch.setattr(t.manifests, "manifest_list", racing)
+    sid = t.commit(messages)
+    assert raced and sid == 4
+    assert _state(_other(tmp_path)) == {1: "a", 2: "ours", 3: "x"}
+    assert t.check().problems == []
+
+
+def test_writer_whose_base_expired_before_it_read_it_uses_the_newest(tmp_path):
+    """A writer opened on snapshot 1 reads its base lazily; if 1 expired by then, the newest snapshot is its base
+    and its sequence numbers start past it (its rows win over the ones committed meanwhile)."""
+    t = _table(tmp_path, {"bucket": "1"})
+    t.write(pa.table({"id": [1], "v": ["a"]}))
+    w = t.new_write()
+    _commit_and_expire(_other(tmp_path), {1: "other"}, times=2)
+    w.write(pa.table({"id": [1], "v": ["mine"]}))
+    t.commit(w.prepare_commit())
+    w.close()
+    assert _state(_other(tmp_path)) == {1: "mine"}
+
+
+def test_expiration_racing_another_expiration_plans_again(tmp_path, monkeypatch):
+    """Two expirations at once: the one whose plan reads snapshots the other just removed plans again."""
+    t = _table(tmp_path)
+    for i in range(4):
+        t.write(pa.table({"id": [i], "v": [f"v{i}"]}))
+    other = _other(tmp_path)
+    real = expire_module.plan_removal
+    raced = []
+
+    def racing(table, doomed, kept, **kw):
+        if not raced:
+            raced.append(True)
+            expire_module.expire_snapshots(other, retain_min=1, retain_max=1, now_millis=2**62)
+        return real(table, doomed, kept, **kw)
+
+    monkeypatch.setattr(expire_module, "plan_removal", racing)
+    expire_module.expire_snapshots(_other(tmp_path), retain_min=1, retain_max=1, now_millis=2**62)  # cold caches
+    assert raced
+    assert [s.id for s in t.snapshots()] == [4]
+    assert _state(_other(tmp_path)) == {0: "v0", 1: "v1", 2: "v2", 3: "v3"}
+    assert t.check().problems == []

@@ -1,7 +1,7 @@
 """``python -m benchmarks [NAME...] [--quick] [--repeat N]`` -- see benchmarks/__init__.py and benchmarks/RESULTS.md.
-``python -m benchmarks reliability|spark|changelog [--quick]`` -- the reliability figures, lakemerge through Spark vs
-Spark on Parquet, commit throughput per changelog producer (benchmarks/reliability.py, spark_bench.py,
-changelog_bench.py); ``python -m benchmarks.compaction_bench run`` and ``python -m benchmarks.engine_bench``.
+``python -m benchmarks reliability|spark|changelog|memory [--quick]`` -- the reliability figures, lakemerge through
+Spark vs Spark on Parquet, commit throughput per changelog producer, peak memory of a merged read
+(benchmarks/reliability.py, spark_bench.py, changelog_bench.py, memory_bench.py); ``python -m benchmarks.compaction_bench run`` and ``python -m benchmarks.engine_bench``.
 
 Names: ``merge`` (= merge-memory + merge-table), ``merge-memory`` (in-memory merge), ``merge-table`` (table ingest +
 merged read), ``hashing``, ``lookups``, ``upsert``, ``scaling`` (1 vs 2 threads); ``all`` (default) = every one.
@@ -78,6 +78,9 @@ def main(argv=None) -> int:
         from benchmarks.spark_bench import main as spark_main
         return spark_main(argv[1:])
 
+    if argv[:1] == ["memory"]:  # issue 9: peak RSS of a merged read, in isolation
+        from benchmarks.memory_bench import main as memory_main
+        return memory_main(argv[1:])
     if argv[:1] == ["changelog"]:  # issue 5: commit throughput per changelog producer
         from benchmarks.changelog_bench import main as changelog_main
         return changelog_main(argv[1:])

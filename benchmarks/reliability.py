@@ -1,11 +1,13 @@
-"""``python -m benchmarks reliability [--quick] [--seeds N] [--writers N] [--commits N]``: reliability figures.
+"""``python -m benchmarks reliability [--quick] [--seeds N] [--writers N] [--commits N] [--expiry-rounds N]``:
+reliability figures.
 
 Runs the scenarios of tests/reliability/scenarios.py (the same code the tests assert on) and prints:
 crash runs survived / total (write and commit x merge engines; compaction, expiration, orphan cleanup, tags,
 rollback) and the unreferenced bytes they left, acknowledged-but-lost and duplicate commits under concurrent
 writers (also racing a compactor process, and overwrites of one partition racing), reads of a pinned snapshot
-disturbed while expiry runs, storage faults handled, corruptions detected / harmless / silently wrong, and bad
-inputs that were accepted or created files. Exit code 1 if any promise was broken.
+disturbed and commits lost while writer processes expire snapshots, storage faults handled, corruptions detected /
+harmless / silently wrong, and bad inputs that were accepted or created files. Exit code 1 if any promise was
+broken.
 
 ``--quick``: crash points at one arrival, deduplicate + partial-update on 4 buckets only for maintenance, 4x8
 writers, 3 corruption seeds.
@@ -27,12 +29,14 @@ def parse_args(argv):
     ap.add_argument("--seeds", type=int, help="random damages per (file kind, damage) (default 10, --quick 3)")
     ap.add_argument("--writers", type=int, help="concurrent writer processes (default 8, --quick 4)")
     ap.add_argument("--commits", type=int, help="commits per writer (default 25, --quick 8)")
+    ap.add_argument("--expiry-rounds", type=int, help="rounds of the expiry race per pin (default 40, --quick 3)")
     ap.add_argument("--no-pypaimon", dest="pypaimon", action="store_false",
                     help="skip the pypaimon baseline (same concurrent-writer run through pypaimon 2.1)")
     args = ap.parse_args(argv)
     args.seeds = args.seeds or (3 if args.quick else 10)
     args.writers = args.writers or (4 if args.quick else 8)
     args.commits = args.commits or (8 if args.quick else 25)
+    args.expiry_rounds = args.expiry_rounds or (3 if args.quick else 40)
     return args
 
 
@@ -109,11 +113,20 @@ def main(argv=None) -> int:
         lines.append(f"overwrites of one partition racing   {o.workers} processes x {o.commits} overwrites: "
                      f"acknowledged {o.acknowledged}, acknowledged-but-lost {o.lost}, duplicates {o.duplicates}, "
                      f"mixed or partial partitions {len([f for f in o.failures if 'not exactly' in f])}")
-        for pin in ("tag", "consumer"):
-            reads, expired, failures = sc.pinned_reader_case(scratch(), pin, workers=2, commits=args.commits)
-            broken += [f"pinned reader ({pin}): {f}" for f in failures]
-            lines.append(f"reader pinned by a {pin:<8} vs expiry  {reads} reads while {expired} snapshots expired: "
-                         f"disturbed reads {len(failures)}")
+        for pin in ("tag", "consumer"):  # 3 writers that each expire down to 1 snapshot after every commit
+            total = sc.PinnedReaderOutcome()
+            for _ in range(args.expiry_rounds):
+                o = sc.pinned_reader_case(scratch(), pin, workers=3, commits=10)
+                total.reads += o.reads
+                total.expired += o.expired
+                total.acknowledged += o.acknowledged
+                total.lost += o.lost
+                total.failures += o.failures
+            broken += [f"pinned reader ({pin}): {f}" for f in total.failures]
+            lines.append(f"reader pinned by a {pin:<8} vs writers expiring to 1 snapshot, {args.expiry_rounds} rounds "
+                         f"x 3 processes x 10 commits: acknowledged {total.acknowledged}, acknowledged-but-lost "
+                         f"{total.lost}, failures {len(total.failures)} ({total.reads} pinned reads, "
+                         f"{total.expired} snapshots expired)")
 
         # --- storage faults ---
         ok_faults = 0

@@ -183,10 +183,11 @@ class Table:
         snap = self.tag_snapshot(tag) if tag is not None else self.snapshot(snapshot_id)
         splits = self.scan().plan(snap, dnf)
         read_cols = list(dict.fromkeys(out_cols + sorted(pred.columns_of(dnf))))
+        from engine.read.split_read import with_schema
         reader = SplitReader(self.file_io, self.schema, self.schema_manager.schema)
         parts = self._map(lambda sp: reader.read(sp, read_cols), splits)
         target = pa.schema([self.arrow_schema.field(c) for c in read_cols])
-        result = pa.concat_tables([p.cast(target) for p in parts]) if parts else target.empty_table()
+        result = pa.concat_tables([with_schema(p, target) for p in parts]) if parts else target.empty_table()
         if dnf:
             result = result.filter(pred.to_expression(dnf))
         return result.select(out_cols)

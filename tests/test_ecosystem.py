@@ -112,3 +112,17 @@ def test_reader_of_a_table_without_snapshots(catalog):
     assert reader.schema.names == ["id"] and reader.read_all().num_rows == 0
     pytest.importorskip("polars")
     assert t.to_polars().height == 0
+
+
+def test_with_schema_reuses_buffers_when_only_nullability_differs():
+    """Reads relabel nullability without copying the merged rows (Table.cast would copy every buffer); columns whose
+    type differs are still cast."""
+    from engine.read.split_read import with_schema
+
+    got = pa.table({"k": pa.array([1, 2], pa.int64()), "n": pa.array([1, None], pa.int32())})
+    target = pa.schema([pa.field("k", pa.int64(), nullable=False), pa.field("n", pa.int64())])
+    out = with_schema(got, target)
+    assert out.schema.equals(target)
+    assert out.column("k").chunk(0).buffers()[1].address == got.column("k").chunk(0).buffers()[1].address
+    assert out.column("n").to_pylist() == [1, None]
+    assert with_schema(got, got.schema) is got

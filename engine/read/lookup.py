@@ -15,7 +15,7 @@ from engine.merge import merge_unsorted, schema_order_words, sort_dedupe
 from engine.merge_engines import apply_default_values, required_columns
 from engine.partitioning import bucket_groups, partition_groups
 from engine.meta import binary_row
-from engine.read.split_read import RETRACT_KINDS, SplitReader
+from engine.read.split_read import RETRACT_KINDS, SplitReader, with_schema
 from engine.schema import VALUE_KIND
 from engine.write.validate import conform, to_arrow_table
 from kernels.hashing import bucket_ids
@@ -86,7 +86,7 @@ def lookup_rows(table, keys, snapshot, columns=None) -> pa.Table:
         if not merged_parts:
             return schema.arrow_schema.empty_table().select(out_cols)
         merged = apply_default_values(pa.concat_tables(merged_parts).select(out_cols), schema)
-        return merged.cast(pa.schema([schema.arrow_schema.field(c) for c in out_cols]))
+        return with_schema(merged, pa.schema([schema.arrow_schema.field(c) for c in out_cols]))
     if not candidates:
         return schema.arrow_schema.empty_table().select(out_cols)
     allrows = pa.concat_tables(candidates)
@@ -96,7 +96,7 @@ def lookup_rows(table, keys, snapshot, columns=None) -> pa.Table:
                           else [allrows.column(k) for k in schema.primary_keys], words)
     merged = allrows.take(pa.array(winners))
     merged = merged.filter(pc.invert(pc.is_in(merged.column(VALUE_KIND), value_set=RETRACT_KINDS)))
-    return merged.select(out_cols).cast(pa.schema([schema.arrow_schema.field(c) for c in out_cols]))
+    return with_schema(merged.select(out_cols), pa.schema([schema.arrow_schema.field(c) for c in out_cols]))
 
 
 def _search_bucket(reader, split, probe_keys, key_names, key_types, out_cols, newest_wins,

@@ -214,6 +214,15 @@ class SplitReader:
         return out.append_column(VALUE_KIND, merged.column(VALUE_KIND)) if with_kind else out
 
 
+def with_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` (same column order) with ``schema``'s fields. Columns whose type already matches are kept without a
+    copy (``Table.cast`` copies every buffer even when only nullability differs); the others are cast."""
+    if table.schema.equals(schema):
+        return table
+    columns = [c if c.type.equals(f.type) else c.cast(f.type) for c, f in zip(table.columns, schema)]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
 def _sort_key(values: list):
     return tuple((v is not None, v) for v in values)
 

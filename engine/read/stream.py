@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from engine.errors import InvalidInput
 from engine.read import predicate as pred
-from engine.read.split_read import SplitReader
+from engine.read.split_read import SplitReader, with_schema
 
 DEFAULT_BATCH_ROWS = 64 * 1024
 
@@ -41,7 +41,7 @@ def batch_reader(table, snapshot_id: int | None = None, columns: Sequence[str] |
 
     def batches() -> Iterator[pa.RecordBatch]:
         for split in splits:
-            part = reader.read(split, read_cols).cast(read_schema)
+            part = with_schema(reader.read(split, read_cols), read_schema)
             if expression is not None:
                 part = part.filter(expression)
             part = part.select(out_cols)

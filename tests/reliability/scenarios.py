@@ -634,22 +634,38 @@ def overwrite_race_case(workdir: str, workers: int = 2, rounds: int = 5, buckets
     return out
 
 
-def expiring_writer_worker(warehouse: str, worker: int, commits: int) -> int:
-    """Commit ``commits`` times, expiring down to one retained snapshot after each; returns snapshots expired."""
+def expiring_writer_worker(warehouse: str, worker: int, commits: int) -> tuple[int, list[int], list[str]]:
+    """Commit ``commits`` times, expiring down to one retained snapshot after each. Returns (snapshots expired,
+    the commits acknowledged, errors); an error ends the worker."""
     t = Catalog(warehouse).get_table(IDENT)
-    expired = 0
+    expired, acknowledged = 0, []
     for i in range(commits):
-        t.write(_rows([("a", 1000 * (worker + 1) + i)], [f"e{worker}-{i}"]))
-        expired += len(t.expire_snapshots(retain_min=1, retain_max=1).snapshot_ids)
-    return expired
+        try:
+            t.write(_rows([("a", 1000 * (worker + 1) + i)], [f"e{worker}-{i}"]))
+            acknowledged.append(i)
+            expired += len(t.expire_snapshots(retain_min=1, retain_max=1).snapshot_ids)
+        except Exception as e:  # noqa: BLE001 - reported, not raised: the race must be judged as a whole
+            return expired, acknowledged, [f"worker {worker}, commit {i}: {e!r}"]
+    return expired, acknowledged, []
 
 
-def pinned_reader_case(workdir: str, pin: str, workers: int = 2, commits: int = 8) -> tuple[int, int, list[str]]:
+@dataclass
+class PinnedReaderOutcome:
+    """What ``pinned_reader_case`` saw: reads of the pinned snapshot, snapshots expired by the writers, commits they
+    had acknowledged, acknowledged commits missing from the table afterwards, and every failure as text."""
+    reads: int = 0
+    expired: int = 0
+    acknowledged: int = 0
+    lost: int = 0
+    failures: list[str] = field(default_factory=list)
+
+
+def pinned_reader_case(workdir: str, pin: str, workers: int = 2, commits: int = 8) -> PinnedReaderOutcome:
     """A reader pinned to snapshot 3 (``pin``: "tag" -- read through a tag; "consumer" -- a consumer whose next
     snapshot is 3 holds it) reads over and over while other processes commit and expire snapshots down to one.
-    Every read must return snapshot 3's rows, without error, and every acknowledged commit must be in the latest
-    snapshot afterwards (a commit claiming a snapshot id that expiration had already removed would be lost).
-    Returns (reads, snapshots expired, failures)."""
+    Every read must return snapshot 3's rows, without error; every commit must succeed and, once acknowledged, be
+    in the latest snapshot afterwards (a commit claiming a snapshot id that expiration had already freed would be
+    lost); check() must be clean."""
     from engine.crash_points import _context
 
     warehouse = os.path.join(workdir, "wh")
@@ -666,36 +682,41 @@ def pinned_reader_case(workdir: str, pin: str, workers: int = 2, commits: int = 
         def read(tb):
             return read_state(tb, 3)
     pinned = read(t)
-    failures, reads = [], 0
+    out = PinnedReaderOutcome()
     with _context().Pool(workers) as pool:
         pending = pool.starmap_async(expiring_writer_worker, [(warehouse, w, commits) for w in range(workers)])
         deadline = time.monotonic() + 300  # a lost worker must fail the test, not hang it
-        while not pending.ready() or reads == 0:
+        while not pending.ready() or out.reads == 0:
             if time.monotonic() > deadline:
                 pool.terminate()
-                return reads, 0, failures + ["writers did not finish within 300 s"]
+                out.failures.append("writers did not finish within 300 s")
+                return out
             time.sleep(0.005)  # leave the writers CPU on a 2-core machine
             for tb in (t, Catalog(warehouse).get_table(IDENT)):  # a long-lived and a fresh table object
                 try:
                     got = read(tb)
                 except Exception as e:  # noqa: BLE001 - any error is a disturbed reader
-                    failures.append(f"read {reads}: {e!r}")
+                    out.failures.append(f"read {out.reads}: {e!r}")
                     continue
                 if got != pinned:
-                    failures.append(f"read {reads}: {len(got)} rows differ from the pinned snapshot")
-            reads += 1
-        expired = sum(pending.get())
+                    out.failures.append(f"read {out.reads}: {len(got)} rows differ from the pinned snapshot")
+            out.reads += 1
+        results = pending.get()
     fresh = Catalog(warehouse).get_table(IDENT)
     if read(fresh) != pinned:
-        failures.append("after the race: the pinned snapshot reads differently")
+        out.failures.append("after the race: the pinned snapshot reads differently")
     final = read_state(fresh)
-    lost = [(w, i) for w in range(workers) for i in range(commits)
-            if final.get(("a", 1000 * (w + 1) + i)) != f"e{w}-{i}"]
+    lost = []
+    for w, (expired, acknowledged, errors) in enumerate(results):
+        out.expired += expired
+        out.acknowledged += len(acknowledged)
+        out.failures += errors
+        lost += [(w, i) for i in acknowledged if final.get(("a", 1000 * (w + 1) + i)) != f"e{w}-{i}"]
+    out.lost = len(lost)
     if lost:
-        failures.append(f"acknowledged commits lost (worker, commit): {lost}")
-    report = fresh.check()
-    failures += [str(p) for p in report.problems]
-    return reads, expired, failures
+        out.failures.append(f"acknowledged commits lost (worker, commit): {lost}")
+    out.failures += [str(p) for p in fresh.check().problems]
+    return out
 
 
 def create_worker(warehouse: str, worker: int) -> str:

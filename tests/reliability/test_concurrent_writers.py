@@ -131,15 +131,17 @@ def test_many_overwrites_of_one_partition_race(tmp_path, buckets):
 
 
 def test_expiry_racing_a_reader_pinned_by_a_tag(tmp_path):
-    reads, expired, failures = sc.pinned_reader_case(str(tmp_path), "tag", workers=2, commits=4)
-    assert failures == []
-    assert expired >= 3  # snapshot 3 itself expired: only the tag holds its files
-    assert reads >= 1
+    out = sc.pinned_reader_case(str(tmp_path), "tag", workers=2, commits=4)
+    assert out.failures == []
+    assert out.acknowledged == 8 and out.lost == 0
+    assert out.expired >= 3  # snapshot 3 itself expired: only the tag holds its files
+    assert out.reads >= 1
 
 
 @pytest.mark.reliability
 @pytest.mark.parametrize("pin", ["tag", "consumer"])
 def test_expiry_racing_a_pinned_reader(tmp_path, pin):
-    reads, expired, failures = sc.pinned_reader_case(str(tmp_path), pin, workers=3, commits=10)
-    assert failures == []
-    assert expired >= (3 if pin == "tag" else 2) and reads >= 1
+    out = sc.pinned_reader_case(str(tmp_path), pin, workers=3, commits=10)
+    assert out.failures == []
+    assert out.acknowledged == 30 and out.lost == 0
+    assert out.expired >= (3 if pin == "tag" else 2) and out.reads >= 1

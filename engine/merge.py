@@ -85,25 +85,46 @@ def schema_order_words(table: pa.Table, schema) -> np.ndarray:
 
 
 def merge_runs(runs: Sequence[pa.Table], schema, *, drop_retracts: bool = True,
-               sorted_output: bool = False, table_name: str | None = None) -> pa.Table | None:
+               sorted_output: bool = False, table_name: str | None = None,
+               project: Sequence[str] | None = None) -> pa.Table | None:
     """Merge normalized sorted runs (see KEY_COLUMN_PREFIX) into one record per key, with the merge engine.
 
-    Guarantees: the result has the runs' columns; each key appears once, as the merged record with its row kind;
+    ``project``: the result needs only these columns (``_VALUE_KIND`` is always kept). ``runs`` (a list) is then
+    consumed: it is emptied while the merge gathers, so each input column's memory is freed as soon as it is no
+    longer needed -- callers must hold no other reference to the tables for that to help.
+    Guarantees: the result has the runs' columns (or ``project`` + ``_VALUE_KIND``); each key appears once, as the
+    merged record with its row kind;
     records whose merged kind is a retract (-U/-D) are dropped when ``drop_retracts``; rows are in ascending key
     order when ``sorted_output`` (otherwise in no particular order). This is the one merge implementation shared by
     reads and compaction. ``schema`` (a TableSchema) supplies the key, sequence fields and merge options.
     Runs must hold the columns the engine needs (``engine.merge_engines.required_columns``).
     Returns None when every run is empty. Raises MergeFunctionError when records cannot be merged.
     """
-    runs = [r for r in runs if r.num_rows]
+    if project is None:
+        runs = [r for r in runs if r.num_rows]
+    else:
+        runs[:] = [r for r in runs if r.num_rows]  # in place: the caller's list is the one consumed
+        project = list(dict.fromkeys(list(project) + [VALUE_KIND]))
     if not runs:
         return None
     if len(runs) == 1 and not drop_retracts:
-        return runs[0]
+        return runs.pop().select(project) if project is not None else runs[0]
     engine = schema.table_options.merge_engine
     if engine == "deduplicate":
         from engine.merge_engines.deduplicate import merge_sorted_runs
-        return merge_sorted_runs(runs, schema, drop_retracts=drop_retracts, sorted_output=sorted_output)
+        return merge_sorted_runs(runs, schema, drop_retracts=drop_retracts, sorted_output=sorted_output,
+                                 project=project)
+    merged = _merge_with_engine(runs, schema, drop_retracts=drop_retracts, sorted_output=sorted_output,
+                                table_name=table_name)
+    if project is not None:
+        runs.clear()
+        merged = merged.select(project)
+    return merged
+
+
+def _merge_with_engine(runs: list[pa.Table], schema, *, drop_retracts: bool, sorted_output: bool,
+                       table_name: str | None) -> pa.Table:
+    """``merge_runs`` for the engines that fold a key's records (partial-update, aggregation, first-row)."""
     if len(runs) == 1:
         merged = runs[0]  # a run holds one record per key
     else:

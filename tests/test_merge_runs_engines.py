@@ -35,3 +35,26 @@ def test_sorted_output_keeps_retracts_and_key_order(engine, options, expected):
     live = merge_runs([new, old], schema)
     assert sorted(live.column("__key_k").to_pylist()) == [k for k, _, kind, _ in expected if kind in (0, 2)]
     assert np.all(np.isin(live.column("_VALUE_KIND").to_numpy(), [0, 2]))
+
+
+@pytest.mark.parametrize("engine, options", [
+    ("deduplicate", {}), ("deduplicate", {"ignore-delete": "true"}),
+    ("partial-update", {"partial-update.remove-record-on-delete": "true"}),
+    ("aggregation", {"fields.v.aggregate-function": "sum"}), ("first-row", {"ignore-delete": "true"}),
+])
+@pytest.mark.parametrize("drop_retracts", [True, False])
+def test_projected_merge_consumes_its_runs_and_equals_the_full_merge(engine, options, drop_retracts):
+    """merge_runs(project=...) (what reads use) returns the full merge's projected columns plus _VALUE_KIND, in
+    the same rows, and empties the runs list it was given so the inputs can be freed early."""
+    schema = TableSchema.create(SCHEMA, ["k"], options={"bucket": "1", "merge-engine": engine, **options})
+    old = _run([1, 2, 3], [0, 1, 2], [0, 0, 0], [10, 2, 30])
+    new = _run([1, 2, 5], [3, 4, 5], [3, 0, 0], [None, 20, 50])
+    full = merge_runs([new, old], schema, drop_retracts=drop_retracts, sorted_output=True)
+    runs = [new, old]
+    got = merge_runs(runs, schema, drop_retracts=drop_retracts, sorted_output=True, project=["v"])
+    assert runs == []
+    assert got.column_names == ["v", "_VALUE_KIND"]
+    assert got.to_pylist() == full.select(["v", "_VALUE_KIND"]).to_pylist()
+    single = [old]
+    assert merge_runs(single, schema, drop_retracts=drop_retracts, project=["v"]).column_names == ["v", "_VALUE_KIND"]
+    assert single == []

@@ -206,7 +206,7 @@ class SplitReader:
             from engine.changelog.producers import newest_per_key
             high = newest_per_key([t for t, run in zip(tables, runs) if run[0].level > 0], self.schema)
             tables = [t for t, run in zip(tables, runs) if run[0].level == 0] + ([high] if high is not None else [])
-        merged = merge_runs(tables, self.schema)
+        merged = merge_runs(tables, self.schema, project=list(columns))  # consumes tables: frees inputs early
         if merged is None:
             empty = self.schema.arrow_schema.empty_table().select(list(columns))
             return empty.append_column(VALUE_KIND, pa.array([], pa.int8())) if with_kind else empty

@@ -49,5 +49,6 @@ def batch_reader(table, snapshot_id: int | None = None, columns: Sequence[str] |
                 if batch.num_rows:
                     yield batch
             del part
+            pa.default_memory_pool().release_unused()  # give the bucket's memory back before the next one
 
     return pa.RecordBatchReader.from_batches(out_schema, batches())

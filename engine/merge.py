@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 
 from kernels.keys import encode_keys
 from engine.options import SEQUENCE_AUTO_PADDING
-from kernels.merge import merge_dedup, sort_indices
+from kernels.merge import merge_dedup, newest_per_key, sort_indices
 from kernels.merge import merge_runs as kernel_merge_runs
 
 # Column names of a *normalized run* (what SplitReader.read_file returns and merge_runs consumes): the primary key
@@ -54,6 +54,9 @@ def order_words(seq_columns: Sequence[pa.ChunkedArray], sequence_numbers: np.nda
 def sort_dedupe(key_columns: Sequence[pa.ChunkedArray], words: np.ndarray) -> np.ndarray:
     """Indices (into the input) of the newest record of each key, in ascending key order."""
     keys = encode_keys(list(key_columns))
+    fast = newest_per_key(keys, words)  # one-word keys: an unstable sort plus one pass over equal keys
+    if fast is not None:
+        return fast
     perm = sort_indices(keys, words)
     sorted_keys = encode_keys([c.take(pa.array(perm)) for c in key_columns])
     winners = merge_dedup([sorted_keys], [np.ascontiguousarray(words[perm])])

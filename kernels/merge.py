@@ -66,6 +66,25 @@ def sort_indices(keys: EncodedKeys, seq: np.ndarray | None = None) -> np.ndarray
     return _sort_bytes(keys.offsets, keys.data, *_prefix_words(keys.offsets, keys.data), S)
 
 
+def newest_per_key(keys: EncodedKeys, seq: np.ndarray | None = None) -> np.ndarray | None:
+    """Input index of every key's newest row -- the largest seq row, then the latest input position -- in ascending
+    key order: int64 ``(n_keys,)``, the same as ``merge_dedup`` over the stable ``sort_indices`` order. For keys
+    that pack into one uint64 (fixed width) it sorts with an unstable introsort (about 5x faster than a stable sort
+    on random keys) and resolves equal keys in one pass; returns None for other keys (use the stable path)."""
+    if keys.n == 0:
+        return np.empty(0, np.int64)
+    if not keys.is_fixed:
+        return None
+    K = _pack_words(keys.words)
+    if K is None:
+        return None
+    S = _seq_matrix(seq, keys.n)
+    perm = np.argsort(K).astype(np.int64, copy=False)
+    out = np.empty(keys.n, np.int64)
+    n = _newest_in_groups(np.ascontiguousarray(K[perm]), perm, S, out)
+    return out[:n]
+
+
 def merge_runs(runs: Sequence[EncodedKeys], seqs: Sequence[np.ndarray | None] | None = None) -> MergeResult:
     """K-way merge of sorted runs into the merged order, with equal-key group boundaries (see MergeResult)."""
     if not runs:
@@ -570,6 +589,34 @@ def warm_up() -> None:
                  [pa.array([1, 2, 3]), pa.array([1, 1, 1])]):
         keys = encode_keys(cols)
         sort_indices(keys, seq)
+        newest_per_key(keys, seq)
         for k in (1, 2, 3):
             merge_runs([keys] * k, [seq] * k)
             merge_dedup([keys] * k, [seq] * k)
+
+
+@njit
+def _newest_in_groups(k_sorted, perm, S, out):
+    """``k_sorted``: packed keys in ascending order; ``perm``: the input index at each sorted position; ``S``: seq
+    words in input order. Writes, per run of equal keys, the input index with the largest (S row, index)."""
+    n = k_sorted.shape[0]
+    m = S.shape[1]
+    count = 0
+    i = 0
+    while i < n:
+        best = perm[i]
+        j = i + 1
+        while j < n and k_sorted[j] == k_sorted[i]:
+            cand = perm[j]
+            greater = cand > best
+            for c in range(m):
+                if S[cand, c] != S[best, c]:
+                    greater = S[cand, c] > S[best, c]
+                    break
+            if greater:
+                best = cand
+            j += 1
+        out[count] = best
+        count += 1
+        i = j
+    return count

@@ -131,6 +131,19 @@ def merge_dedup_reference(runs, seqs=None, descending=None):
     return order[starts[1:] - 1]
 
 
+def newest_per_key_reference(columns, seq=None, descending=None):
+    """Input index of each key's newest row -- largest (seq row, input index) -- in ascending key order."""
+    import numpy as np
+
+    keys = key_tuples(columns, descending)
+    seqs = _seq_tuples(seq, len(keys))
+    best: dict = {}
+    for i, k in enumerate(keys):
+        if k not in best or (seqs[i], i) > (seqs[best[k]], best[k]):
+            best[k] = i
+    return np.array([best[k] for k in sorted(best)], dtype=np.int64)
+
+
 def search_sorted_reference(sorted_columns, probe_columns, descending=None):
     """Per probe, the index of the row of ``sorted_columns`` with an equal key (by key_tuple), or -1."""
     import numpy as np

@@ -8,8 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernels.keys import encode_keys
-from kernels.merge import MergeResult, last_per_key, merge_dedup, merge_runs, sort_indices, warm_up
-from kernels.reference import merge_dedup_reference, merge_order_reference, sort_indices_reference
+from kernels.merge import MergeResult, last_per_key, merge_dedup, merge_runs, newest_per_key, sort_indices, warm_up
+from kernels.reference import (merge_dedup_reference, merge_order_reference, newest_per_key_reference,
+                               sort_indices_reference)
 from tests.test_key_encoding import layouts, rows_for, schemas, to_columns
 
 SIGN = np.uint64(1 << 63)
@@ -66,6 +67,30 @@ def test_sort_indices_matches_reference(data):
     got = sort_indices(encode_keys(cols, desc), seq)
     assert got.dtype == np.int64
     np.testing.assert_array_equal(got, sort_indices_reference(cols, seq, desc))
+
+
+@settings(deadline=None, max_examples=200)
+@given(data=st.data())
+def test_newest_per_key_matches_reference(data):
+    """The unstable-sort dedupe (one-word keys) equals the reference: per key the largest (seq row, input index);
+    keys that do not pack into one word return None (callers take the stable path)."""
+    schema = data.draw(schemas())
+    rows = data.draw(rows_for(schema, max_size=40))
+    cols = to_columns(schema, rows, [data.draw(layouts()) for _ in schema[0]])
+    desc = data.draw(st.lists(st.booleans(), min_size=len(cols), max_size=len(cols)))
+    seq = seq_matrix(data.draw, len(rows), data.draw(st.integers(0, 2)))
+    keys = encode_keys(cols, desc)
+    got = newest_per_key(keys, seq)
+    if got is None:
+        assert not keys.is_fixed or keys.width > 1
+        return
+    assert got.dtype == np.int64
+    expected = newest_per_key_reference(cols, seq, desc)
+    np.testing.assert_array_equal(got, expected)
+    stable = sort_indices(keys, seq)  # and the stable path agrees
+    sorted_keys = encode_keys([c.take(pa.array(stable)) for c in cols], desc)
+    np.testing.assert_array_equal(stable[merge_dedup([sorted_keys], [None if seq is None else seq[stable]])],
+                                  expected)
 
 
 @settings(deadline=None, max_examples=200)

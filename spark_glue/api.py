@@ -51,9 +51,10 @@ def read_table(spark, path: str, *, columns=None, filter_pushdown: bool = True, 
 
 def distribute_by_bucket(df, path: str, num_tasks: int | None = None):
     """``df`` repartitioned so every (partition, bucket) of the table lands in exactly one task (so a commit
-    writes one sorted run per bucket): the bucket is computed with the engine's Paimon hashing kernel in an
-    Arrow UDF over the bucket (and partition) columns, then ``repartitionById``. Default task count: two per core (at most one per bucket of an
-    unpartitioned table); ``num_tasks = bucket`` gives exactly one bucket per task.
+    writes one sorted run per bucket): the bucket is Paimon's hash as Spark expressions for a single INT/BIGINT
+    key of an unpartitioned table (spark_glue.bucketing), else the engine's hashing kernel in an Arrow UDF over the
+    bucket (and partition) columns; then ``repartitionById``. Default task count: two per core (at most one per
+    bucket of an unpartitioned table); ``num_tasks = bucket`` gives exactly one bucket per task.
 
     The slot only decides placement: the writer recomputes buckets itself, so a wrong slot can never put a row
     in the wrong bucket.
@@ -72,10 +73,15 @@ def distribute_by_bucket(df, path: str, num_tasks: int | None = None):
             num_tasks = min(num_tasks, nb)
     bucket_keys = list(table.schema.bucket_keys)
     types = [table.arrow_schema.field(k).type for k in bucket_keys + parts]
-    slot = F.arrow_udf(_slot_function(types, len(bucket_keys), nb, num_tasks), "int")
-    # only the bucket and partition columns travel to Python and back; the rows stay in the JVM for the shuffle
-    return df.withColumn(SLOT, slot(*[df[c] for c in bucket_keys + parts])).repartitionById(num_tasks, SLOT) \
-        .drop(SLOT)
+    from spark_glue.bucketing import with_bucket_column
+    bucketed = with_bucket_column(df, bucket_keys[0], types[0], nb, SLOT) \
+        if not parts and len(bucket_keys) == 1 else None
+    if bucketed is not None:  # one INT/BIGINT key: Paimon's hash as JVM expressions, no Python round trip
+        slotted = bucketed.withColumn(SLOT, F.coalesce(F.col(SLOT) % F.lit(num_tasks), F.lit(0)).cast("int"))
+    else:  # only the bucket and partition columns travel to Python and back; the rows stay in the JVM
+        slotted = df.withColumn(SLOT, F.arrow_udf(_slot_function(types, len(bucket_keys), nb, num_tasks), "int")(
+            *[df[c] for c in bucket_keys + parts]))
+    return slotted.repartitionById(num_tasks, SLOT).drop(SLOT)
 
 
 def _slot_function(types: list, num_bucket_keys: int, num_buckets: int, num_tasks: int):

@@ -2,7 +2,8 @@
 
 ``check_table(table)`` re-reads everything from storage (no cache of the ``Table`` object is trusted) and reports:
 
-- snapshots: every listed ``snapshot-N`` parses and holds id N; ids from earliest to latest are contiguous;
+- snapshots: every listed ``snapshot-N`` parses and holds id N; ids from earliest to latest are contiguous; the
+  live files of each snapshot's base manifest list are exactly the live files of the snapshot before it;
   ``schemaId`` names an existing schema; ``totalRecordCount`` equals the row count of the live files and
   ``deltaRecordCount`` the added minus deleted rows of the delta;
 - manifests: every manifest list and manifest a snapshot names exists, decodes, and has the size recorded for it;
@@ -37,6 +38,8 @@ from engine.snapshots import SchemaManager, SnapshotManager
 PROBLEM_KINDS = {
     "snapshot-unreadable": "a snapshot file does not parse or holds another id",
     "snapshot-gap": "snapshot ids between earliest and latest are missing",
+    "snapshot-lineage": "a snapshot's base is not the state of the snapshot before it: one of the two is off the "
+                        "table's history (e.g. a stale claim left by a crash; the older one is not the newest)",
     "snapshot-missing": "the LATEST hint names a snapshot newer than every snapshot file: published snapshots "
                         "were deleted (readers fall back to the newest remaining one, as Paimon does)",
     "schema-missing": "a snapshot or data file names a schema id that does not exist",
@@ -144,6 +147,8 @@ class _Checker:
         self.schema_ids = set(self.schemas.ids())
         self._checked_files: set[str] = set()
         self._checked_manifests: set[str] = set()
+        self._live: dict[int, set] = {}  # live file identifiers of the last snapshot checked (lineage check)
+        self._base_live: dict[int, set] = {}
 
     def problem(self, kind: str, path: str | None, detail: str, snapshot_id: int | None = None) -> None:
         self.report.problems.append(Problem(kind, path, detail, snapshot_id))
@@ -159,12 +164,21 @@ class _Checker:
         self._check_hints(ids)
         for sid in ids:
             self._check_snapshot(sid)
+            self._check_lineage(sid)
         self._check_tags(set(ids))
         for sid in self.schema_ids:
             self.report.referenced_files.add(self.paths.schema(sid))
         if find_orphans:
             self._find_orphans()
         return self.report
+
+    def _check_lineage(self, sid: int) -> None:
+        """Snapshot ``sid``'s base must hold exactly the live files of snapshot ``sid - 1`` (kept only that long)."""
+        before, base = self._live.pop(sid - 1, None), self._base_live.pop(sid, None)
+        if before is not None and base is not None and before != base:
+            self.problem("snapshot-lineage", self.paths.snapshot(sid - 1),
+                         f"snapshot {sid} was not committed on it: its base holds {len(base - before)} file(s) "
+                         f"snapshot {sid - 1} does not and lacks {len(before - base)} it has", sid - 1)
 
     def _check_hints(self, ids: list[int]) -> None:
         for name, expected in (("LATEST", ids[-1] if ids else None), ("EARLIEST", ids[0] if ids else None)):
@@ -242,6 +256,7 @@ class _Checker:
         data_entries = entries_by_list[snap.base_manifest_list] + entries_by_list[snap.delta_manifest_list]
         try:
             live, pending = fold_entries(data_entries)
+            base_live, _ = fold_entries(entries_by_list[snap.base_manifest_list])
         except (DuplicateFileError, ValueError) as e:
             self.problem("manifest-inconsistent", self.paths.manifest(snap.delta_manifest_list), str(e), sid)
             return
@@ -250,6 +265,8 @@ class _Checker:
             self.problem("manifest-inconsistent", self.paths.manifest(snap.delta_manifest_list),
                          f"deletes files that are not live: {names}", sid)
         live_adds = [e for e in live.values() if e.kind == ADD]
+        self._live[sid] = {ident for ident, e in live.items() if e.kind == ADD}
+        self._base_live[sid] = {ident for ident, e in base_live.items() if e.kind == ADD}
         total = sum(e.file.row_count for e in live_adds)
         if snap.total_record_count != total:
             self.problem("record-count-mismatch", path, f"totalRecordCount is {snap.total_record_count} but its "

@@ -168,3 +168,39 @@ def test_expiration_racing_another_expiration_plans_again(tmp_path, monkeypatch)
     assert [s.id for s in t.snapshots()] == [4]
     assert _state(_other(tmp_path)) == {0: "v0", 1: "v1", 2: "v2", 3: "v3"}
     assert t.check().problems == []
+
+
+def test_a_stale_claim_left_by_a_crash_is_flagged_and_not_taken_for_the_commit(tmp_path, monkeypatch):
+    """A crash right after a stale claim, before its withdrawal, leaves the stale snapshot behind. Re-running the
+    commit (same user and identifier) must still apply it -- the stale snapshot is not in the table's history, so it
+    does not count as the commit having landed -- and check() reports the stale snapshot."""
+    t = _table(tmp_path)
+    t.write(pa.table({"id": [1], "v": ["a"]}))
+    messages = _prepared(t, {2: "ours"})
+    other = _other(tmp_path)
+    real_put, real_delete = t.file_io.write_if_absent, t.file_io.delete
+
+    def racing(path, data):
+        if path.endswith("snapshot-2") and not os.path.exists(t.paths.snapshot(3)):
+            _commit_and_expire(other, {3: "x"})
+            _commit_and_expire(other, {4: "y"})  # snapshots 2 and 3 landed, 1 and 2 expired
+        return real_put(path, data)
+
+    def crash_on_withdrawal(path):
+        if path == t.paths.snapshot(2):
+            raise KeyboardInterrupt("process killed before the stale claim was withdrawn")
+        return real_delete(path)
+
+    monkeypatch.setattr(t.file_io, "write_if_absent", racing)
+    monkeypatch.setattr(t.file_io, "delete", crash_on_withdrawal)
+    with pytest.raises(KeyboardInterrupt):
+        t.commit(messages)
+    assert [s.id for s in _other(tmp_path).snapshots()] == [2, 3]  # the stale snapshot 2 is still there
+    problems = _other(tmp_path).check().problems
+    # its base list names manifests that expired with snapshot 1, and it is not snapshot 3's base
+    assert problems and {p.snapshot_id for p in problems} == {2}
+
+    again = _other(tmp_path)
+    sid = again.commit(messages)  # the retry after the crash
+    assert sid == 4
+    assert _state(_other(tmp_path)) == {1: "a", 2: "ours", 3: "x", 4: "y"}

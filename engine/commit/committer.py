@@ -198,10 +198,9 @@ class Committer:
                 self.table.name, f"snapshot {new_id} adds no file, so it cannot be told from a snapshot {new_id} "
                 "that a concurrent expiration removed"))
         try:
-            successor_base = {e.identifier for e in self.table.manifests.base_entries(sm.snapshot(new_id + 1))}
+            return not self._successor_holds(new_id, added)
         except (CorruptFile, SnapshotNotFound) as e:
             raise CommitOutcomeUnknown(self.table.name, new_id, e) from e
-        return not added <= successor_base
 
     def _delete_all(self, paths) -> None:
         for p in paths:
@@ -253,8 +252,33 @@ class Committer:
                 break
             if snap.commit_user == user and snap.commit_identifier == identifier and \
                     (snap.commit_kind == COMMIT_KIND_COMPACT) == (kind == COMMIT_KIND_COMPACT):
+                if sid != latest.id and not self._in_lineage(snap):
+                    continue  # a stale claim that a crash kept from being withdrawn: it does not count
                 return sid
         return None
+
+    def _in_lineage(self, snap: Snapshot) -> bool:
+        """Whether the snapshot after ``snap`` was committed on it (its base holds the files ``snap`` added).
+        A snapshot adding no file counts as in lineage (it cannot be told)."""
+        try:
+            added = {e.identifier for meta in self.table.manifests.manifest_list(snap.delta_manifest_list)
+                     for e in self.table.manifests.manifest(meta.file_name) if e.kind == ADD}
+        except (CorruptFile, SnapshotNotFound):
+            # expired meanwhile (its file goes first): only snapshots in lineage are expired past; a snapshot
+            # still there with its own delta missing is broken, not the commit
+            return not self.table.snapshot_manager.exists(snap.id)
+        if not added:
+            return True
+        try:
+            return self._successor_holds(snap.id, added)
+        except (CorruptFile, SnapshotNotFound):
+            return False  # no readable successor although a newer snapshot exists: off the table's history
+
+    def _successor_holds(self, sid: int, added: set) -> bool:
+        """Whether snapshot ``sid + 1``'s base holds every file identifier in ``added``. Raises CorruptFile or
+        SnapshotNotFound when it cannot be read."""
+        successor = self.table.snapshot_manager.snapshot(sid + 1)
+        return added <= {e.identifier for e in self.table.manifests.base_entries(successor)}
 
     def _check_conflicts(self, entries: list[ManifestEntry], latest: Snapshot | None) -> None:
         if any(e.kind == DELETE for e in entries):

@@ -9,7 +9,8 @@ Guarantees (and how they are kept):
 - No lost acknowledged commit: a new snapshot's base manifest list holds every manifest of its parent, so nothing a
   previous snapshot made visible is dropped.
 - Exactly once: if a snapshot with the same commit user and identifier was published after the writer's base
-  snapshot, committing again returns that snapshot's id and applies nothing.
+  snapshot (and is in the table's lineage: a stale claim left by a crash does not count), committing again returns
+  that snapshot's id and applies nothing.
 - On any error before publishing, the manifests written for the attempt are deleted and the table is unchanged.
 - Storage errors are never mistaken for a lost race: if writing ``snapshot-N`` raises, the name is read back;
   our bytes there = the commit landed; absent = ``StorageError`` (data files are kept so the same messages can be

@@ -94,17 +94,19 @@ class Table:
     def writer_base(self, snapshot: Snapshot | None) -> tuple[Snapshot | None, list[ManifestEntry]]:
         """``(base, live entries of base)`` for a writer that started from ``snapshot`` (None: no entries).
 
-        The base is ``snapshot``, or the latest snapshot if a concurrent expiration removed ``snapshot`` before its
-        manifests were read: nothing was derived from it yet, and a later base only raises the sequence numbers.
-        Expiration deletes a snapshot file before its manifests, so a manifest missing while its snapshot file
-        exists is corruption. Raises CorruptFile."""
+        The base is ``snapshot``, or the newest snapshot by listing if ``snapshot`` could not be read and is gone or
+        no longer the newest (a concurrent expiration removed it, or it was a stale claim being withdrawn): nothing
+        was derived from it yet, and a later base only raises the sequence numbers. A manifest missing from the
+        newest snapshot is corruption. Raises CorruptFile."""
+        sm = self.snapshot_manager
         while snapshot is not None:
             try:
                 return snapshot, self.manifests.live_entries(snapshot)
             except CorruptFile:
-                if self.snapshot_manager.exists(snapshot.id):
+                ids = sm.ids()
+                if ids and ids[-1] == snapshot.id:
                     raise
-            snapshot = self.snapshot_manager.latest()
+                snapshot = sm.snapshot(ids[-1]) if ids else None
         return None, []
 
     # --- writing ------------------------------------------------------------------------------------

@@ -158,7 +158,7 @@ class Committer:
                     published = self._try_publish(latest, delta_meta, entries, commit_user, identifier,
                                                   commit_kind, schema_id, properties, log_meta, changelog)
                 except (CorruptFile, SnapshotNotFound):
-                    if not self._expired(latest):
+                    if not self._superseded(latest):
                         raise
                     published = None  # a newer snapshot replaced it and the old one expired: a lost race
                 if published is not None:
@@ -181,6 +181,15 @@ class Committer:
         """Whether ``snapshot`` (the newest when an attempt began) no longer exists: a concurrent commit and
         expiration (or a rollback) removed it and possibly its manifests while the attempt read them."""
         return snapshot is not None and not self.table.snapshot_manager.exists(snapshot.id)
+
+    def _superseded(self, snapshot: Snapshot | None) -> bool:
+        """After a read of ``snapshot`` failed: whether it is gone or no longer the newest snapshot by listing (the
+        attempt lost its race; a stale claim being withdrawn may even have been taken for the newest through the
+        LATEST hint). Otherwise the failure is real corruption."""
+        if snapshot is None:
+            return False
+        ids = self.table.snapshot_manager.ids()
+        return not ids or ids[-1] != snapshot.id
 
     def _stale_claim(self, base: Snapshot | None, new_id: int, entries: list[ManifestEntry]) -> bool:
         """Whether snapshot ``new_id``, just claimed on ``base``, is off the table's history (see the module
@@ -470,7 +479,7 @@ class Committer:
                     ManifestEntry(DELETE, e.partition, e.bucket, e.total_buckets, e.file)
                     for e in t.manifests.live_entries(latest) if partitions is None or e.partition in partitions]
             except (CorruptFile, SnapshotNotFound):
-                if not self._expired(latest):
+                if not self._superseded(latest):
                     raise
                 continue  # expired while read: a lost race
             entries = deletes + adds
@@ -483,7 +492,7 @@ class Committer:
                                               schema_id, properties)
             except BaseException as e:
                 t.file_io.delete(t.paths.manifest(delta_name))
-                if not isinstance(e, (CorruptFile, SnapshotNotFound)) or not self._expired(latest):
+                if not isinstance(e, (CorruptFile, SnapshotNotFound)) or not self._superseded(latest):
                     raise
                 published = None  # expired while read: a lost race
             if published is not None:

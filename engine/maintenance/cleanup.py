@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from engine.crash_points import crash_point
-from engine.maintenance.references import changelog_added_files, data_files, delta_added_files, metadata_files
+from engine.maintenance.references import (changelog_added_files, data_files, delta_added_files,
+                                           delta_deleted_files, metadata_files)
 from engine.maintenance.tags import tagged_snapshots
 from engine.meta.snapshot import Snapshot
 
@@ -24,20 +25,28 @@ class Removal:
 
 
 def plan_removal(table, doomed: Sequence[Snapshot], kept_data: Sequence[Snapshot], first_doomed_full: bool,
-                 tags: Sequence[Snapshot] | None = None) -> Removal:
+                 tags: Sequence[Snapshot] | None = None, *, expiring: bool = False) -> Removal:
     """Files to delete with ``doomed``: data files and manifests/manifest lists they reference that neither a
     snapshot in ``kept_data`` (the retained snapshot adjacent to the doomed range) nor a tag references.
 
-    ``first_doomed_full``: candidates are the first doomed snapshot's live files plus later doomed snapshots' added
-    files (expiration of the oldest snapshots); otherwise only doomed snapshots' added files (rollback, where the
-    files live before them stay referenced by the rollback target). ``tags``: the tagged snapshots that stay
-    (default: every tag).
+    Data file candidates: with ``expiring`` (expiration of the oldest snapshots, ``kept_data`` = the first retained
+    one) the files that the snapshots after the first doomed one -- the later doomed ones and ``kept_data`` --
+    DELETE in their deltas, as Paimon's expiration does: a file only ever ADDed by a snapshot off the table's
+    history (a stale claim being withdrawn while this plan read it) is never deleted, its commit may still land.
+    Otherwise, with ``first_doomed_full``, the first doomed snapshot's live files plus later doomed snapshots' added
+    files; else only doomed snapshots' added files. Changelog files of doomed snapshots are always candidates.
+    ``tags``: the tagged snapshots that stay (default: every tag).
     """
     doomed = sorted(doomed, key=lambda s: s.id)
     tags = tagged_snapshots(table) if tags is None else list(tags)
     candidates: set[str] = set()
+    if expiring:
+        for snap in doomed[1:] + list(kept_data):
+            candidates |= delta_deleted_files(table, snap)
     for i, snap in enumerate(doomed):
-        candidates |= data_files(table, snap) if (i == 0 and first_doomed_full) else delta_added_files(table, snap)
+        if not expiring:
+            candidates |= data_files(table, snap) if (i == 0 and first_doomed_full) else \
+                delta_added_files(table, snap)
         candidates |= changelog_added_files(table, snap)
     keep: set[str] = set()
     for snap in list(kept_data) + tags:

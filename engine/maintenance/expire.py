@@ -70,9 +70,13 @@ def expire_snapshots(table, *, retain_min: int | None = None, retain_max: int | 
             plan = _plan(table, ids, retain_min, retain_max, keep_ms, limit, now)
             break
         except (CorruptFile, SnapshotNotFound):
-            if all(sm.exists(i) for i in ids):
-                raise
-            # a concurrent expiration (or rollback) removed snapshots this plan read: plan again
+            # a concurrent expiration (or rollback) removed snapshots this plan read, or a committer is withdrawing
+            # a stale claim that the plan read (it goes within moments): plan again; unchanged snapshots mean
+            # real damage
+            if sm.ids() == ids:
+                time.sleep(0.05)
+                if sm.ids() == ids:
+                    raise
     if plan is None:
         expire_changelogs(table, now)
         return Removal()
@@ -115,6 +119,6 @@ def _plan(table, ids: list[int], retain_min: int, retain_max: int, keep_ms: int,
         return None
     doomed = [sm.snapshot(i) for i in doomed_ids]
     first_kept = sm.snapshot(min(i for i in ids if i > doomed_ids[-1]))
-    removal = plan_removal(table, doomed, [first_kept], first_doomed_full=True)
+    removal = plan_removal(table, doomed, [first_kept], first_doomed_full=True, expiring=True)
     preserve(table, doomed, removal)  # issue 5: decoupled changelog outlives its snapshot
     return doomed_ids, first_kept, removal

@@ -64,6 +64,16 @@ def delta_added_files(table, snapshot: Snapshot) -> set[str]:
     return out
 
 
+def delta_deleted_files(table, snapshot: Snapshot) -> set[str]:
+    """Data files DELETEd by ``snapshot``'s delta manifests: the files it removed from the table (compaction
+    inputs, overwritten files). A file deleted and re-added in the same delta (a level upgrade) is not included."""
+    deleted, added = set(), set()
+    for meta in table.manifests.manifest_list(snapshot.delta_manifest_list):
+        for e in table.manifests.manifest(meta.file_name):
+            (added if e.kind == ADD else deleted).update(entry_paths(table, e))
+    return deleted - added
+
+
 def changelog_added_files(table, snapshot: Snapshot) -> set[str]:
     """Changelog files ADDed by ``snapshot``'s changelog manifests (they live and die with the snapshot)."""
     out = set()

@@ -645,7 +645,10 @@ def expiring_writer_worker(warehouse: str, worker: int, commits: int) -> tuple[i
             acknowledged.append(i)
             expired += len(t.expire_snapshots(retain_min=1, retain_max=1).snapshot_ids)
         except Exception as e:  # noqa: BLE001 - reported, not raised: the race must be judged as a whole
-            return expired, acknowledged, [f"worker {worker}, commit {i}: {e!r}"]
+            import traceback
+            where = " <- ".join(f"{os.path.basename(f.filename)}:{f.lineno} {f.name}"
+                                for f in reversed(traceback.extract_tb(e.__traceback__)[-6:]))
+            return expired, acknowledged, [f"worker {worker}, commit {i}: {e!r} at {where}"]
     return expired, acknowledged, []
 
 

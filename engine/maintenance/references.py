@@ -54,23 +54,24 @@ def data_files(table, snapshot: Snapshot) -> set[str]:
     return out
 
 
-def delta_added_files(table, snapshot: Snapshot) -> set[str]:
-    """Data files ADDed by ``snapshot``'s delta manifests."""
-    out = set()
+def _delta_files(table, snapshot: Snapshot) -> tuple[set[str], set[str]]:
+    """(added, deleted) data file paths of ``snapshot``'s delta manifests."""
+    added, deleted = set(), set()
     for meta in table.manifests.manifest_list(snapshot.delta_manifest_list):
         for e in table.manifests.manifest(meta.file_name):
-            if e.kind == ADD:
-                out.update(entry_paths(table, e))
-    return out
+            (added if e.kind == ADD else deleted).update(entry_paths(table, e))
+    return added, deleted
+
+
+def delta_added_files(table, snapshot: Snapshot) -> set[str]:
+    """Data files ADDed by ``snapshot``'s delta manifests."""
+    return _delta_files(table, snapshot)[0]
 
 
 def delta_deleted_files(table, snapshot: Snapshot) -> set[str]:
     """Data files DELETEd by ``snapshot``'s delta manifests: the files it removed from the table (compaction
     inputs, overwritten files). A file deleted and re-added in the same delta (a level upgrade) is not included."""
-    deleted, added = set(), set()
-    for meta in table.manifests.manifest_list(snapshot.delta_manifest_list):
-        for e in table.manifests.manifest(meta.file_name):
-            (added if e.kind == ADD else deleted).update(entry_paths(table, e))
+    added, deleted = _delta_files(table, snapshot)
     return deleted - added
 
 

@@ -1,7 +1,8 @@
 """``python -m benchmarks [NAME...] [--quick] [--repeat N]`` -- see benchmarks/__init__.py and benchmarks/RESULTS.md.
 ``python -m benchmarks reliability|spark|changelog|memory [--quick]`` -- the reliability figures, lakemerge through
 Spark vs Spark on Parquet, commit throughput per changelog producer, peak memory of a merged read
-(benchmarks/reliability.py, spark_bench.py, changelog_bench.py, memory_bench.py); ``python -m benchmarks.compaction_bench run`` and ``python -m benchmarks.engine_bench``.
+(benchmarks/reliability.py, spark_bench.py, changelog_bench.py, memory_bench.py); ``python -m
+benchmarks.compaction_bench run``, ``python -m benchmarks.engine_bench`` and ``python -m benchmarks.spark_breakdown``.
 
 Names: ``merge`` (= merge-memory + merge-table), ``merge-memory`` (in-memory merge), ``merge-table`` (table ingest +
 merged read), ``hashing``, ``lookups``, ``upsert``, ``scaling`` (1 vs 2 threads); ``all`` (default) = every one.

@@ -1,0 +1,84 @@
+"""``python -m benchmarks.spark_breakdown [--rows N]``: where one Spark upsert commit's time goes, local[2].
+
+One commit of N rows (default 1M, keys 0..N-1) into an unpartitioned 16-bucket table, timed step by step against
+a plain Parquet append of the same DataFrame (each case best of 3 after one warm-up run):
+- ``parquet append``: ``df.write.parquet`` (mode append);
+- ``write_table``: ``spark_glue.write_table`` -- bucket placement, shuffle, Python writer tasks, driver commit;
+- ``distribute_by_bucket -> noop``: the placement and shuffle alone (Spark's ``noop`` sink);
+- ``repartitionById -> noop``: a shuffle by a constant slot, without computing any bucket;
+- ``engine write of N/2 rows``: the engine's own work in one writer task (``TableWrite`` + commit), no Spark.
+The writer stage is what ``write_table`` spends beyond ``distribute_by_bucket``.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+import time
+
+
+def _best(fn, repeat: int = 3) -> float:
+    fn()  # warm-up: worker start, imports, Numba cache loads
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.spark_breakdown", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    args = ap.parse_args(argv)
+
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    import spark_glue
+    from engine import Catalog
+    from spark_glue.api import distribute_by_bucket
+    from spark_glue.session import local_session
+
+    workdir = tempfile.mkdtemp(prefix="lakemerge-spark-breakdown-")
+    try:
+        spark = local_session("lakemerge-breakdown", driver_memory="3g")
+        spark_glue.register(spark)
+        source = os.path.join(workdir, "input")
+        spark.range(0, args.rows, numPartitions=2).select(
+            F.col("id").alias("key"), F.col("id").alias("seq"), (F.rand(1) * 1000).alias("amount"),
+            F.concat(F.lit("customer-"), (F.col("id") % 9973).cast("string")).alias("customer")).write.parquet(source)
+        schema = pa.schema([("key", pa.int64()), ("seq", pa.int64()), ("amount", pa.float64()),
+                            ("customer", pa.string())])
+        cat = Catalog(os.path.join(workdir, "wh"))
+        cat.create_database("db")
+        table = cat.create_table("db.t", schema, primary_key=["key"], options={"bucket": "16"})
+        df = spark.read.parquet(source)
+        half = pa.table(df.limit(args.rows // 2).toPandas(), schema=schema)
+
+        def engine_write():
+            table.write(half)
+
+        cases = [
+            ("parquet append", lambda: df.write.mode("append").parquet(os.path.join(workdir, "pq"))),
+            ("write_table", lambda: spark_glue.write_table(df, table.root)),
+            ("distribute_by_bucket -> noop",
+             lambda: distribute_by_bucket(df, table.root).write.format("noop").mode("overwrite").save()),
+            ("repartitionById -> noop",
+             lambda: df.withColumn("s", F.lit(1)).repartitionById(4, "s").write.format("noop").mode("overwrite")
+             .save()),
+            (f"engine write of {len(half):,} rows", engine_write),
+        ]
+        print(f"one commit of {args.rows:,} rows into 16 buckets, local[2], best of 3 after a warm-up")
+        for label, fn in cases:
+            print(f"  {label:<36} {_best(fn):6.2f} s", flush=True)
+        spark.stop()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

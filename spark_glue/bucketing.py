@@ -65,10 +65,11 @@ class _Stages:
         return self.xor_shift(self.mul32(h, _F2), 16)
 
 
-def with_bucket_column(df, key: str, arrow_type: pa.DataType, num_buckets: int, name: str):
-    """``df`` with column ``name`` = Paimon's bucket (0..num_buckets-1) of the one-field key in column ``key`` of
-    ``arrow_type``, or None when the type is not INT or BIGINT. Null keys give null (the writer rejects them)."""
-    stages = _Stages(f"{name}_h")
+def bucket_sql(key: str, arrow_type: pa.DataType, num_buckets: int, prefix: str) -> tuple[list[str], str] | None:
+    """Paimon's bucket of the one-field key in column ``key`` of ``arrow_type`` as SQL: (named steps for one
+    ``selectExpr``, each ``<expression> AS <prefix><i>``; the final expression over them), or None when the type
+    is not INT or BIGINT. A null key gives null."""
+    stages = _Stages(prefix)
     column = "`" + key.replace("`", "``") + "`"
     if pa.types.is_int64(arrow_type):
         value = stages.step(f"CAST({column} AS BIGINT)")
@@ -81,5 +82,20 @@ def with_bucket_column(df, key: str, arrow_type: pa.DataType, num_buckets: int, 
         return None
     h = stages.fmix(stages.mix(stages.mix(f"CAST({_AFTER_HEADER} AS BIGINT)", low), high))
     signed = f"CASE WHEN {h} >= {1 << 31} THEN {h} - {1 << 32} ELSE {h} END"
-    sql = stages.sql + [f"abs(({signed}) % {int(num_buckets)}) AS `{name}`"]
-    return df.selectExpr("*", *sql).drop(*stages.names)
+    return stages.sql, f"abs(({signed}) % {int(num_buckets)})"
+
+
+def with_bucket_column(df, key: str, arrow_type: pa.DataType, num_buckets: int, name: str, *,
+                       modulo: int | None = None):
+    """``df`` with column ``name`` = Paimon's bucket (0..num_buckets-1) of the one-field key in column ``key`` of
+    ``arrow_type`` (an INT; with ``modulo``: the bucket modulo that, nulls as 0), or None when the type is not INT
+    or BIGINT. Null keys give null (the writer rejects them). One ``selectExpr`` and one ``select``: each extra
+    DataFrame call re-analyses the ~20 projections (tens of ms per call on the driver)."""
+    sql = bucket_sql(key, arrow_type, num_buckets, f"{name}_h")
+    if sql is None:
+        return None
+    steps, bucket = sql
+    if modulo is not None:
+        bucket = f"coalesce(({bucket}) % {int(modulo)}, 0)"
+    keep = ["`" + c.replace("`", "``") + "`" for c in df.columns] + [f"`{name}`"]
+    return df.selectExpr("*", *steps, f"CAST({bucket} AS INT) AS `{name}`").select(*keep)

@@ -15,6 +15,7 @@ Protocol (one write job = one snapshot):
 from __future__ import annotations
 
 import os
+import pickle
 import uuid
 from dataclasses import dataclass, replace
 
@@ -186,6 +187,28 @@ def remove_job_files(table: Table, file_prefix: str, keep: set[str]) -> int:
                 table.file_io.delete(os.path.join(directory, name))
                 removed += 1
     return removed
+
+
+def run_write_job(placed_df, job: WriteJob) -> int | None:
+    """Write ``placed_df`` (rows already placed one (partition, bucket) per task, see
+    ``api.distribute_by_bucket``) as one batch job: tasks run ``job.write_task`` through ``mapInArrow`` and return
+    their pickled ``TaskFiles``; this (driver) process commits them as one snapshot (``commit_job``) and returns its
+    id. The same protocol as the data source's writer, without the planner's extra Python workers on the driver.
+    A failed job waits until Spark's killed tasks are gone, deletes every file carrying the job's token and
+    re-raises: the table is unchanged."""
+    from spark_glue.compaction import wait_for_running_tasks
+
+    def task(batches):
+        files = job.write_task(batches)
+        yield pa.RecordBatch.from_arrays([pa.array([pickle.dumps(files)], pa.binary())], names=["files"])
+
+    try:
+        rows = placed_df.mapInArrow(task, "files binary").collect()
+    except BaseException:
+        wait_for_running_tasks(placed_df.sparkSession)  # tasks of the failed job may still be writing
+        job.abort_job(None)
+        raise
+    return job.commit_job([pickle.loads(bytes(r.files)) for r in rows])
 
 
 class LakemergeWriter(DataSourceArrowWriter):

@@ -164,6 +164,56 @@ def test_failed_task_is_retried_without_duplicates_or_orphans(spark, tmp_path):
     assert _files_on_disk(t.root) == _live_files(t)  # the failed attempt left nothing behind
 
 
+def _fail_first_attempt_of_task_0(batches):
+    from pyspark import TaskContext
+    ctx = TaskContext.get()
+    for i, batch in enumerate(batches):
+        yield batch
+        if ctx.partitionId() == 0 and ctx.attemptNumber() == 0 and i >= 1:
+            raise RuntimeError("injected failure")
+
+
+def test_write_table_job_retries_a_failed_task_without_duplicates_or_orphans(spark, tmp_path):
+    """``write_table`` commits from the driver (writing.run_write_job): a task attempt that failed after writing
+    files is dropped, its files deleted, and its retry's rows land once."""
+    from spark_glue.writing import WriteJob, run_write_job
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    t = cat.create_table("db.f", pa.schema([("k", pa.int64()), ("v", pa.float64())]), ["k"], None,
+                         {"bucket": "2", "write-buffer-size": "1kb"})  # tiny buffer: files exist before failing
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "500")
+    try:
+        df = spark.range(0, 4000, 1, 2).selectExpr("id AS k", "CAST(id AS DOUBLE) AS v")
+        # no shuffle after the failing step: the writer shares its stage, so the failed attempt did write files
+        sid = run_write_job(df.mapInArrow(_fail_first_attempt_of_task_0, df.schema),
+                            WriteJob({"path": t.root, "commit.user": "u"}, overwrite=False))
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    assert sid == t.latest_snapshot_id() and [s.commit_user for s in t.snapshots()] == ["u"]
+    assert sorted(t.read().column("k").to_pylist()) == list(range(4000))
+    assert _files_on_disk(t.root) == _live_files(t)
+
+
+def test_write_table_failed_job_leaves_table_and_storage_unchanged(spark, tmp_path):
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    t = cat.create_table("db.f", pa.schema([("k", pa.int64()), ("v", pa.float64())]), ["k"], None,
+                         {"bucket": "2", "write-buffer-size": "1kb"})  # tiny buffer: files exist before failing
+    spark_glue.write_table(spark.range(0, 100).selectExpr("id AS k", "1.0D AS v"), t.root)
+    before, files = t.latest_snapshot_id(), _files_on_disk(t.root)
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "50")
+    try:
+        bad = spark.range(0, 1000, 1, 1).selectExpr("IF(id = 999, NULL, id) AS k", "2.0D AS v")  # null key last
+        with pytest.raises(Exception, match="null"):
+            spark_glue.write_table(bad, t.root, num_tasks=1)
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    assert t.latest_snapshot_id() == before and _files_on_disk(t.root) == files
+    assert t.read().column("v").to_pylist() == [1.0] * 100
+    with pytest.raises(Exception, match="mode must be"):
+        spark_glue.write_table(bad, t.root, mode="ignore")
+
+
 def test_merge_update_delete_against_a_pandas_model(spark, orders):
     spark_glue.write_table(_initial(spark), orders.root)
     model = orders.read().to_pandas().set_index(["region", "id"])

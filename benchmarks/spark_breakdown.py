@@ -5,9 +5,11 @@ a plain Parquet append of the same DataFrame (each case best of 3 after one warm
 - ``parquet append``: ``df.write.parquet`` (mode append);
 - ``write_table``: ``spark_glue.write_table`` -- bucket placement, shuffle, Python writer tasks, driver commit;
 - ``distribute_by_bucket -> noop``: the placement and shuffle alone (Spark's ``noop`` sink);
-- ``repartitionById -> noop``: a shuffle by a constant slot, without computing any bucket;
-- ``engine write of N/2 rows``: the engine's own work in one writer task (``TableWrite`` + commit), no Spark.
-The writer stage is what ``write_table`` spends beyond ``distribute_by_bucket``.
+- ``repartitionById -> noop``: a shuffle into the same number of tasks by ``key mod tasks``, no bucket hash;
+- ``distribute_by_bucket -> Python (count rows)``: placement, shuffle and handing every row to Python workers
+  as Arrow batches, which only count them -- the hand-over without any engine work;
+- ``engine write of N/(tasks) rows``: the engine's own work in one writer task (``TableWrite`` + commit), no
+  Spark.
 """
 from __future__ import annotations
 
@@ -56,7 +58,12 @@ def main(argv=None) -> int:
         cat.create_database("db")
         table = cat.create_table("db.t", schema, primary_key=["key"], options={"bucket": "16"})
         df = spark.read.parquet(source)
-        half = pa.table(df.limit(args.rows // 2).toPandas(), schema=schema)
+        tasks = min(16, spark.sparkContext.defaultParallelism)  # distribute_by_bucket's default
+        half = pa.table(df.limit(args.rows // tasks).toPandas(), schema=schema)
+
+        def count_rows(batches):
+            n = sum(b.num_rows for b in batches)
+            yield pa.RecordBatch.from_arrays([pa.array([n], pa.int64())], names=["n"])
 
         def engine_write():
             table.write(half)
@@ -67,13 +74,16 @@ def main(argv=None) -> int:
             ("distribute_by_bucket -> noop",
              lambda: distribute_by_bucket(df, table.root).write.format("noop").mode("overwrite").save()),
             ("repartitionById -> noop",
-             lambda: df.withColumn("s", F.lit(1)).repartitionById(4, "s").write.format("noop").mode("overwrite")
-             .save()),
+             lambda: df.withColumn("s", F.pmod("key", F.lit(tasks)).cast("int")).repartitionById(tasks, "s")
+             .write.format("noop").mode("overwrite").save()),
+            ("distribute_by_bucket -> Python (count rows)",
+             lambda: distribute_by_bucket(df, table.root).mapInArrow(count_rows, "n long").write.format("noop")
+             .mode("overwrite").save()),
             (f"engine write of {len(half):,} rows", engine_write),
         ]
         print(f"one commit of {args.rows:,} rows into 16 buckets, local[2], best of 3 after a warm-up")
         for label, fn in cases:
-            print(f"  {label:<36} {_best(fn):6.2f} s", flush=True)
+            print(f"  {label:<44} {_best(fn):6.2f} s", flush=True)
         spark.stop()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -9,6 +9,9 @@ commits of N/5 rows with random keys, written into an unpartitioned primary-key 
 - merged read: ``spark.read.format("lakemerge")`` of the table (merge-on-read of 5 runs per bucket, K rows)
   vs a plain Parquet scan of the appended files (N rows, no merge) and vs Spark deduplicating those files
   itself (``max_by`` per key), all into Spark's ``noop`` sink.
+- full compaction: ``spark_glue.compact(spark, path, full=True)`` of the same 5 commits written with
+  ``write-only`` (5 runs per bucket; restored from a copy before each run; rows/s counts its live files' rows) vs Spark deduplicating the appended Parquet files
+  (``max_by`` per key) and rewriting them as Parquet.
 The figure of merit is the time ratio to plain Parquet. Inputs are generated and materialized first (untimed);
 the lakemerge result is checked against Spark's own deduplication (same live key count and value sum).
 """
@@ -61,11 +64,12 @@ def run(rows: int, keys: int, repeat: int, workdir: str, echo=print) -> list[dic
     schema = pa.schema([("key", pa.int64()), ("seq", pa.int64()), ("amount", pa.float64()), ("customer", pa.string())])
     results = []
 
-    def lm_write(through_source: bool = False):
+    def lm_write(through_source: bool = False, name: str = "b.t", extra_options=None):
         cat = Catalog(os.path.join(workdir, "wh"))
         cat.create_database("b", ignore_if_exists=True)
-        cat.drop_table("b.t", ignore_if_not_exists=True)
-        t = cat.create_table("b.t", schema, ["key"], None, {"bucket": str(BUCKETS), "sequence.field": "seq"})
+        cat.drop_table(name, ignore_if_not_exists=True)
+        t = cat.create_table(name, schema, ["key"], None,
+                             {"bucket": str(BUCKETS), "sequence.field": "seq", **(extra_options or {})})
         for p in inputs:
             if through_source:
                 distribute_by_bucket(spark.read.parquet(p), t.root).write.format("lakemerge").mode("append").save(
@@ -93,6 +97,8 @@ def run(rows: int, keys: int, repeat: int, workdir: str, echo=print) -> list[dic
     wt = warm.create_table("b.w", schema, ["key"], None, {"bucket": str(BUCKETS), "sequence.field": "seq"})
     for _ in range(2):
         spark_glue.write_table(spark.read.parquet(inputs[0]).limit(50_000), wt.root)
+        distribute_by_bucket(spark.read.parquet(inputs[0]).limit(50_000), wt.root).write.format("lakemerge").mode(
+            "append").save(wt.root)
     spark.read.format("lakemerge").load(wt.root).write.format("noop").mode("overwrite").save()
     echo(f"warm-up (workers import the engine, Numba kernels load): {time.perf_counter() - t:.1f} s")
 
@@ -129,6 +135,38 @@ def run(rows: int, keys: int, repeat: int, workdir: str, echo=print) -> list[dic
     if lm.n != ref.n or abs(lm.s - ref.s) > 1e-6 * max(1.0, abs(ref.s)):
         raise AssertionError(f"MISMATCH: lakemerge read {lm.n} rows (sum {lm.s}), Spark dedupe {ref.n} ({ref.s})")
     echo(f"check: lakemerge merged read = Spark's own dedupe ({lm.n:,} live keys)")
+
+    # Spark compaction: the same 5 commits written without compaction (write-only, so each bucket holds 5 runs),
+    # compacted in full (every bucket rewritten as one run) by Spark tasks, restored from a copy before each timed
+    # run; vs Spark deduplicating the appended Parquet and rewriting it.
+    table = lm_write(name="b.c", extra_options={"write-only": "true"})
+    root = table.root
+    compact_rows = sum(e.file.row_count for e in table.manifests.live_entries(table.snapshot()))
+    backup = os.path.join(workdir, "table-before-compaction")
+    shutil.copytree(root, backup)
+    c_lm = float("inf")
+    for _ in range(repeat):
+        shutil.rmtree(root)
+        shutil.copytree(backup, root)
+        t = time.perf_counter()
+        spark_glue.compact(spark, root, full=True)
+        c_lm = min(c_lm, time.perf_counter() - t)
+    pq_compacted = os.path.join(workdir, "parquet-compacted")
+
+    def pq_compact():
+        (spark.read.parquet(pq_out).groupBy("key")
+         .agg(F.max_by(F.struct("seq", "amount", "customer"), "seq").alias("r")).select("key", "r.*")
+         .write.mode("overwrite").parquet(pq_compacted))
+
+    c_pq = _timed(pq_compact, repeat)
+    results.append(dict(case="full compaction", contender="lakemerge compact(full=True)",
+                        seconds=c_lm, rows=compact_rows))
+    results.append(dict(case="full compaction", contender="spark parquet dedupe+rewrite", seconds=c_pq,
+                        rows=rows))
+    after = spark.read.format("lakemerge").load(root).agg(F.count("*").alias("n"), F.sum("amount").alias("s")).first()
+    if after.n != ref.n or abs(after.s - ref.s) > 1e-6 * max(1.0, abs(ref.s)):
+        raise AssertionError(f"MISMATCH after compaction: {after.n} rows (sum {after.s}), expected {ref.n}")
+    echo(f"check: the compacted table reads the same ({after.n:,} live keys, {compact_rows:,} rows compacted)")
     spark.stop()
     for r in results:
         base = next(x for x in results if x["case"] == r["case"] and x["contender"].startswith("spark parquet"))
@@ -156,7 +194,7 @@ def main(argv=None) -> int:
         print(f"{r['case']:<36} {r['contender']:<32} {r['seconds']:>8.2f} {r['rows'] / r['seconds']:>12,.0f} "
               f"{r['ratio']:>10.2f}")
     print(f"local[2] on {os.cpu_count()} cores; best of {args.repeat}; rows/s counts input rows for writes and "
-          f"output rows for reads")
+          f"compactions, output rows for reads")
     return 0
 
 

@@ -112,7 +112,7 @@ def write_table(df, path: str, mode: str = "append", *, num_tasks: int | None = 
     Options as for ``df.write.format("lakemerge")`` (with ``primary-key`` etc. the table is created if missing);
     ``dynamic_partition_overwrite=False`` overwrites the whole table. Same commit protocol as the data source
     (spark_glue.writing), run from this process: the tasks' messages are collected and committed here, which
-    saves the data source's planner round trips (about 0.2 s per commit on local[2]). Raises InvalidInput for
+    saves the data source's planner round trips (about 0.1 s per commit on local[2]). Raises InvalidInput for
     another ``mode``, the engine's errors (wrapped by Spark) for bad input; a failed job leaves the table
     unchanged.
     """

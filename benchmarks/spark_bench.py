@@ -157,8 +157,13 @@ def run(rows: int, keys: int, repeat: int, workdir: str, echo=print) -> list[dic
         shutil.rmtree(root)
         shutil.copytree(backup, root)
         t = time.perf_counter()
-        spark_glue.compact(spark, root, full=True)
+        sid = spark_glue.compact(spark, root, full=True)
         c_lm = min(c_lm, time.perf_counter() - t)
+    compacted = Catalog(os.path.join(workdir, "wh")).get_table("b.c")
+    live = list(compacted.manifests.live_entries(compacted.snapshot()))
+    if sid is None or compacted.snapshot().commit_kind != "COMPACT" or len(live) != BUCKETS or \
+            sum(e.file.row_count for e in live) != ref.n:
+        raise AssertionError(f"full compaction did not leave one run of {ref.n:,} rows in each of {BUCKETS} buckets")
     pq_compacted = os.path.join(workdir, "parquet-compacted")
 
     def pq_compact():

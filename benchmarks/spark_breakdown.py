@@ -17,17 +17,13 @@ import argparse
 import os
 import shutil
 import tempfile
-import time
+
+from benchmarks.spark_bench import _timed
 
 
 def _best(fn, repeat: int = 3) -> float:
     fn()  # warm-up: worker start, imports, Numba cache loads
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
+    return _timed(fn, repeat)
 
 
 def main(argv=None) -> int:

@@ -139,38 +139,30 @@ def test_temporary_view_select_and_insert(spark, orders):
     assert [r.qty for r in row] == [0]
 
 
-def test_failed_task_is_retried_without_duplicates_or_orphans(spark, tmp_path):
-    from pyspark import TaskContext
-    cat = Catalog(str(tmp_path / "wh"))
-    cat.create_database("db")
-    t = cat.create_table("db.f", pa.schema([("k", pa.int64()), ("v", pa.float64())]), ["k"], None,
-                         {"bucket": "2", "write-buffer-size": "1kb"})  # tiny buffer: files exist before failing
-
-    def fail_first_attempt(batches):
-        ctx = TaskContext.get()
-        for i, batch in enumerate(batches):
-            yield batch
-            if ctx.partitionId() == 0 and ctx.attemptNumber() == 0 and i >= 1:
-                raise RuntimeError("injected failure")
-
-    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "500")
-    try:
-        df = spark.range(0, 4000, 1, 2).selectExpr("id AS k", "CAST(id AS DOUBLE) AS v")
-        df.mapInArrow(fail_first_attempt, df.schema).write.format("lakemerge").mode("append").save(t.root)
-    finally:
-        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
-    assert len(t.snapshots()) == 1
-    assert sorted(t.read().column("k").to_pylist()) == list(range(4000))
-    assert _files_on_disk(t.root) == _live_files(t)  # the failed attempt left nothing behind
-
-
 def _fail_first_attempt_of_task_0(batches):
+    """mapInArrow pass-through whose task 0 fails on its first attempt after two batches (Spark retries it)."""
     from pyspark import TaskContext
     ctx = TaskContext.get()
     for i, batch in enumerate(batches):
         yield batch
         if ctx.partitionId() == 0 and ctx.attemptNumber() == 0 and i >= 1:
             raise RuntimeError("injected failure")
+
+
+def test_failed_task_is_retried_without_duplicates_or_orphans(spark, tmp_path):
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    t = cat.create_table("db.f", pa.schema([("k", pa.int64()), ("v", pa.float64())]), ["k"], None,
+                         {"bucket": "2", "write-buffer-size": "1kb"})  # tiny buffer: files exist before failing
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "500")
+    try:
+        df = spark.range(0, 4000, 1, 2).selectExpr("id AS k", "CAST(id AS DOUBLE) AS v")
+        df.mapInArrow(_fail_first_attempt_of_task_0, df.schema).write.format("lakemerge").mode("append").save(t.root)
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    assert len(t.snapshots()) == 1
+    assert sorted(t.read().column("k").to_pylist()) == list(range(4000))
+    assert _files_on_disk(t.root) == _live_files(t)  # the failed attempt left nothing behind
 
 
 def test_write_table_job_retries_a_failed_task_without_duplicates_or_orphans(spark, tmp_path):

@@ -34,6 +34,9 @@ COMMIT_USER = "commit.user"
 COMMIT_IDENTIFIER = "commit.identifier"
 ROW_KIND_COLUMN = "rowkind.column"  # an input column of +I/-U/+U/-D that is consumed, not stored
 DYNAMIC_OVERWRITE = "dynamic-partition-overwrite"
+# Sequence lanes of data source write tasks: a bucket's numbers grow by this factor per record, which leaves room
+# for 2^47 records per bucket (and input partitions 0..65535 never share a lane).
+SEQUENCE_LANES = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -81,10 +84,14 @@ class WriteJob:
         """File-name prefix of this job's files (of one micro-batch, for a stream)."""
         return self.file_prefix if batch_id is None else f"{self.file_prefix}b{batch_id}-"
 
-    def write_task(self, batches) -> TaskFiles:
+    def write_task(self, batches, *, placed_by_bucket: bool = False) -> TaskFiles:
+        """Write this task's rows; its files and messages. Unless the input is ``placed_by_bucket`` (each
+        (partition, bucket) in one task, see api.distribute_by_bucket), several tasks may write one bucket, so each
+        numbers its records on its own sequence lane (its partition id modulo ``SEQUENCE_LANES``): two records of
+        a key from different tasks never tie, and every reader (lakemerge, Paimon) picks the same one."""
+        from pyspark import TaskContext
         batch_id = None
         if self.streaming:
-            from pyspark import TaskContext
             batch_id = TaskContext.get().getLocalProperty("streaming.sql.batchId")
             if batch_id is None:
                 raise InvalidInput("streaming write task without a micro-batch id", table=self.table_name)
@@ -92,8 +99,10 @@ class WriteJob:
         schema = table.schema
         prefix = self.prefix_for(batch_id)
         table.schema = replace(schema, options={**schema.options, DATA_FILE_PREFIX: prefix})
+        lane = (0, 1) if placed_by_bucket else (TaskContext.get().partitionId() % SEQUENCE_LANES, SEQUENCE_LANES)
         writer = TableWrite(table, commit_user=self.commit_user,
-                            commit_identifier=BATCH_COMMIT_IDENTIFIER if self.identifier is None else self.identifier)
+                            commit_identifier=BATCH_COMMIT_IDENTIFIER if self.identifier is None else self.identifier,
+                            sequence_lane=lane)
         if not self.streaming:  # number sequences from the snapshot the job started from
             writer.base_snapshot = None if self.base_id is None else table.snapshot(self.base_id)
         with writer:
@@ -199,7 +208,7 @@ def run_write_job(placed_df, job: WriteJob) -> int | None:
     from spark_glue.compaction import wait_for_running_tasks
 
     def task(batches):
-        files = job.write_task(batches)
+        files = job.write_task(batches, placed_by_bucket=True)
         yield pa.RecordBatch.from_arrays([pa.array([pickle.dumps(files)], pa.binary())], names=["files"])
 
     try:

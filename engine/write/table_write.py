@@ -3,7 +3,9 @@
 Contract:
 - ``write``/``delete`` validate the whole batch before buffering it; a rejected batch leaves no trace.
 - Each record gets the next sequence number of its bucket, in input order; numbering continues from the bucket's
-  largest ``_MAX_SEQUENCE_NUMBER`` in the snapshot the writer started from.
+  largest ``_MAX_SEQUENCE_NUMBER`` in the snapshot the writer started from. With ``sequence_lane=(lane, lanes)``
+  a writer takes every ``lanes``-th number from ``lane`` on, so writers on different lanes that share a bucket
+  in one commit (Spark tasks over input that is not placed by bucket) never give two records the same number.
 - On flush (buffer full, or ``prepare_commit``) each bucket's records are sorted by (key, sequence order), merged
   per key with the merge engine, and written as one level-0 sorted run (rolled at ``target-file-size``).
 - Used as a context manager, files of a write that raised or was never committed are deleted on exit.
@@ -54,7 +56,12 @@ class _BucketBuffer:
 class TableWrite(WriterLifecycle):
     """Buffers rows for a primary-key table and writes sorted files per (partition, bucket).
     Nothing is visible until the messages from prepare_commit are committed."""
-    def __init__(self, table, *, commit_user: str | None = None, commit_identifier: int | None = None):
+    def __init__(self, table, *, commit_user: str | None = None, commit_identifier: int | None = None,
+                 sequence_lane: tuple[int, int] = (0, 1)):
+        lane, lanes = sequence_lane
+        if not 0 <= lane < lanes:
+            raise ValueError(f"sequence lane {lane} is not in [0, {lanes})")
+        self.sequence_lane = (int(lane), int(lanes))
         self.table = table
         self.schema = table.schema
         self.options = self.schema.table_options
@@ -162,8 +169,9 @@ class TableWrite(WriterLifecycle):
             for b, chunk in bucket_groups(self._bucket_ids(partition, key_cols)):
                 buf = self._buffer(partition, values, b)
                 row_idx = chunk if idx is None else idx[chunk]
-                seq = np.arange(buf.next_seq, buf.next_seq + len(chunk), dtype=np.int64)
-                buf.next_seq += len(chunk)
+                lane, lanes = self.sequence_lane
+                seq = np.arange(buf.next_seq, buf.next_seq + len(chunk) * lanes, lanes, dtype=np.int64) + lane
+                buf.next_seq += len(chunk) * lanes
                 buf.chunks.append((rows, row_idx, seq, kinds[row_idx]))
                 size = int(bytes_per_row * len(chunk))
                 buf.nbytes += size

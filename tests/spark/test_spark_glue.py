@@ -139,6 +139,31 @@ def test_temporary_view_select_and_insert(spark, orders):
     assert [r.qty for r in row] == [0]
 
 
+@pytest.mark.interop
+def test_unplaced_data_source_write_never_ties_sequence_numbers(spark, tmp_path):
+    """``df.write.format("lakemerge")`` cannot repartition its input, so tasks may share a bucket. Each task numbers
+    on its own lane: the two records of key 1 (first row of both input partitions) get different sequence numbers,
+    and lakemerge and pypaimon read the same winner (the higher lane) before and after compaction."""
+    import pyarrow.parquet as pq
+    from tests.interop.pypaimon_util import pp_get_table, pp_read
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    t = cat.create_table("db.t", pa.schema([("k", pa.int64()), ("v", pa.int64())]), ["k"], None,
+                         {"bucket": "1", "write-only": "true"})
+    df = spark.createDataFrame([(1, 10), (2, 10), (1, 20), (3, 20)], "k long, v long").repartition(1)
+    df = spark.createDataFrame(df.collect(), df.schema)  # two slices: (1, 10), (2, 10) | (1, 20), (3, 20)
+    assert [[r.k for r in part] for part in df.rdd.glom().collect()] == [[1, 2], [1, 3]]
+    df.write.format("lakemerge").mode("append").save(t.root)
+    seqs = [r["_SEQUENCE_NUMBER"] for f in glob.glob(os.path.join(t.root, "bucket-0", "*.parquet"))
+            for r in pq.read_table(f).to_pylist() if r["k"] == 1]
+    assert len(seqs) == 2 and seqs[0] != seqs[1]
+    want = [{"k": 1, "v": 20}, {"k": 2, "v": 10}, {"k": 3, "v": 20}]
+    assert _rows(t.read(), ("k",)) == want
+    assert _rows(pp_read(pp_get_table(str(tmp_path / "wh"), "db.t")), ("k",)) == want
+    t.compact(full=True)
+    assert _rows(t.read(), ("k",)) == want
+
+
 def _fail_first_attempt_of_task_0(batches):
     """mapInArrow pass-through whose task 0 fails on its first attempt after two batches (Spark retries it)."""
     from pyspark import TaskContext
@@ -168,16 +193,18 @@ def test_failed_task_is_retried_without_duplicates_or_orphans(spark, tmp_path):
 def test_write_table_job_retries_a_failed_task_without_duplicates_or_orphans(spark, tmp_path):
     """``write_table`` commits from the driver (writing.run_write_job): a task attempt that failed after writing
     files is dropped, its files deleted, and its retry's rows land once."""
+    from spark_glue.api import distribute_by_bucket
     from spark_glue.writing import WriteJob, run_write_job
     cat = Catalog(str(tmp_path / "wh"))
     cat.create_database("db")
     t = cat.create_table("db.f", pa.schema([("k", pa.int64()), ("v", pa.float64())]), ["k"], None,
-                         {"bucket": "2", "write-buffer-size": "1kb"})  # tiny buffer: files exist before failing
+                         {"bucket": "2", "write-buffer-size": "1kb", "write-only": "true"})  # files before failing
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "500")
     try:
-        df = spark.range(0, 4000, 1, 2).selectExpr("id AS k", "CAST(id AS DOUBLE) AS v")
-        # no shuffle after the failing step: the writer shares its stage, so the failed attempt did write files
-        sid = run_write_job(df.mapInArrow(_fail_first_attempt_of_task_0, df.schema),
+        placed = distribute_by_bucket(spark.range(0, 4000, 1, 2).selectExpr("id AS k", "CAST(id AS DOUBLE) AS v"),
+                                      t.root, num_tasks=2)
+        # the failing step runs after the shuffle, in the writer's stage, so the failed attempt did write files
+        sid = run_write_job(placed.mapInArrow(_fail_first_attempt_of_task_0, placed.schema),
                             WriteJob({"path": t.root, "commit.user": "u"}, overwrite=False))
     finally:
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")

@@ -11,6 +11,9 @@ Protocol (one write job = one snapshot):
   all files of the job. Files of other jobs are never touched (their names carry other tokens).
 - Exactly once: with ``commit.identifier`` (or a streaming batch id) a replay of an identifier that the commit
   user already published is skipped and its files are deleted.
+- Input not placed by bucket (``df.write.format`` cannot repartition): tasks that share a bucket number their
+  records on separate sequence lanes (``write_task``), and since their compactions of it would conflict, the
+  driver drops them, commits the data, then compacts those buckets itself (``compact_shared_buckets``).
 """
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ from pyspark.sql.datasource import (DataSourceArrowWriter, DataSourceStreamArrow
 
 from engine.errors import CommitConflict, CommitRetriesExhausted, InvalidInput
 from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER
-from engine.options import DATA_FILE_PREFIX, parse_bool
+from engine.options import DATA_FILE_PREFIX, WRITE_ONLY, parse_bool
 from engine.table import Table
 from engine.write.commit_message import CommitMessage
 from engine.write.table_write import TableWrite
@@ -126,7 +129,9 @@ class WriteJob:
         """Publish the messages of all successful tasks as one snapshot; returns its id (or the id that already
         holds this identifier, or the latest id when there was nothing to write)."""
         table = open_table(self.path)
-        messages = [m for tf in task_files if tf is not None for m in tf.messages]
+        shared = set() if self.overwrite else shared_buckets(task_files)
+        messages = [without_compaction(table, m) if (m.partition, m.bucket) in shared else m
+                    for tf in task_files if tf is not None for m in tf.messages]
         ident = self.identifier if identifier is None else int(identifier)
         prefix = self.task_prefix(task_files, identifier)
         if ident is not None:
@@ -146,6 +151,9 @@ class WriteJob:
             remove_job_files(table, prefix, keep=set())
             raise
         remove_job_files(table, prefix, keep=message_file_names(messages))
+        if shared and not table.schema.table_options.get(WRITE_ONLY):
+            sid = compact_shared_buckets(table, shared, self.commit_user,
+                                         BATCH_COMMIT_IDENTIFIER if ident is None else ident, sid)
         return sid
 
     def abort_job(self, task_files, batch_id=None) -> None:
@@ -159,6 +167,45 @@ class WriteJob:
             if tf is not None and tf.prefix:
                 return tf.prefix
         return self.prefix_for(batch_id)
+
+
+def shared_buckets(task_files) -> set[tuple[bytes, int]]:
+    """(partition, bucket) pairs that more than one task wrote data to: input not placed by bucket (the data
+    source cannot repartition it). Their tasks' compactions each consumed the same base files, so they conflict."""
+    seen: dict[tuple[bytes, int], int] = {}
+    for tf in task_files or ():
+        if tf is None:
+            continue
+        for key in {(m.partition, m.bucket) for m in tf.messages if m.new_files}:
+            seen[key] = seen.get(key, 0) + 1
+    return {key for key, tasks in seen.items() if tasks > 1}
+
+
+def without_compaction(table: Table, message: CommitMessage) -> CommitMessage:
+    """``message`` with its compaction part dropped, and the files that compaction wrote deleted."""
+    from engine.compact.manager import discard_messages
+    if not (message.compact_before or message.compact_after or message.compact_changelog):
+        return message
+    discard_messages(table, [message])
+    return replace(message, compact_before=(), compact_after=(), compact_changelog=())
+
+
+def compact_shared_buckets(table: Table, buckets, commit_user: str, identifier: int, sid: int | None) -> int | None:
+    """After a commit whose tasks shared ``buckets``: compact those buckets here, as their writers would have (and
+    produce their lookup / full-compaction changelog), committed as a COMPACT snapshot with the same user and
+    identifier; returns its id, or ``sid`` when nothing needed work or the compaction lost to a concurrent one
+    (the data is committed either way; the next write compacts)."""
+    import logging
+    from engine.compact.manager import compact_buckets
+    messages = compact_buckets(table, buckets, commit_user=commit_user, commit_identifier=identifier)
+    if not messages:
+        return sid
+    try:
+        return table.commit(messages)
+    except (CommitConflict, CommitRetriesExhausted) as e:  # Table.commit deleted the compaction's files
+        logging.getLogger(__name__).warning("table %s: data committed as snapshot %s; compacting the buckets its "
+                                            "tasks shared lost to a concurrent commit: %s", table.name, sid, e)
+        return sid
 
 
 def committed_snapshot(table: Table, commit_user: str, identifier: int) -> int | None:

@@ -206,14 +206,33 @@ def compact_table(table, *, full: bool = False, partitions=None, progress=None) 
     ``progress(rows=, bytes=)``, if given, is called (from one thread at a time) after each bucket with the rows and
     bytes of the bucket's live files, whether or not they needed rewriting."""
     snapshot, splits = compaction_splits(table, partitions)
+    return _compact_splits(table, snapshot, splits, full=full, commit_user=str(uuid.uuid4()),
+                           commit_identifier=BATCH_COMMIT_IDENTIFIER, progress=progress)
+
+
+def compact_buckets(table, buckets, *, commit_user: str, commit_identifier: int) -> list[CommitMessage]:
+    """COMPACT messages for the (partition bytes, bucket) pairs ``buckets`` of the latest snapshot, picked as a
+    writer picks (universal compaction; forced level-0 compaction where the changelog producer needs it), buckets
+    on parallel threads; empty when none needs work. For writes whose tasks shared buckets, so that their own
+    compactions conflicted (spark_glue.writing). If a bucket fails, every file written is deleted and the error
+    is raised."""
+    wanted = set(buckets)
+    snapshot, splits = compaction_splits(table)
+    splits = [sp for sp in splits if (sp.partition, sp.bucket) in wanted]
+    return _compact_splits(table, snapshot, splits, full=False, commit_user=commit_user,
+                           commit_identifier=commit_identifier, progress=None)
+
+
+def _compact_splits(table, snapshot, splits, *, full: bool, commit_user: str, commit_identifier: int,
+                    progress) -> list[CommitMessage]:
     if not splits:
         return []
-    user = str(uuid.uuid4())
     progress_lock = threading.Lock()
 
     def run(sp):
         try:
-            message = compact_split(table, sp, snapshot.id, full=full, commit_user=user)
+            message = compact_split(table, sp, snapshot.id, full=full, commit_user=commit_user,
+                                    commit_identifier=commit_identifier)
         except BaseException as e:  # noqa: BLE001 - re-raised below, after the other buckets' files are gone
             return None, e
         if progress is not None:
@@ -236,9 +255,13 @@ def compact_table(table, *, full: bool = False, partitions=None, progress=None) 
 
 
 def discard_messages(table, messages) -> None:
-    """Delete the files compaction messages wrote (never upgraded inputs); for messages that will not commit."""
+    """Delete the files compaction messages wrote (never upgraded inputs) and their changelog files; for
+    messages that will not commit."""
     for m in messages:
+        where = table.bucket_dir(m.partition_values, m.bucket)
         old = {f.file_name for f in m.compact_before}
         for f in m.compact_after:
             if f.file_name not in old:
-                table.file_io.delete(f"{table.bucket_dir(m.partition_values, m.bucket)}/{f.file_name}")
+                table.file_io.delete(f"{where}/{f.file_name}")
+        for f in m.compact_changelog:
+            table.file_io.delete(f"{where}/{f.file_name}")

@@ -10,6 +10,7 @@ import pytest
 
 import spark_glue
 from engine import Catalog
+from engine.read.split_read import SplitReader
 
 pytestmark = pytest.mark.spark
 
@@ -164,6 +165,32 @@ def test_unplaced_data_source_write_never_ties_sequence_numbers(spark, tmp_path)
     assert _rows(t.read(), ("k",)) == want
 
 
+@pytest.mark.parametrize("producer", ["none", "lookup"])
+def test_unplaced_writes_compact_shared_buckets_on_the_driver(spark, tmp_path, producer):
+    """Tasks that share a bucket cannot both compact it (their compactions consume the same files): the driver
+    drops those compactions, deletes what they wrote and compacts the bucket itself, so sorted runs stay bounded
+    and a lookup changelog is still produced (the same rows as a write through one writer)."""
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    t = cat.create_table("db.t", pa.schema([("k", pa.int64()), ("v", pa.int64())]), ["k"], None,
+                         {"bucket": "1", "changelog-producer": producer})
+    for commit in range(6):
+        rows = [(k, commit) for k in range(commit, commit + 40)]
+        spark.createDataFrame(rows, "k long, v long").repartition(2).write.format("lakemerge").mode(
+            "append").save(t.root)
+        assert len(SplitReader(t.file_io, t.schema).runs(t.plan()[0])) < 5  # num-sorted-run.compaction-trigger
+    assert "COMPACT" in {s.commit_kind for s in t.snapshots()}
+    assert {r["k"]: r["v"] for r in t.read().to_pylist()} == {k: min(k, 5) for k in range(45)}
+    referenced = set()
+    for snap in t.snapshots():
+        referenced |= {e.file.file_name for e in t.manifests.live_entries(snap)}
+    data_on_disk = {f for f in _files_on_disk(t.root) if f.startswith("data-")}
+    assert data_on_disk == referenced  # the dropped task compactions left no files behind
+    if producer == "lookup":
+        kinds = t.read_changes().column("_row_kind").to_pylist()
+        assert kinds.count("+I") == 45 and kinds.count("+U") == kinds.count("-U") == 5 * 39
+
+
 def _fail_first_attempt_of_task_0(batches):
     """mapInArrow pass-through whose task 0 fails on its first attempt after two batches (Spark retries it)."""
     from pyspark import TaskContext
@@ -178,7 +205,7 @@ def test_failed_task_is_retried_without_duplicates_or_orphans(spark, tmp_path):
     cat = Catalog(str(tmp_path / "wh"))
     cat.create_database("db")
     t = cat.create_table("db.f", pa.schema([("k", pa.int64()), ("v", pa.float64())]), ["k"], None,
-                         {"bucket": "2", "write-buffer-size": "1kb"})  # tiny buffer: files exist before failing
+                         {"bucket": "2", "write-buffer-size": "1kb", "write-only": "true"})  # files before failing
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "500")
     try:
         df = spark.range(0, 4000, 1, 2).selectExpr("id AS k", "CAST(id AS DOUBLE) AS v")

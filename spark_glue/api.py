@@ -53,19 +53,19 @@ def distribute_by_bucket(df, path: str, num_tasks: int | None = None):
     """``df`` repartitioned so every (partition, bucket) of the table lands in exactly one task (so a commit
     writes one sorted run per bucket): the bucket is Paimon's hash as Spark expressions for a single INT/BIGINT
     key of an unpartitioned table (spark_glue.bucketing), else the engine's hashing kernel in an Arrow UDF over the
-    bucket (and partition) columns; then ``repartitionById``. Default task count: one per core (at most one per
+    bucket (and partition) columns; then ``repartitionById``. A bucket-unaware append table takes ``df`` as it is. Default task count: one per core (at most one per
     bucket of an unpartitioned table); ``num_tasks = bucket`` gives exactly one bucket per task.
 
     The slot only decides placement: the writer recomputes buckets itself, so a wrong slot can never put a row
     in the wrong bucket.
     """
     from pyspark.sql import functions as F
+    from spark_glue.writing import require_spark_writable
     table = open_table(path)
-    opts = table.schema.table_options
-    nb = opts.bucket
-    if nb < 1:
-        raise InvalidInput(f"Spark writes need a fixed bucket count (option 'bucket' > 0), table has {nb}",
-                           table=table.name)
+    require_spark_writable(table)
+    nb = table.schema.table_options.bucket
+    if nb < 1:  # a bucket-unaware append table: any task may write any row
+        return df
     parts = list(table.partition_keys)
     if num_tasks is None:  # one wave of tasks: each task's Python start-up and table load is per-commit overhead;
         # on local[2] one task per core upserts 1M rows ~10% faster than two (benchmarks/spark_bench)

@@ -60,6 +60,7 @@ class WriteJob:
         else:
             table = open_or_create_table(self.path, opts, schema, drop_columns=[opts.get(ROW_KIND_COLUMN)])
         self.table_name = table.name
+        require_spark_writable(table)
         self.base_id = table.latest_snapshot_id()
         self.token = uuid.uuid4().hex[:16]
         self.file_prefix = table.schema.table_options.get(DATA_FILE_PREFIX) + self.token + "-"
@@ -102,10 +103,12 @@ class WriteJob:
         schema = table.schema
         prefix = self.prefix_for(batch_id)
         table.schema = replace(schema, options={**schema.options, DATA_FILE_PREFIX: prefix})
-        lane = (0, 1) if placed_by_bucket else (TaskContext.get().partitionId() % SEQUENCE_LANES, SEQUENCE_LANES)
-        writer = TableWrite(table, commit_user=self.commit_user,
-                            commit_identifier=BATCH_COMMIT_IDENTIFIER if self.identifier is None else self.identifier,
-                            sequence_lane=lane)
+        identifier = BATCH_COMMIT_IDENTIFIER if self.identifier is None else self.identifier
+        if schema.is_append_only:  # no keys to order: tasks may share buckets freely
+            writer = table.new_write(commit_user=self.commit_user, commit_identifier=identifier)
+        else:
+            lane = (0, 1) if placed_by_bucket else (TaskContext.get().partitionId() % SEQUENCE_LANES, SEQUENCE_LANES)
+            writer = TableWrite(table, commit_user=self.commit_user, commit_identifier=identifier, sequence_lane=lane)
         if not self.streaming:  # number sequences from the snapshot the job started from
             writer.base_snapshot = None if self.base_id is None else table.snapshot(self.base_id)
         with writer:
@@ -151,7 +154,7 @@ class WriteJob:
             remove_job_files(table, prefix, keep=set())
             raise
         remove_job_files(table, prefix, keep=message_file_names(messages))
-        if shared and not table.schema.table_options.get(WRITE_ONLY):
+        if shared and not table.schema.is_append_only and not table.schema.table_options.get(WRITE_ONLY):
             sid = compact_shared_buckets(table, shared, self.commit_user,
                                          BATCH_COMMIT_IDENTIFIER if ident is None else ident, sid)
         return sid
@@ -167,6 +170,16 @@ class WriteJob:
             if tf is not None and tf.prefix:
                 return tf.prefix
         return self.prefix_for(batch_id)
+
+
+def require_spark_writable(table: Table) -> None:
+    """Raise InvalidInput (naming the table) for tables Spark tasks cannot write: primary-key tables without a
+    fixed bucket count (dynamic bucket mode assigns keys to buckets through an index that parallel tasks would
+    race on). Append tables of any bucket mode are writable."""
+    nb = table.schema.table_options.bucket
+    if not table.schema.is_append_only and nb < 1:
+        raise InvalidInput(f"Spark writes to a primary-key table need a fixed bucket count (option 'bucket' > 0), "
+                           f"this table has bucket={nb}; write it with the engine (Table.write)", table=table.name)
 
 
 def shared_buckets(task_files) -> set[tuple[bytes, int]]:

@@ -191,6 +191,38 @@ def test_unplaced_writes_compact_shared_buckets_on_the_driver(spark, tmp_path, p
         assert kinds.count("+I") == 45 and kinds.count("+U") == kinds.count("-U") == 5 * 39
 
 
+@pytest.mark.interop
+def test_append_tables_are_written_by_spark(spark, tmp_path):
+    """Append tables (no primary key) take Spark writes through both paths: bucket-unaware ones as the tasks get
+    the rows, fixed-bucket ones placed by their bucket-key; pypaimon reads the same rows."""
+    from tests.interop.pypaimon_util import pp_get_table, pp_read
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    schema = pa.schema([("id", pa.int64()), ("name", pa.string())])
+    unaware = cat.create_table("db.log", schema, [], None, {})
+    fixed = cat.create_table("db.fixed", schema, [], None, {"bucket": "2", "bucket-key": "id"})
+    df = spark.createDataFrame([(i, f"n{i}") for i in range(200)], "id long, name string").repartition(3)
+    for t in (unaware, fixed):
+        spark_glue.write_table(df, t.root)
+        df.write.format("lakemerge").mode("append").save(t.root)
+        want = sorted([(i, f"n{i}") for i in range(200)] * 2)
+        assert sorted((r["id"], r["name"]) for r in t.read().to_pylist()) == want
+        pp = pp_read(pp_get_table(str(tmp_path / "wh"), t.name)).to_pylist()
+        assert sorted((r["id"], r["name"]) for r in pp) == want
+
+
+def test_dynamic_bucket_primary_key_table_is_refused_on_the_driver(spark, tmp_path):
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    t = cat.create_table("db.dyn", pa.schema([("k", pa.int64()), ("v", pa.int64())]), ["k"], None, {"bucket": "-1"})
+    df = spark.createDataFrame([(1, 1)], "k long, v long")
+    for write in (lambda: spark_glue.write_table(df, t.root),
+                  lambda: df.write.format("lakemerge").mode("append").save(t.root)):
+        with pytest.raises(Exception, match=r"db\.dyn.*fixed bucket count|fixed bucket count.*db\.dyn"):
+            write()
+    assert t.latest_snapshot_id() is None
+
+
 def _fail_first_attempt_of_task_0(batches):
     """mapInArrow pass-through whose task 0 fails on its first attempt after two batches (Spark retries it)."""
     from pyspark import TaskContext

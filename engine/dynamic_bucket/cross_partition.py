@@ -28,6 +28,7 @@ from engine.options import (
     CROSS_PARTITION_INDEX_TTL,
     DYNAMIC_BUCKET_MAX_BUCKETS,
     DYNAMIC_BUCKET_TARGET_ROW_NUM,
+    TableOptions,
 )
 from engine.read.split_read import SplitReader
 from engine.write.commit_message import CommitMessage
@@ -61,7 +62,7 @@ class CrossPartitionWrite(TableWrite):
         self._part_values: dict[bytes, tuple] = {}
 
     def _require_writable(self) -> None:
-        self.options.require_writable(allow_dynamic_bucket=True)
+        TableOptions(self.schema.options, table=self.table.name).require_writable(allow_dynamic_bucket=True)
 
     # --- public -------------------------------------------------------------------------------------
     def write(self, data, row_kinds=None) -> None:

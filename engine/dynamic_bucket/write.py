@@ -31,6 +31,7 @@ from engine.options import (
     DYNAMIC_BUCKET_INITIAL_BUCKETS,
     DYNAMIC_BUCKET_MAX_BUCKETS,
     DYNAMIC_BUCKET_TARGET_ROW_NUM,
+    TableOptions,
 )
 from engine.write.commit_message import CommitMessage
 from engine.write.table_write import TableWrite
@@ -59,7 +60,7 @@ class DynamicBucketWrite(TableWrite):
         self._index_paths: list[str] = []
 
     def _require_writable(self) -> None:
-        self.options.require_writable(allow_dynamic_bucket=True)
+        TableOptions(self.schema.options, table=self.table.name).require_writable(allow_dynamic_bucket=True)
 
     # --- bucket assignment --------------------------------------------------------------------------
     def _bucket_ids(self, partition: bytes, key_cols) -> np.ndarray:

@@ -33,6 +33,7 @@ from engine.options import (
     IGNORE_UPDATE_BEFORE,
     SEQUENCE_AUTO_PADDING,
     WRITE_BUFFER_SIZE,
+    TableOptions,
 )
 from engine.partitioning import bucket_groups, partition_groups
 from engine.write.commit_message import CommitMessage
@@ -137,7 +138,7 @@ class TableWrite(WriterLifecycle):
 
     # --- internals ----------------------------------------------------------------------------------
     def _require_writable(self) -> None:
-        self.options.require_writable()
+        TableOptions(self.schema.options, table=self.table.name).require_writable()
 
     def _filter_kinds(self, rows: pa.Table, kinds: np.ndarray):
         drop = None

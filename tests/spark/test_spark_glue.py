@@ -223,6 +223,14 @@ def test_dynamic_bucket_primary_key_table_is_refused_on_the_driver(spark, tmp_pa
     assert t.latest_snapshot_id() is None
 
 
+def _small_buffer_table(tmp_path, **options):
+    """A (k, v) table with 2 buckets whose writers flush every few rows: a task has files before it fails."""
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    return cat.create_table("db.f", pa.schema([("k", pa.int64()), ("v", pa.float64())]), ["k"], None,
+                            {"bucket": "2", "write-buffer-size": "1kb", **options})
+
+
 def _fail_first_attempt_of_task_0(batches):
     """mapInArrow pass-through whose task 0 fails on its first attempt after two batches (Spark retries it)."""
     from pyspark import TaskContext
@@ -234,10 +242,7 @@ def _fail_first_attempt_of_task_0(batches):
 
 
 def test_failed_task_is_retried_without_duplicates_or_orphans(spark, tmp_path):
-    cat = Catalog(str(tmp_path / "wh"))
-    cat.create_database("db")
-    t = cat.create_table("db.f", pa.schema([("k", pa.int64()), ("v", pa.float64())]), ["k"], None,
-                         {"bucket": "2", "write-buffer-size": "1kb", "write-only": "true"})  # files before failing
+    t = _small_buffer_table(tmp_path, **{"write-only": "true"})
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "500")
     try:
         df = spark.range(0, 4000, 1, 2).selectExpr("id AS k", "CAST(id AS DOUBLE) AS v")
@@ -254,10 +259,7 @@ def test_write_table_job_retries_a_failed_task_without_duplicates_or_orphans(spa
     files is dropped, its files deleted, and its retry's rows land once."""
     from spark_glue.api import distribute_by_bucket
     from spark_glue.writing import WriteJob, run_write_job
-    cat = Catalog(str(tmp_path / "wh"))
-    cat.create_database("db")
-    t = cat.create_table("db.f", pa.schema([("k", pa.int64()), ("v", pa.float64())]), ["k"], None,
-                         {"bucket": "2", "write-buffer-size": "1kb", "write-only": "true"})  # files before failing
+    t = _small_buffer_table(tmp_path, **{"write-only": "true"})
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "500")
     try:
         placed = distribute_by_bucket(spark.range(0, 4000, 1, 2).selectExpr("id AS k", "CAST(id AS DOUBLE) AS v"),
@@ -273,10 +275,7 @@ def test_write_table_job_retries_a_failed_task_without_duplicates_or_orphans(spa
 
 
 def test_write_table_failed_job_leaves_table_and_storage_unchanged(spark, tmp_path):
-    cat = Catalog(str(tmp_path / "wh"))
-    cat.create_database("db")
-    t = cat.create_table("db.f", pa.schema([("k", pa.int64()), ("v", pa.float64())]), ["k"], None,
-                         {"bucket": "2", "write-buffer-size": "1kb"})  # tiny buffer: files exist before failing
+    t = _small_buffer_table(tmp_path)
     spark_glue.write_table(spark.range(0, 100).selectExpr("id AS k", "1.0D AS v"), t.root)
     before, files = t.latest_snapshot_id(), _files_on_disk(t.root)
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "50")

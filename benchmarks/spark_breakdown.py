@@ -9,7 +9,10 @@ a plain Parquet append of the same DataFrame (each case best of 3 after one warm
 - ``distribute_by_bucket -> Python (count rows)``: placement, shuffle and handing every row to Python workers
   as Arrow batches, which only count them -- the hand-over without any engine work;
 - ``engine write of N/(tasks) rows``: the engine's own work in one writer task (``TableWrite`` + commit), no
-  Spark.
+  Spark;
+- ``JVM: place + sort + partitioned Parquet``: the same placement, then Spark's own ``sortWithinPartitions``
+  and ``write.partitionBy("bucket").parquet`` -- a lower bound for a writer that did the work in the JVM (it
+  still lacks sequence numbers, dedupe and Paimon's metadata).
 """
 from __future__ import annotations
 
@@ -38,6 +41,7 @@ def main(argv=None) -> int:
     import spark_glue
     from engine import Catalog
     from spark_glue.api import distribute_by_bucket
+    from spark_glue.bucketing import with_bucket_column
     from spark_glue.session import local_session
 
     workdir = tempfile.mkdtemp(prefix="lakemerge-spark-breakdown-")
@@ -64,6 +68,11 @@ def main(argv=None) -> int:
         def engine_write():
             table.write(half)
 
+        def jvm_write():
+            placed = with_bucket_column(df, "key", pa.int64(), 16, "bucket")
+            (placed.repartitionById(tasks, F.col("bucket") % tasks).sortWithinPartitions("bucket", "key", "seq")
+             .write.mode("overwrite").partitionBy("bucket").parquet(os.path.join(workdir, "jvm")))
+
         cases = [
             ("parquet append", lambda: df.write.mode("append").parquet(os.path.join(workdir, "pq"))),
             ("write_table", lambda: spark_glue.write_table(df, table.root)),
@@ -76,6 +85,7 @@ def main(argv=None) -> int:
              lambda: distribute_by_bucket(df, table.root).mapInArrow(count_rows, "n long").write.format("noop")
              .mode("overwrite").save()),
             (f"engine write of {len(half):,} rows", engine_write),
+            ("JVM: place + sort + partitioned Parquet", jvm_write),
         ]
         print(f"one commit of {args.rows:,} rows into 16 buckets, local[2], best of 3 after a warm-up")
         for label, fn in cases:

@@ -53,8 +53,9 @@ def distribute_by_bucket(df, path: str, num_tasks: int | None = None):
     """``df`` repartitioned so every (partition, bucket) of the table lands in exactly one task (so a commit
     writes one sorted run per bucket): the bucket is Paimon's hash as Spark expressions for a single INT/BIGINT
     key of an unpartitioned table (spark_glue.bucketing), else the engine's hashing kernel in an Arrow UDF over the
-    bucket (and partition) columns; then ``repartitionById``. A bucket-unaware append table takes ``df`` as it is. Default task count: one per core (at most one per
-    bucket of an unpartitioned table); ``num_tasks = bucket`` gives exactly one bucket per task.
+    bucket (and partition) columns; then ``repartitionById``. A bucket-unaware append table takes ``df`` as it is.
+    Default task count: one per core (at most one per bucket of an unpartitioned table); ``num_tasks = bucket``
+    gives exactly one bucket per task.
 
     The slot only decides placement: the writer recomputes buckets itself, so a wrong slot can never put a row
     in the wrong bucket.

@@ -212,14 +212,16 @@ def compact_table(table, *, full: bool = False, partitions=None, progress=None) 
 
 def compact_buckets(table, buckets, *, commit_user: str, commit_identifier: int) -> list[CommitMessage]:
     """COMPACT messages for the (partition bytes, bucket) pairs ``buckets`` of the latest snapshot, picked as a
-    writer picks (universal compaction; forced level-0 compaction where the changelog producer needs it), buckets
-    on parallel threads; empty when none needs work. For writes whose tasks shared buckets, so that their own
+    writer committing ``commit_identifier`` picks (universal compaction, forced level-0 compaction where the
+    changelog producer needs it, full compaction when ``full-compaction.delta-commits`` makes it due), buckets on
+    parallel threads; empty when none needs work. For writes whose tasks shared buckets, so that their own
     compactions conflicted (spark_glue.writing). If a bucket fails, every file written is deleted and the error
     is raised."""
     wanted = set(buckets)
     snapshot, splits = compaction_splits(table)
     splits = [sp for sp in splits if (sp.partition, sp.bucket) in wanted]
-    return _compact_splits(table, snapshot, splits, full=False, commit_user=commit_user,
+    full = full_compaction_due(CompactionSettings.of(table.schema.table_options), commit_identifier)
+    return _compact_splits(table, snapshot, splits, full=full, commit_user=commit_user,
                            commit_identifier=commit_identifier, progress=None)
 
 

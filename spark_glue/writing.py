@@ -17,6 +17,7 @@ Protocol (one write job = one snapshot):
 """
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 import uuid
@@ -40,6 +41,8 @@ DYNAMIC_OVERWRITE = "dynamic-partition-overwrite"
 # Sequence lanes of data source write tasks: a bucket's numbers grow by this factor per record, which leaves room
 # for 2^47 records per bucket (and input partitions 0..65535 never share a lane).
 SEQUENCE_LANES = 1 << 16
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -153,15 +156,29 @@ class WriteJob:
         except (CommitConflict, CommitRetriesExhausted):
             remove_job_files(table, prefix, keep=set())
             raise
-        remove_job_files(table, prefix, keep=message_file_names(messages))
-        if shared and not table.schema.is_append_only and not table.schema.table_options.get(WRITE_ONLY):
-            sid = compact_shared_buckets(table, shared, self.commit_user,
-                                         BATCH_COMMIT_IDENTIFIER if ident is None else ident, sid)
+        # The data is committed: nothing below may raise, or Spark would report the write as failed.
+        try:
+            remove_job_files(table, prefix, keep=message_file_names(messages))
+            if shared and not table.schema.is_append_only and not table.schema.table_options.get(WRITE_ONLY):
+                sid = compact_shared_buckets(table, shared, self.commit_user,
+                                             BATCH_COMMIT_IDENTIFIER if ident is None else ident, sid)
+        except Exception as e:  # noqa: BLE001 - leftovers are orphans for remove_orphan_files, never data
+            log.warning("table %s: snapshot %s is committed, but the work after it failed: %s", table.name, sid, e)
         return sid
 
     def abort_job(self, task_files, batch_id=None) -> None:
-        """Delete every file of the job (of the micro-batch ``batch_id`` for a stream)."""
-        remove_job_files(open_table(self.path), self.task_prefix(task_files, batch_id), keep=set())
+        """Delete every file of the job (of the micro-batch ``batch_id`` for a stream), unless its commit landed
+        (Spark aborts after any error in commit, including an unknown commit outcome): then the files belong to
+        the table and nothing is deleted. A commit user reused across jobs can make an earlier job's snapshot look
+        like this one's; the files then stay as orphans (``remove_orphan_files``), never as lost data."""
+        table = open_table(self.path)
+        ident = self.identifier if batch_id is None else int(batch_id)
+        landed = committed_snapshot(table, self.commit_user, BATCH_COMMIT_IDENTIFIER if ident is None else ident)
+        if landed is not None:
+            log.warning("table %s: not deleting the aborted job's files: snapshot %s holds its commit",
+                        table.name, landed)
+            return
+        remove_job_files(table, self.task_prefix(task_files, batch_id), keep=set())
 
     def task_prefix(self, task_files, batch_id=None) -> str:
         """The file prefix the tasks used. Spark may build the committing writer separately from the one it
@@ -208,7 +225,6 @@ def compact_shared_buckets(table: Table, buckets, commit_user: str, identifier: 
     produce their lookup / full-compaction changelog), committed as a COMPACT snapshot with the same user and
     identifier; returns its id, or ``sid`` when nothing needed work or the compaction lost to a concurrent one
     (the data is committed either way; the next write compacts)."""
-    import logging
     from engine.compact.manager import compact_buckets
     messages = compact_buckets(table, buckets, commit_user=commit_user, commit_identifier=identifier)
     if not messages:
@@ -216,8 +232,8 @@ def compact_shared_buckets(table: Table, buckets, commit_user: str, identifier: 
     try:
         return table.commit(messages)
     except (CommitConflict, CommitRetriesExhausted) as e:  # Table.commit deleted the compaction's files
-        logging.getLogger(__name__).warning("table %s: data committed as snapshot %s; compacting the buckets its "
-                                            "tasks shared lost to a concurrent commit: %s", table.name, sid, e)
+        log.warning("table %s: data committed as snapshot %s; compacting the buckets its tasks shared lost to a "
+                    "concurrent commit: %s", table.name, sid, e)
         return sid
 
 

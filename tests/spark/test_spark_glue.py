@@ -224,6 +224,27 @@ def test_dynamic_bucket_primary_key_table_is_refused_on_the_driver(spark, tmp_pa
     assert t.latest_snapshot_id() is None
 
 
+def test_errors_after_a_landed_commit_never_fail_the_job_or_delete_its_data(spark, tmp_path, monkeypatch):
+    """Once the data snapshot is committed, a failure in the work after it (here: compacting buckets the tasks
+    shared) only logs, and an abort (which Spark calls after any error in commit) deletes none of the job's
+    committed files."""
+    import engine.compact.manager as manager
+    from engine.errors import CorruptFile
+    from spark_glue.writing import WriteJob, run_write_job
+
+    def broken(*args, **kwargs):
+        raise CorruptFile("bucket-0/some-file.parquet", "injected failure after the commit")
+
+    monkeypatch.setattr(manager, "compact_buckets", broken)
+    t = _small_buffer_table(tmp_path, bucket="1", **{"num-sorted-run.compaction-trigger": "1"})
+    job = WriteJob({"path": t.root}, overwrite=False)
+    # two tasks share the only bucket (input not placed), so the driver compacts after the commit
+    sid = run_write_job(spark.range(0, 300, 1, 2).selectExpr("id AS k", "1.0D AS v"), job)
+    assert sid == t.latest_snapshot_id() == 1 and t.read().num_rows == 300
+    job.abort_job(None)  # as Spark would after an error in commit(): the landed commit's files stay
+    assert t.read().num_rows == 300 and t.check().ok
+
+
 def _small_buffer_table(tmp_path, **options):
     """A (k, v) table with 2 buckets whose writers flush every few rows: a task has files before it fails."""
     cat = Catalog(str(tmp_path / "wh"))

@@ -169,11 +169,13 @@ class WriteJob:
     def abort_job(self, task_files, batch_id=None) -> None:
         """Delete every file of the job (of the micro-batch ``batch_id`` for a stream), unless its commit landed
         (Spark aborts after any error in commit, including an unknown commit outcome): then the files belong to
-        the table and nothing is deleted. A commit user reused across jobs can make an earlier job's snapshot look
-        like this one's; the files then stay as orphans (``remove_orphan_files``), never as lost data."""
+        the table and nothing is deleted. Only snapshots newer than the job's base are read: the job's own commit
+        can only be one of them. A commit user reused by a concurrent job can make that job's snapshot look like
+        this one's; the files then stay as orphans (``remove_orphan_files``), never as lost data."""
         table = open_table(self.path)
         ident = self.identifier if batch_id is None else int(batch_id)
-        landed = committed_snapshot(table, self.commit_user, BATCH_COMMIT_IDENTIFIER if ident is None else ident)
+        landed = committed_snapshot(table, self.commit_user, BATCH_COMMIT_IDENTIFIER if ident is None else ident,
+                                    newer_than=self.base_id)
         if landed is not None:
             log.warning("table %s: not deleting the aborted job's files: snapshot %s holds its commit",
                         table.name, landed)
@@ -237,11 +239,15 @@ def compact_shared_buckets(table: Table, buckets, commit_user: str, identifier: 
         return sid
 
 
-def committed_snapshot(table: Table, commit_user: str, identifier: int) -> int | None:
+def committed_snapshot(table: Table, commit_user: str, identifier: int, *, newer_than: int | None = None
+                       ) -> int | None:
     """Id of a snapshot by ``commit_user`` whose identifier is >= ``identifier`` (identifiers of one user grow,
-    as streaming batch ids do), judged by the user's newest snapshot; None if there is none."""
+    as streaming batch ids do), judged by the user's newest snapshot (only snapshots after ``newer_than`` are
+    read); None if there is none."""
     sm = table.snapshot_manager
     for sid in reversed(sm.ids()):
+        if newer_than is not None and sid <= newer_than:
+            break
         try:
             snap = sm.snapshot(sid)
         except Exception:

@@ -8,6 +8,8 @@ a plain Parquet append of the same DataFrame (each case best of 3 after one warm
 - ``repartitionById -> noop``: a shuffle into the same number of tasks by ``key mod tasks``, no bucket hash;
 - ``distribute_by_bucket -> Python (count rows)``: placement, shuffle and handing every row to Python workers
   as Arrow batches, which only count them -- the hand-over without any engine work;
+- ``scan -> Python (count rows), no shuffle``: the input handed to Python workers as it is read, with no placement
+  and no shuffle -- what any Python writer pays before doing anything;
 - ``engine write of N/(tasks) rows``: the engine's own work in one writer task (``TableWrite`` + commit), no
   Spark;
 - ``JVM: place + sort + partitioned Parquet``: the same placement, then Spark's own ``sortWithinPartitions``
@@ -84,6 +86,8 @@ def main(argv=None) -> int:
             ("distribute_by_bucket -> Python (count rows)",
              lambda: distribute_by_bucket(df, table.root).mapInArrow(count_rows, "n long").write.format("noop")
              .mode("overwrite").save()),
+            ("scan -> Python (count rows), no shuffle",
+             lambda: df.mapInArrow(count_rows, "n long").write.format("noop").mode("overwrite").save()),
             (f"engine write of {len(half):,} rows", engine_write),
             ("JVM: place + sort + partitioned Parquet", jvm_write),
         ]

@@ -14,13 +14,11 @@ Protocol (one call = at most one COMPACT snapshot):
 """
 from __future__ import annotations
 
-import os
 import pickle
 import uuid
-from dataclasses import replace
 
 from engine.errors import CommitConflict, CommitRetriesExhausted
-from engine.options import CHANGELOG_FILE_PREFIX, DATA_FILE_PREFIX
+from spark_glue.job_files import remove_tagged_files, tag_files
 from spark_glue.tables import open_table
 
 
@@ -50,15 +48,8 @@ class CompactionJob:
 
     # --- executor side ------------------------------------------------------------------------------
     def job_table(self):
-        """The table with file-name prefixes carrying the job token (so the job's files can be found)."""
-        table = open_table(self.path)
-        schema = table.schema
-        opts = schema.table_options
-        table.schema = replace(schema, options={
-            **schema.options,
-            DATA_FILE_PREFIX: f"{opts.get(DATA_FILE_PREFIX)}{self.token}-",
-            CHANGELOG_FILE_PREFIX: f"{opts.get(CHANGELOG_FILE_PREFIX)}{self.token}-"})
-        return table
+        """The table naming the files it writes with the job token (so the job's files can be found)."""
+        return tag_files(open_table(self.path), f"{self.token}-")
 
     def compact_group(self, index: int) -> list:
         """Compact the splits of task ``index``; their COMMIT messages (buckets with nothing to do give none)."""
@@ -117,17 +108,7 @@ class CompactionJob:
 
     def remove_files(self, table, dirs, keep: set[str]) -> int:
         """Delete the job's files (names carrying its token) in ``dirs`` except ``keep``; how many were deleted."""
-        opts = table.schema.table_options
-        prefixes = (f"{opts.get(DATA_FILE_PREFIX)}{self.token}-", f"{opts.get(CHANGELOG_FILE_PREFIX)}{self.token}-")
-        removed = 0
-        for d in dirs:
-            if not table.file_io.exists(d):
-                continue
-            for name in table.file_io.list_names(d):
-                if name.startswith(prefixes) and name not in keep:
-                    table.file_io.delete(os.path.join(d, name))
-                    removed += 1
-        return removed
+        return remove_tagged_files(table, f"{self.token}-", keep, dirs)
 
 
 def compact(spark, path: str, full: bool = False, partitions=None, *, tasks: int | None = None) -> int | None:

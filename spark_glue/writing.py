@@ -3,8 +3,8 @@
 Protocol (one write job = one snapshot):
 - ``writer()`` runs once per job on the driver side: it pins the base snapshot and draws a job token.
 - Each task writes its rows with the engine's ``TableWrite`` (sorted level-0 runs per bucket it sees, sequence
-  numbers continuing from the pinned base) into files named ``<data-file.prefix><token>-...``, and returns the
-  pickled ``CommitMessage``s. A task that raises deletes its own files.
+  numbers continuing from the pinned base) into data and changelog files whose names carry the job token
+  (``job_files``), and returns the pickled ``CommitMessage``s. A task that raises deletes its own files.
 - ``commit()`` publishes all messages of the successful task attempts as ONE snapshot (APPEND, or OVERWRITE in
   overwrite mode), then deletes every file carrying the job token that the snapshot does not list: the leftovers
   of failed or retried attempts (Spark drops their messages and may never tell ``abort()``). ``abort()`` deletes
@@ -28,10 +28,11 @@ from pyspark.sql.datasource import (DataSourceArrowWriter, DataSourceStreamArrow
 
 from engine.errors import CommitConflict, CommitRetriesExhausted, InvalidInput
 from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER
-from engine.options import DATA_FILE_PREFIX, WRITE_ONLY, parse_bool
+from engine.options import WRITE_ONLY, parse_bool
 from engine.table import Table
 from engine.write.commit_message import CommitMessage
 from engine.write.table_write import TableWrite
+from spark_glue.job_files import remove_tagged_files, tag_files
 from spark_glue.tables import lower_options, open_or_create_table, open_table
 
 COMMIT_USER = "commit.user"
@@ -47,9 +48,9 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class TaskFiles(WriterCommitMessage):
-    """What one successful task attempt hands to the driver: its commit messages and its files' name prefix."""
+    """What one successful task attempt hands to the driver: its commit messages and its files' name tag."""
     messages: tuple[CommitMessage, ...]
-    prefix: str = ""
+    tag: str = ""
 
 
 class WriteJob:
@@ -66,7 +67,6 @@ class WriteJob:
         require_spark_writable(table)
         self.base_id = table.latest_snapshot_id()
         self.token = uuid.uuid4().hex[:16]
-        self.file_prefix = table.schema.table_options.get(DATA_FILE_PREFIX) + self.token + "-"
         self.streaming = streaming
         user = opts.get(COMMIT_USER)
         if streaming and not user:
@@ -87,9 +87,9 @@ class WriteJob:
         self.dynamic = parse_bool(opts.get(DYNAMIC_OVERWRITE, "true"))
 
     # --- executor side ------------------------------------------------------------------------------
-    def prefix_for(self, batch_id) -> str:
-        """File-name prefix of this job's files (of one micro-batch, for a stream)."""
-        return self.file_prefix if batch_id is None else f"{self.file_prefix}b{batch_id}-"
+    def tag_for(self, batch_id) -> str:
+        """The name tag of this job's files (of one micro-batch, for a stream), see ``job_files``."""
+        return f"{self.token}-" if batch_id is None else f"{self.token}-b{batch_id}-"
 
     def write_task(self, batches, *, placed_by_bucket: bool = False) -> TaskFiles:
         """Write this task's rows; its files and messages. Unless the input is ``placed_by_bucket`` (each
@@ -102,10 +102,9 @@ class WriteJob:
             batch_id = TaskContext.get().getLocalProperty("streaming.sql.batchId")
             if batch_id is None:
                 raise InvalidInput("streaming write task without a micro-batch id", table=self.table_name)
-        table = open_table(self.path)
+        tag = self.tag_for(batch_id)
+        table = tag_files(open_table(self.path), tag)
         schema = table.schema
-        prefix = self.prefix_for(batch_id)
-        table.schema = replace(schema, options={**schema.options, DATA_FILE_PREFIX: prefix})
         identifier = BATCH_COMMIT_IDENTIFIER if self.identifier is None else self.identifier
         if schema.is_append_only:  # no keys to order: tasks may share buckets freely
             writer = table.new_write(commit_user=self.commit_user, commit_identifier=identifier)
@@ -128,7 +127,7 @@ class WriteJob:
                 else:
                     writer.write(rows)
             messages = writer.prepare_commit()
-        return TaskFiles(tuple(messages), prefix)
+        return TaskFiles(tuple(messages), tag)
 
     # --- driver side --------------------------------------------------------------------------------
     def commit_job(self, task_files, identifier: int | None = None) -> int | None:
@@ -139,12 +138,12 @@ class WriteJob:
         messages = [without_compaction(table, m) if (m.partition, m.bucket) in shared else m
                     for tf in task_files if tf is not None for m in tf.messages]
         ident = self.identifier if identifier is None else int(identifier)
-        prefix = self.task_prefix(task_files, identifier)
+        tag = self.task_tag(task_files, identifier)
         if ident is not None:
             messages = [replace(m, commit_identifier=ident) for m in messages]
             done = committed_snapshot(table, self.commit_user, ident)
             if done is not None:  # a replayed batch: already applied once
-                remove_job_files(table, prefix, keep=set())
+                remove_tagged_files(table, tag, keep=set())
                 return done
         try:
             if self.overwrite:
@@ -154,11 +153,11 @@ class WriteJob:
             else:
                 sid = table.commit(messages)
         except (CommitConflict, CommitRetriesExhausted):
-            remove_job_files(table, prefix, keep=set())
+            remove_tagged_files(table, tag, keep=set())
             raise
         # The data is committed: nothing below may raise, or Spark would report the write as failed.
         try:
-            remove_job_files(table, prefix, keep=message_file_names(messages))
+            remove_tagged_files(table, tag, keep=message_file_names(messages))
             if shared and not table.schema.is_append_only and not table.schema.table_options.get(WRITE_ONLY):
                 sid = compact_shared_buckets(table, shared, self.commit_user,
                                              BATCH_COMMIT_IDENTIFIER if ident is None else ident, sid)
@@ -180,15 +179,15 @@ class WriteJob:
             log.warning("table %s: not deleting the aborted job's files: snapshot %s holds its commit",
                         table.name, landed)
             return
-        remove_job_files(table, self.task_prefix(task_files, batch_id), keep=set())
+        remove_tagged_files(table, self.task_tag(task_files, batch_id), keep=set())
 
-    def task_prefix(self, task_files, batch_id=None) -> str:
-        """The file prefix the tasks used. Spark may build the committing writer separately from the one it
-        shipped to the tasks (streaming does), so the tasks' own prefix is read from their messages."""
+    def task_tag(self, task_files, batch_id=None) -> str:
+        """The file-name tag the tasks used. Spark may build the committing writer separately from the one it
+        shipped to the tasks (streaming does), so the tasks' own tag is read from their messages."""
         for tf in task_files or ():
-            if tf is not None and tf.prefix:
-                return tf.prefix
-        return self.prefix_for(batch_id)
+            if tf is not None and tf.tag:
+                return tf.tag
+        return self.tag_for(batch_id)
 
 
 def require_spark_writable(table: Table) -> None:
@@ -266,18 +265,6 @@ def message_file_names(messages) -> set[str]:
                       getattr(m, "compact_changelog", ())):
             names.update(f.file_name for f in group)
     return names
-
-
-def remove_job_files(table: Table, file_prefix: str, keep: set[str]) -> int:
-    """Delete the data files whose names start with ``file_prefix`` (one job's token) except ``keep``; returns
-    how many were deleted. Only this job's files can match, so concurrent writers are never affected."""
-    removed = 0
-    for directory, dirs, files in os.walk(table.root):
-        for name in files:
-            if name.startswith(file_prefix) and name not in keep:
-                table.file_io.delete(os.path.join(directory, name))
-                removed += 1
-    return removed
 
 
 def run_write_job(placed_df, job: WriteJob) -> int | None:

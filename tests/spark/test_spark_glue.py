@@ -263,8 +263,19 @@ def _fail_first_attempt_of_task_0(batches):
             raise RuntimeError("injected failure")
 
 
-def test_failed_task_is_retried_without_duplicates_or_orphans(spark, tmp_path):
-    t = _small_buffer_table(tmp_path, **{"write-only": "true"})
+# a write-only table, and one whose writers also write changelog files (the input producer)
+RETRY_TABLES = [{"write-only": "true"}, {"write-only": "true", "changelog-producer": "input"}]
+
+
+def _no_orphans(table) -> bool:
+    """Every data and changelog file on disk is referenced (``check`` lists the files no snapshot references)."""
+    report = table.check()
+    return report.ok and report.orphan_files == []
+
+
+@pytest.mark.parametrize("options", RETRY_TABLES, ids=["write-only", "input-changelog"])
+def test_failed_task_is_retried_without_duplicates_or_orphans(spark, tmp_path, options):
+    t = _small_buffer_table(tmp_path, **options)
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "500")
     try:
         df = spark.range(0, 4000, 1, 2).selectExpr("id AS k", "CAST(id AS DOUBLE) AS v")
@@ -273,15 +284,18 @@ def test_failed_task_is_retried_without_duplicates_or_orphans(spark, tmp_path):
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
     assert len(t.snapshots()) == 1
     assert sorted(t.read().column("k").to_pylist()) == list(range(4000))
-    assert _files_on_disk(t.root) == _live_files(t)  # the failed attempt left nothing behind
+    assert _no_orphans(t)  # the failed attempt left nothing behind
+    if "changelog-producer" in options:
+        assert sorted(t.read_changes(0).column("k").to_pylist()) == list(range(4000))
 
 
-def test_write_table_job_retries_a_failed_task_without_duplicates_or_orphans(spark, tmp_path):
+@pytest.mark.parametrize("options", RETRY_TABLES, ids=["write-only", "input-changelog"])
+def test_write_table_job_retries_a_failed_task_without_duplicates_or_orphans(spark, tmp_path, options):
     """``write_table`` commits from the driver (writing.run_write_job): a task attempt that failed after writing
     files is dropped, its files deleted, and its retry's rows land once."""
     from spark_glue.api import distribute_by_bucket
     from spark_glue.writing import WriteJob, run_write_job
-    t = _small_buffer_table(tmp_path, **{"write-only": "true"})
+    t = _small_buffer_table(tmp_path, **options)
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "500")
     try:
         placed = distribute_by_bucket(spark.range(0, 4000, 1, 2).selectExpr("id AS k", "CAST(id AS DOUBLE) AS v"),
@@ -293,11 +307,29 @@ def test_write_table_job_retries_a_failed_task_without_duplicates_or_orphans(spa
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
     assert sid == t.latest_snapshot_id() and [s.commit_user for s in t.snapshots()] == ["u"]
     assert sorted(t.read().column("k").to_pylist()) == list(range(4000))
-    assert _files_on_disk(t.root) == _live_files(t)
+    assert _no_orphans(t)
+    if "changelog-producer" in options:
+        assert sorted(t.read_changes(0).column("k").to_pylist()) == list(range(4000))
 
 
-def test_write_table_failed_job_leaves_table_and_storage_unchanged(spark, tmp_path):
-    t = _small_buffer_table(tmp_path)
+def test_replayed_commit_identifier_leaves_none_of_its_files_changelog_included(spark, tmp_path):
+    """A job that replays an identifier its commit user already published commits nothing and deletes every file
+    its tasks wrote: data files and the input producer's changelog files alike."""
+    from spark_glue.api import distribute_by_bucket
+    from spark_glue.writing import WriteJob, run_write_job
+    t = _small_buffer_table(tmp_path, **{"changelog-producer": "input"})
+    df = distribute_by_bucket(spark.range(0, 500, 1, 2).selectExpr("id AS k", "1.0D AS v"), t.root, num_tasks=2)
+    options = {"path": t.root, "commit.user": "pipeline", "commit.identifier": "7"}
+    assert run_write_job(df, WriteJob(options, overwrite=False)) == 1
+    files = _files_on_disk(t.root)
+    assert any(f.startswith("changelog-") for f in files)
+    assert run_write_job(df, WriteJob(options, overwrite=False)) == 1  # the replay: already published
+    assert t.latest_snapshot_id() == 1 and _files_on_disk(t.root) == files and _no_orphans(t)
+
+
+@pytest.mark.parametrize("options", [{}, {"changelog-producer": "input"}], ids=["no-changelog", "input-changelog"])
+def test_write_table_failed_job_leaves_table_and_storage_unchanged(spark, tmp_path, options):
+    t = _small_buffer_table(tmp_path, **options)
     spark_glue.write_table(spark.range(0, 100).selectExpr("id AS k", "1.0D AS v"), t.root)
     before, files = t.latest_snapshot_id(), _files_on_disk(t.root)
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "50")

@@ -26,29 +26,40 @@ VALUE_KIND = "_VALUE_KIND"
 SIGN = np.uint64(1 << 63)
 
 
-def _rank_words(columns: Sequence[pa.ChunkedArray], descending: bool) -> np.ndarray:
-    """Order-preserving uint64 words for sequence columns that do not encode to fixed words (strings)."""
-    out = []
-    for col in columns:
-        col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-        rank = pc.rank(col, sort_keys="descending" if descending else "ascending",
-                       null_placement="at_end" if descending else "at_start", tiebreaker="dense")
-        out.append(np.asarray(rank, dtype=np.uint64))
-    return np.stack(out, axis=1) if out else np.zeros((0, 0), np.uint64)
+def _rank_words(col: pa.ChunkedArray, descending: bool) -> np.ndarray:
+    """Order-preserving uint64 words of a sequence column that does not encode to fixed words (strings); nulls
+    rank first."""
+    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    rank = pc.rank(col, sort_keys="descending" if descending else "ascending", null_placement="at_start",
+                   tiebreaker="dense")
+    return np.asarray(rank, dtype=np.uint64).reshape(-1, 1)
+
+
+def _sequence_words(col: pa.ChunkedArray, descending: bool) -> np.ndarray:
+    """Order-preserving uint64 words of one ``sequence.field`` column.
+
+    A null is the oldest value in both sort orders: Paimon compares sequence fields with ``nullIsLast=false`` and
+    negates only the comparison of two non-null values (``UserDefinedSeqComparator`` / ``generateRowCompare``).
+    A descending encoding inverts the null marker too, so a validity word (0 = null) goes in front of it.
+    """
+    enc = encode_keys([col], descending=[descending])
+    if not enc.is_fixed:
+        return _rank_words(col, descending)
+    if not descending:
+        return enc.words
+    valid = pc.is_valid(col).to_numpy(zero_copy_only=False).astype(np.uint64).reshape(-1, 1)
+    return np.concatenate([valid, enc.words], axis=1)
 
 
 def order_words(seq_columns: Sequence[pa.ChunkedArray], sequence_numbers: np.ndarray, kinds: np.ndarray,
                 descending: bool = False) -> np.ndarray:
     """The secondary order of records within a key, as an (n, m) uint64 matrix compared lexicographically."""
     n = len(sequence_numbers)
-    parts = []
-    if seq_columns:
-        enc = encode_keys(list(seq_columns), descending=[descending] * len(seq_columns))
-        parts.append(enc.words if enc.is_fixed else _rank_words(seq_columns, descending))
+    parts = [_sequence_words(c, descending) for c in seq_columns]
     parts.append((np.asarray(sequence_numbers, dtype=np.int64).view(np.uint64) ^ SIGN).reshape(n, 1))
     is_add = ((kinds == 0) | (kinds == 2)).astype(np.uint64).reshape(n, 1)
     parts.append(is_add)
-    return np.ascontiguousarray(np.concatenate(parts, axis=1)) if len(parts) > 1 else parts[0]
+    return np.ascontiguousarray(np.concatenate(parts, axis=1))
 
 
 def sort_dedupe(key_columns: Sequence[pa.ChunkedArray], words: np.ndarray) -> np.ndarray:

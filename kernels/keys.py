@@ -24,7 +24,8 @@
     and terminated by 0x00 0x00. Every column encoding is prefix-free, so concatenation keeps the order.
 
 ``descending[i]`` inverts column i completely (all its words / bytes, null marker included), so its nulls
-sort last -- ``sequence.field.sort-order=descending`` (spec §2.3).
+sort last. (``sequence.field.sort-order=descending`` keeps nulls first: ``engine.merge.order_words`` puts a
+validity word in front.)
 
 ``EncodedKeys.layout`` records how each column was encoded. Two encodings are comparable iff their layouts
 are equal; ``kernels.merge`` and ``kernels.lookup`` check it.

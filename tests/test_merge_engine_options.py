@@ -34,15 +34,30 @@ def test_several_sequence_fields_compare_in_order(catalog):
     assert t.lookup(pa.table({"id": pa.array([1, 4], pa.int32())})).column("v").to_pylist() == ["first", "c"]
 
 
-def test_descending_sequence_field_with_nulls_last(catalog):
+def test_descending_sequence_field_null_is_oldest(catalog):
     t = catalog.create_table("db.d", SCHEMA, primary_key=["id"],
                              options={"bucket": "1", "sequence.field": "s1", "sequence.field.sort-order": "descending"})
     t.write(pa.table({"id": pa.array([1, 2], pa.int32()), "s1": [10, None], "v": ["ten", "null"],
                       "s2": [None, None]}))
     t.write(pa.table({"id": pa.array([1, 2], pa.int32()), "s1": [11, 3], "v": ["eleven", "three"],
                       "s2": [None, None]}))
-    # descending: the smaller value is newer; nulls sort last (= newest)
-    assert _rows(t) == {1: "ten", 2: "null"}
+    # descending: the smaller value is newer, but a null is still the oldest (Paimon compares sequence fields
+    # with nullIsLast=false and negates only non-null comparisons; the shared spec §2.3 says "nulls last")
+    assert _rows(t) == {1: "ten", 2: "three"}
+    t.compact(full=True)
+    assert _rows(t) == {1: "ten", 2: "three"}
+
+
+@pytest.mark.parametrize("engine", ["deduplicate", "partial-update"])
+def test_descending_string_sequence_field_null_is_oldest(catalog, engine):
+    t = catalog.create_table(f"db.ds_{engine.replace('-', '_')}", SCHEMA, primary_key=["id"],
+                             options={"bucket": "1", "sequence.field": "s2", "sequence.field.sort-order": "descending",
+                                      "merge-engine": engine})
+    # in one write buffer and across files
+    t.write(pa.table({"id": pa.array([1, 1, 2], pa.int32()), "s1": [None] * 3, "s2": [None, "b", None],
+                      "v": ["null", "b", "null"]}))
+    t.write(pa.table({"id": pa.array([2], pa.int32()), "s1": [None], "s2": ["c"], "v": ["c"]}))
+    assert _rows(t) == {1: "b", 2: "c"}
 
 
 def test_rowkind_field_deletes_and_updates(catalog):

@@ -128,3 +128,21 @@ def test_writers_on_different_sequence_lanes_never_tie_in_a_shared_bucket(tmp_pa
     assert t.read(filter=[("id", "=", 1)]).column("v").to_pylist() == ["later"]
     with pytest.raises(ValueError, match="lane 4"):
         TableWrite(t, sequence_lane=(4, 4))
+
+
+def test_timestamp0_key_stored_as_milliseconds_in_lookups_and_lookup_changelog(tmp_path):
+    """Parquet has no seconds unit, so a TIMESTAMP(0) key is stored as timestamp[ms]; the key columns read back
+    are the table's timestamp[s], so a reopened table (nothing cached in-process) can look the key up."""
+    import datetime as dt
+    schema = pa.schema([pa.field("k", pa.timestamp("s"), False), pa.field("v", pa.int64())])
+    key = dt.datetime(2024, 1, 1, 12)
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    t = cat.create_table("db.t", schema, primary_key=["k"], options={"bucket": "1", "changelog-producer": "lookup"})
+    t.write(pa.Table.from_pylist([{"k": key, "v": 1}], schema=schema))
+    t = Catalog(str(tmp_path / "wh")).get_table("db.t")
+    probe = pa.Table.from_pylist([{"k": key}], schema=pa.schema([("k", pa.timestamp("s"))]))
+    assert t.lookup(probe).to_pylist() == [{"k": key, "v": 1}]
+    t.write(pa.Table.from_pylist([{"k": key, "v": 2}], schema=schema))
+    assert t.read().to_pylist() == [{"k": key, "v": 2}]
+    assert [(r["_row_kind"], r["v"]) for r in t.read_changes().to_pylist()] == [("+I", 1), ("-U", 1), ("+U", 2)]

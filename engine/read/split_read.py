@@ -143,16 +143,14 @@ class SplitReader:
             src = KEY_FIELD_PREFIX + k if KEY_FIELD_PREFIX + k in raw.column_names else k
             if src not in raw.column_names:
                 raise CorruptFile(path, f"has neither {KEY_FIELD_PREFIX + k} nor {k}")
-            out[KEY_COLUMN_PREFIX + k] = raw.column(src)
+            out[KEY_COLUMN_PREFIX + k] = _as_type(raw.column(src), arrow.field(k).type)
         for sys_col in (SEQUENCE_NUMBER, VALUE_KIND):
             if sys_col not in raw.column_names:
                 raise CorruptFile(path, f"has no {sys_col} column")
             out[sys_col] = raw.column(sys_col)
         for c in dict.fromkeys(self.seq_fields + list(columns)):
             if c in raw.column_names:
-                col = raw.column(c)
-                target = arrow.field(c).type
-                out[c] = col if col.type.equals(target) else col.cast(target)
+                out[c] = _as_type(raw.column(c), arrow.field(c).type)
             elif c in declared:
                 raise CorruptFile(path, f"has no column {c!r} although the schema it was written under declares it")
             else:  # a column added after the file was written
@@ -221,6 +219,12 @@ def with_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
         return table
     columns = [c if c.type.equals(f.type) else c.cast(f.type) for c, f in zip(table.columns, schema)]
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _as_type(col, target: pa.DataType):
+    """``col`` as the table's Arrow type ``target``: a file may store a type in another physical form (BINARY(n) as
+    fixed_size_binary, TIMESTAMP(0) as milliseconds, ORC TIME as int32, widened columns of older schemas)."""
+    return col if col.type.equals(target) else col.cast(target)
 
 
 def _sort_key(values: list):

@@ -12,6 +12,7 @@ Guarantees (and how they are kept):
   snapshot (and is in the table's lineage: a stale claim left by a crash does not count), committing again returns
   that snapshot's id and applies nothing.
 - On any error before publishing, the manifests written for the attempt are deleted and the table is unchanged.
+  After ``CommitOutcomeUnknown`` nothing the attempt wrote is deleted: the snapshot may have landed.
 - Storage errors are never mistaken for a lost race: if writing ``snapshot-N`` raises, the name is read back;
   our bytes there = the commit landed; absent = ``StorageError`` (data files are kept so the same messages can be
   committed again); unreadable = ``CommitOutcomeUnknown``.
@@ -170,6 +171,10 @@ class Committer:
                     return published
                 time.sleep(min(max_wait, wait * (2 ** attempt)) * (0.5 + random.random()))
             raise CommitRetriesExhausted(t.name, retries + 1)
+        except CommitOutcomeUnknown:
+            delta_name = log_name = None  # the snapshot may have landed and reference them: keep all it wrote
+            rebased = []
+            raise
         finally:
             if delta_name is not None:
                 t.file_io.delete(t.paths.manifest(delta_name))
@@ -490,6 +495,8 @@ class Committer:
             try:
                 published = self._try_publish(latest, delta_meta, entries, user, identifier, COMMIT_KIND_OVERWRITE,
                                               schema_id, properties)
+            except CommitOutcomeUnknown:
+                raise  # the snapshot may have landed and reference the manifest: keep it
             except BaseException as e:
                 t.file_io.delete(t.paths.manifest(delta_name))
                 if not isinstance(e, (CorruptFile, SnapshotNotFound)) or not self._superseded(latest):

@@ -87,6 +87,19 @@ def test_publish_outcome_unknown_when_it_cannot_be_read_back(setup):
     io.clear()
     assert t.commit(messages) == 2  # checking again finds it: applied once
     assert [s.id for s in t.snapshots()] == [1, 2]
+    assert sc.read_state(t) == AFTER and t.check().ok  # nothing the landed snapshot references was deleted
+
+
+def test_overwrite_outcome_unknown_keeps_what_the_snapshot_references(setup):
+    t, io = setup
+    io.add(Fault("write_if_absent", SNAPSHOT, kind="lost-ack"))
+    io.add(Fault("read_bytes", "*/snapshot/snapshot-2", kind="eio"))
+    messages = _messages(t)
+    with pytest.raises(CommitOutcomeUnknown, match="snapshot 2"):
+        t.commit_overwrite(messages)
+    io.clear()
+    assert t.commit_overwrite(messages) == 2
+    assert sc.read_state(t) == {("a", 1): "new", ("a", 3): "three"} and t.check().ok
 
 
 def test_torn_data_file_write(setup):

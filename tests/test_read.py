@@ -146,3 +146,20 @@ def test_timestamp0_key_stored_as_milliseconds_in_lookups_and_lookup_changelog(t
     t.write(pa.Table.from_pylist([{"k": key, "v": 2}], schema=schema))
     assert t.read().to_pylist() == [{"k": key, "v": 2}]
     assert [(r["_row_kind"], r["v"]) for r in t.read_changes().to_pylist()] == [("+I", 1), ("-U", 1), ("+U", 2)]
+
+
+def test_not_in_never_matches_null(tmp_path):
+    """Paimon's NotIn (SQL's NULL NOT IN (...)) is never true for a null, whether the null row is in a file that
+    stats prune (all nulls) or in a file read and filtered row by row."""
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    pk = cat.create_table("db.pk", SCHEMA, primary_key=["dt", "id"], partition_keys=["dt"], options={"bucket": "1"})
+    append = cat.create_table("db.append", SCHEMA, partition_keys=["dt"])
+    data = pa.table({"dt": ["a", "b", "b"], "id": [1, 2, 3], "v": [None, None, 30], "s": ["x", None, "z"]},
+                    schema=SCHEMA)
+    for t in (pk, append):
+        t.write(data)
+        assert rows(t, filter=[("v", "not in", [10])]) == [{"dt": "b", "id": 3, "v": 30, "s": "z"}]
+        assert rows(t, filter=[("v", "not in", [10])]) == rows(t, filter=[("v", "!=", 10)])
+        assert rows(t, filter=[("s", "not in", ["q"]), ("id", ">", 0)]) == rows(t, filter=[("s", "!=", "q")])
+        assert [r["id"] for r in rows(t, filter=[[("v", "not in", [10])], [("s", "=", "x")]])] == [1, 3]

@@ -5,19 +5,23 @@ Operators: = == != < <= > >= in "not in". Literals are cast to the column's type
 
 Contract: ``may_match`` answers False only when no row whose values lie within the given [min, max] ranges can
 satisfy the filter; pruning with it never drops a matching row. The exact filter is applied to merged rows
-afterwards (``to_expression``).
+afterwards (``to_expression``). As in Paimon's predicates, a null satisfies no term: not ``!=`` and not ``not in``.
 """
 from __future__ import annotations
 
+import operator
+from functools import reduce
 from typing import Any, Callable, Mapping
 
 import pyarrow as pa
-import pyarrow.parquet as pq
+import pyarrow.compute as pc
 
 from engine.errors import InvalidInput
 
 OPS = {"=", "==", "!=", "<", "<=", ">", ">=", "in", "not in"}
 Conj = list[tuple[str, str, Any]]
+_COMPARE = {"=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
+            ">=": operator.ge}
 
 
 def normalize(filter_, arrow_schema: pa.Schema, table: str) -> list[Conj] | None:
@@ -65,9 +69,18 @@ def _cast(value, typ: pa.DataType, col: str, table: str):
 
 
 def to_expression(dnf: list[Conj]):
-    """The normalized filter as a ``pyarrow.compute.Expression`` for exact row filtering."""
-    return pq.filters_to_expression([[(c, op, list(v) if op in ("in", "not in") else v) for c, op, v in conj]
-                                     for conj in dnf])
+    """The normalized filter as a ``pyarrow.compute.Expression`` for exact row filtering. A null never satisfies
+    a term, ``not in`` included (Paimon's NotIn, SQL's NULL NOT IN (...)): the same answer as ``may_match``."""
+    return reduce(operator.or_, (reduce(operator.and_, (_term_expression(*term) for term in conj)) for conj in dnf))
+
+
+def _term_expression(col: str, op: str, value):
+    field = pc.field(col)
+    if op == "in":
+        return field.isin(list(value))
+    if op == "not in":  # is_in is false for a null, so its negation alone would keep null rows
+        return field.is_valid() & ~field.isin(list(value))
+    return _COMPARE[op](field, value)
 
 
 def columns_of(dnf: list[Conj] | None) -> set[str]:

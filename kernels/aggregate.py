@@ -119,10 +119,13 @@ def segment_sum(order, key_starts, values, valid, add, retract, product, lo, hi)
     add: null input keeps acc; null acc takes input; else acc + in (acc * in).
     retract: sum -> acc - in (null acc -> -in; null in -> acc); product -> acc / in, truncating for integers
     (either null -> acc). Integer results must stay in [lo, hi] (the column type's range); int64 values fold in
-    exact int64 arithmetic, floats in float64 (Java semantics: x / 0.0 gives inf or NaN).
-    Returns (out values, out valid, error code: OK / OVERFLOW / DIVIDE_BY_ZERO, offending key or -1)."""
+    exact int64 arithmetic, floats in the values' precision with Java semantics: a float32 array (FLOAT) rounds
+    to float32 after every step, as Java ``float`` arithmetic does; x / 0.0 gives inf or NaN.
+    Returns (out values, out valid, error code: OK / OVERFLOW / DIVIDE_BY_ZERO, offending key or -1); float
+    results come as float64."""
     if values.dtype.kind == "f":
-        return _sum_float(order, key_starts, values, valid, add, retract, product)
+        single = values.dtype == np.float32
+        return _sum_float(order, key_starts, values.astype(np.float64), valid, add, retract, product, single)
     return _sum_int(order, key_starts, values, valid, add, retract, product, lo, hi)
 
 
@@ -194,7 +197,9 @@ def _sum_int(order, key_starts, values, valid, add, retract, product, lo, hi):
 
 
 @njit
-def _sum_float(order, key_starts, values, valid, add, retract, product):
+def _sum_float(order, key_starts, values, valid, add, retract, product, single):
+    """float64 values; ``single``: round to float32 after every step. A float32 +, -, * or / computed in
+    float64 and then rounded is the correctly rounded float32 result (float64 has more than 2 * 24 + 2 bits)."""
     n_keys = key_starts.shape[0] - 1
     out = np.zeros(n_keys, np.float64)
     out_valid = np.zeros(n_keys, np.bool_)
@@ -227,6 +232,8 @@ def _sum_float(order, key_starts, values, valid, add, retract, product):
                     has = True
                 else:
                     acc = acc - x
+            if single:
+                acc = np.float64(np.float32(acc))
         out[j] = acc
         out_valid[j] = has
     return out, out_valid, OK, -1

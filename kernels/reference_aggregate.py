@@ -51,15 +51,17 @@ def segment_arg_extreme_float_reference(order, key_starts, values, eligible, wan
 
 
 def segment_sum_reference(order, key_starts, values, valid, add, retract, product, lo, hi):
-    """Python ints (unbounded), then the same range check; returns (values, valid, error code, key)."""
+    """Python ints (unbounded), then the same range check; float32 values fold in NumPy float32 arithmetic (Java
+    ``float``); returns (values, valid, error code, key)."""
     is_int = np.asarray(values).dtype.kind == "i"
+    num = np.float32 if np.asarray(values).dtype == np.float32 else float
     out, out_valid = [], []
     for j, rows in _segments(order, key_starts):
         acc = None
         for r in rows:
             if not valid[r] or not (add[r] or retract[r]):
                 continue
-            x = int(values[r]) if is_int else float(values[r])
+            x = int(values[r]) if is_int else num(values[r])
             if add[r]:
                 acc = x if acc is None else (acc * x if product else acc + x)
             elif product:
@@ -75,6 +77,8 @@ def segment_sum_reference(order, key_starts, values, valid, add, retract, produc
                                                                                    else float("-inf")))
             else:
                 acc = -x if acc is None else acc - x
+            if not is_int:
+                acc = num(acc)
             if is_int and not lo <= acc <= hi:
                 return None, None, 1, j
         out.append(0 if acc is None else acc)

@@ -78,6 +78,29 @@ def test_sum_and_product_floats(h, product):
 
 
 @settings(max_examples=150, deadline=None)
+@given(histories(values=st.floats(-1e6, 1e6, allow_nan=False, width=32)), st.booleans())
+def test_sum_and_product_float32_round_every_step(h, product):
+    """FLOAT columns fold like Java float: each step rounds to float32 (the reference uses NumPy float32)."""
+    order, starts, kinds, valid, vals = h
+    values = np.array(vals, np.float32)
+    add = (kinds == 0) | (kinds == 2)
+    out, ov, err, _ = K.segment_sum(order, starts, values, valid, add, ~add, product, 0, 0)
+    with np.errstate(all="ignore"):
+        r_out, r_valid, r_err, _ = R.segment_sum_reference(order, starts, values, valid, add, ~add, product, 0, 0)
+    assert err == r_err == 0
+    assert np.array_equal(ov, r_valid)
+    np.testing.assert_array_equal(out[ov].astype(np.float32), r_out[r_valid])
+    assert np.array_equal(out[ov], out[ov].astype(np.float32), equal_nan=True)
+
+
+def test_float32_sum_rounds_every_step():
+    order, starts = np.arange(3, dtype=np.int64), np.array([0, 3], np.int64)
+    ones = np.ones(3, bool)
+    out, _, _, _ = K.segment_sum(order, starts, np.array([16777216, 1, 1], np.float32), ones, ones, ~ones, False, 0, 0)
+    assert out[0] == 16777216.0  # float64 would give 16777218
+
+
+@settings(max_examples=150, deadline=None)
 @given(histories(values=st.text(alphabet="ab é\t", max_size=4)), st.sampled_from([b",", b"", b"--"]))
 def test_listagg(h, delimiter):
     import pyarrow as pa

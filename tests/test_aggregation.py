@@ -185,6 +185,27 @@ def test_integer_overflow_raises(catalog):
         t.read()
 
 
+@pytest.mark.parametrize("split", [False, True])
+def test_float_sum_and_product_round_to_float_every_step(catalog, split):
+    """FieldSumAgg / FieldProductAgg compute FLOAT in Java float: (float) acc + (float) in, at every step."""
+    import numpy as np
+    s = pa.schema([("k", I), ("s", pa.float32()), ("p", pa.float32()), ("big", pa.float32())])
+    t = _table(catalog, s, s="sum", p="product", big="sum")
+    rows = [(1, 0.1, 1.1, x) for x in (16777216.0, 1.0, 1.0)] + [(1, 0.1, 1.1, None)] * 7
+    for batch in ([[r] for r in rows] if split else [rows]):
+        t.write(_batch(s, batch))
+    with t.new_write() as w:
+        w.write(_batch(s, [(1, 0.1, 1.1, 1.0)]), row_kinds=["-U"])
+        t.commit(w.prepare_commit())
+    f = np.float32
+    acc_s, acc_p = f(0.1), f(1.1)
+    for _ in range(9):
+        acc_s, acc_p = f(acc_s + f(0.1)), f(acc_p * f(1.1))
+    acc_s, acc_p = f(acc_s - f(0.1)), f(acc_p / f(1.1))
+    got = _by_key(t)[1]
+    assert (f(got["s"]), f(got["p"]), got["big"]) == (acc_s, acc_p, 16777215.0)
+
+
 @pytest.mark.parametrize("field_type, fn, match", [
     (pa.string(), "sum", "does not accept"), (pa.int32(), "listagg", "does not accept"),
     (pa.int32(), "bool_and", "does not accept"), (pa.string(), "collect", "does not accept"),

@@ -229,7 +229,7 @@ def _sum(product):
         if pa.types.is_decimal(t):
             values, lo, hi = decimal_unscaled(arr), -(2 ** 63), 2 ** 63 - 1
         elif pa.types.is_floating(t):
-            values, lo, hi = arr.cast(pa.float64()).to_numpy(zero_copy_only=False), 0, 0  # nulls: not read
+            values, lo, hi = arr.to_numpy(zero_copy_only=False), 0, 0  # nulls: not read; FLOAT stays float32
         else:
             bits = t.bit_width - 1
             filled = arr if arr.null_count == 0 else arr.fill_null(0)

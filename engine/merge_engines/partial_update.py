@@ -6,7 +6,8 @@ is all null leaves the group alone; otherwise it takes the group (sequence field
 included) when its group sequence is >= the current one; a retract taking a group nulls the guarded fields.
 Guarded fields with ``fields.<f>.aggregate-function`` aggregate over every add record with a non-null group
 sequence: ``agg(acc, in)`` when the record's group sequence is >= the group's, else ``agg(in, acc)``; a retract
-record retracts only when it takes the group. ``partial-update.remove-record-on-delete``: a -D resets the row to
+record with a non-null group sequence retracts them whether or not it takes the group (Paimon's
+``retractWithSequenceGroup`` retracts aggregated fields "for old sequence" too). ``partial-update.remove-record-on-delete``: a -D resets the row to
 the -D record (kind -D) and later adds start from it. Result kind: +I if any add counts, else -D.
 """
 from __future__ import annotations
@@ -82,7 +83,7 @@ def reduce(seg: Segments, cfg, value_names: list[str]) -> "pa.Table":  # noqa: F
             agg = cfg.aggs.get(f)
             if agg is not None:
                 values[f] = aggregators.reduce_in_group(seg, seg.column(f), agg, add & ~all_null,
-                                                        retract & newer, newer)
+                                                        retract & ~all_null, newer)
             else:
                 values[f] = take_or_null(seg.column(f), src, nulled)
         if ",".join(g.sequence_fields) in cfg.remove_on_sequence_group or any(

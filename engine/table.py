@@ -127,20 +127,25 @@ class Table:
         """Publish messages from ``prepare_commit`` as one snapshot; returns its id.
 
         Committing the same messages again returns the same id without applying them twice. If the commit cannot
-        land (conflict, lost races) its data files are deleted and the error is raised; the table is unchanged.
+        land (conflict, lost races) the error is raised, the table is unchanged, and the messages' files that no
+        snapshot, tag or changelog references are deleted (files an earlier commit published stay).
         """
         messages = list(messages)
         try:
             sid = Committer(self).commit(messages, properties=properties)
         except (CommitConflict, CommitRetriesExhausted):
-            for m in messages:
-                for f in m.new_files + m.changelog_files:
-                    self.file_io.delete(os.path.join(self.bucket_dir(m.partition_values, m.bucket), f.file_name))
-                for path in getattr(m, "index_paths", ()):  # dynamic-bucket HASH index files
-                    self.file_io.delete(path)
+            self._delete_uncommitted(messages)
             raise
         self._expire_after_commit()
         return sid
+
+    def _delete_uncommitted(self, messages: Sequence[CommitMessage]) -> None:
+        """After a rejected commit: delete the messages' data, changelog and index files unless referenced."""
+        from engine.maintenance.orphans import delete_unreferenced
+        paths = [os.path.join(self.bucket_dir(m.partition_values, m.bucket), f.file_name)
+                 for m in messages for f in m.new_files + m.changelog_files]
+        paths += [p for m in messages for p in getattr(m, "index_paths", ())]  # dynamic-bucket HASH index files
+        delete_unreferenced(self, paths)
 
     def write(self, data, row_kinds=None) -> int | None:
         """Upsert ``data`` (pa.Table, RecordBatch or pandas DataFrame) in one commit; returns the id of the last
@@ -367,9 +372,7 @@ class Table:
             return Committer(self).overwrite(messages, parts, commit_user=commit_user,
                                              commit_identifier=commit_identifier, properties=properties)
         except (CommitConflict, CommitRetriesExhausted):
-            for m in messages:
-                for f in m.new_files:
-                    self.file_io.delete(os.path.join(self.bucket_dir(m.partition_values, m.bucket), f.file_name))
+            self._delete_uncommitted(messages)
             raise
 
     # --- changelog and streaming reads (issue 5) ------------------------------------------------------

@@ -151,3 +151,42 @@ def test_concurrent_processes_lose_no_acknowledged_commit(tmp_path):
     assert sorted(t.read().column("id").to_pylist()) == sorted(k for k, _ in acknowledged)
     for key, sid in acknowledged:  # each acknowledged commit is visible from its own snapshot on
         assert key in t.read(snapshot_id=sid).column("id").to_pylist()
+
+
+def _ids(t):
+    return sorted(t.read().column("id").to_pylist())
+
+
+def test_rejected_replay_after_expiry_keeps_committed_files(tmp_path):
+    """A replay whose first commit expired is rejected, but its files are live: they must stay."""
+    t = _table(tmp_path, options={"bucket": "1", "write-only": "true", "snapshot.num-retained.min": "1",
+                                  "snapshot.num-retained.max": "2"})
+    with t.new_write(commit_user="job", commit_identifier=7) as w:
+        w.write(pa.table({"id": [1, 2], "v": ["a", "b"]}))
+        messages = w.prepare_commit()
+    t.commit(messages)
+    for i in range(3):
+        t.write(pa.table({"id": [10 + i], "v": ["x"]}))
+    t.expire_snapshots()
+    assert t.snapshots()[0].id > 1
+    with pytest.raises(CommitConflict):
+        t.commit(messages)
+    assert _ids(t) == [1, 2, 10, 11, 12] and t.check().ok
+
+
+def test_rejected_mixed_message_set_keeps_committed_files(tmp_path):
+    t = _table(tmp_path, options={"bucket": "1"})
+    with t.new_write() as w:
+        w.write(pa.table({"id": [1, 2], "v": ["a", "b"]}))
+        m1 = w.prepare_commit()
+    t.commit(m1)
+    with t.new_write() as w:
+        w.write(pa.table({"id": [3], "v": ["c"]}))
+        m2 = w.prepare_commit()
+    with pytest.raises(CommitConflict):
+        t.commit(m1 + m2)
+    with pytest.raises(CommitConflict):
+        t.commit_overwrite(m1 + m2)
+    assert _ids(t) == [1, 2]
+    report = t.check()
+    assert report.ok and report.orphan_files == []  # m2's files, never committed, were deleted

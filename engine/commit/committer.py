@@ -230,15 +230,16 @@ class Committer:
                 for m in messages for f in m.new_files if f.file_name not in skip]
 
     def _delete_compaction_outputs(self, messages: Sequence[CommitMessage]) -> None:
-        """Delete files a compaction wrote (not upgraded inputs, which stay referenced by their old entries)."""
+        """Delete files a compaction wrote (not upgraded inputs, which stay referenced by their old entries), unless a
+        snapshot, tag or changelog references them (a replay of messages committed before)."""
+        from engine.maintenance.orphans import delete_unreferenced
         t = self.table
+        paths = []
         for m in messages:
             old = {f.file_name for f in m.compact_before} | {f.file_name for f in m.new_files}
-            for f in m.compact_changelog:
-                t.file_io.delete(os.path.join(t.bucket_dir(m.partition_values, m.bucket), f.file_name))
-            for f in m.compact_after:
-                if f.file_name not in old:
-                    t.file_io.delete(os.path.join(t.bucket_dir(m.partition_values, m.bucket), f.file_name))
+            paths += [os.path.join(t.bucket_dir(m.partition_values, m.bucket), f.file_name)
+                      for f in list(m.compact_changelog) + [f for f in m.compact_after if f.file_name not in old]]
+        delete_unreferenced(t, paths)
 
     # --- steps --------------------------------------------------------------------------------------
     def _entries(self, messages: Sequence[CommitMessage]) -> list[ManifestEntry]:

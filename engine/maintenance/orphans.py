@@ -13,7 +13,8 @@ import os
 import time
 
 from engine.crash_points import crash_point
-from engine.maintenance.references import data_files, metadata_files
+from engine.errors import LakemergeError
+from engine.maintenance.references import data_files, index_files, metadata_files
 from engine.maintenance.tags import tagged_snapshots
 
 # Never swept: metadata lakemerge does not interpret file by file (index/ holds deletion-vector and other index
@@ -33,15 +34,46 @@ def _older_than_ms(older_than) -> int:
 
 
 def referenced_files(table) -> set[str]:
-    """Every file path some snapshot or tag references. Raises CorruptFile if any of them cannot be read."""
+    """Every file path some snapshot, tag or decoupled changelog references. Raises CorruptFile if any of them
+    cannot be read."""
     sm = table.snapshot_manager
     snaps = [sm.snapshot(i) for i in sm.ids()] + tagged_snapshots(table)
     out: set[str] = set()
     for snap in snaps:
         out |= metadata_files(table, snap)
         out |= data_files(table, snap)
+        out |= index_files(table, snap)
     from engine.changelog.retention import referenced
     out |= referenced(table)  # issue 5: decoupled changelogs
+    return out
+
+
+def delete_unreferenced(table, paths) -> list[str]:
+    """Delete those of ``paths`` that no snapshot, tag or decoupled changelog references; returns them.
+
+    For the files of a commit that failed: the same files may already be committed (a replayed or mixed message
+    set), and committed files are never deleted. When the references cannot be read, nothing is deleted (an
+    orphan is harmless, a missing committed file is not)."""
+    paths = list(paths)
+    if not paths:
+        return []
+    sm = table.snapshot_manager
+    for _ in range(3):
+        ids = sm.ids()
+        try:
+            keep = {os.path.normpath(p) for p in referenced_files(table)}
+            break
+        except LakemergeError:
+            if sm.ids() == ids:  # damaged, not a concurrent expiration: fail closed
+                return []
+    else:
+        return []
+    out = [p for p in paths if os.path.normpath(p) not in keep]
+    for p in out:
+        try:
+            table.file_io.delete(p)
+        except LakemergeError:
+            pass  # left behind as an orphan
     return out
 
 

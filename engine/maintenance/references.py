@@ -84,3 +84,11 @@ def changelog_added_files(table, snapshot: Snapshot) -> set[str]:
                 if e.kind == ADD:
                     out.update(entry_paths(table, e))
     return out
+
+
+def index_files(table, snapshot: Snapshot) -> set[str]:
+    """Paths of the index files (dynamic-bucket HASH indexes, deletion vectors...) ``snapshot``'s index manifest
+    lists."""
+    from engine.dynamic_bucket.index_files import index_dir, read_index_manifest
+    return {r.get("_EXTERNAL_PATH") or f"{index_dir(table.root)}/{r['_FILE_NAME']}"
+            for r in read_index_manifest(table.file_io, table.paths, snapshot.index_manifest)}

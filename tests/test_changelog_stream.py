@@ -220,3 +220,28 @@ def test_decoupled_changelog_outlives_snapshots(catalog):
     assert len([f for f in os.listdir(bucket) if f.startswith("changelog-")]) == 3
     assert t.remove_orphan_files(older_than=0, dry_run=True) == []
     assert t.read().num_rows == 5
+
+
+@pytest.mark.parametrize("producer", ["input", "lookup"])
+def test_decoupled_changelog_has_no_gaps_for_snapshots_without_changelog(catalog, producer):
+    """Expiration writes changelog-<id> for every expired snapshot (as Paimon does), with or without changelog
+    files, so changes over the expired range stay readable."""
+    import os
+    t = make(catalog, "t", producer, **{"snapshot.num-retained.min": "1", "snapshot.num-retained.max": "1",
+                                        "snapshot.time-retained": "1 ms", "write-only": "true",
+                                        "changelog.num-retained.max": "100", "changelog.time-retained": "1 d"})
+    t.write(rows((1, 1, "a"), (2, 1, "b")))
+    t.write(rows((2, 2, "c"), (3, 3, "d")))
+    t.compact(full=True)
+    t.write(rows((4, 4, "e")))
+    t.write(rows((5, 5, "f")))
+    before = changes(t.read_changes(0))
+    assert before
+    t.expire_snapshots()
+    assert t.snapshot_manager.ids() == [5]
+    assert sorted(os.listdir(os.path.join(t.root, "changelog"))) == [f"changelog-{i}" for i in range(1, 5)]
+    assert changes(t.read_changes(0)) == before
+    assert sorted(changes(pa.concat_tables(
+        [pa.Table.from_batches([b]) for b in t.stream("from-snapshot", snapshot_id=0, idle_timeout=0,
+                                                      poll_interval=0)]))) == sorted(before)
+    assert t.check().ok and t.remove_orphan_files(older_than=0, dry_run=True) == []

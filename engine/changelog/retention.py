@@ -1,8 +1,8 @@
 """Changelog retention decoupled from snapshots (``changelog.num-retained.min/max``, ``changelog.time-retained``).
 
 When a changelog retention option keeps more than the matching snapshot option, changelog is *decoupled* (as in
-Paimon): expiring a snapshot that has changelog files writes ``changelog/changelog-<id>`` (the snapshot's JSON) and
-keeps its changelog manifest list, manifests and changelog files; ``read_changes`` and ``stream`` read such ids from
+Paimon): expiring a snapshot writes ``changelog/changelog-<id>`` (the snapshot's JSON) and keeps its changelog
+manifest list, manifests and changelog files if it has them; ``read_changes`` and ``stream`` read such ids from
 there. Those changelogs expire by the changelog options (min/max counted back from the latest snapshot, time
 against the next changelog's commit time, never past what a consumer still needs). Without decoupling (the
 default) changelog files expire with their snapshots. changelog-producer=none has no changelog files: its changes
@@ -87,13 +87,13 @@ def changelog_paths(table, snap: Snapshot) -> tuple[set[str], set[str]]:
 
 
 def preserve(table, doomed: list[Snapshot], removal) -> None:
-    """Before snapshots expire: keep their changelogs as changelog/changelog-<id> (when decoupled)."""
+    """Before snapshots expire (when decoupled): write changelog/changelog-<id> for every one of them, as Paimon
+    does, so the retained changelog ids stay contiguous (one without changelog files yields no changes), and keep
+    their changelog files and manifests out of ``removal``."""
     if not is_decoupled(table.schema.table_options):
         return
     keep_data, keep_meta = set(), set()
     for snap in doomed:
-        if not snap.changelog_manifest_list:
-            continue
         data, meta = changelog_paths(table, snap)
         keep_data |= data
         keep_meta |= meta

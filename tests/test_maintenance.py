@@ -255,3 +255,23 @@ def test_orphan_cleanup_leaves_index_and_statistics_directories_alone(tmp_path):
             f.write(b"x")
     assert t.remove_orphan_files(older_than=0) == []
     assert all(os.path.exists(p) for p in kept)
+
+
+DECOUPLED = {"bucket": "1", "changelog-producer": "input", "write-only": "true", "snapshot.num-retained.min": "1",
+             "snapshot.num-retained.max": "1", "snapshot.time-retained": "1 ms", "changelog.num-retained.max": "100",
+             "changelog.time-retained": "1 d"}
+
+
+def test_delete_tag_keeps_the_files_of_a_decoupled_changelog(tmp_path):
+    t = _table(tmp_path, DECOUPLED)
+    _write(t, 0)
+    t.create_tag("t1", 1)
+    _write(t, 1)
+    _write(t, 2)
+    t.expire_snapshots()
+    assert t.snapshot_manager.ids() == [3]
+    before = t.read_changes(0, 1)
+    t.delete_tag("t1")
+    assert t.read_changes(0, 1).equals(before)
+    assert t.read_changes(0).num_rows == 30 and t.check().ok
+    assert t.remove_orphan_files(older_than=0, dry_run=True) == []  # what only the tag used is gone

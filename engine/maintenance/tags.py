@@ -82,7 +82,9 @@ def tagged_snapshots(table) -> list[Snapshot]:
 
 def delete_tag(table, name: str) -> None:
     """Remove tag ``name``; when its snapshot has expired, also the files only the tag kept alive (files shared
-    with retained snapshots live on in the earliest one). Raises TagNotFound."""
+    with retained snapshots live on in the earliest one; a decoupled changelog's files stay with it, as in Paimon,
+    where changelog files belong to snapshot and changelog expiration). Raises TagNotFound."""
+    from engine.changelog.retention import referenced
     from engine.maintenance.cleanup import delete_files, plan_removal
     tags = TagManager(table)
     snap = tags.get(name)
@@ -93,6 +95,9 @@ def delete_tag(table, name: str) -> None:
         earliest = sm.earliest_id()
         kept = [] if earliest is None else [sm.snapshot(earliest)]
         removal = plan_removal(table, [snap], kept, first_doomed_full=True, tags=others)
+        changelogs = referenced(table)
+        removal.data_files = [p for p in removal.data_files if p not in changelogs]
+        removal.metadata_files = [p for p in removal.metadata_files if p not in changelogs]
     tags.delete(name)
     if removal is not None:
         delete_files(table, removal)

@@ -356,8 +356,9 @@ class Table:
         """Publish an OVERWRITE snapshot: the live files of ``partitions`` are replaced by the messages' files.
 
         ``partitions``: None replaces the whole table; ``"dynamic"`` replaces the partitions the messages write
-        (Paimon's dynamic partition overwrite); or an iterable of partition-value tuples. Same atomicity,
-        exactly-once and cleanup guarantees as ``commit``; returns the snapshot id.
+        (Paimon's dynamic partition overwrite); or an iterable of partition-value tuples, when every message must
+        write one of them (else InvalidInput, the messages' files are deleted and the table is unchanged). Same
+        atomicity, exactly-once and cleanup guarantees as ``commit``; returns the snapshot id.
         """
         from engine.meta import binary_row
         messages = list(messages)
@@ -366,8 +367,14 @@ class Table:
         elif partitions is None:
             parts = None
         else:
+            partitions = [tuple(v) for v in partitions]
             types = self.schema.types_of(self.partition_keys)
             parts = {binary_row.serialize_row(list(v), types) for v in partitions}
+            stray = next((m for m in messages if m.new_files and m.partition not in parts), None)
+            if stray is not None:  # Paimon: "... does not belong to this partition"
+                self._delete_uncommitted(messages)
+                raise InvalidInput(f"overwriting partition(s) {partitions}, but the data holds rows of partition "
+                                   f"{tuple(stray.partition_values)}, which does not belong to them", table=self.name)
         try:
             return Committer(self).overwrite(messages, parts, commit_user=commit_user,
                                              commit_identifier=commit_identifier, properties=properties)

@@ -67,3 +67,15 @@ def test_pypaimon_reads_an_overwritten_table(catalog, warehouse):
     t.commit_overwrite(_staged(t, pa.table({"p": pa.array([1], pa.int32()), "k": [9], "v": ["z"]})), "dynamic")
     got = pp_read(pp_get_table(warehouse, "db.t")).to_pylist()
     assert sorted((r["p"], r["k"], r["v"]) for r in got) == _rows(t)
+
+
+def test_static_overwrite_rejects_rows_of_other_partitions(catalog):
+    """As Paimon: overwriting partition p=2 with rows of p=1 is an error naming the table; nothing changes."""
+    from engine.errors import InvalidInput
+    t = _table(catalog)
+    msgs = _staged(t, pa.table({"p": pa.array([1, 2], pa.int32()), "k": [9, 8], "v": ["z", "y"]}))
+    with pytest.raises(InvalidInput, match=r"'db.t'.*partition \(1,\)"):
+        t.commit_overwrite(msgs, [(2,)])
+    assert t.latest_snapshot_id() == 1 and _rows(t) == [(1, 1, "a"), (1, 2, "b"), (2, 3, "c"), (2, 4, "d")]
+    report = t.check()
+    assert report.ok and report.orphan_files == []  # the rejected messages' files were deleted

@@ -323,6 +323,48 @@ def segment_group_fold(order, key_starts, words, all_null, add, retract):
     return src, nulled, newer
 
 
+@njit
+def _at_least(words, r, best, a, b):
+    """Words r[a:b] compare >= best[a:b] (lexicographic)."""
+    for t in range(a, b):
+        if words[r, t] != words[best, t]:
+            return words[r, t] > words[best, t]
+    return True
+
+
+@njit
+def segment_removal_barrier(order, key_starts, words, bounds, all_null, add, retract, removes):
+    """Partial-update ``remove-record-on-sequence-group``: per key, the last ``removes`` (-D) row that took one
+    of the removing groups when processed, or -1. Such a row resets the whole row to its own values.
+
+    Group g's sequence words are ``words[:, bounds[g]:bounds[g + 1]]`` and ``all_null[:, g]`` flags rows whose
+    group sequence is all null (they leave the group alone). A row takes a group when no row did yet or its
+    words compare >= the group's current ones (as ``segment_group_fold``). A reset sets every removing group's
+    current sequence to the resetting row's (so a later row takes a group that row left null)."""
+    n_keys = key_starts.shape[0] - 1
+    n_groups = bounds.shape[0] - 1
+    out = np.full(n_keys, -1, np.int64)
+    best = np.empty(n_groups, np.int64)
+    for j in range(n_keys):
+        best[:] = -1
+        for p in range(key_starts[j], key_starts[j + 1]):
+            r = order[p]
+            if not (add[r] or retract[r]):
+                continue
+            takes_any = False
+            for g in range(n_groups):
+                if all_null[r, g]:
+                    continue
+                if best[g] < 0 or _at_least(words, r, best[g], bounds[g], bounds[g + 1]):
+                    takes_any = True
+                    if not (retract[r] and removes[r]):
+                        best[g] = r
+            if takes_any and retract[r] and removes[r]:
+                out[j] = r
+                best[:] = r
+    return out
+
+
 def float_order_words(values: np.ndarray) -> np.ndarray:
     """Order-preserving uint64 words of float64 values (Java ``Double.compare``: -0.0 < 0.0, NaN greatest)."""
     bits = np.ascontiguousarray(values, dtype=np.float64).view(np.int64)
@@ -345,3 +387,5 @@ def warm_up() -> None:
     segment_listagg(order, starts, np.arange(4, dtype=np.int64), np.zeros(3, np.uint8), mask,
                     np.zeros(1, np.uint8))
     segment_group_fold(order, starts, np.zeros((3, 1), np.uint64), ~mask, mask, ~mask)
+    segment_removal_barrier(order, starts, np.zeros((3, 1), np.uint64), np.array([0, 1], np.int64),
+                            np.zeros((3, 1), np.bool_), mask, ~mask, ~mask)

@@ -110,3 +110,22 @@ def segment_group_fold_reference(order, key_starts, words, all_null, add, retrac
         src.append(best)
         nulled.append(was_retract)
     return np.array(src, np.int64), np.array(nulled, bool), newer
+
+
+def segment_removal_barrier_reference(order, key_starts, words, bounds, all_null, add, retract, removes):
+    out = []
+    for _, rows in _segments(order, key_starts):
+        state = [None] * (len(bounds) - 1)  # each group's current sequence (a tuple of words) or None
+        barrier = -1
+        for r in rows:
+            if not (add[r] or retract[r]):
+                continue
+            seqs = [tuple(int(w) for w in words[r, bounds[g]:bounds[g + 1]]) for g in range(len(state))]
+            takes = [not all_null[r, g] and (state[g] is None or seqs[g] >= state[g]) for g in range(len(state))]
+            if retract[r] and removes[r] and any(takes):
+                barrier = r
+                state = seqs
+            else:
+                state = [seqs[g] if takes[g] else state[g] for g in range(len(state))]
+        out.append(barrier)
+    return np.array(out, np.int64)

@@ -130,6 +130,30 @@ def test_group_fold(h):
     assert all(np.array_equal(g, r) for g, r in zip(got, ref))
 
 
+@settings(max_examples=200, deadline=None)
+@given(histories(values=st.integers(0, 3)), st.integers(1, 2), st.randoms(use_true_random=False))
+def test_removal_barrier(h, n_groups, rnd):
+    """Groups of one or two sequence words (each a (valid, value) pair); -D rows remove."""
+    order, starts, kinds, valid, vals = h
+    n = len(vals)
+    widths = [rnd.choice([1, 2]) for _ in range(n_groups)]
+    bounds = np.concatenate([[0], np.cumsum([2 * w for w in widths])]).astype(np.int64)
+    cols, all_null = [], np.ones((n, n_groups), bool)
+    for g, w in enumerate(widths):
+        for _ in range(w):
+            v = np.array([rnd.random() < 0.7 for _ in range(n)], bool)
+            x = np.array([rnd.randint(0, 3) for _ in range(n)], np.uint64)
+            cols += [v.astype(np.uint64), np.where(v, x, np.uint64(0))]
+            all_null[:, g] &= ~v
+    words = np.ascontiguousarray(np.stack(cols, axis=1)) if n else np.zeros((0, int(bounds[-1])), np.uint64)
+    add = (kinds == 0) | (kinds == 2)
+    removes = kinds == 3
+    got = K.segment_removal_barrier(order, starts, words, bounds, all_null, add & valid, ~add & valid, removes)
+    ref = R.segment_removal_barrier_reference(order, starts, words, bounds, all_null, add & valid, ~add & valid,
+                                              removes)
+    assert np.array_equal(got, ref)
+
+
 def test_float_order_words_follow_java_double_compare():
     vals = np.array([float("-inf"), -1.5, -0.0, 0.0, 1e-300, 2.0, float("inf"), float("nan")])
     w = K.float_order_words(vals)

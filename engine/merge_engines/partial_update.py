@@ -8,7 +8,9 @@ Guarded fields with ``fields.<f>.aggregate-function`` aggregate over every add r
 sequence: ``agg(acc, in)`` when the record's group sequence is >= the group's, else ``agg(in, acc)``; a retract
 record with a non-null group sequence retracts them whether or not it takes the group (Paimon's
 ``retractWithSequenceGroup`` retracts aggregated fields "for old sequence" too). ``partial-update.remove-record-on-delete``: a -D resets the row to
-the -D record (kind -D) and later adds start from it. Result kind: +I if any add counts, else -D.
+the -D record (kind -D) and later adds start from it. ``partial-update.remove-record-on-sequence-group``: a -D
+taking a named group does the same (every group restarts from the -D's values); the key is removed when that -D
+is its last record. Result kind: +I if any add counts, else -D.
 """
 from __future__ import annotations
 
@@ -37,6 +39,21 @@ def group_words(seg: Segments, fields) -> tuple[np.ndarray, np.ndarray]:
     return np.ascontiguousarray(np.stack(cols, axis=1)), all_null
 
 
+def _reset_rows(seg: Segments, cfg, add: np.ndarray, retract: np.ndarray) -> np.ndarray | None:
+    """``partial-update.remove-record-on-sequence-group``: per key the last -D row that took a removing group
+    (it reset the whole row to its own values, like Paimon's ``initRow``), or -1; None when no key has one."""
+    removing = [g for g in cfg.groups if any(f in cfg.remove_on_sequence_group for f in g.sequence_fields)]
+    removes = retract & (seg.kinds == DELETE)
+    if not removing or not removes.any():
+        return None
+    words, all_null = zip(*(group_words(seg, g.sequence_fields) for g in removing))
+    bounds = np.cumsum([0] + [w.shape[1] for w in words]).astype(np.int64)
+    reset = K.segment_removal_barrier(seg.order, seg.key_starts, np.ascontiguousarray(np.concatenate(words, axis=1)),
+                                      bounds, np.ascontiguousarray(np.stack(all_null, axis=1)), add, retract,
+                                      removes)
+    return reset if (reset >= 0).any() else None
+
+
 def reduce(seg: Segments, cfg, value_names: list[str]) -> "pa.Table":  # noqa: F821
     """Merge each key's rows into one by partial update (latest non-null value per field, per sequence group if
     configured).
@@ -44,7 +61,7 @@ def reduce(seg: Segments, cfg, value_names: list[str]) -> "pa.Table":  # noqa: F
     add = seg.add.copy()
     retract = seg.retract.copy()
     kinds = seg.kinds
-    barrier_row = None
+    barrier_row = None  # per key: the row the accumulator restarted from (-1: none)
     if cfg.ignore_delete:
         retract[:] = False
     elif cfg.remove_on_delete:
@@ -57,6 +74,17 @@ def reduce(seg: Segments, cfg, value_names: list[str]) -> "pa.Table":  # noqa: F
         raise MergeFunctionError((f"table {seg.table_name!r}: " if seg.table_name else "")
                                  + "partial-update cannot take retract records (-U/-D); set ignore-delete=true, "
                                  "partial-update.remove-record-on-delete=true or use sequence groups")
+    has_add = K.segment_pick(seg.order, seg.key_starts, add, False) >= 0
+    # remove-record-on-sequence-group: records up to a reset -D no longer count; the fold restarts from the -D
+    # row, which every group takes as its current values (nulls included)
+    reset = _reset_rows(seg, cfg, add, retract)
+    is_reset = np.zeros(len(kinds), bool)
+    if reset is not None:
+        barrier_row = reset
+        is_reset[reset[reset >= 0]] = True
+        after = K.rows_after_last(seg.order, seg.key_starts, is_reset)
+        add &= after
+        retract &= after
     values = {}
     for name in value_names:
         if cfg.group_of(name) is not None:
@@ -66,14 +94,13 @@ def reduce(seg: Segments, cfg, value_names: list[str]) -> "pa.Table":  # noqa: F
         if barrier_row is not None:
             idx = np.where(idx < 0, barrier_row, idx)
         values[name] = take_or_null(arr, idx)
-    removed = np.zeros(seg.n_keys, bool)
-    removed_row = np.full(seg.n_keys, -1, np.int64)
     for g in cfg.groups:
         wanted = [f for f in g.sequence_fields + g.fields if f in value_names]
         if not wanted:
             continue
         words, all_null = group_words(seg, g.sequence_fields)
-        src, nulled, newer = K.segment_group_fold(seg.order, seg.key_starts, words, all_null, add, retract)
+        g_add, all_null = add | is_reset, all_null & ~is_reset
+        src, nulled, newer = K.segment_group_fold(seg.order, seg.key_starts, words, all_null, g_add, retract)
         for f in g.sequence_fields:
             if f in value_names:
                 values[f] = take_or_null(seg.column(f), src)
@@ -82,28 +109,24 @@ def reduce(seg: Segments, cfg, value_names: list[str]) -> "pa.Table":  # noqa: F
                 continue
             agg = cfg.aggs.get(f)
             if agg is not None:
-                values[f] = aggregators.reduce_in_group(seg, seg.column(f), agg, add & ~all_null,
+                values[f] = aggregators.reduce_in_group(seg, seg.column(f), agg, g_add & ~all_null,
                                                         retract & ~all_null, newer)
             else:
                 values[f] = take_or_null(seg.column(f), src, nulled)
-        if ",".join(g.sequence_fields) in cfg.remove_on_sequence_group or any(
-                f in cfg.remove_on_sequence_group for f in g.sequence_fields):
-            hit = nulled & (src >= 0) & (kinds[np.maximum(src, 0)] == DELETE)
-            removed_row = np.where(hit & ~removed, src, removed_row)
-            removed |= hit
-    has_add = K.segment_pick(seg.order, seg.key_starts, add, False) >= 0
-    out_kinds = np.where(has_add, INSERT, DELETE).astype(np.int8)
-    out = seg.output(values, out_kinds)
-    if removed.any():
-        import pyarrow as pa
-        keys = np.flatnonzero(removed)
-        deleted = seg.table.take(pa.array(removed_row[keys]))
-        keep = np.flatnonzero(~removed)
-        out = pa.concat_tables([out.take(pa.array(keep)), deleted])
-        perm = np.empty(seg.n_keys, np.int64)
-        perm[np.concatenate([keep, keys])] = np.arange(seg.n_keys)
-        out = out.take(pa.array(perm))
-    return out
+    out = seg.output(values, np.where(has_add, INSERT, DELETE).astype(np.int8))
+    if reset is None:
+        return out
+    # a key whose last record is its reset -D is that -D record (Paimon: currentDeleteRow)
+    removed = reset == seg.order[seg.key_starts[1:] - 1]
+    if not removed.any():
+        return out
+    import pyarrow as pa
+    keys = np.flatnonzero(removed)
+    keep = np.flatnonzero(~removed)
+    out = pa.concat_tables([out.take(pa.array(keep)), seg.table.take(pa.array(reset[keys]))])
+    perm = np.empty(seg.n_keys, np.int64)
+    perm[np.concatenate([keep, keys])] = np.arange(seg.n_keys)
+    return out.take(pa.array(perm))
 
 
 def lone_add_is_unchanged(cfg) -> bool:

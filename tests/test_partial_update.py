@@ -230,6 +230,22 @@ def test_remove_record_on_sequence_group(catalog):
     assert {r["k"]: (r["a"], r["g1"], r["b"], r["g2"]) for r in t.read().to_pylist()} == {2: (2, 1, None, 5)}
 
 
+def test_group_retract_checked_only_against_the_groups_it_reaches(catalog, warehouse):
+    """Paimon skips a group whose sequence is all null in a retract, so g1's max never sees a -U that only
+    carries g2; a retract with a g1 sequence would reach max, which cannot retract, and is rejected."""
+    s = pa.schema([("k", I), ("g1", I), ("a", I), ("g2", I), ("b", I)])
+    t = catalog.create_table("db.gr", s, primary_key=["k"], options={
+        "bucket": "1", "merge-engine": "partial-update", "fields.g1.sequence-group": "a",
+        "fields.a.aggregate-function": "max", "fields.g2.sequence-group": "b"})
+    t.write(_batch(s, [(1, 1, 10, 1, 20)]))
+    t.write(_batch(s, [(1, None, None, 2, 20)]), row_kinds=["-U"])
+    assert _one(t) == (1, 1, 10, 2, None)
+    before = list_files(warehouse)
+    with pytest.raises(InvalidInput, match="'max' cannot take -U/-D"):
+        t.write(_batch(s, [(1, None, None, 3, 20), (1, 0, 5, None, None)]), row_kinds=["-U", "-U"])
+    assert list_files(warehouse) == before
+
+
 RSG = pa.schema([("k", I), ("g", I), ("a", I), ("g2", I), ("b", I), ("c", I)])
 RSG_OPTS = {"bucket": "1", "merge-engine": "partial-update", "fields.g.sequence-group": "a",
             "fields.g2.sequence-group": "b", "partial-update.remove-record-on-sequence-group": "g"}

@@ -93,8 +93,12 @@ def required_columns(schema, columns) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def check_write_kinds(schema, kinds: np.ndarray, table: str | None) -> None:
-    """Raise InvalidInput if the batch holds retract records (-U/-D) the table's merge engine cannot take."""
+def check_write_kinds(schema, kinds: np.ndarray, table: str | None, rows: pa.Table | None = None) -> None:
+    """Raise InvalidInput if the batch holds retract records (-U/-D) the table's merge engine cannot take.
+
+    Partial-update with sequence groups: a retract reaches a group's aggregators only when its group sequence is
+    not all null (Paimon skips such a group), so only those ``rows`` are checked (all rows when ``rows`` is None).
+    """
     cfg = merge_config(schema)
     retract = (kinds == 1) | (kinds == 3)
     if cfg.engine == "deduplicate" or not retract.any():
@@ -109,10 +113,11 @@ def check_write_kinds(schema, kinds: np.ndarray, table: str | None) -> None:
         if cfg.groups:
             from engine.merge_engines.aggregators import takes_retract
             for name, agg in cfg.aggs.items():
-                if not takes_retract(agg):
-                    raise InvalidInput(f"field {name!r}: aggregate function {agg.function!r} cannot take -U/-D "
-                                       f"records; set fields.{name}.ignore-retract=true", table=table,
-                                       column=name)
+                g = cfg.group_of(name)
+                if takes_retract(agg) or g is None or not _reaches_group(rows, g, retract):
+                    continue
+                raise InvalidInput(f"field {name!r}: aggregate function {agg.function!r} cannot take -U/-D "
+                                   f"records; set fields.{name}.ignore-retract=true", table=table, column=name)
         return
     if cfg.engine == "aggregation":
         from engine.merge_engines.aggregators import takes_retract
@@ -125,6 +130,14 @@ def check_write_kinds(schema, kinds: np.ndarray, table: str | None) -> None:
                                    "(only sum, product, collect, merge_map, nested_update, last_value and "
                                    f"last_non_null_value can); set fields.{name}.ignore-retract=true",
                                    table=table, column=name)
+
+
+def _reaches_group(rows: pa.Table | None, group, retract: np.ndarray) -> bool:
+    """Whether some retract row has a group sequence that is not all null."""
+    if rows is None:
+        return True
+    seq = [rows.column(f) for f in group.sequence_fields if f in rows.column_names]
+    return any(np.asarray(c.is_valid())[retract].any() for c in seq)
 
 
 def apply_default_values(table: pa.Table, schema) -> pa.Table:

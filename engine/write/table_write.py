@@ -156,7 +156,7 @@ class TableWrite(WriterLifecycle):
         if rows.num_rows == 0:
             return
         from engine.merge_engines import check_write_kinds
-        check_write_kinds(self.schema, kinds, self.table.name)
+        check_write_kinds(self.schema, kinds, self.table.name, rows)
 
         # Buffers hold (input batch, row indices) pairs: rows are gathered once, in key order, at flush. Gathers
         # from a multi-chunk table would combine its chunks on every take, so combine once here.

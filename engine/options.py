@@ -294,6 +294,21 @@ class TableOptions:
         mode = self.get(STATS_MODE)
         if not re.fullmatch(r"none|counts|full|truncate\(\d+\)", mode):
             raise InvalidOption(STATS_MODE, mode, "expected none, counts, full or truncate(N)", table=self.table)
+        self._check_retention(SNAPSHOT_NUM_RETAINED_MIN, SNAPSHOT_NUM_RETAINED_MAX)
+        self._check_retention(CHANGELOG_NUM_RETAINED_MIN, CHANGELOG_NUM_RETAINED_MAX)
+
+    def _check_retention(self, min_key: str, max_key: str) -> None:
+        """As Paimon's SchemaValidation: min >= 1 and min <= max, checked on the effective values (the changelog
+        options default to the snapshot ones)."""
+        lo, hi = self.get(min_key), self.get(max_key)
+        lo = self.get(SNAPSHOT_NUM_RETAINED_MIN) if lo is None else lo
+        hi = self.get(SNAPSHOT_NUM_RETAINED_MAX) if hi is None else hi
+        if lo < 1:
+            raise InvalidOption(min_key, self.raw.get(min_key), "should be at least 1", table=self.table)
+        if lo > hi:
+            key = min_key if min_key in self.raw or max_key not in self.raw else max_key
+            raise InvalidOption(key, self.raw.get(key), f"{min_key} ({lo}) should not be larger than {max_key} "
+                                f"({hi})", table=self.table)
 
     def require_writable(self, *, allow_dynamic_bucket: bool = False) -> None:
         """Raise UnsupportedFeature for valid Paimon settings this version cannot write (``bucket=-1`` is

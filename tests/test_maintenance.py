@@ -275,3 +275,29 @@ def test_delete_tag_keeps_the_files_of_a_decoupled_changelog(tmp_path):
     assert t.read_changes(0, 1).equals(before)
     assert t.read_changes(0).num_rows == 30 and t.check().ok
     assert t.remove_orphan_files(older_than=0, dry_run=True) == []  # what only the tag used is gone
+
+
+@pytest.mark.parametrize("options,key", [
+    ({"snapshot.num-retained.min": "0"}, "snapshot.num-retained.min"),
+    ({"snapshot.num-retained.min": "5", "snapshot.num-retained.max": "2"}, "snapshot.num-retained.min"),
+    ({"snapshot.num-retained.max": "2"}, "snapshot.num-retained.max"),  # the default min (10) is larger
+    ({"changelog.num-retained.min": "0"}, "changelog.num-retained.min"),
+    ({"changelog.num-retained.min": "5", "changelog.num-retained.max": "2"}, "changelog.num-retained.min"),
+    ({"changelog.num-retained.max": "3"}, "changelog.num-retained.max"),  # below the snapshot min it defaults to
+])
+def test_invalid_retention_options_are_rejected_at_create_and_alter(tmp_path, options, key):
+    """As Paimon's SchemaValidation: retention min >= 1 and min <= max (changelog values default to snapshot's)."""
+    from engine.errors import InvalidOption
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    with pytest.raises(InvalidOption, match=rf"'db.x'.*{key}") as err:
+        cat.create_table("db.x", SCHEMA, primary_key=["id"], options={"bucket": "1", **options})
+    assert err.value.key == key
+    t = _table(tmp_path)
+    update = t.alter()
+    for k, v in options.items():
+        update = update.set_option(k, v)
+    with pytest.raises(InvalidOption, match=key):
+        update.commit()
+    assert t.schema_manager.latest().id == 0
+

@@ -358,7 +358,7 @@ class Table:
         ``partitions``: None replaces the whole table; ``"dynamic"`` replaces the partitions the messages write
         (Paimon's dynamic partition overwrite); or an iterable of partition-value tuples, when every message must
         write one of them (else InvalidInput, the messages' files are deleted and the table is unchanged). Same
-        atomicity, exactly-once and cleanup guarantees as ``commit``; returns the snapshot id.
+        atomicity, exactly-once, cleanup and snapshot-expiration behaviour as ``commit``; returns the snapshot id.
         """
         from engine.meta import binary_row
         messages = list(messages)
@@ -376,11 +376,13 @@ class Table:
                 raise InvalidInput(f"overwriting partition(s) {partitions}, but the data holds rows of partition "
                                    f"{tuple(stray.partition_values)}, which does not belong to them", table=self.name)
         try:
-            return Committer(self).overwrite(messages, parts, commit_user=commit_user,
-                                             commit_identifier=commit_identifier, properties=properties)
+            sid = Committer(self).overwrite(messages, parts, commit_user=commit_user,
+                                            commit_identifier=commit_identifier, properties=properties)
         except (CommitConflict, CommitRetriesExhausted):
             self._delete_uncommitted(messages)
             raise
+        self._expire_after_commit()
+        return sid
 
     # --- changelog and streaming reads (issue 5) ------------------------------------------------------
     def read_changes(self, start_snapshot: int | None = None, end_snapshot: int | None = None,

@@ -79,3 +79,12 @@ def test_static_overwrite_rejects_rows_of_other_partitions(catalog):
     assert t.latest_snapshot_id() == 1 and _rows(t) == [(1, 1, "a"), (1, 2, "b"), (2, 3, "c"), (2, 4, "d")]
     report = t.check()
     assert report.ok and report.orphan_files == []  # the rejected messages' files were deleted
+
+
+def test_overwrite_commits_expire_snapshots(catalog):
+    """Like any commit, an overwrite expires snapshots per the table's options (unless write-only)."""
+    t = catalog.create_table("db.t", SCHEMA, ["p", "k"], ["p"], {"bucket": "1", "snapshot.num-retained.min": "1",
+                                                                 "snapshot.num-retained.max": "2"})
+    for i in range(5):
+        t.commit_overwrite(_staged(t, pa.table({"p": pa.array([1], pa.int32()), "k": [i], "v": ["x"]})), [(1,)])
+    assert [s.id for s in t.snapshots()] == [4, 5] and _rows(t) == [(1, 4, "x")]

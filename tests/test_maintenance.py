@@ -301,3 +301,20 @@ def test_invalid_retention_options_are_rejected_at_create_and_alter(tmp_path, op
         update.commit()
     assert t.schema_manager.latest().id == 0
 
+
+def test_rollback_drops_later_decoupled_changelogs_and_their_files(tmp_path):
+    """As Paimon's RollbackHelper: changelog-<id> past the rollback target goes, with its files."""
+    t = _table(tmp_path, DECOUPLED)
+    _write(t, 0)
+    t.create_tag("t1")
+    _write(t, 1)
+    _write(t, 2)
+    t.expire_snapshots()
+    assert t.snapshot_manager.ids() == [3]
+    t.rollback_to("t1")
+    assert sorted(os.listdir(os.path.join(t.root, "changelog"))) == ["changelog-1"]
+    t.compact(full=True)
+    _write(t, 3)
+    t.expire_snapshots()
+    assert [r["v"] for r in t.read_changes(0).to_pylist()] == ["v0"] * 10 + ["v3"] * 10
+    assert t.check().ok and t.remove_orphan_files(older_than=0, dry_run=True) == []

@@ -2,7 +2,8 @@
 
 Rolling back to snapshot N deletes snapshots N+1.. (newest first, so a crash leaves a consistent shorter history
 whose latest snapshot is between N and the old latest; running the rollback again completes it),
-tags of those snapshots, and the files only they referenced; snapshot N becomes the latest. Rolling back to a tag
+tags of those snapshots, decoupled changelogs ``changelog-<id>`` with id > N (as Paimon's RollbackHelper), and the
+files only they referenced; snapshot N becomes the latest. Rolling back to a tag
 whose snapshot has expired restores that snapshot from the tag and removes every other snapshot; a crash in between
 leaves the newest remaining snapshot as the latest and a gap in snapshot ids (check() reports snapshot-gap) until
 the rollback is run again.
@@ -10,6 +11,7 @@ Not safe while other writers commit to the table.
 """
 from __future__ import annotations
 
+from engine.changelog import retention
 from engine.crash_points import crash_point
 from engine.errors import SnapshotNotFound
 from engine.maintenance.cleanup import Removal, delete_files, plan_removal
@@ -42,6 +44,13 @@ def rollback_to(table, target) -> Removal:
     doomed = [sm.snapshot(i) for i in later]
     removal = plan_removal(table, doomed, [target_snap], first_doomed_full=True, tags=kept_tags) \
         if doomed else Removal()
+    stale_changelogs = [cid for cid in retention.ids(table) if cid > target_id]
+    for cid in stale_changelogs:  # a changelog's files belong to its snapshot id alone
+        snap = retention.read(table, cid)
+        if snap is not None:
+            data, meta = retention.changelog_paths(table, snap)
+            removal.data_files = sorted(set(removal.data_files) | data)
+            removal.metadata_files = sorted(set(removal.metadata_files) | meta)
     crash_point("rollback.before-delete")
     for name in dropped_tags:  # tags of rolled-back snapshots go with them
         tags.delete(name)
@@ -60,6 +69,8 @@ def rollback_to(table, target) -> Removal:
         table.file_io.delete(table.paths.snapshot(sid))
         sm.forget(sid)
         crash_point("rollback.after-snapshot-file")
+    for cid in sorted(stale_changelogs, reverse=True):
+        table.file_io.delete(retention.path(table, cid))
     if restored:
         sm.write_latest_hint(target_id)
     if not any(i < target_id for i in sm.ids()):

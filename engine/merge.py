@@ -100,12 +100,15 @@ def schema_order_words(table: pa.Table, schema) -> np.ndarray:
 
 def merge_runs(runs: Sequence[pa.Table], schema, *, drop_retracts: bool = True,
                sorted_output: bool = False, table_name: str | None = None,
-               project: Sequence[str] | None = None) -> pa.Table | None:
+               project: Sequence[str] | None = None, fold_lone_retracts: bool = False) -> pa.Table | None:
     """Merge normalized sorted runs (see KEY_COLUMN_PREFIX) into one record per key, with the merge engine.
 
     ``project``: the result needs only these columns (``_VALUE_KIND`` is always kept). ``runs`` (a list) is then
     consumed: it is emptied while the merge gathers, so each input column's memory is freed as soon as it is no
     longer needed -- callers must hold no other reference to the tables for that to help.
+    ``fold_lone_retracts``: a key whose only record is a retract goes through the merge engine too (Paimon's
+    lookup compaction, ``LookupMergeFunction``, has no lone-record pass-through: an aggregation table folds a lone
+    -U into an insert); otherwise a lone record passes through unchanged.
     Guarantees: the result has the runs' columns (or ``project`` + ``_VALUE_KIND``); each key appears once, as the
     merged record with its row kind;
     records whose merged kind is a retract (-U/-D) are dropped when ``drop_retracts``; rows are in ascending key
@@ -121,7 +124,8 @@ def merge_runs(runs: Sequence[pa.Table], schema, *, drop_retracts: bool = True,
         project = list(dict.fromkeys(list(project) + [VALUE_KIND]))
     if not runs:
         return None
-    if len(runs) == 1 and not drop_retracts:
+    if len(runs) == 1 and not drop_retracts and not (fold_lone_retracts and _is_retract(
+            runs[0].column(VALUE_KIND).to_numpy()).any()):
         return runs.pop().select(project) if project is not None else runs[0]
     engine = schema.table_options.merge_engine
     if engine == "deduplicate":
@@ -129,7 +133,7 @@ def merge_runs(runs: Sequence[pa.Table], schema, *, drop_retracts: bool = True,
         return merge_sorted_runs(runs, schema, drop_retracts=drop_retracts, sorted_output=sorted_output,
                                  project=project)
     merged = _merge_with_engine(runs, schema, drop_retracts=drop_retracts, sorted_output=sorted_output,
-                                table_name=table_name)
+                                table_name=table_name, fold_lone_retracts=fold_lone_retracts)
     if project is not None:
         runs.clear()
         merged = merged.select(project)
@@ -137,12 +141,16 @@ def merge_runs(runs: Sequence[pa.Table], schema, *, drop_retracts: bool = True,
 
 
 def _merge_with_engine(runs: list[pa.Table], schema, *, drop_retracts: bool, sorted_output: bool,
-                       table_name: str | None) -> pa.Table:
+                       table_name: str | None, fold_lone_retracts: bool = False) -> pa.Table:
     """``merge_runs`` for the engines that fold a key's records (partial-update, aggregation, first-row)."""
-    if len(runs) == 1:
-        merged = runs[0]  # a run holds one record per key
+    from engine.merge_engines import reduce_segments
+    if len(runs) == 1 and fold_lone_retracts and _is_retract(runs[0].column(VALUE_KIND).to_numpy()).any():
+        n = runs[0].num_rows  # a run holds one record per key
+        merged = reduce_segments(runs[0], np.arange(n), np.arange(n + 1), schema, table_name=table_name,
+                                 fold_lone_retracts=True)
+    elif len(runs) == 1:
+        merged = runs[0]
     else:
-        from engine.merge_engines import reduce_segments
         both = pa.concat_tables(runs).combine_chunks()
         key_names = list(schema.trimmed_primary_keys)
         words = schema_order_words(both, schema)
@@ -150,7 +158,7 @@ def _merge_with_engine(runs: list[pa.Table], schema, *, drop_retracts: bool, sor
         encoded = [encode_keys([t.column(KEY_COLUMN_PREFIX + k) for k in key_names]) for t in runs]
         result = kernel_merge_runs(encoded, [np.ascontiguousarray(w) for w in np.split(words, bounds)])
         merged = reduce_segments(both, result.order, result.key_starts, schema, sorted_output=sorted_output,
-                                 table_name=table_name)
+                                 table_name=table_name, fold_lone_retracts=fold_lone_retracts)
     if drop_retracts:
         keep = ~_is_retract(merged.column(VALUE_KIND).to_numpy())
         if not keep.all():

@@ -120,6 +120,16 @@ def test_aggregation_lookup_and_full_compaction(catalog):
         assert t.lookup(pa.table({"k": [1]})).to_pylist() == [{"k": 1, "a": 7, "v": "b"}]
 
 
+def test_aggregation_lookup_folds_a_lone_retract(catalog):
+    """Paimon's lookup compaction folds every level-0 record through the merge function (LookupMergeFunction has
+    no lone-record pass-through): a -U for a new key becomes sum.retract(null, 5) = -5, an insert."""
+    t = make(catalog, "t", "lookup", "aggregation", **{"fields.a.aggregate-function": "sum"})
+    assert commit(t, ("+I", (1, 5, "a"))) == [("+I", 1, 5, "a")]
+    assert commit(t, ("-U", (2, 5, "b"))) == [("+I", 2, -5, None)]  # last_non_null_value retracts v to null
+    assert commit(t, ("+I", (2, 7, "c"))) == [("-U", 2, -5, None), ("+U", 2, 2, "c")]
+    assert t.read().to_pylist() == [{"k": 1, "a": 5, "v": "a"}, {"k": 2, "a": 2, "v": "c"}]
+
+
 def test_first_row_lookup_emits_inserts_only(catalog):
     t = make(catalog, "t", "lookup", "first-row")
     assert commit(t, ("+I", (1, 1, "1"))) == [("+I", 1, 1, "1")]

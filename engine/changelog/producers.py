@@ -6,7 +6,8 @@ rewriter for one stretch of keys (one part per input run, each sorted with uniqu
 
 lookup (Paimon's LookupChangelogMergeFunctionWrapper): per key, only the newest record from levels > 0 counts
 (``before``: the lowest level in the unit holding the key, else the lookup index over the levels below the output
-level). ``after`` = merge(before, the key's level-0 records). The output holds ``after`` (so a level always holds
+level). ``after`` = merge(before, the key's level-0 records), where a lone retract is folded by the engine too
+(Paimon's LookupMergeFunction has no lone-record pass-through). The output holds ``after`` (so a level always holds
 a key's full state, which is why reads of lookup tables take only the newest level > 0 record, as Paimon's
 LookupMergeFunction does). Changelog only for keys with level-0 records; the first-row engine emits +I only.
 
@@ -103,7 +104,8 @@ class ChangelogMerger:
             missing = keys if high is None else keys.filter(pa.array(positions(high, keys, schema) < 0))
             before = _sorted_union(high, self.index.get(missing), schema)
         runs = ([before] if before is not None else []) + level0
-        after = merge_runs(runs, schema, drop_retracts=False, sorted_output=True, table_name=self.table_name)
+        after = merge_runs(runs, schema, drop_retracts=False, sorted_output=True, table_name=self.table_name,
+                           fold_lone_retracts=True)
         log = changelog_rows(before, positions(before, keys, schema), after, positions(after, keys, schema), schema)
         return _drop(after, drop_delete), log
 

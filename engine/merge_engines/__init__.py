@@ -38,14 +38,20 @@ def value_names(table: pa.Table, schema) -> list[str]:
 
 
 def reduce_segments(table: pa.Table, order: np.ndarray, key_starts: np.ndarray, schema, *,
-                    sorted_output: bool = True, table_name: str | None = None) -> pa.Table:
+                    sorted_output: bool = True, table_name: str | None = None,
+                    fold_lone_retracts: bool = False) -> pa.Table:
     """One record per key of the merged order (``kernels.merge.MergeResult`` fields) over ``table``'s rows,
-    by the schema's (non-deduplicate) merge engine; keys in ascending order when ``sorted_output``."""
+    by the schema's (non-deduplicate) merge engine; keys in ascending order when ``sorted_output``.
+    ``fold_lone_retracts``: a key whose only record is a retract is folded by the engine instead of passed
+    through (Paimon's lookup compaction)."""
     cfg = merge_config(schema)
     module = _module(cfg.engine)
     table = table.combine_chunks()
     lengths = np.diff(key_starts)
     single = lengths == 1
+    if fold_lone_retracts:
+        lone_kinds = table.column(VALUE_KIND).to_numpy()[order[key_starts[:-1]]]
+        single &= (lone_kinds != 1) & (lone_kinds != 3)
     if single.all():
         return table.take(pa.array(order[key_starts[:-1]]))
     if module.lone_add_is_unchanged(cfg):

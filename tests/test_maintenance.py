@@ -318,3 +318,20 @@ def test_rollback_drops_later_decoupled_changelogs_and_their_files(tmp_path):
     t.expire_snapshots()
     assert [r["v"] for r in t.read_changes(0).to_pylist()] == ["v0"] * 10 + ["v3"] * 10
     assert t.check().ok and t.remove_orphan_files(older_than=0, dry_run=True) == []
+
+
+def test_rollback_deletes_the_files_only_dropped_tags_kept(tmp_path):
+    t = _table(tmp_path, {"bucket": "1", "write-only": "true", "snapshot.num-retained.min": "1",
+                          "snapshot.time-retained": "1 ms"})
+    _write(t, 0)
+    t.create_tag("base")
+    _write(t, 1)
+    t.create_tag("later")
+    t.compact(full=True)  # snapshot 2's files are now kept only by tag 'later'
+    _write(t, 2)
+    t.expire_snapshots(retain_max=1)
+    assert t.remove_orphan_files(older_than=0, dry_run=True) == []
+    t.rollback_to("base")
+    assert list(t.tags()) == ["base"] and [r["v"] for r in t.read().to_pylist()] == ["v0"] * 10
+    _assert_exact(t)
+    assert t.check().ok and t.remove_orphan_files(older_than=0, dry_run=True) == []

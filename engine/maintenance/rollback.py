@@ -44,6 +44,12 @@ def rollback_to(table, target) -> Removal:
     doomed = [sm.snapshot(i) for i in later]
     removal = plan_removal(table, doomed, [target_snap], first_doomed_full=True, tags=kept_tags) \
         if doomed else Removal()
+    for name in dropped_tags:  # a dropped tag whose snapshot expired kept files no doomed snapshot holds
+        tagged = all_tags[name]
+        if tagged.id not in later:
+            extra = plan_removal(table, [tagged], [target_snap], first_doomed_full=True, tags=kept_tags)
+            removal.data_files = sorted(set(removal.data_files) | set(extra.data_files))
+            removal.metadata_files = sorted(set(removal.metadata_files) | set(extra.metadata_files))
     stale_changelogs = [cid for cid in retention.ids(table) if cid > target_id]
     for cid in stale_changelogs:  # a changelog's files belong to its snapshot id alone
         snap = retention.read(table, cid)

@@ -239,11 +239,35 @@ def _sum_float(order, key_starts, values, valid, add, retract, product, single):
     return out, out_valid, OK, -1
 
 
+# Java's Character.isWhitespace (Paimon's StringUtils.isBlank): Unicode space, line and paragraph separators
+# except the no-break spaces U+00A0, U+2007, U+202F, plus U+0009-U+000D and U+001C-U+001F.
+JAVA_WHITESPACE = frozenset([*range(0x09, 0x0E), *range(0x1C, 0x21), 0x1680, *range(0x2000, 0x2007),
+                             *range(0x2008, 0x200B), 0x2028, 0x2029, 0x205F, 0x3000])
+
+
+@njit
+def _is_java_whitespace(cp):
+    return (cp == 32 or 9 <= cp <= 13 or 28 <= cp <= 31 or cp == 0x1680
+            or (0x2000 <= cp <= 0x200A and cp != 0x2007) or cp == 0x2028 or cp == 0x2029 or cp == 0x205F
+            or cp == 0x3000)
+
+
 @njit
 def _is_blank(data, a, b):
-    for t in range(a, b):
+    """UTF-8 bytes data[a:b] are empty or Java whitespace only (every such character is 1 or 3 bytes)."""
+    t = a
+    while t < b:
         c = data[t]
-        if not (c == 32 or (9 <= c <= 13) or (28 <= c <= 31)):
+        if c < 0x80:
+            cp = np.int64(c)
+            t += 1
+        elif c >> 4 == 0xE and t + 2 < b:
+            cp = (((np.int64(c) & 0x0F) << 12) | ((np.int64(data[t + 1]) & 0x3F) << 6)
+                  | (np.int64(data[t + 2]) & 0x3F))
+            t += 3
+        else:
+            return False
+        if not _is_java_whitespace(cp):
             return False
     return True
 
@@ -252,8 +276,8 @@ def _is_blank(data, a, b):
 def segment_listagg(order, key_starts, offsets, data, eligible, delimiter):
     """Per key: the non-blank eligible strings joined by ``delimiter`` in merged order (null if none).
 
-    Blank means empty or ASCII whitespace only (Java's ``isWhitespace`` on ASCII). Returns Arrow
-    (int64 offsets, uint8 data, bool valid)."""
+    Blank means empty or whitespace only, as Java's ``Character.isWhitespace`` (``JAVA_WHITESPACE``).
+    Returns Arrow (int64 offsets, uint8 data, bool valid)."""
     n_keys = key_starts.shape[0] - 1
     d = delimiter.shape[0]
     lengths = np.zeros(n_keys, np.int64)

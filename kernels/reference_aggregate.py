@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from kernels.aggregate import JAVA_WHITESPACE
+
 
 def _segments(order, key_starts):
     for j in range(len(key_starts) - 1):
@@ -91,7 +93,7 @@ def segment_listagg_reference(order, key_starts, strings, eligible, delimiter: b
     out = []
     for _, rows in _segments(order, key_starts):
         parts = [strings[r] for r in rows if eligible[r] and strings[r] is not None
-                 and strings[r].strip(b" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f") != b""]
+                 and not all(ord(ch) in JAVA_WHITESPACE for ch in strings[r].decode())]
         out.append(delimiter.join(parts) if parts else None)
     return out
 

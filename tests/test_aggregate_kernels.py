@@ -101,7 +101,8 @@ def test_float32_sum_rounds_every_step():
 
 
 @settings(max_examples=150, deadline=None)
-@given(histories(values=st.text(alphabet="ab é\t", max_size=4)), st.sampled_from([b",", b"", b"--"]))
+@given(histories(values=st.text(alphabet="ab é\t\u3000\u00a0\u2003\u2007\u1680\u0085", max_size=4)),
+       st.sampled_from([b",", b"", b"--"]))
 def test_listagg(h, delimiter):
     import pyarrow as pa
 

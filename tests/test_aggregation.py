@@ -89,6 +89,18 @@ def test_string_and_boolean_functions(catalog):
                                   ts=t0 + dt.timedelta(1), dt=dt.date(2023, 1, 1))}
 
 
+def test_listagg_blank_is_java_whitespace(catalog):
+    """FieldListaggAgg skips StringUtils.isBlank inputs (Character.isWhitespace): U+3000 and U+2003 are blank,
+    the no-break spaces U+00A0 and U+2007 are not."""
+    s = pa.schema([("k", I), ("la", pa.string()), ("lx", pa.string())])
+    t = catalog.create_table("db.lw", s, primary_key=["k"], options={
+        "bucket": "1", "merge-engine": "aggregation", "fields.la.aggregate-function": "listagg",
+        "fields.lx.aggregate-function": "listagg", "fields.lx.distinct": "true"})
+    t.write(_batch(s, [(1, "a", "a"), (1, "\u3000", "\u3000"), (1, " \u2003", "b,\u2003"),
+                       (1, "\u00a0", "\u00a0"), (1, "\u2007", "\u2007")]))
+    assert _by_key(t) == {1: dict(la="a,\u00a0,\u2007", lx="a,b,\u00a0,\u2007")}
+
+
 def test_collect_merge_map_and_bitmaps(catalog):
     import pyroaring
 

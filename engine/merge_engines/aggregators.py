@@ -304,7 +304,8 @@ class _DecimalArith:
 
 
 def _blank(s) -> bool:
-    return s is None or s.strip() == ""
+    """Paimon's ``StringUtils.isBlank``: null, empty or Java whitespace only."""
+    return s is None or all(ord(ch) in K.JAVA_WHITESPACE for ch in s)
 
 
 class _ListaggDistinct:

@@ -7,10 +7,10 @@ included) when its group sequence is >= the current one; a retract taking a grou
 Guarded fields with ``fields.<f>.aggregate-function`` aggregate over every add record with a non-null group
 sequence: ``agg(acc, in)`` when the record's group sequence is >= the group's, else ``agg(in, acc)``; a retract
 record with a non-null group sequence retracts them whether or not it takes the group (Paimon's
-``retractWithSequenceGroup`` retracts aggregated fields "for old sequence" too). ``partial-update.remove-record-on-delete``: a -D resets the row to
-the -D record (kind -D) and later adds start from it. ``partial-update.remove-record-on-sequence-group``: a -D
-taking a named group does the same (every group restarts from the -D's values); the key is removed when that -D
-is its last record. Result kind: +I if any add counts, else -D.
+``retractWithSequenceGroup`` retracts aggregated fields "for old sequence" too).
+``partial-update.remove-record-on-delete``: a -D resets the row to the -D record (kind -D) and later adds start
+from it. ``partial-update.remove-record-on-sequence-group``: a -D taking a named group does the same (every group
+restarts from the -D's values); the key is removed when that -D is its last record. Result kind: +I if any add counts, else -D.
 """
 from __future__ import annotations
 

@@ -3,7 +3,8 @@
 Planning (``partitions``, on the driver's planning worker) resolves the snapshot, prunes with the pushed filters
 (partitions, buckets, files by key statistics: engine.read.scan) and packs the (partition, bucket) splits into
 input partitions of about ``source.split.target-size`` bytes (large splits alone, small ones together, biggest
-first). ``read`` (on executors) merges each split with the engine's SplitReader and yields Arrow record batches.
+first). ``read`` (on executors) merges each split with the engine's SplitReader (an append table's files are read
+in append order, unmerged) and yields Arrow record batches.
 
 Pushed filters only prune: every filter is also handed back to Spark as unhandled, so Spark evaluates it exactly
 on the rows (the reader also drops rows that fail it, to ship fewer rows). Pruning never drops a matching row.
@@ -121,6 +122,7 @@ class MergedTableReader(DataSourceReader):
         return [SplitGroup(g, sid) for g in groups] or [SplitGroup((), sid)]
 
     def read(self, partition: SplitGroup):
+        from engine.append.read import ordered_files, read_append_file
         from engine.read.split_read import SplitReader
         if not partition.splits:
             return iter(())
@@ -130,9 +132,13 @@ class MergedTableReader(DataSourceReader):
         target = arrow_of_spark(self.schema)
         reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema)
 
+        def parts(split):
+            if table.schema.is_append_only:  # nothing to merge: each file's rows, in append order
+                return (read_append_file(reader, split, f, read_cols) for f in ordered_files(split))
+            return [reader.read(split, read_cols)]
+
         def batches():
-            for split in partition.splits:
-                merged = reader.read(split, read_cols)
+            for merged in (part for split in partition.splits for part in parts(split)):
                 if dnf:
                     merged = merged.filter(pred.to_expression(dnf))
                 merged = merged.select(self.columns)

@@ -20,22 +20,28 @@ def register(spark) -> None:
     spark.dataSource.register(LakemergeDataSource)
 
 
-def read_table(spark, path: str, *, columns=None, filter_pushdown: bool = True, **options):
-    """A DataFrame over the merged table at ``path`` that prunes by the filters applied to it.
+def read_table(spark, path: str, *, columns=None, filter_pushdown: bool = True, prune: bool = False, **options):
+    """A DataFrame over the merged table at ``path`` that re-plans every query against the table's current
+    snapshot (or the time-travel option).
 
-    Spark 4.3 caches a Python source's read plan per relation (a reused DataFrame would see a stale snapshot,
-    and a filter pushed by one query would prune a later one). This DataFrame therefore carries an always-true
-    ``<first key> IS NOT NULL`` guard: every query on it pushes a filter, so every query re-plans against the
-    table's current state (or the time-travel option). Enables ``spark.sql.python.filterPushdown.enabled``.
+    Spark 4.3 caches a Python source's read plan per relation (a reused DataFrame would see a stale snapshot).
+    This DataFrame therefore carries an always-true ``<first key> IS NOT NULL`` guard: every query on it pushes a
+    filter, so every query re-plans. A temporary view made from it (``createOrReplaceTempView``) re-plans too.
+    Enables ``spark.sql.python.filterPushdown.enabled``.
+
+    ``prune=True`` also prunes partitions, buckets and files by the pushed filters. Only for a DataFrame that a
+    query scans ONCE: Spark 4.3.0 reads every scan of one DataFrame in a query with the plan of the last filter
+    push, so ``df.where(a).union(df.where(b))`` or a self-join of a pruning DataFrame loses rows.
     """
     register(spark)
     table = open_table(path)
     reader = spark.read.format(FORMAT)
     if columns is not None:
         reader = reader.option("columns", ",".join(columns))
+    filter_pushdown = filter_pushdown or prune
     if filter_pushdown:
         spark.conf.set(PUSHDOWN_CONF, "true")
-        reader = reader.option("filter-pushdown", "true")
+        reader = reader.option("filter-pushdown", "true").option("filter-pushdown.prune", str(bool(prune)).lower())
     for k, v in options.items():
         reader = reader.option(k, str(v))
     df = reader.load(path)

@@ -124,7 +124,8 @@ def step_time_travel(run: DemoRun) -> None:
 
 def step_point_query(run: DemoRun) -> None:
     import spark_glue
-    df = spark_glue.read_table(run.spark, run.table.root).where("dt = '2024-01-02' AND order_id = 1")
+    df = spark_glue.read_table(run.spark, run.table.root, prune=True).where(
+        "dt = '2024-01-02' AND order_id = 1")
     rows = run.timed("point_query", df.collect)
     run.echo(f"point query (partition + bucket pruned, {df.rdd.getNumPartitions()} task): {[r.asDict() for r in rows]}")
 

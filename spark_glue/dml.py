@@ -31,7 +31,7 @@ def _write_changes(df, path: str) -> int | None:
 def delete_where(spark, path: str, condition) -> int | None:
     """Delete the rows matching ``condition`` (SQL string or Column) in one commit."""
     from pyspark.sql import functions as F
-    rows = read_table(spark, path, **_pinned(open_table(path))).where(_expr(condition))
+    rows = read_table(spark, path, prune=True, **_pinned(open_table(path))).where(_expr(condition))
     return _write_changes(rows.withColumn(KIND, F.lit("-D")), path)
 
 
@@ -41,7 +41,7 @@ def update_where(spark, path: str, set: Mapping[str, object], condition=None) ->
     from pyspark.sql import functions as F
     table = open_table(path)
     _check_settable(table, set)
-    rows = read_table(spark, path, **_pinned(table))
+    rows = read_table(spark, path, prune=True, **_pinned(table))
     if condition is not None:
         rows = rows.where(_expr(condition))
     types = {f.name: f.dataType for f in rows.schema.fields}
@@ -77,12 +77,13 @@ def merge_into(spark, target_path: str, source_df, on, when_matched="update", wh
                            "a MERGE source must have at most one row per key", table=table.name)
     snap = _pinned(table)
     # One DataFrame per branch, all pinned to one snapshot: in Spark 4.3 scans of one Python-source relation
-    # share its pushed-down read plan, so a branch's filters must never reach another branch's scan.
+    # share its pushed-down read plan, so a branch's filters must never reach another branch's scan (each
+    # DataFrame is scanned once, so it may prune).
     types = {f.name: f.dataType for f in read_table(spark, target_path, **snap).schema.fields}
     s = source_df.alias("s")
 
     def target():
-        return read_table(spark, target_path, **snap).alias("t")
+        return read_table(spark, target_path, prune=True, **snap).alias("t")
     cond = reduce(lambda a, b: a & b, [F.col(f"t.`{c}`") == F.col(f"s.`{c}`") for c in on])
 
     def tcol(c):

@@ -16,13 +16,14 @@ import pyarrow as pa
 from pyspark.sql.datasource import (DataSourceReader, EqualNullSafe, EqualTo, GreaterThan, GreaterThanOrEqual, In,
                                     InputPartition, LessThan, LessThanOrEqual, Not)
 
-from engine.options import parse_memory_size
+from engine.options import parse_bool, parse_memory_size
 from engine.read import predicate as pred
 from engine.read.scan import Split
 from spark_glue.tables import arrow_of_spark, lower_options, open_table, resolve_snapshot
 
 TARGET_SPLIT_SIZE = "source.split.target-size"
 OPEN_FILE_COST = "source.split.open-file-cost"
+PRUNE = "filter-pushdown.prune"
 DEFAULT_TARGET = 128 << 20
 DEFAULT_OPEN_COST = 4 << 20
 BATCH_ROWS = 64 * 1024
@@ -149,11 +150,18 @@ class MergedTableReader(DataSourceReader):
 
 
 class PushdownReader(MergedTableReader):
-    """MergedTableReader that also prunes with the filters Spark pushes (needs
-    ``spark.sql.python.filterPushdown.enabled``; ``spark_glue.read_table`` sets it and guards against plan reuse)."""
+    """MergedTableReader that takes the filters Spark pushes (needs ``spark.sql.python.filterPushdown.enabled``;
+    ``spark_glue.read_table`` sets it). Every push re-plans against the table's current snapshot; only with option
+    ``filter-pushdown.prune`` do the filters also prune.
+
+    Spark 4.3.0 keeps the read plan of the LAST push on the relation, and every scan of that relation reads with
+    it: both sides of ``df.where(a).union(df.where(b))`` or of a self-join, and later queries that push nothing.
+    A pruned plan would silently drop the rows the other scans need, so pruning is opt-in for DataFrames scanned
+    once per query (read_table(prune=True) adds the guard that makes every query push)."""
 
     def pushFilters(self, filters):
         self.terms = []  # reset, never accumulate: the same reader state must not leak between pushes
-        for f in filters:
-            self.terms.extend(spark_filter_to_terms(f) or ())
+        if parse_bool(self.options.get(PRUNE, "false")):
+            for f in filters:
+                self.terms.extend(spark_filter_to_terms(f) or ())
         return list(filters)  # Spark evaluates every filter itself; pruning is only an optimization

@@ -4,7 +4,10 @@ Options (keys are case-insensitive):
 - read: ``scan.snapshot-id`` | ``scan.timestamp-millis`` | ``scan.tag-name`` (or ``versionAsOf`` /
   ``timestampAsOf``) for time travel; ``columns`` (comma list) to read only some columns (Spark 4.3 has no
   column-pruning hook for Python sources); ``filter-pushdown`` (true/false, default false; needs
-  ``spark.sql.python.filterPushdown.enabled``); ``source.split.target-size`` / ``source.split.open-file-cost``.
+  ``spark.sql.python.filterPushdown.enabled``: each query that pushes filters re-plans against the current
+  snapshot) and ``filter-pushdown.prune`` (true/false, default false: also prune by them; wrong rows when one
+  DataFrame or view is scanned twice in a query, or queried later without filters, see reading.PushdownReader);
+  ``source.split.target-size`` / ``source.split.open-file-cost``.
 - system tables: ``load(path + "$snapshots")`` or option ``system-table`` (see spark_glue.system_read).
 - streaming read (``spark.readStream``): ``scan.mode``, ``scan.snapshot-id``, ``scan.timestamp-millis``,
   ``read.changelog`` (adds ``_row_kind``), ``changelog.normalize``, ``consumer-id``; see spark_glue.stream_read.

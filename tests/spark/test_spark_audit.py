@@ -32,3 +32,36 @@ def test_append_table_with_a_null_partition_reads_through_spark(spark, tmp_path)
     assert _sorted(spark_glue.read_table(spark, t.root).where("p <> 'a'").collect()) == [("b", 3)]
     only_p = spark.read.format("lakemerge").option("columns", "p").load(t.root).collect()
     assert _sorted(only_p) == _sorted([("a",), (None,), ("b",), (None,)])
+
+
+ORDERS = pa.schema([("region", pa.string()), ("id", pa.int64()), ("qty", pa.int32())])
+
+
+@pytest.fixture
+def orders(spark, tmp_path):
+    t = _catalog(tmp_path).create_table("db.orders", ORDERS, ["region", "id"], ["region"], {"bucket": "2"})
+    rows = [("eu", i, i % 7) for i in range(20)] + [("us", i, 1) for i in range(10)]
+    spark_glue.write_table(spark.createDataFrame(rows, "region string, id long, qty int"), t.root)
+    return t
+
+
+def _count(spark, sql):
+    return spark.sql(sql).collect()[0][0]
+
+
+def test_scans_of_one_dataframe_never_share_a_pruned_plan(spark, orders):
+    """Spark 4.3.0 reads every scan of one Python-source relation with the plan of the last filter push: the
+    union of two filtered subsets of one read_table DataFrame returned one subset twice (10 rows, not 30), and a
+    view with the filter-pushdown option answered an unfiltered count with the previous query's filtered rows."""
+    df = spark_glue.read_table(spark, orders.root)
+    assert df.where("region = 'eu'").unionAll(df.where("region = 'us'")).count() == 30
+    assert df.where("region = 'eu'").alias("a").join(df.where("region = 'us'").alias("b"), "id").count() == 10
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW audit_pushdown USING lakemerge "
+              f"OPTIONS (path '{orders.root}', 'filter-pushdown' 'true')")
+    assert _count(spark, "SELECT count(*) FROM audit_pushdown WHERE id < 5") == 10
+    assert _count(spark, "SELECT count(*) FROM audit_pushdown") == 30
+    # a view made from read_table re-plans every query: it sees a commit made after its first query
+    df.createOrReplaceTempView("audit_fresh")
+    assert _count(spark, "SELECT count(*) FROM audit_fresh") == 30
+    spark_glue.write_table(spark.createDataFrame([("us", 99, 1)], "region string, id long, qty int"), orders.root)
+    assert _count(spark, "SELECT count(*) FROM audit_fresh") == 31

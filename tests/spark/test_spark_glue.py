@@ -94,7 +94,7 @@ def test_time_travel_by_snapshot_timestamp_tag(spark, orders):
 
 def test_pushdown_prunes_and_never_leaks_into_later_queries(spark, orders):
     spark_glue.write_table(_initial(spark), orders.root)
-    df = spark_glue.read_table(spark, orders.root, **{"source.split.target-size": "1b"})  # one task per split
+    df = spark_glue.read_table(spark, orders.root, prune=True, **{"source.split.target-size": "1b"})  # 1 task/split
     assert df.rdd.getNumPartitions() == 8                       # 2 partitions x 4 buckets
     assert df.where("region = 'eu'").rdd.getNumPartitions() == 4  # partition pruning
     assert df.where("region = 'eu' AND id = 3").rdd.getNumPartitions() == 1  # bucket pruning

@@ -190,3 +190,19 @@ def test_rejected_mixed_message_set_keeps_committed_files(tmp_path):
     assert _ids(t) == [1, 2]
     report = t.check()
     assert report.ok and report.orphan_files == []  # m2's files, never committed, were deleted
+
+
+def test_rejected_replay_of_a_compaction_keeps_its_committed_output(tmp_path):
+    """Compaction messages replayed after their COMPACT snapshot expired are rejected; their output is live."""
+    from engine.compact.manager import compact_table
+    t = _table(tmp_path, options={"bucket": "1", "write-only": "true", "snapshot.num-retained.min": "1",
+                                  "snapshot.num-retained.max": "1"})
+    t.write(pa.table({"id": [1, 2], "v": ["a", "b"]}))
+    t.write(pa.table({"id": [2, 3], "v": ["c", "d"]}))
+    messages = compact_table(t, full=True)
+    t.commit(messages)
+    t.write(pa.table({"id": [4], "v": ["e"]}))
+    t.expire_snapshots()
+    with pytest.raises(CommitConflict):
+        t.commit(messages)
+    assert t.read().sort_by("id").column("v").to_pylist() == ["a", "c", "d", "e"] and t.check().ok

@@ -12,7 +12,7 @@ from __future__ import annotations
 from functools import reduce
 from typing import Mapping
 
-from engine.errors import InvalidInput
+from engine.errors import InvalidInput, NullPrimaryKey
 from spark_glue.api import read_table, write_table
 from spark_glue.tables import open_table
 
@@ -61,7 +61,9 @@ def merge_into(spark, target_path: str, source_df, on, when_matched="update", wh
     - ``when_not_matched``: "insert" (the source row must have every table column) or None.
     - ``when_not_matched_by_source``: "delete" or None (target rows with no source row).
     Raises InvalidInput when ``on`` names unknown columns, when two source rows share an ``on`` key (the match
-    would be ambiguous), or when a clause value is not one of the above.
+    would be ambiguous; source rows whose key has a null never match and are ignored unless inserted), when
+    "update" would set a primary-key column that is not in ``on`` (as Paimon's MERGE INTO), or when a clause value
+    is not one of the above; NullPrimaryKey (naming the column) when a source row to insert has a null key.
     """
     from pyspark.sql import functions as F
     table = open_table(target_path)
@@ -71,10 +73,27 @@ def merge_into(spark, target_path: str, source_df, on, when_matched="update", wh
     if not on or missing:
         raise InvalidInput(f"merge_into: 'on' columns {missing or on} must be columns of both the table and the "
                            f"source", table=table.name)
-    dup = source_df.groupBy(*[F.col(f"`{c}`") for c in on]).count().where("count > 1").limit(1).collect()
-    if dup:
-        raise InvalidInput(f"merge_into: several source rows have the key {dict(zip(on, dup[0][:len(on)]))}; "
-                           "a MERGE source must have at most one row per key", table=table.name)
+    moved = [c for c in table.primary_keys if c in source_df.columns and c not in on]
+    if when_matched == "update" and moved:  # as Paimon's MERGE INTO: "Can't update the primary key column"
+        raise InvalidInput(f"merge_into: when_matched='update' would set primary-key column(s) {moved} from the "
+                           "source, and a primary key cannot be updated; add them to 'on', or pass a dict of the "
+                           "columns to update", table=table.name, column=moved[0])
+    # A source key with a null never matches (SQL equality): harmless, unless it is to be inserted.
+    null_keys = [c for c in on if c in table.primary_keys] if when_not_matched == "insert" else []
+    is_null = [F.col(f"`{c}`").isNull() for c in (null_keys or on)]
+    counts = source_df.groupBy(*[F.col(f"`{c}`") for c in on]).count()
+    bad = counts.where((F.col("count") > 1) | reduce(lambda a, b: a | b, is_null)) if null_keys else \
+        counts.where((F.col("count") > 1) & ~reduce(lambda a, b: a | b, is_null))
+    bad = bad.limit(1).collect()
+    if bad:
+        key = dict(zip(on, bad[0][:len(on)]))
+        nulls = [c for c in null_keys if key[c] is None]
+        if nulls:
+            raise NullPrimaryKey(f"merge_into: a source row has a null in primary-key column {nulls[0]!r} "
+                                 f"({key}): it matches no target row and cannot be inserted",
+                                 table=table.name, column=nulls[0])
+        raise InvalidInput(f"merge_into: several source rows have the key {key}; a MERGE source must have at "
+                           "most one row per key", table=table.name)
     snap = _pinned(table)
     # One DataFrame per branch, all pinned to one snapshot: in Spark 4.3 scans of one Python-source relation
     # share its pushed-down read plan, so a branch's filters must never reach another branch's scan (each

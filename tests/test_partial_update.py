@@ -219,6 +219,28 @@ def test_group_retract_with_older_sequence_retracts_aggregated_fields(catalog):
     assert _one(t) == (1, 5, 10, 1)
 
 
+
+@pytest.mark.parametrize("commits", ["one-buffer", "commit-per-record"])
+def test_remove_record_on_delete_follows_paimon_kinds_and_first_retract(catalog, commits):
+    """Paimon's PartialUpdateMergeFunction: an insert before a -D still counts (meetInsert), so only a -D as the
+    key's last record deletes it (+I, -D, -U is an insert with the -D's values); a key whose first record is a
+    retract starts from that record's values (initRow)."""
+    s = pa.schema([("k", I), ("a", I), ("b", I)])
+    opts = {"bucket": "1", "merge-engine": "partial-update", "partial-update.remove-record-on-delete": "true"}
+    if commits == "commit-per-record":
+        opts["write-only"] = "true"
+    t = catalog.create_table("db.rmk", s, primary_key=["k"], options=opts)
+    history = [("+I", (1, 1, 1)), ("-D", (1, 7, 8)), ("-U", (1, 5, 5)),
+               ("+I", (2, 1, 1)), ("-D", (2, 7, 8)),
+               ("-U", (3, 4, 4)), ("+I", (3, None, 6)),
+               ("-U", (4, 4, 4))]
+    if commits == "one-buffer":
+        t.write(_batch(s, [r for _, r in history]), row_kinds=[k for k, _ in history])
+    else:
+        for kind, row in history:
+            t.write(_batch(s, [row]), row_kinds=[kind])
+    assert {r["k"]: (r["a"], r["b"]) for r in t.read().to_pylist()} == {1: (7, 8), 3: (4, 6)}
+
 def test_remove_record_on_sequence_group(catalog):
     s = pa.schema([("k", I), ("a", I), ("g1", I), ("b", I), ("g2", I)])
     t = catalog.create_table("db.rsg", s, primary_key=["k"], options={

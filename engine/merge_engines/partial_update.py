@@ -8,8 +8,10 @@ Guarded fields with ``fields.<f>.aggregate-function`` aggregate over every add r
 sequence: ``agg(acc, in)`` when the record's group sequence is >= the group's, else ``agg(in, acc)``; a retract
 record with a non-null group sequence retracts them whether or not it takes the group (Paimon's
 ``retractWithSequenceGroup`` retracts aggregated fields "for old sequence" too).
-``partial-update.remove-record-on-delete``: a -D resets the row to the -D record (kind -D) and later adds start
-from it. ``partial-update.remove-record-on-sequence-group``: a -D taking a named group does the same (every group
+``partial-update.remove-record-on-delete``: a -D resets the row to the -D record and later adds start from it;
+the result is -D when the key's last record is a -D or it has no add at all (an add before the -D counts, as
+Paimon's ``meetInsert``), so +I, -D, -U gives +I with the -D's values. Without sequence groups a key whose first
+record is a retract starts from that record's values (Paimon's ``initRow``). ``partial-update.remove-record-on-sequence-group``: a -D taking a named group does the same (every group
 restarts from the -D's values); the key is removed when that -D is its last record. Result kind: +I if any add counts, else -D.
 """
 from __future__ import annotations
@@ -62,6 +64,12 @@ def reduce(seg: Segments, cfg, value_names: list[str]) -> "pa.Table":  # noqa: F
     retract = seg.retract.copy()
     kinds = seg.kinds
     barrier_row = None  # per key: the row the accumulator restarted from (-1: none)
+    last_row = seg.order[seg.key_starts[1:] - 1]
+    if not cfg.groups and (cfg.ignore_delete or cfg.remove_on_delete):
+        # Paimon's initRow: a key whose first record is a retract starts from that record's values
+        first_row = seg.order[seg.key_starts[:-1]]
+        barrier_row = np.where(seg.retract[first_row], first_row, -1)
+    has_add = K.segment_pick(seg.order, seg.key_starts, add, False) >= 0
     if cfg.ignore_delete:
         retract[:] = False
     elif cfg.remove_on_delete:
@@ -69,12 +77,15 @@ def reduce(seg: Segments, cfg, value_names: list[str]) -> "pa.Table":  # noqa: F
         retract[:] = False  # -U is ignored
         if deletes.any():
             add &= K.rows_after_last(seg.order, seg.key_starts, deletes)
-            barrier_row = K.segment_pick(seg.order, seg.key_starts, deletes, False)
+            last_delete = K.segment_pick(seg.order, seg.key_starts, deletes, False)
+            barrier_row = np.where(last_delete >= 0, last_delete, barrier_row)
+            # Paimon: an insert before the -D still counts (meetInsert); only a -D as the key's last record
+            # makes the result a delete
+            has_add &= ~deletes[last_row]
     elif not cfg.groups and retract.any():
         raise MergeFunctionError((f"table {seg.table_name!r}: " if seg.table_name else "")
                                  + "partial-update cannot take retract records (-U/-D); set ignore-delete=true, "
                                  "partial-update.remove-record-on-delete=true or use sequence groups")
-    has_add = K.segment_pick(seg.order, seg.key_starts, add, False) >= 0
     # remove-record-on-sequence-group: records up to a reset -D no longer count; the fold restarts from the -D
     # row, which every group takes as its current values (nulls included)
     reset = _reset_rows(seg, cfg, add, retract)
@@ -117,7 +128,7 @@ def reduce(seg: Segments, cfg, value_names: list[str]) -> "pa.Table":  # noqa: F
     if reset is None:
         return out
     # a key whose last record is its reset -D is that -D record (Paimon: currentDeleteRow)
-    removed = reset == seg.order[seg.key_starts[1:] - 1]
+    removed = reset == last_row
     if not removed.any():
         return out
     import pyarrow as pa

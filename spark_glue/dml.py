@@ -29,17 +29,22 @@ def _write_changes(df, path: str) -> int | None:
 
 
 def delete_where(spark, path: str, condition) -> int | None:
-    """Delete the rows matching ``condition`` (SQL string or Column) in one commit."""
+    """Delete the rows matching ``condition`` (SQL string or Column) in one commit. Raises InvalidInput for an
+    append table."""
     from pyspark.sql import functions as F
-    rows = read_table(spark, path, prune=True, **_pinned(open_table(path))).where(_expr(condition))
+    table = open_table(path)
+    _check_row_level(table, "delete_where")
+    rows = read_table(spark, path, prune=True, **_pinned(table)).where(_expr(condition))
     return _write_changes(rows.withColumn(KIND, F.lit("-D")), path)
 
 
 def update_where(spark, path: str, set: Mapping[str, object], condition=None) -> int | None:
     """``UPDATE t SET col = expr, ... [WHERE condition]`` in one commit. Expressions are SQL strings or Columns
-    over the table's columns. Raises InvalidInput for unknown columns or primary-key columns in ``set``."""
+    over the table's columns. Raises InvalidInput for unknown columns or primary-key columns in ``set``, for an
+    append table, and for merge-engine aggregation / first-row (as Paimon's Spark UPDATE)."""
     from pyspark.sql import functions as F
     table = open_table(path)
+    _check_row_level(table, "update_where")
     _check_settable(table, set)
     rows = read_table(spark, path, prune=True, **_pinned(table))
     if condition is not None:
@@ -63,10 +68,12 @@ def merge_into(spark, target_path: str, source_df, on, when_matched="update", wh
     Raises InvalidInput when ``on`` names unknown columns, when two source rows share an ``on`` key (the match
     would be ambiguous; source rows whose key has a null never match and are ignored unless inserted), when
     "update" would set a primary-key column that is not in ``on`` (as Paimon's MERGE INTO), or when a clause value
-    is not one of the above; NullPrimaryKey (naming the column) when a source row to insert has a null key.
+    is not one of the above, or for an append table or merge-engine aggregation / first-row (as Paimon);
+    NullPrimaryKey (naming the column) when a source row to insert has a null key.
     """
     from pyspark.sql import functions as F
     table = open_table(target_path)
+    _check_row_level(table, "merge_into")
     on = [on] if isinstance(on, str) else list(on)
     names = list(table.arrow_schema.names)
     missing = [c for c in on if c not in names or c not in source_df.columns]
@@ -149,6 +156,19 @@ def merge_into(spark, target_path: str, source_df, on, when_matched="update", wh
     if not parts:
         return table.latest_snapshot_id()
     return _write_changes(reduce(lambda a, b: a.unionByName(b), parts), target_path)
+
+
+def _check_row_level(table, op: str) -> None:
+    """Refuse what these helpers cannot do, before any Spark job runs: append tables (no key to update or delete
+    by; Paimon rewrites their files, which lakemerge does not), and, as Paimon's Spark UPDATE / MERGE INTO,
+    updates of aggregation and first-row tables (their merge engine would fold the new value into the old one,
+    or ignore it)."""
+    if table.schema.is_append_only:
+        raise InvalidInput(f"{op} needs a primary-key table; this is an append table", table=table.name)
+    engine = table.schema.table_options.merge_engine
+    if op != "delete_where" and engine not in ("deduplicate", "partial-update"):
+        raise InvalidInput(f"{op} cannot update a table with merge-engine={engine} (only deduplicate and "
+                           "partial-update, as Paimon's Spark UPDATE / MERGE INTO)", table=table.name)
 
 
 def _pinned(table) -> dict:

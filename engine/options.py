@@ -294,12 +294,16 @@ class TableOptions:
         mode = self.get(STATS_MODE)
         if not re.fullmatch(r"none|counts|full|truncate\(\d+\)", mode):
             raise InvalidOption(STATS_MODE, mode, "expected none, counts, full or truncate(N)", table=self.table)
+
+    def check_new_schema(self) -> None:
+        """Checks Paimon's SchemaValidation makes only when a schema is created or altered (a table written
+        by a tool that skips them, such as pypaimon, still opens). Raises InvalidOption naming the option."""
         self._check_retention(SNAPSHOT_NUM_RETAINED_MIN, SNAPSHOT_NUM_RETAINED_MAX)
         self._check_retention(CHANGELOG_NUM_RETAINED_MIN, CHANGELOG_NUM_RETAINED_MAX)
 
     def _check_retention(self, min_key: str, max_key: str) -> None:
-        """As Paimon's SchemaValidation: min >= 1 and min <= max, checked on the effective values (the changelog
-        options default to the snapshot ones)."""
+        """min >= 1 and min <= max, checked on the effective values (the changelog options default to the
+        snapshot ones)."""
         lo, hi = self.get(min_key), self.get(max_key)
         lo = self.get(SNAPSHOT_NUM_RETAINED_MIN) if lo is None else lo
         hi = self.get(SNAPSHOT_NUM_RETAINED_MAX) if hi is None else hi

@@ -78,6 +78,7 @@ class TableSchema:
         schema = TableSchema(0, tuple(fields), len(fields) - 1, parts, pk, opts, comment,
                              int(time.time() * 1000))
         schema.validate(table)
+        TableOptions(opts, table=table).check_new_schema()
         return schema
 
     def validate(self, table: str | None = None) -> None:

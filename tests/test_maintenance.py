@@ -302,6 +302,29 @@ def test_invalid_retention_options_are_rejected_at_create_and_alter(tmp_path, op
     assert t.schema_manager.latest().id == 0
 
 
+
+def test_table_with_retention_options_paimon_would_reject_still_opens(tmp_path):
+    """The retention checks run at create and alter only (Paimon's SchemaValidation): a table whose schema file
+    holds snapshot.num-retained.max=2 alone (default min 10), as pypaimon writes without checking, opens, takes
+    writes and reads; alter then refuses to keep the bad value and accepts a fix."""
+    import json
+    from engine.errors import InvalidOption
+    t = _table(tmp_path)
+    schema_file = os.path.join(t.root, "schema", "schema-0")
+    with open(schema_file) as f:
+        doc = json.load(f)
+    doc["options"]["snapshot.num-retained.max"] = "2"
+    with open(schema_file, "w") as f:
+        json.dump(doc, f)
+    t = Catalog(str(tmp_path / "wh")).get_table("db.t")
+    _write(t, 0)
+    _write(t, 1)
+    assert t.read().num_rows == 14
+    with pytest.raises(InvalidOption, match="snapshot.num-retained"):
+        t.alter().set_option("write-only", "true").commit()
+    t.alter().set_option("snapshot.num-retained.min", "1").commit()
+    assert t.schema_manager.latest().id == 1
+
 def test_rollback_drops_later_decoupled_changelogs_and_their_files(tmp_path):
     """As Paimon's RollbackHelper: changelog-<id> past the rollback target goes, with its files."""
     t = _table(tmp_path, DECOUPLED)

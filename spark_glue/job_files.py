@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
+from engine.maintenance.orphans import delete_unreferenced
 from engine.options import CHANGELOG_FILE_PREFIX, DATA_FILE_PREFIX
 from engine.table import Table
 
@@ -30,16 +31,14 @@ def tag_files(table: Table, tag: str) -> Table:
 
 def remove_tagged_files(table: Table, tag: str, keep: set[str], dirs=None) -> int:
     """Delete the data and changelog files tagged ``tag`` except those named in ``keep``, looking in ``dirs``
-    (default: every directory under the table root); returns how many were deleted."""
+    (default: every directory under the table root); returns how many were deleted. A file that a snapshot, tag
+    or decoupled changelog references is never deleted: a replayed batch's first commit may hold files with the
+    same tag after its snapshot expired."""
     prefixes = tagged_prefixes(table, tag)
     if dirs is None:
         listing = ((d, names) for d, _, names in os.walk(table.root))
     else:
         listing = ((d, table.file_io.list_names(d)) for d in dirs if table.file_io.exists(d))
-    removed = 0
-    for directory, names in listing:
-        for name in names:
-            if name.startswith(prefixes) and name not in keep:
-                table.file_io.delete(os.path.join(directory, name))
-                removed += 1
-    return removed
+    candidates = [os.path.join(directory, name) for directory, names in listing for name in names
+                  if name.startswith(prefixes) and name not in keep]
+    return len(delete_unreferenced(table, candidates))

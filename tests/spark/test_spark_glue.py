@@ -327,6 +327,23 @@ def test_replayed_commit_identifier_leaves_none_of_its_files_changelog_included(
     assert t.latest_snapshot_id() == 1 and _files_on_disk(t.root) == files and _no_orphans(t)
 
 
+
+def test_job_file_cleanup_never_deletes_committed_files(tmp_path):
+    """The cleanup of a job's tagged files (after a conflict, a replay or an abort) skips every file a snapshot
+    references, even one carrying the job's tag, and still deletes the unreferenced ones."""
+    from spark_glue.job_files import remove_tagged_files, tag_files
+    t = _small_buffer_table(tmp_path, **{"changelog-producer": "input"})
+    tagged = tag_files(Catalog(str(tmp_path / "wh")).get_table("db.f"), "job1-")
+    tagged.write(pa.table({"k": pa.array(range(50), pa.int64()), "v": [1.0] * 50}))
+    with tagged.new_write() as w:  # written, never committed: a failed attempt's leftovers
+        w.write(pa.table({"k": pa.array(range(50, 60), pa.int64()), "v": [2.0] * 10}))
+        assert w.prepare_commit()
+    committed = _files_on_disk(t.root)
+    assert remove_tagged_files(t, "job1-", keep=set()) > 0
+    assert _live_files(t) <= _files_on_disk(t.root) and _no_orphans(t)
+    assert t.read().num_rows == 50 and t.read_changes(0).num_rows == 50
+    assert _files_on_disk(t.root) < committed
+
 @pytest.mark.parametrize("options", [{}, {"changelog-producer": "input"}], ids=["no-changelog", "input-changelog"])
 def test_write_table_failed_job_leaves_table_and_storage_unchanged(spark, tmp_path, options):
     t = _small_buffer_table(tmp_path, **options)

@@ -10,6 +10,8 @@
   the entries fold without duplicate or dangling files;
 - tags: every ``tag/tag-<name>`` parses; a tag whose snapshot has expired is checked like a snapshot (its files
   must still exist), and the files it keeps alive count as referenced;
+- changelogs: the changelog files of every snapshot and every decoupled ``changelog/changelog-<id>`` exist with
+  their recorded sizes; decoupled changelog ids are contiguous and their files count as referenced;
 - data files: every live file exists with its recorded size and a known schema id; files of a level >= 1 of one
   bucket do not overlap in key range; with ``verify_data`` each file is also decoded (Parquet page checksums are
   verified), and its row count, sequence-number range and strict key order are compared with its metadata.
@@ -55,6 +57,10 @@ PROBLEM_KINDS = {
     "sequence-range-mismatch": "a data file holds sequence numbers outside the range its metadata records",
     "level-overlap": "two files of one level >= 1 of a bucket overlap in key range",
     "tag-unreadable": "a tag file does not parse as a snapshot",
+    "changelog-unreadable": "a decoupled changelog file (changelog/changelog-<id>) does not parse",
+    "changelog-gap": "decoupled changelog ids are not contiguous: changes of the missing ids cannot be read",
+    "changelog-file-missing": "a changelog file a snapshot or decoupled changelog references is missing or has "
+                              "another size than recorded",
 }
 WARNING_KINDS = {
     "hint-invalid": "the LATEST or EARLIEST hint is unreadable or names another snapshot (only a hint: harmless)",
@@ -166,6 +172,7 @@ class _Checker:
             self._check_snapshot(sid)
             self._check_lineage(sid)
         self._check_tags(set(ids))
+        self._check_changelogs()
         for sid in self.schema_ids:
             self.report.referenced_files.add(self.paths.schema(sid))
         if find_orphans:
@@ -214,6 +221,50 @@ class _Checker:
                 continue
             if snap.id not in snapshot_ids:  # expired snapshot: the tag alone keeps its files alive
                 self._check_snapshot_files(snap, path, snap.id)
+
+    def _check_changelogs(self) -> None:
+        """Decoupled changelogs (issue 5): each ``changelog-<id>`` parses, ids are contiguous, and the changelog
+        manifests and files it references exist with their recorded sizes (and count as referenced)."""
+        from engine.changelog import retention
+        from engine.meta.snapshot import Snapshot
+
+        cids = retention.ids(self.t)
+        if cids and cids[-1] - cids[0] + 1 != len(cids):
+            missing = sorted(set(range(cids[0], cids[-1] + 1)) - set(cids))
+            self.problem("changelog-gap", os.path.join(self.t.root, retention.CHANGELOG_DIR),
+                         f"changelog ids {missing} are missing between {cids[0]} and {cids[-1]}")
+        for cid in cids:
+            path = retention.path(self.t, cid)
+            self.report.referenced_files.add(path)
+            try:
+                snap = Snapshot.from_json(self.io.read_bytes(path).decode("utf-8"), path)
+            except Exception as e:  # noqa: BLE001 - any decoding failure is the finding
+                self.problem("changelog-unreadable", path, str(e), cid)
+                continue
+            if not snap.changelog_manifest_list:
+                continue
+            metas = self._manifest_list(snap.changelog_manifest_list, snap.changelog_manifest_list_size, cid)
+            for meta in metas or ():
+                for e in self._manifest(meta.file_name, meta.file_size, cid) or ():
+                    self._check_changelog_file(e, cid)
+
+    def _check_changelog_file(self, e, sid: int) -> None:
+        """An ADDed changelog file exists with its recorded size (its contents are not verified)."""
+        if e.kind != ADD:
+            return
+        path = self._data_path(e)
+        self.report.referenced_files.add(path)
+        if path in self._checked_files:
+            return
+        self._checked_files.add(path)
+        try:
+            size = self.io.size(path)
+        except (FileNotFoundError, StorageError) as err:
+            self.problem("changelog-file-missing", path, f"changelog file cannot be read: {err}", sid)
+            return
+        if size != e.file.file_size:
+            self.problem("changelog-file-missing", path, f"has {size} bytes, the manifest records "
+                         f"{e.file.file_size}", sid)
 
     def _check_snapshot(self, sid: int) -> None:
         path = self.paths.snapshot(sid)
@@ -277,7 +328,7 @@ class _Checker:
             self.problem("record-count-mismatch", path, f"deltaRecordCount is {snap.delta_record_count} but its "
                          f"delta adds {delta_rows} rows", sid)
         for e in entries_by_list.get(snap.changelog_manifest_list, []):
-            self.report.referenced_files.add(self._data_path(e))
+            self._check_changelog_file(e, sid)
         for e in live_adds:
             self._check_data_file(e, sid)
         self._check_levels(live_adds, sid)

@@ -358,3 +358,26 @@ def test_rollback_deletes_the_files_only_dropped_tags_kept(tmp_path):
     assert list(t.tags()) == ["base"] and [r["v"] for r in t.read().to_pylist()] == ["v0"] * 10
     _assert_exact(t)
     assert t.check().ok and t.remove_orphan_files(older_than=0, dry_run=True) == []
+
+
+def test_check_covers_decoupled_changelogs(tmp_path):
+    """check(): a decoupled changelog's files are referenced (not orphans); a missing changelog file, a gap in the
+    changelog ids or an unreadable changelog-<id> is a problem."""
+    t = _table(tmp_path, DECOUPLED)
+    for i in range(4):
+        _write(t, i)
+    t.expire_snapshots()
+    assert t.snapshot_manager.ids() == [4]
+    report = t.check()
+    assert report.ok and report.orphan_files == [], report.summary()
+    cdir = os.path.join(t.root, "changelog")
+    from engine.changelog import retention
+    from engine.maintenance.references import changelog_added_files
+    victim = sorted(changelog_added_files(t, retention.read(t, 2)))[0]
+    os.remove(victim)
+    assert {(p.kind, p.path) for p in t.check().problems} == {("changelog-file-missing", victim)}
+    os.remove(os.path.join(cdir, "changelog-2"))
+    assert t.check().kinds() == {"changelog-gap"}
+    with open(os.path.join(cdir, "changelog-1"), "w") as f:
+        f.write("{not json")
+    assert t.check().kinds() == {"changelog-gap", "changelog-unreadable"}

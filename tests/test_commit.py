@@ -174,6 +174,24 @@ def test_rejected_replay_after_expiry_keeps_committed_files(tmp_path):
     assert _ids(t) == [1, 2, 10, 11, 12] and t.check().ok
 
 
+
+def test_replay_after_its_files_were_compacted_away_is_a_conflict(tmp_path):
+    """A replay whose first commit expired and whose files a full compaction replaced: CommitConflict naming the
+    missing file (not CorruptFile, which would send the user looking for damage); the table is unchanged."""
+    t = _table(tmp_path, options={"bucket": "1", "snapshot.num-retained.min": "1", "snapshot.num-retained.max": "1",
+                                  "snapshot.time-retained": "1 ms"})
+    t.write(pa.table({"id": [1, 2], "v": ["a", "a"]}))
+    with t.new_write(commit_user="job", commit_identifier=7) as w:
+        w.write(pa.table({"id": [1, 3], "v": ["b", "b"]}))
+        messages = w.prepare_commit()
+    t.commit(messages)
+    t.compact(full=True)
+    t.write(pa.table({"id": [9], "v": ["c"]}))
+    latest = t.latest_snapshot_id()
+    with pytest.raises(CommitConflict, match="no longer exists"):
+        t.commit(messages)
+    assert t.latest_snapshot_id() == latest and _ids(t) == [1, 2, 3, 9] and t.check().ok
+
 def test_rejected_mixed_message_set_keeps_committed_files(tmp_path):
     t = _table(tmp_path, options={"bucket": "1"})
     with t.new_write() as w:

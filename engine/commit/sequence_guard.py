@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from engine.crash_points import crash_point
-from engine.errors import CorruptFile, UnsupportedFeature
+from engine.errors import CommitConflict, UnsupportedFeature
 from engine.meta.data_file import FILE_SOURCE_APPEND
 from engine.meta.manifest import ADD, ManifestEntry
 from engine.options import DATA_FILE_PREFIX, FILE_COMPRESSION, ZSTD_LEVEL
@@ -79,8 +79,10 @@ def _rewrite(table, bucket_dir: str, meta, offset: int, written: list[str]):
                                  "concurrently into the same bucket")
     try:
         data = io.read_bytes(src)
-    except FileNotFoundError:
-        raise CorruptFile(src, "data file of the commit being published is missing") from None
+    except FileNotFoundError:  # e.g. a replay of messages committed before, whose files were compacted away
+        raise CommitConflict(table.name, f"data file {src} of the commit being published no longer exists (were "
+                             "these messages committed before, and their files compacted away?); nothing was "
+                             "committed") from None
     rows = pq.ParquetFile(pa.BufferReader(data), page_checksum_verification=True).read()
     idx = rows.column_names.index(SEQUENCE_NUMBER)
     rows = rows.set_column(idx, rows.schema.field(idx), pc.add(rows.column(idx), pa.scalar(offset, pa.int64())))

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 import pyarrow as pa
 from pyspark.sql.datasource import (DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage)
 
-from engine.errors import CommitConflict, CommitRetriesExhausted, InvalidInput
+from engine.errors import CommitConflict, CommitRetriesExhausted, InvalidInput, SchemaMismatch
 from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER
 from engine.options import WRITE_ONLY, parse_bool
 from engine.table import Table
@@ -65,6 +65,8 @@ class WriteJob:
             table = open_or_create_table(self.path, opts, schema, drop_columns=[opts.get(ROW_KIND_COLUMN)])
         self.table_name = table.name
         require_spark_writable(table)
+        if schema is not None:
+            check_input_schema(table, schema, opts.get(ROW_KIND_COLUMN))
         self.base_id = table.latest_snapshot_id()
         self.token = uuid.uuid4().hex[:16]
         self.streaming = streaming
@@ -198,6 +200,33 @@ def require_spark_writable(table: Table) -> None:
     if not table.schema.is_append_only and nb < 1:
         raise InvalidInput(f"Spark writes to a primary-key table need a fixed bucket count (option 'bucket' > 0), "
                            f"this table has bucket={nb}; write it with the engine (Table.write)", table=table.name)
+
+
+def check_input_schema(table: Table, spark_schema, kind_column: str | None = None) -> None:
+    """Refuse, on the driver and before any task runs, input that cannot be written to ``table``: columns the
+    table lacks, table columns the input lacks, and text for a non-text column (Spark's ANSI store assignment
+    refuses string -> number, date, boolean; casting by value would pass on '5' and fail later on 'abc').
+    Raises SchemaMismatch naming the column and the table. Other types are cast safely by the writer."""
+    from spark_glue.tables import arrow_of_spark
+    given = arrow_of_spark(spark_schema)
+    target = table.arrow_schema
+    names = [n for n in given.names if n != kind_column]
+    extra = [c for c in names if c not in target.names]
+    if extra:
+        raise SchemaMismatch(f"input has columns that are not in the table: {extra}", table=table.name,
+                             column=extra[0])
+    missing = [c for c in target.names if c not in names]
+    if missing:
+        raise SchemaMismatch(f"input is missing column(s) {missing}", table=table.name, column=missing[0])
+    for c in names:
+        have, want = given.field(c).type, target.field(c).type
+        if _is_text(have) and not _is_text(want):
+            raise SchemaMismatch(f"column {c!r} is {have} in the input but {want} in the table; cast it "
+                                 "explicitly", table=table.name, column=c)
+
+
+def _is_text(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
 
 
 def shared_buckets(task_files) -> set[tuple[bytes, int]]:

@@ -108,3 +108,21 @@ def test_row_level_helpers_refuse_tables_they_cannot_change(spark, tmp_path):
                 {"delete": lambda: spark_glue.delete_where(spark, t.root, "id = 1"),
                  "update": lambda: spark_glue.update_where(spark, t.root, {"s": "100"}, "id = 1"),
                  "merge": lambda: spark_glue.merge_into(spark, t.root, source, on="id")}[call]()
+
+
+def test_write_schema_is_checked_before_any_task_runs(spark, orders):
+    """A string column for an INT column was cast by value (written for '5', a task failure for 'abc'), and an
+    empty DataFrame with a column the table lacks was accepted; Spark's ANSI store assignment (as Paimon's writes
+    use) refuses both by type. Checked on the driver for write_table and the data source."""
+    from engine.errors import SchemaMismatch
+    before = orders.latest_snapshot_id()
+    text_qty = spark.createDataFrame([("eu", 1, "5")], "region string, id long, qty string")
+    with pytest.raises(SchemaMismatch, match=r"db\.orders.*'qty'") as err:
+        spark_glue.write_table(text_qty, orders.root)
+    assert err.value.column == "qty"
+    with pytest.raises(Exception, match=r"db\.orders.*'qty'"):
+        text_qty.write.format("lakemerge").mode("append").save(orders.root)
+    empty_extra = spark.createDataFrame([], "region string, id long, qty int, extra string")
+    with pytest.raises(SchemaMismatch, match=r"db\.orders.*extra"):
+        spark_glue.write_table(empty_extra, orders.root)
+    assert orders.latest_snapshot_id() == before

@@ -192,6 +192,27 @@ def test_replay_after_its_files_were_compacted_away_is_a_conflict(tmp_path):
         t.commit(messages)
     assert t.latest_snapshot_id() == latest and _ids(t) == [1, 2, 3, 9] and t.check().ok
 
+
+def test_replay_after_its_files_were_overwritten_is_refused(tmp_path):
+    """A replay whose first commit expired, after an overwrite deleted its files (so no sequence overlap triggers
+    a rewrite): refused with CommitConflict before publishing; it published a snapshot naming deleted files, and
+    the table could not be read."""
+    t = _table(tmp_path, options={"bucket": "2", "snapshot.num-retained.min": "1", "snapshot.num-retained.max": "1",
+                                  "snapshot.time-retained": "1 ms"})
+    with t.new_write(commit_user="job", commit_identifier=7) as w:
+        w.write(pa.table({"id": [1, 2], "v": ["x", "x"]}))
+        messages = w.prepare_commit()
+    t.commit(messages)
+    with t.new_write() as w:
+        w.write(pa.table({"id": [3], "v": ["y"]}))
+        replacement = w.prepare_commit()
+    t.commit_overwrite(replacement)
+    latest = t.latest_snapshot_id()
+    for commit in (t.commit, t.commit_overwrite):
+        with pytest.raises(CommitConflict, match="no longer exists"):
+            commit(messages)
+    assert t.latest_snapshot_id() == latest and _ids(t) == [3] and t.check().ok
+
 def test_rejected_mixed_message_set_keeps_committed_files(tmp_path):
     t = _table(tmp_path, options={"bucket": "1"})
     with t.new_write() as w:

@@ -141,6 +141,8 @@ class Committer:
                 done = self._already_committed(commit_user, identifier, base_id, latest, commit_kind)
                 if done is not None:
                     return done
+                if attempt == 0:
+                    self._require_files(entries + list(changelog or ()))
                 try:
                     self._check_conflicts(entries, latest)
                     entries, written = rebase_sequences(t, entries, latest, guard_base)
@@ -216,6 +218,22 @@ class Committer:
             return not self._successor_holds(new_id, added)
         except (CorruptFile, SnapshotNotFound) as e:
             raise CommitOutcomeUnknown(self.table.name, new_id, e) from e
+
+    def _require_files(self, entries: list[ManifestEntry]) -> None:
+        """Raise CommitConflict naming the first file an ADD entry names that does not exist: publishing it would
+        leave the table unreadable (e.g. messages replayed after their first commit expired and a compaction or
+        overwrite deleted their files)."""
+        t = self.table
+        scan = t.scan()
+        for e in entries:
+            if e.kind != ADD:
+                continue
+            path = e.file.external_path or os.path.join(
+                t.bucket_dir(scan.partition_values(e.partition), e.bucket), e.file.file_name)
+            if not t.file_io.exists(path):
+                raise CommitConflict(t.name, f"data file {path} of the commit being published no longer exists "
+                                     "(were these messages committed before, and their files compacted away or "
+                                     "overwritten?); nothing was committed")
 
     def _delete_all(self, paths) -> None:
         for p in paths:
@@ -480,6 +498,8 @@ class Committer:
             done = self._already_committed(user, identifier, base_id, latest, COMMIT_KIND_OVERWRITE)
             if done is not None:
                 return done
+            if attempt == 0:
+                self._require_files(adds)
             try:
                 deletes = [] if latest is None else [
                     ManifestEntry(DELETE, e.partition, e.bucket, e.total_buckets, e.file)

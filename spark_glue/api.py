@@ -27,6 +27,7 @@ def read_table(spark, path: str, *, columns=None, filter_pushdown: bool = True, 
     Spark 4.3 caches a Python source's read plan per relation (a reused DataFrame would see a stale snapshot).
     This DataFrame therefore carries an always-true ``<first key> IS NOT NULL`` guard: every query on it pushes a
     filter, so every query re-plans. A temporary view made from it (``createOrReplaceTempView``) re-plans too.
+    An append table without NOT NULL columns has no such guard: reuse keeps the first query's snapshot there.
     Enables ``spark.sql.python.filterPushdown.enabled``.
 
     ``prune=True`` also prunes partitions, buckets and files by the pushed filters. Only for a DataFrame that a
@@ -35,23 +36,25 @@ def read_table(spark, path: str, *, columns=None, filter_pushdown: bool = True, 
     """
     register(spark)
     table = open_table(path)
-    reader = spark.read.format(FORMAT)
-    if columns is not None:
-        reader = reader.option("columns", ",".join(columns))
     filter_pushdown = filter_pushdown or prune
+    # The guard must be pushable, so a single never-null column: a key column (else a NOT NULL column), read
+    # even when ``columns`` leaves it out (``a IS NOT NULL OR a IS NULL`` is never pushed: no re-plan).
+    not_null = [f.name for f in table.arrow_schema if not f.nullable]
+    guard = next(iter(list(table.primary_keys) + not_null), None) if filter_pushdown else None
+    read_cols = None if columns is None else list(columns) + ([guard] if guard and guard not in columns else [])
+    reader = spark.read.format(FORMAT)
+    if read_cols is not None:
+        reader = reader.option("columns", ",".join(read_cols))
     if filter_pushdown:
         spark.conf.set(PUSHDOWN_CONF, "true")
         reader = reader.option("filter-pushdown", "true").option("filter-pushdown.prune", str(bool(prune)).lower())
     for k, v in options.items():
         reader = reader.option(k, str(v))
     df = reader.load(path)
-    if filter_pushdown:
-        guard = next((k for k in table.primary_keys if columns is None or k in columns), None)
-        if guard is None:
-            guard = df.columns[0]
-            df = df.where(f"`{guard}` IS NOT NULL OR `{guard}` IS NULL")
-        else:
-            df = df.where(f"`{guard}` IS NOT NULL")  # keys are never null: always true
+    if guard is not None:
+        df = df.where(f"`{guard}` IS NOT NULL")  # never null: always true
+        if read_cols != columns:
+            df = df.select(*[f"`{c}`" for c in columns])
     return df
 
 

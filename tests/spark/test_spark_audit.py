@@ -126,3 +126,12 @@ def test_write_schema_is_checked_before_any_task_runs(spark, orders):
     with pytest.raises(SchemaMismatch, match=r"db\.orders.*extra"):
         spark_glue.write_table(empty_extra, orders.root)
     assert orders.latest_snapshot_id() == before
+
+
+def test_read_table_of_non_key_columns_sees_new_commits(spark, orders):
+    """Without a key column in ``columns`` the guard was ``qty IS NOT NULL OR qty IS NULL``, which Spark never
+    pushes to a Python source: the reused DataFrame kept its first snapshot (30 rows after a commit made 31)."""
+    df = spark_glue.read_table(spark, orders.root, columns=["qty"])
+    assert df.columns == ["qty"] and df.count() == 30
+    spark_glue.write_table(spark.createDataFrame([("us", 99, 1)], "region string, id long, qty int"), orders.root)
+    assert df.count() == 31 and df.where("qty = 1").count() == 14

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import heapq
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import (DataSourceReader, EqualNullSafe, EqualTo, GreaterThan, GreaterThanOrEqual, In,
                                     InputPartition, LessThan, LessThanOrEqual, Not)
 
@@ -82,6 +83,18 @@ def _prunable(t: pa.DataType) -> bool:
             or pa.types.is_boolean(t) or pa.types.is_date(t))
 
 
+def to_spark_type(column, t: pa.DataType):
+    """``column`` as the Arrow type Spark expects. Spark timestamps hold microseconds: nanoseconds are floored, as
+    Paimon's Spark connector does (Timestamp.toMicros); a safe cast refused the whole read."""
+    if pa.types.is_timestamp(t) and pa.types.is_timestamp(column.type) and column.type.unit == "ns":
+        nanos = pc.cast(column, pa.int64())
+        micros = pc.divide(nanos, 1000)  # truncates toward zero
+        micros = pc.if_else(pc.less(pc.subtract(nanos, pc.multiply(micros, 1000)), 0), pc.subtract(micros, 1),
+                            micros)
+        return pc.cast(micros, t)
+    return column.cast(t)
+
+
 class MergedTableReader(DataSourceReader):
     """Reads the merged rows of one snapshot; see the module docstring."""
 
@@ -143,7 +156,7 @@ class MergedTableReader(DataSourceReader):
                 if dnf:
                     merged = merged.filter(pred.to_expression(dnf))
                 merged = merged.select(self.columns)
-                out = pa.Table.from_arrays([merged.column(i).cast(target.field(i).type)
+                out = pa.Table.from_arrays([to_spark_type(merged.column(i), target.field(i).type)
                                             for i in range(len(self.columns))], schema=target)
                 yield from out.to_batches(max_chunksize=BATCH_ROWS)
         return batches()

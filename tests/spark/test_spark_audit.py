@@ -135,3 +135,22 @@ def test_read_table_of_non_key_columns_sees_new_commits(spark, orders):
     assert df.columns == ["qty"] and df.count() == 30
     spark_glue.write_table(spark.createDataFrame([("us", 99, 1)], "region string, id long, qty int"), orders.root)
     assert df.count() == 31 and df.where("qty = 1").count() == 14
+
+
+def _nanos_table(tmp_path, name, options):
+    t = _catalog(tmp_path).create_table(name, pa.schema([("id", pa.int64()), ("ts", pa.timestamp("ns")),
+                                                         ("v", pa.string())]), ["id"], None, {"bucket": "1", **options})
+    nanos = [1_700_000_000_123_456_789, -1_001]
+    t.write(pa.table({"id": [1, 2], "ts": pa.array(nanos, pa.timestamp("ns")), "v": ["a", "b"]}))
+    return t
+
+
+def test_nanosecond_timestamps_read_floored_to_microseconds(spark, tmp_path):
+    """A TIMESTAMP(9) value with sub-microsecond digits failed every Spark read (a safe Arrow cast to Spark's
+    microseconds); Paimon's Spark connector floors to microseconds (Timestamp.toMicros)."""
+    import datetime as dt
+    t = _nanos_table(tmp_path, "db.nanos", {})
+    got = {r.id: r.ts for r in spark.read.format("lakemerge").load(t.root).collect()}
+    epoch = dt.datetime(1970, 1, 1)
+    assert got == {1: epoch + dt.timedelta(microseconds=1_700_000_000_123_456),
+                   2: epoch - dt.timedelta(microseconds=2)}

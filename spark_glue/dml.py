@@ -12,6 +12,8 @@ from __future__ import annotations
 from functools import reduce
 from typing import Mapping
 
+import pyarrow as pa
+
 from engine.errors import InvalidInput, NullPrimaryKey
 from spark_glue.api import read_table, write_table
 from spark_glue.tables import open_table
@@ -30,7 +32,7 @@ def _write_changes(df, path: str) -> int | None:
 
 def delete_where(spark, path: str, condition) -> int | None:
     """Delete the rows matching ``condition`` (SQL string or Column) in one commit. Raises InvalidInput for an
-    append table."""
+    append table or a nanosecond sequence.field (see _check_row_level)."""
     from pyspark.sql import functions as F
     table = open_table(path)
     _check_row_level(table, "delete_where")
@@ -41,7 +43,8 @@ def delete_where(spark, path: str, condition) -> int | None:
 def update_where(spark, path: str, set: Mapping[str, object], condition=None) -> int | None:
     """``UPDATE t SET col = expr, ... [WHERE condition]`` in one commit. Expressions are SQL strings or Columns
     over the table's columns. Raises InvalidInput for unknown columns or primary-key columns in ``set``, for an
-    append table, and for merge-engine aggregation / first-row (as Paimon's Spark UPDATE)."""
+    append table, a nanosecond sequence.field, and merge-engine aggregation / first-row (as Paimon's Spark
+    UPDATE)."""
     from pyspark.sql import functions as F
     table = open_table(path)
     _check_row_level(table, "update_where")
@@ -68,7 +71,8 @@ def merge_into(spark, target_path: str, source_df, on, when_matched="update", wh
     Raises InvalidInput when ``on`` names unknown columns, when two source rows share an ``on`` key (the match
     would be ambiguous; source rows whose key has a null never match and are ignored unless inserted), when
     "update" would set a primary-key column that is not in ``on`` (as Paimon's MERGE INTO), or when a clause value
-    is not one of the above, or for an append table or merge-engine aggregation / first-row (as Paimon);
+    is not one of the above, or for an append table, a nanosecond sequence.field or merge-engine aggregation /
+    first-row (as Paimon);
     NullPrimaryKey (naming the column) when a source row to insert has a null key.
     """
     from pyspark.sql import functions as F
@@ -160,11 +164,18 @@ def merge_into(spark, target_path: str, source_df, on, when_matched="update", wh
 
 def _check_row_level(table, op: str) -> None:
     """Refuse what these helpers cannot do, before any Spark job runs: append tables (no key to update or delete
-    by; Paimon rewrites their files, which lakemerge does not), and, as Paimon's Spark UPDATE / MERGE INTO,
-    updates of aggregation and first-row tables (their merge engine would fold the new value into the old one,
-    or ignore it)."""
+    by; Paimon rewrites their files, which lakemerge does not), tables ordered by a nanosecond sequence.field, and,
+    as Paimon's Spark UPDATE / MERGE INTO, updates of aggregation and first-row tables (their merge engine would
+    fold the new value into the old one, or ignore it)."""
     if table.schema.is_append_only:
         raise InvalidInput(f"{op} needs a primary-key table; this is an append table", table=table.name)
+    arrow = table.arrow_schema
+    fine = [f for f in table.schema.table_options.sequence_fields
+            if pa.types.is_timestamp(arrow.field(f).type) and arrow.field(f).type.unit == "ns"]
+    if fine:  # Spark floors nanoseconds: the written rows would order before the stored ones and be dropped
+        raise InvalidInput(f"{op} cannot rewrite rows of a table whose sequence.field {fine[0]!r} holds nanoseconds: "
+                           "Spark reads them as microseconds, so the rewritten rows would be older than the stored "
+                           "ones and lose; use the engine (Table.write / delete)", table=table.name, column=fine[0])
     engine = table.schema.table_options.merge_engine
     if op != "delete_where" and engine not in ("deduplicate", "partial-update"):
         raise InvalidInput(f"{op} cannot update a table with merge-engine={engine} (only deduplicate and "

@@ -154,3 +154,17 @@ def test_nanosecond_timestamps_read_floored_to_microseconds(spark, tmp_path):
     epoch = dt.datetime(1970, 1, 1)
     assert got == {1: epoch + dt.timedelta(microseconds=1_700_000_000_123_456),
                    2: epoch - dt.timedelta(microseconds=2)}
+
+
+def test_row_level_helpers_refuse_a_nanosecond_sequence_field(spark, tmp_path):
+    """Spark floors the sequence.field's nanoseconds, so update_where / delete_where rewrote the rows with an older
+    sequence value: the commit landed and changed nothing (the stored rows won)."""
+    from engine.errors import InvalidInput
+    t = _nanos_table(tmp_path, "db.seq", {"sequence.field": "ts"})
+    for call in (lambda: spark_glue.update_where(spark, t.root, {"v": "'new'"}, "id = 1"),
+                 lambda: spark_glue.delete_where(spark, t.root, "id = 2"),
+                 lambda: spark_glue.merge_into(spark, t.root, spark.createDataFrame([(1, "m")], "id long, v string"),
+                                               on="id", when_matched={"v": "s.v"}, when_not_matched=None)):
+        with pytest.raises(InvalidInput, match=r"db\.seq.*sequence\.field 'ts'"):
+            call()
+    assert t.latest_snapshot_id() == 1

@@ -144,7 +144,9 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from engine.changelog.retention import changes_snapshot
         from engine.changelog.streaming import full_read_split
         table = open_table(self.path)
-        if isinstance(partition, FullSplit):
+        if isinstance(partition, FullSplit) and table.schema.is_append_only:
+            rows = _full_append_split(table, partition.split, self.columns)
+        elif isinstance(partition, FullSplit):
             rows = full_read_split(table, partition.split, self.columns)
         elif partition.snapshot_id < 0:
             rows = None
@@ -157,3 +159,13 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         names = target.names
         out = pa.Table.from_arrays([rows.column(n).cast(target.field(n).type) for n in names], schema=target)
         return iter(out.to_batches(max_chunksize=64 * 1024))
+
+
+def _full_append_split(table, split, columns: list[str]) -> pa.Table:
+    """An append table's split for a full first read: its files' rows in append order, all +I (the engine's
+    ``full_read_split`` merges by key, and append files have none)."""
+    from engine.append.read import ordered_files, read_append_file
+    from engine.read.split_read import SplitReader
+    reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema)
+    rows = pa.concat_tables([read_append_file(reader, split, f, columns) for f in ordered_files(split)])
+    return rows.append_column(ROW_KIND_COLUMN, pa.array(["+I"] * rows.num_rows, pa.string()))

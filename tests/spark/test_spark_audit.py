@@ -168,3 +168,18 @@ def test_row_level_helpers_refuse_a_nanosecond_sequence_field(spark, tmp_path):
         with pytest.raises(InvalidInput, match=r"db\.seq.*sequence\.field 'ts'"):
             call()
     assert t.latest_snapshot_id() == 1
+
+
+def test_append_table_streams_its_full_first_read(spark, tmp_path):
+    """The first micro-batch of a stream (scan.mode latest-full) read append files with the key-merge reader
+    and failed on every append table."""
+    t = _catalog(tmp_path).create_table("db.events", pa.schema([("p", pa.string()), ("x", pa.int64())]), [], ["p"],
+                                        {})
+    spark_glue.write_table(spark.createDataFrame([("a", 1), (None, 2)], "p string, x long"), t.root)
+    spark_glue.write_table(spark.createDataFrame([("a", 3)], "p string, x long"), t.root)
+    query = (spark_glue.read_stream(spark, t.root).writeStream.format("memory").queryName("audit_events")
+             .trigger(availableNow=True).start())
+    query.awaitTermination(120)
+    assert query.exception() is None
+    got = spark.sql("SELECT p, x, _row_kind FROM audit_events").collect()
+    assert _sorted(got) == _sorted([("a", 1, "+I"), (None, 2, "+I"), ("a", 3, "+I")])

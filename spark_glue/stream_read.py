@@ -28,6 +28,7 @@ from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 from engine.changelog.files import ROW_KIND_COLUMN
 from engine.errors import InvalidOption, SnapshotNotFound
 from engine.options import parse_bool
+from spark_glue.reading import to_spark_type
 from spark_glue.tables import arrow_of_spark, lower_options, open_table
 
 SCAN_MODE = "scan.mode"
@@ -157,7 +158,7 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return iter(())
         target = arrow_of_spark(self.schema)
         names = target.names
-        out = pa.Table.from_arrays([rows.column(n).cast(target.field(n).type) for n in names], schema=target)
+        out = pa.Table.from_arrays([to_spark_type(rows.column(n), target.field(n).type) for n in names], schema=target)
         return iter(out.to_batches(max_chunksize=64 * 1024))
 
 

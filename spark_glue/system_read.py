@@ -13,6 +13,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from engine.errors import InvalidInput
+from spark_glue.reading import to_spark_type
 from spark_glue.tables import (
     arrow_of_spark,
     lower_options,
@@ -61,6 +62,6 @@ class SystemTableReader(DataSourceReader):
             snapshot_id = None if snap is None else snap.id
         rows = system.read(snapshot_id, [f.name for f in self.schema.fields])
         target = arrow_of_spark(self.schema)
-        out = pa.Table.from_arrays([rows.column(i).cast(target.field(i).type) for i in range(rows.num_columns)],
+        out = pa.Table.from_arrays([to_spark_type(rows.column(i), target.field(i).type) for i in range(rows.num_columns)],
                                    schema=target)
         return iter(out.to_batches())

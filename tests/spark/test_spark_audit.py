@@ -183,3 +183,18 @@ def test_append_table_streams_its_full_first_read(spark, tmp_path):
     assert query.exception() is None
     got = spark.sql("SELECT p, x, _row_kind FROM audit_events").collect()
     assert _sorted(got) == _sorted([("a", 1, "+I"), (None, 2, "+I"), ("a", 3, "+I")])
+
+
+def test_nanosecond_timestamps_stream_and_system_tables(spark, tmp_path):
+    """Streaming reads and the $audit_log system table cast to Spark's microseconds with a safe cast too: both
+    failed on a TIMESTAMP(9) value with sub-microsecond digits."""
+    t = _nanos_table(tmp_path, "db.nanos", {})
+    want = {1: 1_700_000_000_123_456, 2: -2}
+    audit = spark.read.format("lakemerge").load(t.root + "$audit_log").selectExpr("id", "unix_micros(ts) AS us")
+    assert {r.id: r.us for r in audit.collect()} == want
+    query = (spark_glue.read_stream(spark, t.root).writeStream.format("memory").queryName("audit_nanos")
+             .trigger(availableNow=True).start())
+    query.awaitTermination(120)
+    assert query.exception() is None
+    got = spark.sql("SELECT id, unix_micros(cast(ts AS timestamp)) AS us FROM audit_nanos").collect()
+    assert {r.id: r.us for r in got} == want

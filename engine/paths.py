@@ -55,8 +55,35 @@ def _java_local_datetime_str(v: dt.datetime, nanos: int | None = None) -> str:
     return text
 
 
+def _nanos_of_second(v: dt.datetime) -> int:
+    return v.microsecond * 1000 + getattr(v, "nanosecond", 0)  # pandas.Timestamp carries sub-microsecond digits
+
+
+def _java_format_timestamp(v: dt.datetime, precision: int) -> str:
+    """DateTimeUtils.formatTimestamp: ``yyyy-MM-dd HH:mm:ss`` and the nine-digit fraction with trailing zeros
+    dropped, but never below ``precision`` digits."""
+    fraction = f"{_nanos_of_second(v):09d}"
+    while len(fraction) > precision and fraction.endswith("0"):
+        fraction = fraction[:-1]
+    text = f"{v.year:04d}-{v.month:02d}-{v.day:02d} {v.hour:02d}:{v.minute:02d}:{v.second:02d}"
+    return f"{text}.{fraction}" if fraction else text
+
+
+def _java_format_time(ms: int, precision: int) -> str:
+    """DateTimeUtils.formatTimestampMillis: ``HH:mm:ss`` and, for precision > 0, the millisecond digits up to the
+    last non-zero one (at least one)."""
+    h, rest = divmod(ms % 86_400_000, 3_600_000)
+    m, rest = divmod(rest, 60_000)
+    s, millis = divmod(rest, 1000)
+    text = f"{h:02d}:{m:02d}:{s:02d}"
+    if precision > 0:
+        text += "." + (f"{millis:03d}".rstrip("0") or "0")[:precision]
+    return text
+
+
 def partition_value_text(value, dtype: DataType, default_name: str, legacy: bool = True) -> str:
-    """Render one partition value as Paimon does in directory names (before escaping)."""
+    """Render one partition value as Paimon does in directory names (before escaping): Java's ``toString`` of
+    the internal value with ``partition.legacy-name`` (the default), else Paimon's cast to STRING."""
     if value is None or (isinstance(value, str) and value.strip() == ""):
         return default_name
     root = dtype.root
@@ -70,13 +97,17 @@ def partition_value_text(value, dtype: DataType, default_name: str, legacy: bool
         return value.isoformat()
     if root == "TIME":
         if isinstance(value, dt.time):
-            return str(((value.hour * 60 + value.minute) * 60 + value.second) * 1000 + value.microsecond // 1000)
-        return str(value)
+            value = ((value.hour * 60 + value.minute) * 60 + value.second) * 1000 + value.microsecond // 1000
+        return str(value) if legacy else _java_format_time(int(value), dtype.precision or 0)
     if root in ("TIMESTAMP", "TIMESTAMP_LTZ"):
         if isinstance(value, dt.datetime):
             if value.tzinfo is not None:
-                value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
-            return _java_local_datetime_str(value)
+                # LTZ values are instants: the legacy name shows UTC wall-clock time, the cast to STRING the JVM's
+                # default zone (here: the process's local zone).
+                value = value.astimezone(dt.timezone.utc if legacy else None).replace(tzinfo=None)
+            if legacy:
+                return _java_local_datetime_str(value, _nanos_of_second(value))
+            return _java_format_timestamp(value, 6 if dtype.precision is None else dtype.precision)
         return str(value)
     if root == "DECIMAL":
         return format(decimal.Decimal(value), "f")

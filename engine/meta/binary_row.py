@@ -196,7 +196,8 @@ def serialize_row(values: Sequence[Any], types: Sequence[DataType]) -> bytes:
 
 # --- decoding ----------------------------------------------------------------------------------------------
 def decode_row(data: bytes, types: Sequence[DataType]) -> list:
-    """Values of a BinaryRow (as ``encode_row`` accepts them; timestamps as datetimes with microseconds)."""
+    """Values of a BinaryRow (as ``encode_row`` accepts them; timestamps as datetimes, pandas.Timestamps when they
+    have sub-microsecond digits)."""
     data = bytes(data)
     arity = len(types)
     nbits = null_bits_size(arity)
@@ -242,6 +243,8 @@ def _decode_field(data: bytes, slot: bytes, t: DataType) -> Any:
             off, nanos = word >> 32, word & _M32
             millis = int.from_bytes(_var(data, off, 8), "little", signed=True)
         value = dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=millis * 1000 + nanos // 1000)
+        if nanos % 1000:
+            value = _with_nanoseconds(value, nanos % 1000)
         return value.replace(tzinfo=dt.timezone.utc) if r == "TIMESTAMP_LTZ" else value
     if r == "DECIMAL":
         if t.is_compact_decimal:
@@ -256,6 +259,17 @@ def _decode_field(data: bytes, slot: bytes, t: DataType) -> Any:
             raw = _var(data, word >> 32, word & _M32)
         return raw.decode("utf-8") if r in ("CHAR", "VARCHAR") else raw
     raise UnsupportedFeature(f"type {t.sql()} is not supported in a BinaryRow")
+
+
+def _with_nanoseconds(value: dt.datetime, nanos: int) -> dt.datetime:
+    """``value`` plus ``nanos`` (< 1000) nanoseconds as a pandas.Timestamp (a datetime subclass, as pyarrow returns
+    for nanosecond timestamps), so TIMESTAMP(7..9) partition values and min/max stats keep every digit; without
+    pandas the sub-microsecond digits are dropped."""
+    try:
+        import pandas as pd
+    except ImportError:
+        return value
+    return pd.Timestamp(value) + pd.Timedelta(nanoseconds=nanos)
 
 
 def _var(data: bytes, offset: int, length: int) -> bytes:

@@ -31,3 +31,13 @@ def test_timestamp9_stats_do_not_skip_a_file_by_its_sub_microsecond_max(catalog)
     assert t.read(filter=[("ts", ">", dt.datetime(2023, 11, 14, 22, 13, 20, 3))]).column("id").to_pylist() == [1]
     assert t.read(filter=[("ts", "<", dt.datetime(1970, 1, 1))]).column("id").to_pylist() == [2]
 
+
+def test_nanosecond_literals_compare_exactly(catalog):
+    """A nanosecond literal (pandas.Timestamp after the cast) went to Arrow through datetime, losing its last
+    three digits, so ts = <the stored value> matched nothing."""
+    t = _ns_table(catalog)
+    stored = t.read().sort_by("id").column("ts")
+    assert t.read(filter=[("ts", "=", stored[0])]).column("id").to_pylist() == [1]
+    assert t.read(filter=[("ts", "=", stored[1])]).column("id").to_pylist() == [2]
+    assert t.read(filter=[("ts", "in", [stored[0]])]).column("id").to_pylist() == [1]
+    assert t.read(filter=[("ts", "not in", [stored[0]])]).column("id").to_pylist() == [2]

@@ -74,13 +74,24 @@ def to_expression(dnf: list[Conj]):
     return reduce(operator.or_, (reduce(operator.and_, (_term_expression(*term) for term in conj)) for conj in dnf))
 
 
+def _literal(value):
+    """``value`` as Arrow compares it exactly: a pandas.Timestamp (a nanosecond literal) as a nanosecond scalar,
+    since Arrow would otherwise convert it through datetime and drop its sub-microsecond digits."""
+    if hasattr(value, "nanosecond") and hasattr(value, "value"):
+        return pa.scalar(value.value, pa.timestamp("ns", tz="UTC" if value.tzinfo is not None else None))
+    return value
+
+
 def _term_expression(col: str, op: str, value):
     field = pc.field(col)
-    if op == "in":
-        return field.isin(list(value))
-    if op == "not in":  # is_in is false for a null, so its negation alone would keep null rows
-        return field.is_valid() & ~field.isin(list(value))
-    return _COMPARE[op](field, value)
+    if op in ("in", "not in"):
+        values = [_literal(v) for v in value]
+        if values and isinstance(values[0], pa.Scalar):  # literals of one column share one type
+            values = pa.array([v.value for v in values], values[0].type)
+        found = field.isin(values)
+        # is_in is false for a null, so its negation alone would keep null rows
+        return found if op == "in" else field.is_valid() & ~found
+    return _COMPARE[op](field, _literal(value))
 
 
 def columns_of(dnf: list[Conj] | None) -> set[str]:

@@ -64,6 +64,7 @@ def test_nanosecond_timestamp_partition_directory_keeps_every_digit(warehouse):
     assert _dirs(warehouse, "t") == ["p=1969-12-31T23%3A59%3A59.999999999/bucket-0",
                                      "p=2023-11-14T22%3A13%3A20.123456789/bucket-0"]
     assert t.read().sort_by("id").to_pylist() == rows.to_pylist()
+    assert t.read(filter=[("p", "=", rows.column("p")[0])]).column("id").to_pylist() == [1]
     pp_dir = pp_get_table(warehouse, "db.t").path_factory().relative_bucket_path(
         (rows.column("p")[0].as_py(),), 0, canonical_partition=True)
     assert pp_dir.endswith("p=2023-11-14T22%3A13%3A20.123456/bucket-0")  # pypaimon 2.1's truncated name

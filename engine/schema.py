@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from engine.errors import CorruptFile, InvalidSchema
 from engine.options import BUCKET_KEY, THIN_MODE, TableOptions
-from engine.types import DataField, DataType
+from engine.types import DataField, DataType, assign_nested_field_ids
 
 SCHEMA_VERSION = 3
 KEY_FIELD_PREFIX = "_KEY_"
@@ -67,15 +67,19 @@ class TableSchema:
         if pk and all(k in parts for k in pk):
             raise InvalidSchema(where + "the primary key must have a column that is not a partition key")
         fields = []
-        for i, f in enumerate(arrow_schema):
+        highest = -1  # ids as Java's Schema.Builder gives them: a column, then the fields nested in it
+        for f in arrow_schema:
             dtype = DataType.from_arrow(f.type, f.nullable)
             if f.name in pk:
                 if dtype.is_nested:
                     raise InvalidSchema(where + f"primary key column {f.name!r} has nested type {f.type}")
                 dtype = dtype.with_nullable(False)  # Paimon makes primary-key columns NOT NULL
-            fields.append(DataField(i, f.name, dtype))
+            highest += 1
+            field_id = highest
+            dtype, highest = assign_nested_field_ids(dtype, highest)
+            fields.append(DataField(field_id, f.name, dtype))
         opts = {str(k): str(v) for k, v in (options or {}).items()}
-        schema = TableSchema(0, tuple(fields), len(fields) - 1, parts, pk, opts, comment,
+        schema = TableSchema(0, tuple(fields), highest, parts, pk, opts, comment,
                              int(time.time() * 1000))
         schema.validate(table)
         TableOptions(opts, table=table).check_new_schema()

@@ -3,8 +3,8 @@
 Contract:
 - ``apply_changes(schema, changes)`` returns the next ``TableSchema`` (id + 1) or raises ``InvalidSchema`` /
   ``InvalidOption`` naming the table and column; it writes nothing.
-- Field ids are never reused or changed: a new column gets ``highestFieldId + 1``; rename keeps the id; a dropped
-  column's id is retired. Old data files are read by field id (``engine.read.split_read``), so a renamed column is
+- Field ids are never reused or changed: a new column gets ``highestFieldId + 1`` (the fields of a ROW in it the
+  next ones, in Java's order); rename keeps the id; a dropped column's id is retired. Old data files are read by field id (``engine.read.split_read``), so a renamed column is
   found under its old name, a dropped-and-re-added name is a new (null) column, and widened types are cast on read.
 - Allowed type changes are the lossless widenings (integers to larger integers, FLOAT/DOUBLE, DECIMAL with room for
   every old value; DECIMAL(p, s) to DECIMAL(p', s') with s' >= s and p'-s' >= p-s; FLOAT to DOUBLE; DECIMAL to
@@ -33,7 +33,7 @@ from engine.options import (
     TableOptions,
 )
 from engine.schema import TableSchema
-from engine.types import DataField, DataType, parse_atomic
+from engine.types import DataField, DataType, assign_nested_field_ids, parse_atomic
 
 TypeLike = pa.DataType | DataType | str
 
@@ -297,7 +297,9 @@ def apply_changes(schema: TableSchema, changes: Sequence[SchemaChange], *, table
                 fail(f"column {change.name!r} cannot be added as NOT NULL (existing rows have no value); "
                      "add it nullable")
             highest += 1
-            new_field = DataField(highest, change.name, change.data_type, change.comment)
+            field_id = highest
+            data_type, highest = assign_nested_field_ids(change.data_type, highest)
+            new_field = DataField(field_id, change.name, data_type, change.comment)
             before_partition = TableOptions(options, table=table).get(ADD_COLUMN_BEFORE_PARTITION)
             if change.move is None and before_partition and schema.partition_keys:
                 first_part = min(i for i, f in enumerate(fields) if f.name in schema.partition_keys)

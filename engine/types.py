@@ -214,6 +214,26 @@ class DataType:
         raise InvalidSchema(f"Arrow type {t} has no Paimon equivalent")
 
 
+def assign_nested_field_ids(t: DataType, highest: int) -> tuple[DataType, int]:
+    """``t`` with fresh ids for the fields of every ROW inside it, counting up from ``highest``, and the new
+    highest id. Java's ReassignFieldId order: a field's own type is numbered before the field itself."""
+    if t.root in ("ARRAY", "MULTISET"):
+        element, highest = assign_nested_field_ids(t.element, highest)
+        return replace(t, element=element), highest
+    if t.root == "MAP":
+        key, highest = assign_nested_field_ids(t.key, highest)
+        value, highest = assign_nested_field_ids(t.value, highest)
+        return replace(t, key=key, value=value), highest
+    if t.root == "ROW":
+        fields = []
+        for f in t.fields:
+            ftype, highest = assign_nested_field_ids(f.type, highest)
+            highest += 1
+            fields.append(replace(f, id=highest, type=ftype))
+        return replace(t, fields=tuple(fields)), highest
+    return t, highest
+
+
 def timestamp_unit(precision: int | None) -> str:
     """The Arrow time unit holding a timestamp of ``precision`` digits exactly: 0 -> s, 1-3 -> ms, 4-6 -> us, 7-9 ->
     ns (default precision 6)."""

@@ -68,3 +68,56 @@ def test_nanosecond_timestamp_partition_directory_keeps_every_digit(warehouse):
     pp_dir = pp_get_table(warehouse, "db.t").path_factory().relative_bucket_path(
         (rows.column("p")[0].as_py(),), 0, canonical_partition=True)
     assert pp_dir.endswith("p=2023-11-14T22%3A13%3A20.123456/bucket-0")  # pypaimon 2.1's truncated name
+
+
+def _schema_json(warehouse, schema_id: int) -> dict:
+    import json
+
+    with open(f"{warehouse}/db.db/t/schema/schema-{schema_id}") as f:
+        return json.load(f)
+
+
+def _all_field_ids(fields) -> list[int]:
+    out = []
+    for f in fields:
+        out.append(f["id"])
+        t = f["type"]
+        while isinstance(t, dict):
+            if "fields" in t:
+                out += _all_field_ids(t["fields"])
+                break
+            t = t.get("element") or t.get("value")
+    return out
+
+
+def test_nested_row_fields_get_their_own_ids(warehouse):
+    """Fields inside ROW columns were numbered 0, 1, ... again, repeating top-level ids (Java's RowType rejects a
+    schema with duplicated ids: 'Broken schema, field id 0 is duplicated') and highestFieldId left them out. Ids
+    now follow Java's Schema builder: a column, then the fields nested in it; an added ROW column likewise."""
+    from engine import Catalog
+
+    schema = pa.schema([("id", pa.int64()), ("r", pa.struct([("x", pa.int32()), ("y", pa.struct([("a", pa.string())]))])),
+                        ("m", pa.map_(pa.string(), pa.struct([("z", pa.int64())]))), ("v", pa.int32())])
+    rows = [{"id": 1, "r": {"x": 1, "y": {"a": "p"}}, "m": [("k", {"z": 5})], "v": 7},
+            {"id": 2, "r": None, "m": None, "v": None}]
+    cat = Catalog(warehouse)
+    cat.create_database("db", ignore_if_exists=True)
+    t = cat.create_table("db.t", schema, primary_key=["id"], options={"bucket": "1"})
+    t.write(pa.Table.from_pylist(rows, schema=schema))
+    t.alter().add_column("n", pa.struct([("q", pa.bool_())])).commit()
+    t.write(pa.Table.from_pylist([{"id": 3, "r": None, "m": None, "v": None, "n": {"q": True}}],
+                                 schema=t.schema.arrow_schema))
+
+    for sid in (0, 1):
+        doc = _schema_json(warehouse, sid)
+        ids = _all_field_ids(doc["fields"])
+        assert len(ids) == len(set(ids)) and doc["highestFieldId"] == max(ids), (sid, ids)
+    doc0 = _schema_json(warehouse, 0)
+    # Java order: id 0, r 1, x 2, a 3, y 4, m 5, z 6, v 7
+    assert _all_field_ids(doc0["fields"]) == [0, 1, 2, 4, 3, 5, 6, 7]
+    assert doc["highestFieldId"] == 9  # n 8, q 9
+
+    expected = [dict(r, n=None) for r in rows] + [{"id": 3, "r": None, "m": None, "v": None, "n": {"q": True}}]
+    assert t.read().sort_by("id").to_pylist() == expected
+    theirs = pp_read(pp_get_table(warehouse, "db.t"), sort_by=["id"]).to_pylist()
+    assert [dict(r, m=r["m"] and list(r["m"])) for r in theirs] == expected

@@ -69,7 +69,10 @@ class TableSchema:
         fields = []
         highest = -1  # ids as Java's Schema.Builder gives them: a column, then the fields nested in it
         for f in arrow_schema:
-            dtype = DataType.from_arrow(f.type, f.nullable)
+            try:
+                dtype = DataType.from_arrow(f.type, f.nullable)
+            except InvalidSchema as e:
+                raise InvalidSchema(where + f"column {f.name!r}: {e}") from None
             if f.name in pk:
                 if dtype.is_nested:
                     raise InvalidSchema(where + f"primary key column {f.name!r} has nested type {f.type}")

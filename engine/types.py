@@ -64,6 +64,19 @@ class DataType:
     value: "DataType | None" = None  # MAP
     fields: tuple[DataField, ...] = field(default=())  # ROW
 
+    def __post_init__(self):
+        """Paimon's parameter ranges (Java's type constructors refuse anything else): DECIMAL precision 1..38 and
+        scale 0..precision, TIME/TIMESTAMP precision 0..9, CHAR/VARCHAR/BINARY/VARBINARY length >= 1. Raises
+        InvalidSchema."""
+        r, p = self.root, self.precision
+        if r == "DECIMAL" and p is not None and self.scale is not None and \
+                not (1 <= p <= 38 and 0 <= self.scale <= p):
+            raise InvalidSchema(f"DECIMAL({p}, {self.scale}): Paimon needs precision 1..38 and scale 0..precision")
+        if r in ("TIME", "TIMESTAMP", "TIMESTAMP_LTZ") and p is not None and not 0 <= p <= 9:
+            raise InvalidSchema(f"{r} precision {p} is outside Paimon's 0..9")
+        if (r in STRING_ROOTS or r in BINARY_ROOTS) and self.length is not None and self.length < 1:
+            raise InvalidSchema(f"{r}({self.length}): Paimon needs a length of at least 1")
+
     # --- classification -----------------------------------------------------------------------------
     @property
     def is_string(self) -> bool:

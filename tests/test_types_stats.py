@@ -2,11 +2,14 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 
 import pyarrow as pa
+import pytest
 
 from engine.meta import binary_row
-from engine.types import DataType
+from engine.errors import InvalidSchema
+from engine.types import DataType, parse_atomic
 
 NS = pa.timestamp("ns")
 
@@ -41,3 +44,16 @@ def test_nanosecond_literals_compare_exactly(catalog):
     assert t.read(filter=[("ts", "=", stored[1])]).column("id").to_pylist() == [2]
     assert t.read(filter=[("ts", "in", [stored[0]])]).column("id").to_pylist() == [1]
     assert t.read(filter=[("ts", "not in", [stored[0]])]).column("id").to_pylist() == [2]
+
+
+@pytest.mark.parametrize("arrow_type", [pa.decimal128(5, -2), pa.decimal128(3, 5), pa.binary(0)])
+def test_types_outside_paimon_ranges_are_refused_at_create(catalog, warehouse, arrow_type):
+    """DECIMAL(5, -2) and DECIMAL(3, 5) were written into schema-0 (which no reader, lakemerge included, could
+    parse: the table was left broken) and BINARY(0) was accepted; Java's type constructors refuse all three."""
+    with pytest.raises(InvalidSchema, match="column 'd'"):
+        catalog.create_table("db.t", pa.schema([("k", pa.int32()), ("d", arrow_type)]), primary_key=["k"],
+                             options={"bucket": "1"})
+    assert not os.path.exists(os.path.join(warehouse, "db.db", "t"))
+    for text in ("DECIMAL(39, 2)", "TIMESTAMP(10)", "VARCHAR(0)"):
+        with pytest.raises(InvalidSchema):
+            parse_atomic(text)

@@ -37,8 +37,7 @@ def read_append_file(reader: SplitReader, split: Split, meta: DataFileMeta, colu
     for c in columns:
         target = arrow.field(c).type
         if c in raw.column_names:
-            col = raw.column(c)
-            out.append(col if col.type.equals(target) else col.cast(target))
+            out.append(reader.as_table_type(raw.column(c), c, meta.schema_id))
         else:
             out.append(pa.nulls(raw.num_rows, target))
     return pa.Table.from_arrays(out, schema=pa.schema([arrow.field(c) for c in columns]))

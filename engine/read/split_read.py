@@ -19,6 +19,7 @@ from engine.meta import binary_row
 from engine.meta.data_file import DataFileMeta
 from engine.read.scan import Split
 from engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, TableSchema
+from engine.types import evolve_nested
 
 RETRACT_KINDS = pa.array([1, 3], pa.int8())
 
@@ -86,7 +87,7 @@ class SplitReader:
         rename = self.file_to_table_names(meta.schema_id)
         raw = read_data_file(self.io, path, meta, lambda present: self._choose(columns, present, rename))
         return self.normalize(raw.rename_columns([rename[c] for c in raw.column_names]), path, columns,
-                              declared=set(rename.values()))
+                              declared=set(rename.values()), schema_id=meta.schema_id)
 
     def _choose(self, columns: list[str], present: set[str], rename: dict[str, str]) -> list[str]:
         """File column names to decode: ``physical_columns`` matched through the field-id rename map."""
@@ -125,7 +126,7 @@ class SplitReader:
                 seen += batch.num_rows
                 raw = pa.Table.from_batches([batch])
                 yield self.normalize(raw.rename_columns([rename[c] for c in raw.column_names]), path, columns,
-                                     declared=set(rename.values()))
+                                     declared=set(rename.values()), schema_id=meta.schema_id)
         except CorruptFile:
             raise
         except (OSError, pa.ArrowException, ValueError) as e:
@@ -133,7 +134,8 @@ class SplitReader:
         if seen != meta.row_count:
             raise CorruptFile(path, f"file has {seen} rows but the manifest records {meta.row_count}")
 
-    def normalize(self, raw: pa.Table, path: str, columns: list[str], declared: set[str] = frozenset()) -> pa.Table:
+    def normalize(self, raw: pa.Table, path: str, columns: list[str], declared: set[str] = frozenset(),
+                  schema_id: int | None = None) -> pa.Table:
         """Raw file columns (already renamed to this schema's names) -> the normalized run layout. A column the
         file's schema declares (``declared``, this schema's names) but the file lacks raises CorruptFile: only
         columns added after the file was written read as null."""
@@ -150,12 +152,22 @@ class SplitReader:
             out[sys_col] = raw.column(sys_col)
         for c in dict.fromkeys(self.seq_fields + list(columns)):
             if c in raw.column_names:
-                out[c] = _as_type(raw.column(c), arrow.field(c).type)
+                out[c] = self.as_table_type(raw.column(c), c, schema_id)
             elif c in declared:
                 raise CorruptFile(path, f"has no column {c!r} although the schema it was written under declares it")
             else:  # a column added after the file was written
                 out[c] = pa.nulls(raw.num_rows, arrow.field(c).type)
         return pa.table(out)
+
+    def as_table_type(self, col, name: str, schema_id: int | None):
+        """Column ``name`` (the table's name) of a file written under ``schema_id`` as the table's type; nested
+        columns are matched field by field by id (engine.types.evolve_nested)."""
+        target = self.schema.field(name).type
+        if schema_id is None or schema_id == self.schema.id or not target.is_nested or self.schema_of is None:
+            return _as_type(col, target.to_arrow())
+        fid = self.schema.field(name).id
+        src = next((f.type for f in self.schema_of(schema_id).fields if f.id == fid), None)
+        return _as_type(col, target.to_arrow()) if src is None or src == target else evolve_nested(col, src, target)
 
     def file_to_table_names(self, schema_id: int) -> dict[str, str]:
         """Column name in a file written under ``schema_id`` -> this table's name for it, matched by field id

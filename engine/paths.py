@@ -81,10 +81,18 @@ def _java_format_time(ms: int, precision: int) -> str:
     return text
 
 
+_NOT_JAVA_WHITESPACE = frozenset("\x85\xa0\u2007\u202f")  # Python's isspace() says yes, Java's isWhitespace no
+
+
+def _java_blank(text: str) -> bool:
+    """Java's StringUtils.isNullOrWhitespaceOnly (Character.isWhitespace: no-break spaces and NEL are not blank)."""
+    return all(c.isspace() and c not in _NOT_JAVA_WHITESPACE for c in text)
+
+
 def partition_value_text(value, dtype: DataType, default_name: str, legacy: bool = True) -> str:
     """Render one partition value as Paimon does in directory names (before escaping): Java's ``toString`` of
     the internal value with ``partition.legacy-name`` (the default), else Paimon's cast to STRING."""
-    if value is None or (isinstance(value, str) and value.strip() == ""):
+    if value is None or (isinstance(value, str) and _java_blank(value)):
         return default_name
     root = dtype.root
     if root == "BOOLEAN":

@@ -57,3 +57,15 @@ def test_types_outside_paimon_ranges_are_refused_at_create(catalog, warehouse, a
     for text in ("DECIMAL(39, 2)", "TIMESTAMP(10)", "VARCHAR(0)"):
         with pytest.raises(InvalidSchema):
             parse_atomic(text)
+
+
+def test_partition_names_treat_blank_values_as_java_does():
+    """Java's Character.isWhitespace does not count no-break spaces (U+00A0, U+2007, U+202F) or NEL (U+0085) as
+    blank, so Java names those partitions by their value; Python's strip() made them __DEFAULT_PARTITION__, a
+    directory Java never looks in. (pypaimon 2.1 uses isspace() and has the same bug.)"""
+    from engine.paths import TablePaths
+
+    string = DataType("VARCHAR", length=2147483647)
+    names = [TablePaths.partition_dir(["p"], [v], [string], "__DEFAULT_PARTITION__")
+             for v in ("\xa0", "\u2007", "\u202f", "\x85", " \t\n\x1f\u3000", "", None)]
+    assert names == ["p=\xa0", "p=\u2007", "p=\u202f", "p=\x85"] + ["p=__DEFAULT_PARTITION__"] * 3

@@ -466,8 +466,9 @@ class _Checker:
             if len(files) < 2:
                 continue
             try:
-                ranges = sorted(((_order(binary_row.deserialize_row(f.min_key, key_types)),
-                                  _order(binary_row.deserialize_row(f.max_key, key_types)), f.file_name)
+                ranges = sorted(((binary_row.order_key(binary_row.deserialize_row(f.min_key, key_types), key_types),
+                                  binary_row.order_key(binary_row.deserialize_row(f.max_key, key_types), key_types),
+                                  f.file_name)
                                  for f in files))
             except Exception as err:  # noqa: BLE001
                 self.problem("manifest-unreadable", None, f"undecodable min/max key in bucket {bucket}: {err!r}", sid)
@@ -500,10 +501,6 @@ class _Checker:
                         pass
         self.report.orphan_files = sorted(orphans)
         self.report.orphan_bytes = total
-
-
-def _order(values: list) -> tuple:
-    return tuple((v is not None, v) for v in values)
 
 
 def _first_unsorted(columns) -> int | None:

@@ -19,7 +19,7 @@ def key_decoder(key_types):
     types = list(key_types)
 
     def decode(row: bytes) -> tuple:
-        return tuple((v is not None, v) for v in binary_row.deserialize_row(row, types))
+        return binary_row.order_key(binary_row.deserialize_row(row, types), types)
     return decode
 
 

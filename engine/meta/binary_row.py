@@ -288,6 +288,22 @@ def deserialize_row(data: bytes, types: Sequence[DataType]) -> list:
     return decode_row(data[4:], types)
 
 
+# --- key order ---------------------------------------------------------------------------------------------
+def order_key(values: Sequence[Any], types: Sequence[DataType]) -> tuple:
+    """A tuple whose Python order is Paimon's key order for decoded key ``values``: nulls first, and FLOAT/DOUBLE
+    as Java's Float/Double.compare (-0.0 < 0.0; NaN greatest and equal to itself), which Python's float
+    comparison is not (-0.0 == 0.0, NaN unordered)."""
+    return tuple((v is not None, _float_order(v) if v is not None and t.root in ("FLOAT", "DOUBLE") else v)
+                 for v, t in zip(values, types))
+
+
+def _float_order(x: float) -> int:
+    if x != x:
+        return 1 << 64
+    bits = struct.unpack("<q", struct.pack("<d", x))[0]
+    return bits ^ 0x7FFFFFFFFFFFFFFF if bits < 0 else bits
+
+
 # --- hashing -----------------------------------------------------------------------------------------------
 def _rotl32(x: int, r: int) -> int:
     return ((x << r) | (x >> (32 - r))) & _M32

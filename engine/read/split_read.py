@@ -198,7 +198,8 @@ class SplitReader:
                 by_level.setdefault(f.level, []).append(f)
         for level in sorted(by_level):
             files = by_level[level]
-            files.sort(key=lambda f: _sort_key(binary_row.deserialize_row(f.min_key, key_types)))
+            files.sort(key=lambda f: binary_row.order_key(binary_row.deserialize_row(f.min_key, key_types),
+                                                          key_types))
             runs.append(files)
         return runs
 
@@ -237,10 +238,6 @@ def _as_type(col, target: pa.DataType):
     """``col`` as the table's Arrow type ``target``: a file may store a type in another physical form (BINARY(n) as
     fixed_size_binary, TIMESTAMP(0) as milliseconds, ORC TIME as int32, widened columns of older schemas)."""
     return col if col.type.equals(target) else col.cast(target)
-
-
-def _sort_key(values: list):
-    return tuple((v is not None, v) for v in values)
 
 
 def _lookup_merge(schema: TableSchema) -> bool:

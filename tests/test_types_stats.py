@@ -84,3 +84,14 @@ def test_float_keys_compact_in_java_order(catalog):
     rows = [(repr(r["f"]), r["v"]) for r in t.read().to_pylist()]
     assert sorted(rows) == [("-0.0", 1), ("0.0", 2), ("nan", 4)]
     assert binary_row.order_key([-0.0], [DataType("DOUBLE")]) < binary_row.order_key([0.0], [DataType("DOUBLE")])
+
+
+def test_nan_bounds_in_statistics_prove_nothing():
+    """Java's stats collectors order NaN greatest, so a Java-written file with values [0.0, 1.5, NaN] has max NaN;
+    every Python comparison with NaN is False, so '= 1.5' or '> 1.0' pruned the file."""
+    from engine.read import predicate as pred
+
+    nan = float("nan")
+    for op, value in (("=", 1.5), (">", 1.0), (">=", 1.0), ("in", (1.5,)), ("<", 0.5)):
+        assert pred.may_match([[("d", op, value)]], lambda c: (0.0, nan, 0), row_count=3), op
+        assert pred.may_match([[("d", op, value)]], lambda c: (nan, nan, 0), row_count=3), op

@@ -102,8 +102,8 @@ def columns_of(dnf: list[Conj] | None) -> set[str]:
 def _term_may_match(op: str, value, lo, hi, null_count, row_count) -> bool:
     if row_count is not None and null_count is not None and null_count >= row_count:
         return False  # only nulls: no comparison can be true
-    if lo is None or hi is None:
-        return True
+    if lo is None or hi is None or lo != lo or hi != hi:
+        return True  # unknown, or a NaN bound (Java's stats order NaN greatest; Python's comparisons say False)
     try:
         if op == "=":
             return lo <= value <= hi

@@ -41,7 +41,7 @@ def _java_float_str(x: float, single: bool) -> str:
 
 
 def _java_local_datetime_str(v: dt.datetime, nanos: int | None = None) -> str:
-    text = v.strftime("%Y-%m-%dT%H:%M")
+    text = f"{v.year:04d}-{v.month:02d}-{v.day:02d}T{v.hour:02d}:{v.minute:02d}"  # strftime's %Y does not pad
     nano = nanos if nanos is not None else v.microsecond * 1000
     if v.second or nano:
         text += f":{v.second:02d}"

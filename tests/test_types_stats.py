@@ -95,3 +95,13 @@ def test_nan_bounds_in_statistics_prove_nothing():
     for op, value in (("=", 1.5), (">", 1.0), (">=", 1.0), ("in", (1.5,)), ("<", 0.5)):
         assert pred.may_match([[("d", op, value)]], lambda c: (0.0, nan, 0), row_count=3), op
         assert pred.may_match([[("d", op, value)]], lambda c: (nan, nan, 0), row_count=3), op
+
+
+def test_legacy_timestamp_partition_names_pad_the_year():
+    """Java's LocalDateTime.toString pads the year to four digits; strftime('%Y') does not on Linux, so a
+    TIMESTAMP partition in year 1 was named '1-01-01T00:00' instead of '0001-01-01T00:00'."""
+    from engine.paths import partition_value_text
+
+    ts = DataType("TIMESTAMP", precision=6)
+    assert partition_value_text(dt.datetime(1, 1, 1), ts, "D") == "0001-01-01T00:00"
+    assert partition_value_text(dt.datetime(999, 12, 31, 1, 2, 3, 4000), ts, "D") == "0999-12-31T01:02:03.004"

@@ -121,3 +121,15 @@ def test_nested_row_fields_get_their_own_ids(warehouse):
     assert t.read().sort_by("id").to_pylist() == expected
     theirs = pp_read(pp_get_table(warehouse, "db.t"), sort_by=["id"]).to_pylist()
     assert [dict(r, m=r["m"] and list(r["m"])) for r in theirs] == expected
+
+
+def test_lakemerge_reads_pypaimon_timestamp_partitions_before_year_1000(warehouse):
+    """pypaimon (like Java) names year-1 partitions '0001-01-01T00:00'; lakemerge looked for '1-01-01T00:00'."""
+    from engine import Catalog
+
+    schema = pa.schema([("p", pa.timestamp("us")), ("k", pa.int64())])
+    rows = pa.table({"p": pa.array([dt.datetime(1, 1, 1), dt.datetime(2020, 1, 1)], pa.timestamp("us")),
+                     "k": [1, 2]})
+    pp_write(pp_create_table(pp_catalog(warehouse), "db.p", schema, ["p", "k"], ["p"], {"bucket": "1"}), rows,
+             schema)
+    assert Catalog(warehouse).get_table("db.p").read().sort_by("k").to_pylist() == rows.to_pylist()

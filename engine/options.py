@@ -207,6 +207,16 @@ CHANGELOG_FILE_COMPRESSION = _opt("changelog-file.compression",
 CHANGELOG_FILE_STATS_MODE = _opt("changelog-file.stats-mode", str.strip, None,
                                  "changelog file value statistics: none|counts|truncate(N)|full "
                                  "(default: metadata.stats-mode)")
+# --- deletion vectors ("merge on write", paimon-semantics §9) and lookup compaction ---
+DELETION_VECTORS_ENABLED = _opt("deletion-vectors.enabled", parse_bool, False,
+                                "compaction marks superseded rows in deletion vectors; batch reads skip level 0 "
+                                "and read files without merging")
+DELETION_VECTORS_BITMAP64 = _opt("deletion-vectors.bitmap64", parse_bool, False,
+                                 "write deletion vectors in the 64-bit (Iceberg-compatible) format")
+DELETION_VECTORS_MERGE_ON_READ = _opt("deletion-vectors.merge-on-read", parse_bool, False,
+                                      "batch reads of a deletion-vector table also merge its level-0 files")
+FORCE_LOOKUP = _opt("force-lookup", parse_bool, False,
+                    "compaction looks keys up in older levels, as changelog-producer=lookup does")
 
 # Paimon options that lakemerge knows by name but that do not change what this version writes or reads.
 # They are kept in the schema (and honoured by Paimon's own readers and writers) without a warning.
@@ -217,7 +227,7 @@ KNOWN_PAIMON_KEYS = frozenset({
     "snapshot.time-retained", "snapshot.expire.limit", "manifest.target-file-size", "manifest.merge-min-count",
     "manifest.compression", "manifest.format", "metadata.stats-dense-store",
     "changelog-producer.row-deduplicate", "changelog.num-retained.min", "changelog.num-retained.max",
-    "deletion-vectors.enabled", "dynamic-bucket.target-row-num", "path", "type", "comment", "owner",
+    "deletion-vector.index-file.target-size", "dynamic-bucket.target-row-num", "path", "type", "comment", "owner",
     "scan.mode", "scan.snapshot-id", "scan.timestamp-millis", "scan.tag-name", "consumer-id",
     "partition.expiration-time", "lookup-wait", "commit.force-compact", "local-merge-buffer-size",
     "write-buffer-spillable", "sort-spill-buffer-size", "file-index.read.enabled", "bucket-function.type",
@@ -300,6 +310,20 @@ class TableOptions:
         by a tool that skips them, such as pypaimon, still opens). Raises InvalidOption naming the option."""
         self._check_retention(SNAPSHOT_NUM_RETAINED_MIN, SNAPSHOT_NUM_RETAINED_MAX)
         self._check_retention(CHANGELOG_NUM_RETAINED_MIN, CHANGELOG_NUM_RETAINED_MAX)
+        self._check_deletion_vectors()
+
+    def _check_deletion_vectors(self) -> None:
+        """Paimon's SchemaValidation for deletion vectors: changelog producer none, input or lookup; not the
+        first-row merge engine (it never deletes old rows)."""
+        if not self.deletion_vectors:
+            return
+        producer = self.get(CHANGELOG_PRODUCER)
+        if producer not in ("none", "input", "lookup"):
+            raise InvalidOption(DELETION_VECTORS_ENABLED, "true", "deletion vectors work only with "
+                                f"changelog-producer none, input or lookup, not {producer}", table=self.table)
+        if self.merge_engine == "first-row":
+            raise InvalidOption(DELETION_VECTORS_ENABLED, "true", "the first-row merge engine does not need "
+                                "deletion vectors (it never deletes old rows)", table=self.table)
 
     def _check_retention(self, min_key: str, max_key: str) -> None:
         """min >= 1 and min <= max, checked on the effective values (the changelog options default to the
@@ -328,6 +352,7 @@ class TableOptions:
             raise UnsupportedFeature(where + f"changelog-producer={self.get(CHANGELOG_PRODUCER)} is not supported yet")
         if self.get(PK_NULLABLE):
             raise UnsupportedFeature(where + "primary-key.nullable=true is not supported")
+        self._check_deletion_vectors()
         if self.get(FILE_FORMAT) != "parquet":
             raise UnsupportedFeature(where + f"writing file.format={self.get(FILE_FORMAT)} is not supported; "
                                      "use parquet (orc and avro files are readable)")
@@ -337,6 +362,18 @@ class TableOptions:
     def bucket(self) -> int:
         """Option ``bucket``: a fixed bucket count (> 0), -1 (dynamic) or -2 (postpone)."""
         return self.get(BUCKET)
+
+    @property
+    def deletion_vectors(self) -> bool:
+        """Option ``deletion-vectors.enabled``: merge-on-write mode."""
+        return self.get(DELETION_VECTORS_ENABLED)
+
+    @property
+    def lookup_compaction(self) -> bool:
+        """True when compaction of level 0 looks keys up in the older levels (Paimon's LookupMergeTreeCompactRewriter):
+        changelog-producer=lookup, deletion vectors or force-lookup. Such tables keep each key's full state in
+        its newest record above level 0, so reads take only that record (Paimon's LookupMergeFunction)."""
+        return (self.get(CHANGELOG_PRODUCER) == "lookup" or self.deletion_vectors or self.get(FORCE_LOOKUP))
 
     @property
     def merge_engine(self) -> str:

@@ -524,14 +524,14 @@ def _audit_log(table, snapshot) -> pa.Table:
     """The merged rows of ``snapshot`` with the row kind of each key's merged record (Paimon's batch audit_log;
     the change stream with row kinds is ``Table.stream`` / ``Table.read_changes``)."""
     from engine.changelog.files import row_kind_text
-    from engine.read.split_read import SplitReader
+    from engine.read.split_read import SplitReader, batch_splits
     schema = _AUDIT_LOG_SCHEMA(table)
     if snapshot is None:
         return schema.empty_table()
     reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema)
     cols = list(table.schema.field_names)
     parts = []
-    for split in table.scan().plan(snapshot):
+    for split in batch_splits(table.scan().plan(snapshot), table.schema):
         rows = reader.read(split, cols, with_kind=True)
         kinds = row_kind_text(rows.column("_VALUE_KIND").to_numpy())
         parts.append(pa.Table.from_arrays([kinds] + rows.select(cols).columns, schema=schema))

@@ -188,9 +188,9 @@ class Table:
             raise InvalidInput(f"unknown column(s) {unknown}", table=self.name, column=unknown[0])
         dnf = pred.normalize(filter, self.arrow_schema, self.name)
         snap = self.tag_snapshot(tag) if tag is not None else self.snapshot(snapshot_id)
-        splits = self.scan().plan(snap, dnf)
+        from engine.read.split_read import batch_splits, with_schema
+        splits = batch_splits(self.scan().plan(snap, dnf), self.schema)
         read_cols = list(dict.fromkeys(out_cols + sorted(pred.columns_of(dnf))))
-        from engine.read.split_read import with_schema
         reader = SplitReader(self.file_io, self.schema, self.schema_manager.schema)
         parts = self._map(lambda sp: reader.read(sp, read_cols), splits)
         target = pa.schema([self.arrow_schema.field(c) for c in read_cols])

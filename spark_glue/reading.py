@@ -127,7 +127,8 @@ class MergedTableReader(DataSourceReader):
     def partitions(self):
         table = open_table(self.options.get("path"))
         snap = resolve_snapshot(table, self.options)
-        splits = table.scan().plan(snap, self._dnf(table))
+        from engine.read.split_read import batch_splits
+        splits = batch_splits(table.scan().plan(snap, self._dnf(table)), table.schema)
         target = parse_memory_size(self.options.get(TARGET_SPLIT_SIZE, str(DEFAULT_TARGET)))
         cost = parse_memory_size(self.options.get(OPEN_FILE_COST, str(DEFAULT_OPEN_COST)))
         sid = None if snap is None else snap.id

@@ -244,10 +244,11 @@ def shared_buckets(task_files) -> set[tuple[bytes, int]]:
 def without_compaction(table: Table, message: CommitMessage) -> CommitMessage:
     """``message`` with its compaction part dropped, and the files that compaction wrote deleted."""
     from engine.compact.manager import discard_messages
-    if not (message.compact_before or message.compact_after or message.compact_changelog):
+    if not (message.compact_before or message.compact_after or message.compact_changelog
+            or message.dv_before is not None):
         return message
     discard_messages(table, [message])
-    return replace(message, compact_before=(), compact_after=(), compact_changelog=())
+    return replace(message, compact_before=(), compact_after=(), compact_changelog=(), dv_before=None, dv_after=())
 
 
 def compact_shared_buckets(table: Table, buckets, commit_user: str, identifier: int, sid: int | None) -> int | None:

@@ -25,7 +25,8 @@ def ordered_files(split: Split) -> list[DataFileMeta]:
 
 
 def read_append_file(reader: SplitReader, split: Split, meta: DataFileMeta, columns: Sequence[str]) -> pa.Table:
-    """One append file as the table's ``columns`` (renamed by field id, added columns null, widened cast)."""
+    """One append file as the table's ``columns`` (renamed by field id, added columns null, widened cast), without
+    the rows its deletion vector marks deleted."""
     path = os.path.join(split.bucket_dir, meta.file_name) if meta.external_path is None else meta.external_path
     rename = reader.file_to_table_names(meta.schema_id)
     wanted = set(columns)
@@ -40,7 +41,8 @@ def read_append_file(reader: SplitReader, split: Split, meta: DataFileMeta, colu
             out.append(reader.as_table_type(raw.column(c), c, meta.schema_id))
         else:
             out.append(pa.nulls(raw.num_rows, target))
-    return pa.Table.from_arrays(out, schema=pa.schema([arrow.field(c) for c in columns]))
+    rows = pa.Table.from_arrays(out, schema=pa.schema([arrow.field(c) for c in columns]))
+    return reader.live_rows(split, meta, rows, 0)  # rows a deletion vector marks deleted (Paimon DELETE) are gone
 
 
 def iter_append_batches(table, snapshot_id: int | None = None, columns: Sequence[str] | None = None,

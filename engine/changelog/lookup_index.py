@@ -86,10 +86,9 @@ def table_cache(table) -> FileCache:
 
 def remember_written(table, bucket_dir: str, files, physical: pa.Table) -> None:
     """Cache the rows of level-0 files a writer just wrote (``physical``: the rows of ``files`` in order, data-file
-    layout), so that the commit's lookup compaction merges them without reading them back. Only for
-    changelog-producer=lookup tables."""
-    from engine.options import CHANGELOG_PRODUCER
-    if table.schema.table_options.get(CHANGELOG_PRODUCER) != "lookup":
+    layout), so that the commit's lookup compaction merges them without reading them back. Only for tables with
+    lookup compaction (changelog-producer=lookup, deletion vectors, force-lookup)."""
+    if not table.schema.table_options.lookup_compaction:
         return
     from engine.read.split_read import SplitReader
     normalize = SplitReader(table.file_io, table.schema).normalize
@@ -114,8 +113,10 @@ def cached_rows(table, bucket_dir: str, meta) -> pa.Table | None:
 
 class LookupIndex:
     """Finds the current rows for given keys in the split's files at or above ``from_level``, searching lower
-    levels first."""
-    def __init__(self, table, split, reader, levels, from_level: int, columns: list[str]):
+    levels first. ``deleted(file name)``, if given, returns the sorted positions of rows a deletion vector marks
+    deleted: such a row is not found (the key's live record, if any, is in a lower level)."""
+    def __init__(self, table, split, reader, levels, from_level: int, columns: list[str], deleted=None):
+        self.deleted = deleted
         self.table = table
         self.schema = table.schema
         self.split = split
@@ -133,7 +134,7 @@ class LookupIndex:
 
     def _load(self, f):
         def load():
-            rows = self.reader.read_file(self.split, f, self.columns).combine_chunks()
+            rows = self.reader.read_file(self.split, f, self.columns, live_only=False).combine_chunks()
             return rows, encode_keys(key_columns(rows, self.schema))
         entry = self.cache.get(f"{self.split.bucket_dir}/{f.file_name}", load)
         if entry[1] is None:  # rows cached by the writer: encode the keys once
@@ -152,9 +153,10 @@ class LookupIndex:
             hi += 1  # the max key itself is a probe
         return int(lo), int(hi)
 
-    def get(self, probes: pa.Table) -> pa.Table | None:
+    def get(self, probes: pa.Table, found=None) -> pa.Table | None:
         """Return the stored rows for the keys in ``probes`` (the first level holding a key wins).
-        Returns None when there are no probes or no files to search."""
+        Returns None when there are no probes or no files to search. ``found(file name, positions)``, if given, is
+        called with the row positions (in the data file) of the rows returned from each file."""
         if probes is None or probes.num_rows == 0 or not self.by_level:
             return None
         probes_enc = encode_keys(key_columns(probes, self.schema))
@@ -172,7 +174,12 @@ class LookupIndex:
                 rows, enc = self._load(f)
                 hit = search_sorted(enc, _take(probes_enc, window))
                 ok = hit >= 0
+                dead = self.deleted(f.file_name) if self.deleted is not None else None
+                if dead is not None and len(dead) and ok.any():
+                    ok &= ~np.isin(hit, dead)
                 if ok.any():
+                    if found is not None:
+                        found(f.file_name, hit[ok].astype(np.int64))
                     found_at[window[ok]] = 1
                     pieces.append(rows.take(pa.array(hit[ok])))
                     piece_pos.append(window[ok])

@@ -77,13 +77,20 @@ def _drop(rows: pa.Table | None, drop_delete: bool) -> pa.Table | None:
 
 
 class ChangelogMerger:
-    """Merges sorted runs for compaction and produces the changelog in ``mode`` (lookup or full-compaction)."""
-    def __init__(self, schema, mode: str, max_level: int, index=None, table_name: str | None = None):
+    """Merges sorted runs for compaction and produces the changelog in ``mode`` (lookup or full-compaction).
+
+    Lookup mode also serves lookup compaction without a changelog (deletion vectors, force-lookup):
+    ``produce_changelog=False`` returns no changelog, and ``found(file name, positions)`` hears where each record
+    taken from the lookup index lies (deletion-vector mode marks those rows deleted)."""
+    def __init__(self, schema, mode: str, max_level: int, index=None, table_name: str | None = None, *,
+                 produce_changelog: bool = True, found=None):
         self.schema = schema
         self.mode = mode
         self.max_level = max_level
         self.index = index
         self.table_name = table_name
+        self.produce_changelog = produce_changelog
+        self.found = found
 
     def merge(self, parts: list[pa.Table], run_levels: list[int], drop_delete: bool):
         """Merge ``parts`` (runs at ``run_levels``) and return the merged rows with the changelog the mode
@@ -102,10 +109,12 @@ class ChangelogMerger:
         before = high
         if self.index is not None:
             missing = keys if high is None else keys.filter(pa.array(positions(high, keys, schema) < 0))
-            before = _sorted_union(high, self.index.get(missing), schema)
+            before = _sorted_union(high, self.index.get(missing, found=self.found), schema)
         runs = ([before] if before is not None else []) + level0
         after = merge_runs(runs, schema, drop_retracts=False, sorted_output=True, table_name=self.table_name,
                            fold_lone_retracts=True)
+        if not self.produce_changelog:
+            return _drop(after, drop_delete), None
         log = changelog_rows(before, positions(before, keys, schema), after, positions(after, keys, schema), schema)
         return _drop(after, drop_delete), log
 

@@ -43,6 +43,8 @@ from engine.errors import (CommitConflict, CommitOutcomeUnknown, CommitRetriesEx
 from engine.meta import binary_row
 from engine.meta.data_file import SimpleStats
 from engine.commit.conflicts import check_file_changes
+from engine.commit.index_changes import next_index_manifest
+from engine.deletion_vectors.index_file import index_file_path
 from engine.commit.manifest_merge import ManifestMerger
 from engine.meta.manifest import (ADD, DELETE, ManifestEntry, ManifestFileMeta, encode_manifest, encode_manifest_list)
 from engine.meta.snapshot import (BATCH_COMMIT_IDENTIFIER, COMMIT_KIND_APPEND, COMMIT_KIND_COMPACT,
@@ -58,6 +60,8 @@ class Committer:
     """Publishes commit messages as new snapshots of ``table``."""
     def __init__(self, table):
         self.table = table
+        self._messages: Sequence[CommitMessage] = ()
+        self._overwritten = None  # an OVERWRITE's partitions (None: every partition)
 
     # --- public -------------------------------------------------------------------------------------
     def commit(self, messages: Sequence[CommitMessage], *, commit_kind: str = COMMIT_KIND_APPEND,
@@ -106,8 +110,6 @@ class Committer:
             self._delete_compaction_outputs(messages)
             raise
         if compacts:
-            if appends:
-                self._messages = ()  # index changes (dynamic buckets) landed with the APPEND snapshot
             try:
                 published = self._commit_entries(compacts, commit_user, identifier, base_id, COMMIT_KIND_COMPACT,
                                                  schema_id, properties, compact_log)
@@ -257,6 +259,7 @@ class Committer:
             old = {f.file_name for f in m.compact_before} | {f.file_name for f in m.new_files}
             paths += [os.path.join(t.bucket_dir(m.partition_values, m.bucket), f.file_name)
                       for f in list(m.compact_changelog) + [f for f in m.compact_after if f.file_name not in old]]
+            paths += [index_file_path(t.root, r) for r in m.dv_after]
         delete_unreferenced(t, paths)
 
     # --- steps --------------------------------------------------------------------------------------
@@ -391,8 +394,9 @@ class Committer:
             staged += [base_name, delta_name]
             io.write_bytes(paths.manifest(base_name), base_data)
             io.write_bytes(paths.manifest(delta_name), delta_data)
-            from engine.dynamic_bucket.write import next_index_manifest
-            index_manifest, index_written = next_index_manifest(t, latest, getattr(self, "_messages", ()))
+            index_manifest, index_written = next_index_manifest(
+                t, latest, self._messages, deletion_vectors=kind == COMMIT_KIND_COMPACT,
+                overwritten=self._overwritten if kind == COMMIT_KIND_OVERWRITE else False)
             if index_written:
                 staged.append(index_manifest)
             log_list, log_data = None, b""
@@ -478,6 +482,7 @@ class Committer:
         t = self.table
         messages = list(messages)
         self._messages = messages
+        self._overwritten = partitions
         self._check_schemas({m.schema_id for m in messages})
         adds = [ManifestEntry(ADD, m.partition, m.bucket, m.total_buckets, f) for m in messages for f in m.new_files]
         users = {(m.commit_user, m.commit_identifier) for m in messages}

@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Iterable
 
 from engine.compact.levels import Levels
+from engine.deletion_vectors.index_file import index_file_path
 from engine.crash_points import crash_point
 from engine.errors import CorruptFile
 from engine.compact.picker import CompactionSettings, CompactUnit, UniversalPicker
@@ -32,8 +33,12 @@ class BucketCompaction:
     """
 
     def __init__(self, table, partition: bytes, partition_values: tuple, bucket: int,
-                 files: Iterable[DataFileMeta], settings: CompactionSettings):
+                 files: Iterable[DataFileMeta], settings: CompactionSettings, vectors=None):
+        """``vectors``: the bucket's deletion vectors (BucketVectors) in the snapshot ``files`` come from, for
+        deletion-vector tables."""
+        from engine.deletion_vectors.maintainer import bucket_vectors
         self.table = table
+        self.dv = bucket_vectors(table, partition, bucket, vectors)
         self.partition = partition
         self.partition_values = partition_values
         self.bucket = bucket
@@ -67,8 +72,10 @@ class BucketCompaction:
         unit = self.pick(full)
         if unit is None:
             return False
-        rewriter = CompactRewriter(self.table, self.partition_values, self.bucket, self.settings)
+        rewriter = CompactRewriter(self.table, self.partition_values, self.bucket, self.settings, self.dv)
         result = rewriter.run(unit, self.levels)
+        if self.dv is not None:
+            self.dv.apply(result.deletions, {f.file_name for f in result.before} - {f.file_name for f in result.after})
         self._accumulate(result)
         self.changelog.extend(result.changelog)
         self.levels = self.levels.update(result.before, result.after)
@@ -104,12 +111,20 @@ class BucketCompaction:
         """
         return tuple(self.before.values()), tuple(self.after.values())
 
+    def vector_changes(self) -> tuple[tuple[str, ...] | None, tuple[dict, ...]]:
+        """``(dv_before, dv_after)`` for the commit message: the bucket's base DV index files and the records of the
+        index file that replaces them (written now), or ``(None, ())`` when the vectors did not change."""
+        changes = self.dv.changes() if self.dv is not None else None
+        return (None, ()) if changes is None else changes
+
     def changelog_files(self) -> tuple[DataFileMeta, ...]:
         """Changelog files the compactions wrote (changelog-producer lookup or full-compaction), in write order."""
         return tuple(self.changelog)
 
     def discard(self) -> None:
         """Delete the files compaction wrote (never upgraded inputs); used when the changes will not commit."""
+        if self.dv is not None:
+            self.dv.discard()
         for f in self.changelog:
             self.table.file_io.delete(f"{self.where}/{f.file_name}")
         self.changelog.clear()
@@ -181,20 +196,23 @@ def compact_split(table, split, base_snapshot_id: int, *, full: bool = False, co
     """Compact one bucket (a Split of snapshot ``base_snapshot_id``); the COMPACT message, or None if the picker
     found nothing to do. On error the files it wrote are deleted."""
     bc = BucketCompaction(table, split.partition, split.partition_values, split.bucket, split.files,
-                          CompactionSettings.of(table.schema.table_options))
+                          CompactionSettings.of(table.schema.table_options), split.vectors)
     try:
         changed = bc.compact(full=full)
         while changed and full and bc.compact(full=True):  # upgrades can leave runs below the top level
             pass
+        if changed:
+            before, after = bc.changes()
+            dv_before, dv_after = bc.vector_changes()
     except BaseException:
         bc.discard()
         raise
     if not changed:
         return None
-    before, after = bc.changes()
     return CommitMessage(split.partition, split.partition_values, split.bucket, split.total_buckets, (), commit_user,
                          commit_identifier, base_snapshot_id, table.schema.id, compact_before=before,
-                         compact_after=after, compact_changelog=bc.changelog_files())
+                         compact_after=after, compact_changelog=bc.changelog_files(), dv_before=dv_before,
+                         dv_after=dv_after)
 
 
 def compact_table(table, *, full: bool = False, partitions=None, progress=None) -> list[CommitMessage]:
@@ -267,3 +285,5 @@ def discard_messages(table, messages) -> None:
                 table.file_io.delete(f"{where}/{f.file_name}")
         for f in m.compact_changelog:
             table.file_io.delete(f"{where}/{f.file_name}")
+        for r in m.dv_after:
+            table.file_io.delete(index_file_path(table.root, r))

@@ -12,7 +12,7 @@ from typing import Sequence
 
 from engine.compact.levels import SortedRun
 from engine.meta.data_file import DataFileMeta
-from engine.options import (CHANGELOG_PRODUCER, COMPACTION_SIZE_RATIO, COMPACTION_STOP_TRIGGER, COMPACTION_TRIGGER,
+from engine.options import (COMPACTION_SIZE_RATIO, COMPACTION_STOP_TRIGGER, COMPACTION_TRIGGER,
                             FORCE_UP_LEVEL_0, FULL_COMPACTION_DELTA_COMMITS, MAX_SIZE_AMPLIFICATION, NUM_LEVELS,
                             SMALL_FILE_RATIO, TARGET_FILE_SIZE, TableOptions)
 
@@ -51,10 +51,7 @@ class CompactionSettings:
         trigger = opts.get(COMPACTION_TRIGGER)
         stop = opts.get(COMPACTION_STOP_TRIGGER)
         levels = opts.get(NUM_LEVELS)
-        raw = opts.raw
-        needs_lookup = (opts.merge_engine == "first-row" or opts.get(CHANGELOG_PRODUCER) == "lookup"
-                        or raw.get("deletion-vectors.enabled", "").lower() == "true"
-                        or raw.get("force-lookup", "").lower() == "true")
+        needs_lookup = opts.merge_engine == "first-row" or opts.lookup_compaction
         return CompactionSettings(
             trigger=trigger, stop_trigger=trigger + 3 if stop is None else stop,
             num_levels=trigger + 1 if levels is None else levels, max_size_amp=opts.get(MAX_SIZE_AMPLIFICATION),

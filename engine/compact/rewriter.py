@@ -10,12 +10,19 @@ batch at a time, and only the rows up to the smallest "last key read" among runs
 streamed into rolling output files (engine.compact.output). Memory holds one read batch per run, one Parquet row
 group of output rows and one encoded output file, never the whole bucket. On error, files this
 rewriter wrote are deleted.
+
+Lookup compaction (changelog-producer=lookup, deletion vectors, force-lookup; Paimon's
+LookupMergeTreeCompactRewriter): a key with level-0 records whose previous record is not among the unit's inputs is
+looked up in the levels below the output level and merged with it, so the output holds the key's full state. In
+deletion-vector mode the row found is marked deleted (``CompactResult.deletions``), inputs are read without the rows
+the bucket's vectors mark deleted, and deletes are always dropped above level 0.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -39,6 +46,7 @@ class CompactResult:
     before: list[DataFileMeta] = field(default_factory=list)
     after: list[DataFileMeta] = field(default_factory=list)
     changelog: list[DataFileMeta] = field(default_factory=list)  # lookup / full-compaction producers (issue 5)
+    deletions: dict = field(default_factory=dict)  # deletion-vector mode: data file name -> [row positions]
 
     def rewritten(self) -> list[DataFileMeta]:
         """Files this result created (``after`` minus upgrades of existing files)."""
@@ -81,8 +89,11 @@ class CompactRewriter:
     changelog-producer lookup or full-compaction the merge also writes changelog.
     """
 
-    def __init__(self, table, partition_values: tuple, bucket: int, settings: CompactionSettings):
+    def __init__(self, table, partition_values: tuple, bucket: int, settings: CompactionSettings, dv=None):
+        """``dv``: the bucket's BucketDeletionVectors in deletion-vector mode (read here, never changed: the caller
+        applies ``CompactResult.deletions`` once the unit succeeded), else None."""
         self.table = table
+        self.dv = dv
         self.schema = table.schema
         self.settings = settings
         self.bucket_dir = table.bucket_dir(partition_values, bucket)
@@ -94,6 +105,8 @@ class CompactRewriter:
         self._max_level = 0
         from engine.options import CHANGELOG_PRODUCER
         self.producer = self.schema.table_options.get(CHANGELOG_PRODUCER)
+        self.lookup = self.schema.table_options.lookup_compaction
+        self._deletions: dict[str, list] = {}
         self._changelog = None  # a ChangelogMerger while a unit produces changelog (issue 5)
         self._log_parts: list[pa.Table] = []
 
@@ -104,9 +117,10 @@ class CompactRewriter:
         deleted; on any error every file this call wrote (data and changelog) is deleted and the error is raised.
         """
         out = unit.output_level
-        drop_delete = out != 0 and out >= levels.non_empty_highest_level()
+        drop_delete = out != 0 and (out >= levels.non_empty_highest_level() or self.dv is not None)
         min_size = self.settings.target_file_size * self.settings.small_file_ratio
         self._max_level = levels.max_level
+        self._deletions = {}
         self._changelog = self._changelog_merger(out, levels)
         result = CompactResult()
         pending: list[list[list[DataFileMeta]]] = []
@@ -127,6 +141,7 @@ class CompactRewriter:
                 from engine.changelog.files import write_changelog
                 log = pa.concat_tables(self._log_parts)
                 result.changelog.extend(write_changelog(self.table, self.bucket_dir, log))
+            result.deletions = self._deletions
         except BaseException:
             self._log_parts = []
             for f in result.rewritten() + result.changelog:
@@ -134,29 +149,39 @@ class CompactRewriter:
             raise
         finally:
             self._log_parts = []
+            self._deletions = {}
         crash_point("compact.after-rewrite")
         return result
 
     # --- changelog producers (issue 5) -------------------------------------------------------------
     def _changelog_merger(self, out: int, levels: Levels):
         from engine.changelog.producers import FULL_COMPACTION, LOOKUP, ChangelogMerger
-        if self.producer == LOOKUP and out > 0:
+        if self.lookup and out > 0:
             from engine.changelog.lookup_index import LookupIndex
-            index = LookupIndex(self.table, self.split, self.reader, levels, out + 1, self.columns)
-            return ChangelogMerger(self.schema, LOOKUP, levels.max_level, index, self.table.name)
+            index = LookupIndex(self.table, self.split, self.reader, levels, out + 1, self.columns,
+                                deleted=self.dv.deleted if self.dv is not None else None)
+            return ChangelogMerger(self.schema, LOOKUP, levels.max_level, index, self.table.name,
+                                   produce_changelog=self.producer == LOOKUP,
+                                   found=self._found if self.dv is not None else None)
         if self.producer == FULL_COMPACTION and out == levels.max_level:
             return ChangelogMerger(self.schema, FULL_COMPACTION, levels.max_level, None, self.table.name)
         return None
 
     def _upgrade_keeps_content(self, files, out: int) -> bool:
         """Lookup on a deduplicate table without sequence fields: merge(before, level-0 records) is the level-0
-        record itself, so an isolated level-0 file can be upgraded and only its changelog computed (Paimon's
-        CHANGELOG_NO_REWRITE upgrade). Not when the upgrade must rewrite to drop deletes at the max level."""
+        record itself, so an isolated level-0 file can be upgraded and only its lookups run (changelog, deletion
+        vector marks; Paimon's CHANGELOG_NO_REWRITE upgrade). Not when the upgrade must rewrite to drop deletes:
+        at the max level, or at any level in deletion-vector mode."""
         opts = self.schema.table_options
         if self._changelog is None or self._changelog.mode != "lookup" or opts.merge_engine != "deduplicate" \
                 or opts.sequence_fields:
             return False
-        return not (out == self._max_level and any(f.delete_row_count != 0 for f in files))
+        deletes = any(f.delete_row_count != 0 for f in files)
+        return not (deletes and (out == self._max_level or self.dv is not None))
+
+    def _found(self, file_name: str, positions) -> None:
+        """Lookup found rows of a deeper file: in deletion-vector mode they are superseded by this unit's output."""
+        self._deletions.setdefault(file_name, []).append(positions)
 
     def _changelog_only(self, f: DataFileMeta, drop_delete: bool) -> None:
         rows = self._cached(f)
@@ -215,20 +240,28 @@ class CompactRewriter:
 
     # --- streaming merge ---------------------------------------------------------------------------
     def _cached(self, meta: DataFileMeta) -> pa.Table | None:
-        """The file's rows if the writer or the lookup index left them in the table's cache (lookup producer)."""
-        if self.producer != "lookup":
+        """The file's rows if the writer or the lookup index left them in the table's cache (lookup compaction)."""
+        if not self.lookup:
             return None
         from engine.changelog.lookup_index import cached_rows
         return cached_rows(self.table, self.bucket_dir, meta)
 
     def _batches(self, run: list[DataFileMeta]) -> Iterator[pa.Table]:
+        """The run's rows a batch at a time, without the rows the bucket's deletion vectors mark deleted."""
         for meta in run:
+            dead = self.dv.deleted(meta.file_name) if self.dv is not None else None
             rows = self._cached(meta)
             if rows is None:
-                yield from self.reader.iter_file(self.split, meta, self.columns, self.batch_rows)
-                continue
-            for start in range(0, rows.num_rows, self.batch_rows):
-                yield rows.slice(start, self.batch_rows)
+                batches = self.reader.iter_file(self.split, meta, self.columns, self.batch_rows)
+            else:
+                batches = (rows.slice(start, self.batch_rows) for start in range(0, rows.num_rows, self.batch_rows))
+            start = 0
+            for batch in batches:
+                n = batch.num_rows
+                if dead is not None and len(dead):
+                    batch = _without(batch, dead, start)
+                start += n
+                yield batch
 
     def _merge_section(self, section: list[list[DataFileMeta]], drop_delete: bool) -> Iterator[pa.Table]:
         if self._changelog is not None:  # the changelog merge needs each record's level: one level per run
@@ -256,6 +289,16 @@ class CompactRewriter:
                 merged = merge_runs(parts, self.schema, drop_retracts=drop_delete, sorted_output=True)
             if merged is not None and merged.num_rows:
                 yield merged
+
+
+def _without(batch: pa.Table, dead, start: int) -> pa.Table:
+    """``batch`` (rows ``start``.. of its file) without the rows at the sorted positions ``dead``."""
+    inside = dead[(dead >= start) & (dead < start + batch.num_rows)] - start
+    if not len(inside):
+        return batch
+    keep = np.ones(batch.num_rows, dtype=bool)
+    keep[inside] = False
+    return batch.filter(pa.array(keep))
 
 
 def _order(key: tuple) -> tuple:

@@ -7,8 +7,7 @@ Format (Paimon's IndexManifestEntry, as Java and pypaimon 2.1 write it): an Avro
 live index file. A HASH index file is the bucket's key hashes (BinaryRow hash codes of the trimmed primary key)
 as big-endian int32s; ``_ROW_COUNT`` is their number.
 
-Contract: records of index types lakemerge does not maintain are carried over unchanged; a HASH record replaces
-the previous HASH record of the same (partition, bucket) (Paimon's BucketedCombiner).
+How a commit changes the records: engine.commit.index_changes.
 """
 from __future__ import annotations
 
@@ -82,14 +81,6 @@ def read_index_manifest(file_io: FileIO, paths, name: str | None) -> list[dict]:
         return decode_index_manifest(file_io.read_bytes(path), path)
     except FileNotFoundError:
         raise CorruptFile(path, "index manifest referenced by a snapshot is missing") from None
-
-
-def combine(previous: list[dict], added_hash: list[dict]) -> list[dict]:
-    """The live index records after replacing HASH records per (partition, bucket) with ``added_hash``."""
-    replaced = {(r["_PARTITION"], r["_BUCKET"]) for r in added_hash}
-    kept = [r for r in previous
-            if not (r["_INDEX_TYPE"] == HASH_INDEX and (r["_PARTITION"], r["_BUCKET"]) in replaced)]
-    return kept + list(added_hash)
 
 
 def write_index_manifest(file_io: FileIO, paths, records: list[dict]) -> str:

@@ -131,31 +131,6 @@ class DynamicBucketWrite(TableWrite):
         self._index_paths.clear()
 
 
-def next_index_manifest(table, latest, messages) -> tuple[str | None, bool]:
-    """The index manifest for a snapshot on top of ``latest`` publishing ``messages``: the latest one carried over
-    when no message changes an index, else a new one with the messages' HASH records (written now; the bool says
-    so). Raises CommitConflict if another writer changed a written partition's HASH index since the base."""
-    from engine.dynamic_bucket.cross_partition import check_cross_partition_commit
-    from engine.dynamic_bucket.index_files import combine, write_index_manifest
-    from engine.errors import CommitConflict
-    check_cross_partition_commit(table, latest, messages)
-    current = latest.index_manifest if latest is not None else None
-    dyn = [m for m in messages if isinstance(m, DynamicBucketCommitMessage)]
-    if not dyn:
-        return current, False
-    records = read_index_manifest(table.file_io, table.paths, current)
-    for m in dyn:
-        now = tuple(sorted((r["_BUCKET"], r["_FILE_NAME"]) for r in records
-                           if r["_INDEX_TYPE"] == HASH_INDEX and r["_PARTITION"] == m.partition))
-        if now != m.index_base:
-            raise CommitConflict(table.name, f"another writer changed the dynamic-bucket index of partition "
-                                             f"{m.partition_values} since this write started; write again")
-    adds = [r for m in dyn for r in m.index_records]
-    if not adds:
-        return current, False
-    return write_index_manifest(table.file_io, table.paths, combine(records, adds)), True
-
-
 def delete_index_files(table, messages) -> None:
     """Delete the index files listed in the messages' ``index_paths`` (messages without any are skipped)."""
     for m in messages:

@@ -41,7 +41,8 @@ def lookup_rows(table, keys, snapshot, columns=None) -> pa.Table:
     key_names = list(schema.trimmed_primary_keys)
     key_types = schema.types_of(key_names)
     part_types = schema.types_of(schema.partition_keys)
-    splits = {(sp.partition, sp.bucket): sp for sp in table.scan().plan(snapshot)}
+    from engine.read.split_read import batch_splits
+    splits = {(sp.partition, sp.bucket): sp for sp in batch_splits(table.scan().plan(snapshot), schema)}
     totals = {partition: sp.total_buckets for (partition, _), sp in splits.items()}
     reader = SplitReader(table.file_io, schema, table.schema_manager.schema)
     # Without sequence.field the newest run holding a key decides, so later (older) runs need not be searched.

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from engine.deletion_vectors.index_file import DeletionFile
+from engine.deletion_vectors.maintainer import BucketVectors, vectors_by_bucket
 from engine.errors import CorruptFile
 from engine.io.file_io import FileIO
 from engine.meta import binary_row
@@ -27,13 +29,22 @@ from engine.schema import TableSchema
 
 @dataclass(frozen=True)
 class Split:
-    """All live files of one bucket of one partition."""
+    """All live files of one bucket of one partition, with the bucket's deletion vectors (``vectors``: its DV
+    index files and where each data file's vector is; empty without deletion vectors)."""
     partition: bytes
     partition_values: tuple
     bucket: int
     total_buckets: int
     bucket_dir: str
     files: tuple[DataFileMeta, ...]
+    vectors: BucketVectors = BucketVectors()
+
+    def deletion_file(self, file_name: str) -> DeletionFile | None:
+        """Where the deletion vector of data file ``file_name`` is, or None when it has none."""
+        for name, where in self.vectors.files:
+            if name == file_name:
+                return where
+        return None
 
     @property
     def row_count(self) -> int:
@@ -49,6 +60,7 @@ class ManifestCache:
         self.paths = paths
         self._lists: dict[str, list[ManifestFileMeta]] = {}
         self._manifests: dict[str, list[ManifestEntry]] = {}
+        self._indexes: dict[str, list[dict]] = {}
         self.max_entries = max_entries
 
     def _read(self, name: str) -> bytes:
@@ -73,6 +85,24 @@ class ManifestCache:
                 self._manifests.clear()
             self._manifests[name] = decode_manifest(self._read(name), self.paths.manifest(name))
         return self._manifests[name]
+
+    def index_records(self, name: str | None) -> list[dict]:
+        """The records of index manifest ``name`` ([] for None; cached). Raises CorruptFile if it is missing or
+        cannot be decoded."""
+        if not name:
+            return []
+        if name not in self._indexes:
+            if len(self._indexes) > self.max_entries:
+                self._indexes.clear()
+            from engine.dynamic_bucket.index_files import decode_index_manifest
+            self._indexes[name] = decode_index_manifest(self._read(name), self.paths.manifest(name))
+        return self._indexes[name]
+
+    def vectors(self, snapshot: Snapshot | None) -> dict[tuple[bytes, int], BucketVectors]:
+        """Deletion vectors of ``snapshot`` by (partition, bucket). Raises CorruptFile."""
+        if snapshot is None or not snapshot.index_manifest:
+            return {}
+        return vectors_by_bucket(self.paths.root, self.index_records(snapshot.index_manifest))
 
     def data_manifests(self, snapshot: Snapshot) -> list[ManifestFileMeta]:
         """The data manifests of ``snapshot``: its base list then its delta list. Raises CorruptFile."""
@@ -165,12 +195,14 @@ class TableScan:
         value_cols = pred.columns_of(dnf) - set(key_names) - set(parts)
         if s.table_options.merge_engine in ("partial-update", "aggregation"):
             value_cols = set()  # issue 3: a merged row can match a value filter that no single record matches
+        vectors = self.manifests.vectors(snapshot) if groups else {}
         for (partition, bucket), entries in groups.items():
             if value_cols and not any(self._values_may_match(e.file, dnf) for e in entries):
                 continue
             values = self.partition_values(partition)
             splits.append(Split(partition, values, bucket, entries[0].total_buckets,
-                                self.bucket_dir(values, bucket), tuple(e.file for e in entries)))
+                                self.bucket_dir(values, bucket), tuple(e.file for e in entries),
+                                vectors.get((partition, bucket), BucketVectors())))
         splits.sort(key=lambda sp: (sp.partition, sp.bucket))
         return splits
 

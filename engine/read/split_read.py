@@ -1,17 +1,24 @@
 """Reading one split (all files of a bucket) as merged rows.
 
 Contract: ``SplitReader.read`` returns, for each key in the split, its records merged by the table's merge engine
-in merge order (paimon-semantics §2.3, §6; every level, level 0 included) unless the merged record is a retract
-(-U/-D), projected to the requested columns. Files are checked against their manifest size first; a missing,
-truncated or unreadable file raises ``CorruptFile`` naming it (fail closed: never a partial answer).
+in merge order (paimon-semantics §2.3, §6; every level of the split, level 0 included) unless the merged record is
+a retract (-U/-D), projected to the requested columns. Rows a deletion vector marks deleted are never read. A
+deletion-vector table's split whose files are all above level 0 without retract rows holds each key once and is
+read without merging, as Paimon reads it (raw convertible). ``batch_view`` gives the split a batch read sees (level
+0 hidden in deletion-vector mode). Files are checked against their manifest size first; a missing, truncated or
+unreadable file raises ``CorruptFile`` naming it (fail closed: never a partial answer).
 """
 from __future__ import annotations
 
+import dataclasses
 import os
+import threading
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from engine.deletion_vectors.codec import decode_dv
 from engine.errors import CorruptFile
 from engine.io.file_io import FileIO
 from engine.merge import KEY_COLUMN_PREFIX, merge_runs
@@ -71,6 +78,9 @@ class SplitReader:
         self.key_names = list(schema.trimmed_primary_keys)
         self.seq_fields = list(schema.table_options.sequence_fields)
         self.descending = schema.table_options.sequence_descending
+        self.raw_reads = schema.table_options.deletion_vectors
+        self._vectors: dict[str, bytes] = {}  # DV index file path -> bytes (small; read once per reader)
+        self._vectors_lock = threading.Lock()
 
     def physical_columns(self, columns: list[str], present: set[str]) -> list[str]:
         """Columns to decode. A key column that is also requested as a value column is decoded once: the value
@@ -81,13 +91,47 @@ class SplitReader:
         wanted += [SEQUENCE_NUMBER, VALUE_KIND] + self.seq_fields + list(columns)
         return [c for c in dict.fromkeys(wanted) if c in present]
 
-    def read_file(self, split: Split, meta: DataFileMeta, columns: list[str]) -> pa.Table:
-        """One file, normalized to: key columns named by the table's key names, seq, kind, then ``columns``."""
+    def read_file(self, split: Split, meta: DataFileMeta, columns: list[str], *, live_only: bool = True) -> pa.Table:
+        """One file, normalized to: key columns named by the table's key names, seq, kind, then ``columns``.
+        Rows the split's deletion vector of the file marks deleted are dropped unless ``live_only`` is False (then
+        row i is the file's row i)."""
         path = self.file_path(split, meta)
         rename = self.file_to_table_names(meta.schema_id)
         raw = read_data_file(self.io, path, meta, lambda present: self._choose(columns, present, rename))
-        return self.normalize(raw.rename_columns([rename[c] for c in raw.column_names]), path, columns,
+        rows = self.normalize(raw.rename_columns([rename[c] for c in raw.column_names]), path, columns,
                               declared=set(rename.values()), schema_id=meta.schema_id)
+        return self.live_rows(split, meta, rows, 0) if live_only else rows
+
+    def deleted_rows(self, split: Split, meta: DataFileMeta) -> np.ndarray | None:
+        """Sorted positions of the file's rows that the split's deletion vectors mark deleted, or None. Raises
+        CorruptFile for a missing or damaged DV index file."""
+        where = split.deletion_file(meta.file_name)
+        if where is None:
+            return None
+        with self._vectors_lock:
+            data = self._vectors.get(where.path)
+        if data is None:
+            try:
+                data = self.io.read_bytes(where.path)
+            except FileNotFoundError:
+                raise CorruptFile(where.path, "deletion vector index file referenced by the index manifest is "
+                                  "missing") from None
+            with self._vectors_lock:
+                self._vectors[where.path] = data
+        return decode_dv(data, where.offset, where.length, where.path)
+
+    def live_rows(self, split: Split, meta: DataFileMeta, rows: pa.Table, start: int) -> pa.Table:
+        """``rows`` (the file's rows ``start``.. in order) without those its deletion vector marks deleted."""
+        deleted = self.deleted_rows(split, meta)
+        if deleted is None:
+            return rows
+        n = rows.num_rows
+        inside = deleted[(deleted >= start) & (deleted < start + n)] - start
+        if not len(inside):
+            return rows
+        keep = np.ones(n, dtype=bool)
+        keep[inside] = False
+        return rows.filter(pa.array(keep))
 
     def _choose(self, columns: list[str], present: set[str], rename: dict[str, str]) -> list[str]:
         """File column names to decode: ``physical_columns`` matched through the field-id rename map."""
@@ -99,7 +143,8 @@ class SplitReader:
         return os.path.join(split.bucket_dir, meta.file_name) if meta.external_path is None else meta.external_path
 
     def iter_file(self, split: Split, meta: DataFileMeta, columns: list[str], batch_rows: int):
-        """Like ``read_file``, but yields the file as normalized tables of at most ``batch_rows`` rows, decoding a
+        """Like ``read_file`` (live rows only), but yields the file as normalized tables of at most ``batch_rows`` rows
+        before deleted rows are dropped, decoding a
         Parquet file a batch at a time (bounded memory: the encoded file plus one batch). Raises CorruptFile like
         ``read_file``."""
         path = self.file_path(split, meta)
@@ -123,10 +168,11 @@ class SplitReader:
                                   f"{meta.row_count}")
             wanted = self._choose(columns, set(pf.schema_arrow.names), rename)
             for batch in pf.iter_batches(batch_size=batch_rows, columns=wanted, use_threads=False):
-                seen += batch.num_rows
+                start, seen = seen, seen + batch.num_rows
                 raw = pa.Table.from_batches([batch])
-                yield self.normalize(raw.rename_columns([rename[c] for c in raw.column_names]), path, columns,
-                                     declared=set(rename.values()), schema_id=meta.schema_id)
+                rows = self.normalize(raw.rename_columns([rename[c] for c in raw.column_names]), path, columns,
+                                      declared=set(rename.values()), schema_id=meta.schema_id)
+                yield self.live_rows(split, meta, rows, start)
         except CorruptFile:
             raise
         except (OSError, pa.ArrowException, ValueError) as e:
@@ -208,11 +254,15 @@ class SplitReader:
         merge engine needs is decoded (``required_columns``); defaults (``fields.<f>.default-value``) fill nulls.
         ``with_kind`` appends the merged records' ``_VALUE_KIND`` (issue 5, audit_log)."""
         from engine.merge_engines import apply_default_values, required_columns
+        if self._raw_readable(split):
+            rows = pa.concat_tables([self.read_file(split, f, list(columns)) for f in split.files])
+            out = apply_default_values(rows.select(list(columns)), self.schema)
+            return out.append_column(VALUE_KIND, rows.column(VALUE_KIND)) if with_kind else out
         decode = required_columns(self.schema, columns)
         runs = self.runs(split)
         tables = [pa.concat_tables([self.read_file(split, f, decode) for f in run]) for run in runs]
         if _lookup_merge(self.schema) and sum(1 for run in runs if run[0].level > 0) > 1:
-            # issue 5: with changelog-producer=lookup a level holds each key's full state, so (as Paimon's
+            # a level of a lookup-compaction table holds each key's full state, so (as Paimon's
             # LookupMergeFunction) only the newest record from levels > 0 joins the level-0 records
             from engine.changelog.producers import newest_per_key
             high = newest_per_key([t for t, run in zip(tables, runs) if run[0].level > 0], self.schema)
@@ -223,6 +273,31 @@ class SplitReader:
             return empty.append_column(VALUE_KIND, pa.array([], pa.int8())) if with_kind else empty
         out = apply_default_values(merged.select(list(columns)), self.schema)
         return out.append_column(VALUE_KIND, merged.column(VALUE_KIND)) if with_kind else out
+
+
+    def _raw_readable(self, split: Split) -> bool:
+        """Deletion-vector tables keep one live record per key above level 0 and drop retracts there: such a split
+        with no level-0 file and no retract row is read file by file (Paimon's raw-convertible split)."""
+        return self.raw_reads and bool(split.files) and all(f.level > 0 and f.delete_row_count == 0
+                                                            for f in split.files)
+
+
+def batch_view(split: Split, schema: TableSchema) -> Split:
+    """The split a batch read sees: in deletion-vector mode level-0 files stay invisible until compaction moves them
+    up (unless ``deletion-vectors.merge-on-read``), as in Paimon's batch scans; otherwise the split itself. Streaming
+    and changelog reads, compaction and lookups by writers see every level."""
+    from engine.options import DELETION_VECTORS_MERGE_ON_READ
+    opts = schema.table_options
+    if not opts.deletion_vectors or opts.get(DELETION_VECTORS_MERGE_ON_READ) or schema.is_append_only \
+            or all(f.level > 0 for f in split.files):
+        return split
+    return dataclasses.replace(split, files=tuple(f for f in split.files if f.level > 0))
+
+
+def batch_splits(splits, schema: TableSchema) -> list[Split]:
+    """``batch_view`` of each split, without the splits it leaves empty."""
+    views = [batch_view(sp, schema) for sp in splits]
+    return [sp for sp in views if sp.files]
 
 
 def with_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -241,7 +316,7 @@ def _as_type(col, target: pa.DataType):
 
 
 def _lookup_merge(schema: TableSchema) -> bool:
-    """Tables whose levels hold full states (changelog-producer=lookup) with an engine that folds records."""
-    from engine.options import CHANGELOG_PRODUCER
+    """Tables whose levels hold full states (lookup compaction: changelog-producer=lookup, deletion vectors,
+    force-lookup) with an engine that folds records."""
     opts = schema.table_options
-    return opts.get(CHANGELOG_PRODUCER) == "lookup" and opts.merge_engine in ("partial-update", "aggregation")
+    return opts.lookup_compaction and opts.merge_engine in ("partial-update", "aggregation")

@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from engine.errors import InvalidInput
 from engine.read import predicate as pred
-from engine.read.split_read import SplitReader, with_schema
+from engine.read.split_read import SplitReader, batch_splits, with_schema
 
 DEFAULT_BATCH_ROWS = 64 * 1024
 
@@ -31,7 +31,7 @@ def batch_reader(table, snapshot_id: int | None = None, columns: Sequence[str] |
     if batch_size is not None and batch_size < 1:
         raise InvalidInput(f"batch_size must be positive, got {batch_size}", table=table.name)
     dnf = pred.normalize(filter, table.arrow_schema, table.name)
-    splits = table.scan().plan(table.snapshot(snapshot_id), dnf)
+    splits = batch_splits(table.scan().plan(table.snapshot(snapshot_id), dnf), table.schema)
     read_cols = list(dict.fromkeys(out_cols + sorted(pred.columns_of(dnf))))
     read_schema = pa.schema([table.arrow_schema.field(c) for c in read_cols])
     out_schema = pa.schema([table.arrow_schema.field(c) for c in out_cols])

@@ -20,6 +20,10 @@ class CommitMessage:
     ``changelog_files`` (issue 5) are changelog files written with ``new_files`` (changelog-producer=input); they go
     to the APPEND snapshot's changelog manifest list. ``compact_changelog`` are changelog files a compaction produced
     (lookup / full-compaction producers); they go to the COMPACT snapshot's changelog manifest list.
+
+    ``dv_before`` / ``dv_after`` (deletion-vector mode) are set when the compaction changed the bucket's deletion
+    vectors: the bucket's DV index files in the base snapshot (names) and the index-manifest records that replace
+    them (none when no vector is left). They land with the COMPACT snapshot, never without it.
     """
     partition: bytes
     partition_values: tuple
@@ -34,3 +38,5 @@ class CommitMessage:
     compact_after: tuple[DataFileMeta, ...] = ()
     changelog_files: tuple[DataFileMeta, ...] = ()
     compact_changelog: tuple[DataFileMeta, ...] = ()
+    dv_before: tuple[str, ...] | None = None
+    dv_after: tuple[dict, ...] = ()

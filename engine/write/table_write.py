@@ -105,12 +105,14 @@ class TableWrite(WriterLifecycle):
                 continue
             bc = self._compactions.get((b.partition, b.bucket))
             before, after = bc.changes() if bc is not None else ((), ())
+            dv_before, dv_after = bc.vector_changes() if bc is not None else (None, ())
             messages.append(CommitMessage(b.partition, b.partition_values, b.bucket, self.num_buckets,
                                           tuple(b.files), self.commit_user, self.commit_identifier,
                                           None if self.base_snapshot is None else self.base_snapshot.id,
                                           self.schema.id, compact_before=before, compact_after=after,
                                           changelog_files=tuple(b.changelog),
-                                          compact_changelog=bc.changelog_files() if bc is not None else ()))
+                                          compact_changelog=bc.changelog_files() if bc is not None else (),
+                                          dv_before=dv_before, dv_after=dv_after))
         return messages
 
     def flush(self) -> None:
@@ -185,6 +187,7 @@ class TableWrite(WriterLifecycle):
         live files (Table.writer_base moves the base to the latest snapshot if a concurrent expiration removed it)."""
         self.base_snapshot, entries = self.table.writer_base(self.base_snapshot)
         self._max_seq = max_sequence_numbers(entries)
+        self._base_vectors = self.table.manifests.vectors(self.base_snapshot) if self.options.deletion_vectors else {}
         self._base_files = {}
         for e in entries:
             self._base_files.setdefault((e.partition, e.bucket), []).append(e.file)
@@ -259,7 +262,8 @@ class TableWrite(WriterLifecycle):
             bc = self._compactions.get(key)
             if bc is None:  # the buffer's creation loaded the base
                 bc = BucketCompaction(self.table, buf.partition, buf.partition_values, buf.bucket,
-                                      self._base_files.get(key, ()), CompactionSettings.of(self.options))
+                                      self._base_files.get(key, ()), CompactionSettings.of(self.options),
+                                      self._base_vectors.get(key))
                 self._compactions[key] = bc
         return bc
 

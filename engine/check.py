@@ -12,6 +12,9 @@
   must still exist), and the files it keeps alive count as referenced;
 - changelogs: the changelog files of every snapshot and every decoupled ``changelog/changelog-<id>`` exist with
   their recorded sizes; decoupled changelog ids are contiguous and their files count as referenced;
+- index files: every file a snapshot's or tag's index manifest lists (any index type) exists with the
+  ``_FILE_SIZE`` its record states (contents are not verified); an index manifest that does not decode is
+  ``manifest-unreadable``;
 - data files: every live file exists with its recorded size and a known schema id; files of a level >= 1 of one
   bucket do not overlap in key range; with ``verify_data`` each file is also decoded (Parquet page checksums are
   verified), and its row count, sequence-number range and strict key order are compared with its metadata.
@@ -61,6 +64,8 @@ PROBLEM_KINDS = {
     "changelog-gap": "decoupled changelog ids are not contiguous: changes of the missing ids cannot be read",
     "changelog-file-missing": "a changelog file a snapshot or decoupled changelog references is missing or has "
                               "another size than recorded",
+    "index-file-missing": "an index file an index manifest lists does not exist or cannot be read",
+    "index-file-size-mismatch": "an index file has another size than its index manifest records",
 }
 WARNING_KINDS = {
     "hint-invalid": "the LATEST or EARLIEST hint is unreadable or names another snapshot (only a hint: harmless)",
@@ -288,7 +293,7 @@ class _Checker:
         if snap.changelog_manifest_list:
             lists.append((snap.changelog_manifest_list, snap.changelog_manifest_list_size))
         if snap.index_manifest:
-            self.report.referenced_files.add(self.paths.manifest(snap.index_manifest))
+            self._check_index_files(snap.index_manifest, sid)
         metas_by_list = {}
         for name, size in lists:
             metas = self._manifest_list(name, size, sid)
@@ -332,6 +337,38 @@ class _Checker:
         for e in live_adds:
             self._check_data_file(e, sid)
         self._check_levels(live_adds, sid)
+
+    def _check_index_files(self, name: str, sid: int) -> None:
+        """The index files index manifest ``name`` lists exist with their recorded ``_FILE_SIZE``; the manifest and
+        the files count as referenced."""
+        from engine.dynamic_bucket.index_files import read_index_manifest
+        from engine.maintenance.references import index_file_path
+
+        path = self.paths.manifest(name)
+        self.report.referenced_files.add(path)
+        if name in self._checked_manifests:
+            return
+        self._checked_manifests.add(name)
+        try:
+            records = read_index_manifest(self.io, self.paths, name)
+        except (CorruptFile, StorageError) as e:
+            self.problem("manifest-unreadable", path, str(e), sid)
+            return
+        for r in records:
+            file_path = index_file_path(self.t, r)
+            self.report.referenced_files.add(file_path)
+            if file_path in self._checked_files:
+                continue
+            self._checked_files.add(file_path)
+            try:
+                size = self.io.size(file_path)
+            except (FileNotFoundError, StorageError) as e:
+                self.problem("index-file-missing", file_path, f"{r['_INDEX_TYPE']} index file listed by {name} cannot "
+                             f"be read: {e}", sid)
+                continue
+            if size != r.get("_FILE_SIZE"):
+                self.problem("index-file-size-mismatch", file_path, f"has {size} bytes, index manifest {name} "
+                             f"records {r.get('_FILE_SIZE')}", sid)
 
     def _manifest_list(self, name: str, size: int | None, sid: int):
         path = self.paths.manifest(name)

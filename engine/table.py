@@ -272,7 +272,7 @@ class Table:
     def expire_snapshots(self, *, retain_min: int | None = None, retain_max: int | None = None,
                          time_retained=None, max_deletes: int | None = None):
         """Expire old snapshots (defaults: the table's snapshot.* options) and delete exactly the files no retained
-        snapshot or tag references. Returns a Removal (snapshot_ids, data_files, metadata_files)."""
+        snapshot or tag references. Returns a Removal (snapshot_ids, data_files, metadata_files, index_files)."""
         from engine.maintenance.expire import expire_snapshots
         return expire_snapshots(self, retain_min=retain_min, retain_max=retain_max, time_retained=time_retained,
                                 max_deletes=max_deletes)

@@ -245,16 +245,17 @@ def test_expiration_keeps_what_a_consumer_still_needs(tmp_path):
     assert [s.id for s in t.snapshots()] == [3, 4, 5, 6]
 
 
-def test_orphan_cleanup_leaves_index_and_statistics_directories_alone(tmp_path):
+def test_orphan_cleanup_leaves_the_statistics_directory_alone_and_sweeps_index(tmp_path):
     t = _table(tmp_path)
     _write(t, 0)
-    kept = [os.path.join(t.root, "index", "index-x-0"), os.path.join(t.root, "statistics", "stat-x-0")]
-    for p in kept:
+    kept = os.path.join(t.root, "statistics", "stat-x-0")
+    stray = os.path.join(t.root, "index", "index-x-0")  # no index manifest lists it
+    for p in (kept, stray):
         os.makedirs(os.path.dirname(p), exist_ok=True)
         with open(p, "wb") as f:
             f.write(b"x")
-    assert t.remove_orphan_files(older_than=0) == []
-    assert all(os.path.exists(p) for p in kept)
+    assert t.remove_orphan_files(older_than=0) == [os.path.normpath(stray)]
+    assert os.path.exists(kept) and not os.path.exists(stray)
 
 
 DECOUPLED = {"bucket": "1", "changelog-producer": "input", "write-only": "true", "snapshot.num-retained.min": "1",

@@ -220,6 +220,7 @@ def expire(table, retain_min, retain_max, older_than, max_deletes, progress, war
     ids = t.snapshot_manager.ids()
     result = {"table": t.name, "expired_snapshots": list(removal.snapshot_ids),
               "deleted_data_files": len(removal.data_files), "deleted_metadata_files": len(removal.metadata_files),
+              "deleted_index_files": len(removal.index_files),
               "earliest_snapshot": ids[0] if ids else None, "latest_snapshot": ids[-1] if ids else None}
     if as_json:
         click.echo(to_json(result))
@@ -229,7 +230,8 @@ def expire(table, retain_min, retain_max, older_than, max_deletes, progress, war
         first, last = removal.snapshot_ids[0], removal.snapshot_ids[-1]
         span = f"{first}" if first == last else f"{first}..{last}"
         click.echo(f"expired {len(removal.snapshot_ids)} snapshot(s) of {t.name} ({span}); deleted "
-                   f"{len(removal.data_files)} data file(s) and {len(removal.metadata_files)} metadata file(s); "
+                   f"{len(removal.data_files)} data file(s), {len(removal.index_files)} index file(s) and "
+                   f"{len(removal.metadata_files)} metadata file(s); "
                    + (f"snapshot {ids[0]} remains" if len(ids) == 1 else f"snapshots {ids[0]}..{ids[-1]} remain"))
 
 
@@ -340,11 +342,11 @@ def rollback(table, snapshot, tag_name, warehouse, as_json):
     latest = t.snapshot_manager.latest_id()
     result = {"table": t.name, "latest_snapshot": latest, "removed_snapshots": list(removal.snapshot_ids),
               "deleted_data_files": len(removal.data_files),
-              "deleted_metadata_files": len(removal.metadata_files)}
+              "deleted_metadata_files": len(removal.metadata_files), "deleted_index_files": len(removal.index_files)}
     if as_json:
         click.echo(to_json(result))
     else:
         target = f"tag {tag_name!r}" if tag_name is not None else f"snapshot {snapshot}"
         click.echo(f"rolled {t.name} back to {target}: snapshot {latest} is the latest; removed "
-                   f"{len(removal.snapshot_ids)} snapshot(s), {len(removal.data_files)} data file(s) and "
-                   f"{len(removal.metadata_files)} metadata file(s)")
+                   f"{len(removal.snapshot_ids)} snapshot(s), {len(removal.data_files)} data file(s), "
+                   f"{len(removal.index_files)} index file(s) and {len(removal.metadata_files)} metadata file(s)")

@@ -4,7 +4,9 @@
 
 Guarantees: the latest snapshot is never expired; snapshots are expired oldest first, so the retained ones stay
 a contiguous range; files still referenced by a retained snapshot or a tag are never deleted, every other file
-that only expired snapshots referenced is.
+that only expired snapshots referenced is -- except files only a snapshot off the table's history (a stale claim,
+see engine/commit/committer.py) referenced: their commit may still land, orphan cleanup removes them otherwise.
+Index files (``index/``) included: see engine/maintenance/cleanup.py.
 """
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
 """Orphan file cleanup: delete files under the table that no snapshot, tag or in-flight commit can reference.
 
-A file is an orphan when no existing snapshot or tag references it (as a manifest list, manifest, data, changelog
-or extra file) and it was last modified before ``older_than`` ago: younger files may belong to a commit still in
-flight. Snapshot, schema, tag, consumer, branch, changelog, index and statistics directories are never swept (except
-stale ``.tmp`` files of interrupted publishes). If any snapshot, tag or manifest cannot be read, nothing is deleted
+A file is an orphan when no existing snapshot or tag references it (as a manifest list, manifest, index manifest,
+data, changelog, extra or index file) and it was last modified before ``older_than`` ago: younger files may belong
+to a commit still in flight. Snapshot, schema, tag, consumer, branch, changelog and statistics directories are never
+swept (except stale ``.tmp`` files of interrupted publishes); ``index/`` is, by the index manifests of every
+snapshot and tag (whatever the index type). If any snapshot, tag or manifest cannot be read, nothing is deleted
 (CorruptFile is raised): an unreadable reference could point at any file.
 """
 from __future__ import annotations
@@ -17,9 +18,9 @@ from engine.errors import LakemergeError
 from engine.maintenance.references import data_files, index_files, metadata_files
 from engine.maintenance.tags import tagged_snapshots
 
-# Never swept: metadata lakemerge does not interpret file by file (index/ holds deletion-vector and other index
-# files referenced through index manifests; statistics/ holds table statistics) is left alone rather than guessed at.
-PROTECTED_DIRS = ("schema", "snapshot", "tag", "consumer", "branch", "changelog", "service", "index", "statistics")
+# Never swept: metadata lakemerge does not interpret file by file (statistics/ holds table statistics) is left alone
+# rather than guessed at. index/ is swept: its files are referenced through the snapshots' index manifests.
+PROTECTED_DIRS = ("schema", "snapshot", "tag", "consumer", "branch", "changelog", "service", "statistics")
 DAY_MS = 86_400_000
 
 

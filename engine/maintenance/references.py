@@ -1,4 +1,5 @@
-"""What a snapshot references: its metadata files (manifest lists, manifests) and its live data files.
+"""What a snapshot references: its metadata files (manifest lists, manifests), its live data files and its index
+files.
 
 Paths are absolute. Reading a referenced metadata file that is missing or corrupt raises CorruptFile, so a caller
 deciding what to delete fails closed.
@@ -86,9 +87,23 @@ def changelog_added_files(table, snapshot: Snapshot) -> set[str]:
     return out
 
 
+def index_file_path(table, record: dict) -> str:
+    """The path of the index file an index manifest record names."""
+    from engine.dynamic_bucket.index_files import index_dir
+    return record.get("_EXTERNAL_PATH") or f"{index_dir(table.root)}/{record['_FILE_NAME']}"
+
+
 def index_files(table, snapshot: Snapshot) -> set[str]:
     """Paths of the index files (dynamic-bucket HASH indexes, deletion vectors...) ``snapshot``'s index manifest
-    lists."""
-    from engine.dynamic_bucket.index_files import index_dir, read_index_manifest
-    return {r.get("_EXTERNAL_PATH") or f"{index_dir(table.root)}/{r['_FILE_NAME']}"
+    lists, whatever their index type."""
+    from engine.dynamic_bucket.index_files import read_index_manifest
+    return {index_file_path(table, r)
             for r in read_index_manifest(table.file_io, table.paths, snapshot.index_manifest)}
+
+
+def committed_on(table, snapshot: Snapshot, successor: Snapshot) -> bool:
+    """Whether ``successor`` was committed on ``snapshot``: its base manifest list holds exactly ``snapshot``'s live
+    data files (the ``snapshot-lineage`` rule of engine/check.py). False for a snapshot off the table's history, such
+    as a stale claim (engine/commit/committer.py)."""
+    live = {e.identifier for e in table.manifests.live_entries(snapshot)}
+    return live == {e.identifier for e in table.manifests.base_entries(successor)}

@@ -3,10 +3,10 @@
 Rolling back to snapshot N deletes snapshots N+1.. (newest first, so a crash leaves a consistent shorter history
 whose latest snapshot is between N and the old latest; running the rollback again completes it),
 tags of those snapshots, decoupled changelogs ``changelog-<id>`` with id > N (as Paimon's RollbackHelper), and the
-files only they referenced; snapshot N becomes the latest. Rolling back to a tag
-whose snapshot has expired restores that snapshot from the tag and removes every other snapshot; a crash in between
-leaves the newest remaining snapshot as the latest and a gap in snapshot ids (check() reports snapshot-gap) until
-the rollback is run again.
+files only they referenced (data, changelog, manifest and index files); snapshot N becomes the latest. Rolling back
+to a tag whose snapshot has expired restores that snapshot from the tag and removes every other snapshot; a crash in
+between leaves the newest remaining snapshot as the latest and a gap in snapshot ids (check() reports snapshot-gap)
+until the rollback is run again.
 Not safe while other writers commit to the table.
 """
 from __future__ import annotations
@@ -47,16 +47,13 @@ def rollback_to(table, target) -> Removal:
     for name in dropped_tags:  # a dropped tag whose snapshot expired kept files no doomed snapshot holds
         tagged = all_tags[name]
         if tagged.id not in later:
-            extra = plan_removal(table, [tagged], [target_snap], first_doomed_full=True, tags=kept_tags)
-            removal.data_files = sorted(set(removal.data_files) | set(extra.data_files))
-            removal.metadata_files = sorted(set(removal.metadata_files) | set(extra.metadata_files))
+            removal.merge(plan_removal(table, [tagged], [target_snap], first_doomed_full=True, tags=kept_tags))
     stale_changelogs = [cid for cid in retention.ids(table) if cid > target_id]
     for cid in stale_changelogs:  # a changelog's files belong to its snapshot id alone
         snap = retention.read(table, cid)
         if snap is not None:
             data, meta = retention.changelog_paths(table, snap)
-            removal.data_files = sorted(set(removal.data_files) | data)
-            removal.metadata_files = sorted(set(removal.metadata_files) | meta)
+            removal.merge(Removal(data_files=sorted(data), metadata_files=sorted(meta)))
     crash_point("rollback.before-delete")
     for name in dropped_tags:  # tags of rolled-back snapshots go with them
         tags.delete(name)

@@ -81,9 +81,10 @@ def tagged_snapshots(table) -> list[Snapshot]:
 
 
 def delete_tag(table, name: str) -> None:
-    """Remove tag ``name``; when its snapshot has expired, also the files only the tag kept alive (files shared
-    with retained snapshots live on in the earliest one; a decoupled changelog's files stay with it, as in Paimon,
-    where changelog files belong to snapshot and changelog expiration). Raises TagNotFound."""
+    """Remove tag ``name``; when its snapshot has expired, also the files only the tag kept alive -- data, manifest
+    and index files (files shared with retained snapshots live on in the earliest one; a decoupled changelog's files
+    stay with it, as in Paimon, where changelog files belong to snapshot and changelog expiration). Raises
+    TagNotFound."""
     from engine.changelog.retention import referenced
     from engine.maintenance.cleanup import delete_files, plan_removal
     tags = TagManager(table)

@@ -66,9 +66,15 @@ PROBLEM_KINDS = {
                               "another size than recorded",
     "index-file-missing": "an index file an index manifest lists does not exist or cannot be read",
     "index-file-size-mismatch": "an index file has another size than its index manifest records",
+    "deletion-vector-unreadable": "a deletion vector does not decode (version, size, magic, checksum, cardinality)",
+    "deletion-vector-out-of-range": "a deletion vector deletes a row position beyond its data file's rows",
+    "deletion-vector-duplicate-keys": "a deletion-vector table holds a key in two live rows above level 0: its "
+                                      "batch reads (no merge) return it twice; a full compaction repairs it",
 }
 WARNING_KINDS = {
     "hint-invalid": "the LATEST or EARLIEST hint is unreadable or names another snapshot (only a hint: harmless)",
+    "deletion-vector-stale": "a deletion vector names a data file the snapshot does not hold in that bucket "
+                             "(never read: harmless)",
 }
 
 
@@ -158,6 +164,7 @@ class _Checker:
         self.schema_ids = set(self.schemas.ids())
         self._checked_files: set[str] = set()
         self._checked_manifests: set[str] = set()
+        self._checked_vectors: set[tuple[str, int]] = set()
         self._live: dict[int, set] = {}  # live file identifiers of the last snapshot checked (lineage check)
         self._base_live: dict[int, set] = {}
 
@@ -337,6 +344,77 @@ class _Checker:
         for e in live_adds:
             self._check_data_file(e, sid)
         self._check_levels(live_adds, sid)
+        if snap.index_manifest:
+            self._check_vectors(snap, live_adds, sid)
+        opts = self.t.schema.table_options
+        if self.verify_data and opts.deletion_vectors and sid == self.report.snapshot_ids[-1] \
+                and not self.t.schema.is_append_only:
+            self._check_unique_live_keys(snap, sid)
+
+    def _check_vectors(self, snap, live_adds, sid: int) -> None:
+        """Each deletion vector of the snapshot decodes, belongs to a live data file of its bucket and deletes
+        only rows the file has."""
+        from engine.deletion_vectors.maintainer import read_vectors, vectors_by_bucket
+        try:
+            records = self.manifests.index_records(snap.index_manifest)
+        except CorruptFile:
+            return  # reported as manifest-unreadable
+        try:
+            by_bucket = vectors_by_bucket(self.paths.root, records)
+        except CorruptFile as e:
+            self.problem("deletion-vector-unreadable", e.path, str(e), sid)
+            return
+        files = {(e.partition, e.bucket, e.file.file_name): e for e in live_adds}
+        for (partition, bucket), vectors in by_bucket.items():
+            for name, where in vectors.files:
+                entry = files.get((partition, bucket, name))
+                if entry is None:
+                    self.report.warnings.append(Problem("deletion-vector-stale", where.path,
+                                                        f"holds a vector of {name}, not a live file of bucket "
+                                                        f"{bucket}", sid))
+                    continue
+                key = (where.path, where.offset)
+                if key in self._checked_vectors:
+                    continue
+                self._checked_vectors.add(key)
+                try:
+                    deleted = read_vectors(self.io, {name: where})[name]
+                except (CorruptFile, StorageError) as e:
+                    self.problem("deletion-vector-unreadable", where.path, f"vector of {name}: {e}", sid)
+                    continue
+                if len(deleted) and deleted[-1] >= entry.file.row_count:
+                    self.problem("deletion-vector-out-of-range", where.path, f"deletes row {int(deleted[-1])} of "
+                                 f"{name}, which has {entry.file.row_count} rows", sid)
+
+    def _check_unique_live_keys(self, snap, sid: int) -> None:
+        """Deletion-vector tables: the live rows above level 0 of each bucket hold each key once (Paimon reads them
+        without merging)."""
+        import pyarrow as pa
+        from engine.merge import KEY_COLUMN_PREFIX
+        from engine.read.split_read import SplitReader
+        from kernels.keys import encode_keys
+        from kernels.merge import sort_indices
+        reader = SplitReader(self.io, self.t.schema, self.schemas.schema)
+        key_names = [KEY_COLUMN_PREFIX + k for k in self.t.schema.trimmed_primary_keys]
+        for split in self.scan.plan(snap):
+            high = [f for f in split.files if f.level > 0]
+            if len(high) < 2:
+                continue
+            try:
+                keys = pa.concat_tables([reader.read_file(split, f, []).select(key_names) for f in high])
+            except (CorruptFile, StorageError):
+                continue  # reported with the file
+            enc = encode_keys([keys.column(k) for k in key_names])
+            order = sort_indices(enc)
+            if enc.is_fixed:
+                words = enc.words[order]
+                dup = bool(np.any(np.all(words[1:] == words[:-1], axis=1))) if len(words) > 1 else False
+            else:
+                rows = [bytes(enc.data[enc.offsets[i]:enc.offsets[i + 1]]) for i in order]
+                dup = any(a == b for a, b in zip(rows, rows[1:]))
+            if dup:
+                self.problem("deletion-vector-duplicate-keys", split.bucket_dir, "live rows above level 0 hold a "
+                             "key twice: batch reads return it twice until a full compaction", sid)
 
     def _check_index_files(self, name: str, sid: int) -> None:
         """The index files index manifest ``name`` lists exist with their recorded ``_FILE_SIZE``; the manifest and

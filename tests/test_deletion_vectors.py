@@ -278,3 +278,20 @@ def test_changing_the_mode_of_a_table_with_data_needs_modifiable_and_check_finds
     t = catalog.get_table("db.mor")
     assert rows(t) == sorted(("a", k, 0 if k in (1, 2) else k) for k in range(100))
     assert t.check().ok
+
+
+def test_a_compaction_whose_index_file_is_gone_is_not_published(catalog, caplog):
+    t = make(catalog)
+    t.write(batch(list(range(100)), list(range(100))))
+    with t.new_write() as w:
+        w.write(batch([1], [10]))
+        (m,) = w.prepare_commit()
+    (record,) = m.dv_after
+    t.file_io.delete(f"{t.root}/index/{record['_FILE_NAME']}")  # e.g. a replay after the file was cleaned up
+    with caplog.at_level("WARNING", logger="lakemerge.commit"):
+        t.commit([m])  # the data lands; the compaction naming the missing vectors does not
+    assert any("no longer exists" in r.message for r in caplog.records)
+    t = catalog.get_table("db.t")
+    assert not dv_records(t) and t.check().ok
+    t.compact()
+    assert rows(catalog.get_table("db.t")) == sorted(("a", k, 10 if k == 1 else k) for k in range(100))

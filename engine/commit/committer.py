@@ -144,7 +144,7 @@ class Committer:
                 if done is not None:
                     return done
                 if attempt == 0:
-                    self._require_files(entries + list(changelog or ()))
+                    self._require_files(entries + list(changelog or ()), self._index_records(commit_kind))
                 try:
                     self._check_conflicts(entries, latest)
                     entries, written = rebase_sequences(t, entries, latest, guard_base)
@@ -221,11 +221,24 @@ class Committer:
         except (CorruptFile, SnapshotNotFound) as e:
             raise CommitOutcomeUnknown(self.table.name, new_id, e) from e
 
-    def _require_files(self, entries: list[ManifestEntry]) -> None:
-        """Raise CommitConflict naming the first file an ADD entry names that does not exist: publishing it would
-        leave the table unreadable (e.g. messages replayed after their first commit expired and a compaction or
-        overwrite deleted their files)."""
+    def _index_records(self, commit_kind: str) -> list[dict]:
+        """The index-manifest records the messages add with a snapshot of ``commit_kind``: DV records with the
+        COMPACT snapshot, HASH records with the others (engine.commit.index_changes)."""
+        if commit_kind == COMMIT_KIND_COMPACT:
+            return [r for m in self._messages for r in m.dv_after]
+        return [r for m in self._messages for r in getattr(m, "index_records", ())]
+
+    def _require_files(self, entries: list[ManifestEntry], index_records=()) -> None:
+        """Raise CommitConflict naming the first file an ADD entry or an added index record names that does not
+        exist: publishing it would leave the table unreadable (e.g. messages replayed after their first commit
+        expired and a compaction or overwrite deleted their files)."""
         t = self.table
+        for r in index_records:
+            path = index_file_path(t.root, r)
+            if not t.file_io.exists(path):
+                raise CommitConflict(t.name, f"index file {path} of the commit being published no longer exists "
+                                     "(were these messages committed before, and their files expired?); nothing "
+                                     "was committed")
         scan = t.scan()
         for e in entries:
             if e.kind != ADD:
@@ -504,7 +517,7 @@ class Committer:
             if done is not None:
                 return done
             if attempt == 0:
-                self._require_files(adds)
+                self._require_files(adds, self._index_records(COMMIT_KIND_OVERWRITE))
             try:
                 deletes = [] if latest is None else [
                     ManifestEntry(DELETE, e.partition, e.bucket, e.total_buckets, e.file)

@@ -5,7 +5,8 @@ are named and typed as Paimon's system table of that name (Java ``org.apache.pai
 
 * ``$snapshots``, ``$schemas``, ``$options``, ``$tags``, ``$consumers``: the table's directories, whatever the
   snapshot;
-* ``$files``, ``$manifests``, ``$partitions``, ``$buckets``: the live state of one snapshot (default: latest;
+* ``$files``, ``$manifests``, ``$partitions``, ``$buckets``, ``$table_indexes`` (index files: HASH indexes, deletion
+  vectors with each data file's range): the live state of one snapshot (default: latest;
   ``read(snapshot_id=N)`` travels in time as Paimon's ``scan.snapshot-id`` does).
 
 Conventions taken from Paimon: timestamps are ``TIMESTAMP(3)`` in the local time zone (tz-naive ``ms``); in
@@ -94,6 +95,14 @@ TAGS_SCHEMA = pa.schema([
     _f("time_retained", pa.string()),
 ])
 CONSUMERS_SCHEMA = pa.schema([_f("consumer_id", pa.string(), False), _f("next_snapshot_id", pa.int64(), False)])
+_DV_RANGE = pa.struct([_f("f0", pa.string(), False), _f("f1", pa.int32(), False), _f("f2", pa.int32(), False),
+                       _f("_CARDINALITY", pa.int64())])
+TABLE_INDEXES_SCHEMA = pa.schema([
+    _f("partition", pa.string()), _f("bucket", pa.int32(), False), _f("index_type", pa.string(), False),
+    _f("file_name", pa.string(), False), _f("file_size", pa.int64(), False), _f("row_count", pa.int64(), False),
+    _f("dv_ranges", pa.list_(_DV_RANGE)), _f("row_range_start", pa.int64()), _f("row_range_end", pa.int64()),
+    _f("index_field_id", pa.int32()), _f("index_field_name", pa.string()),
+])
 
 
 # --- rendering as Java does ------------------------------------------------------------------------------
@@ -497,6 +506,27 @@ def _buckets(table, snapshot: Snapshot | None) -> list[dict]:
     return out
 
 
+def _table_indexes(table, snapshot: Snapshot | None) -> list[dict]:
+    """The index files of the snapshot's index manifest (dynamic-bucket HASH indexes, deletion vectors with the
+    range of each data file's vector, ...), as Paimon's TableIndexesTable."""
+    if snapshot is None:
+        return []
+    cache: dict = {}
+    names = {f.id: f.name for f in table.schema.fields}
+    out = []
+    for r in table.manifests.index_records(snapshot.index_manifest):
+        glob = r.get("_GLOBAL_INDEX") or {}
+        field_id = glob.get("_INDEX_FIELD_ID")
+        out.append({
+            "partition": row_text(_partition_values(table, r["_PARTITION"], cache)), "bucket": r["_BUCKET"],
+            "index_type": r["_INDEX_TYPE"], "file_name": r["_FILE_NAME"], "file_size": r["_FILE_SIZE"],
+            "row_count": r["_ROW_COUNT"], "dv_ranges": r.get("_DELETIONS_VECTORS_RANGES"),
+            "row_range_start": glob.get("_ROW_RANGE_START"), "row_range_end": glob.get("_ROW_RANGE_END"),
+            "index_field_id": field_id, "index_field_name": names.get(field_id)})
+    out.sort(key=lambda r: (r["partition"] or "", r["bucket"], r["index_type"], r["file_name"]))
+    return out
+
+
 KINDS: dict[str, tuple[pa.Schema, Callable]] = {
     "snapshots": (SNAPSHOTS_SCHEMA, _snapshots),
     "schemas": (SCHEMAS_SCHEMA, _schemas),
@@ -507,11 +537,12 @@ KINDS: dict[str, tuple[pa.Schema, Callable]] = {
     "buckets": (BUCKETS_SCHEMA, _buckets),
     "tags": (TAGS_SCHEMA, _tags),
     "consumers": (CONSUMERS_SCHEMA, _consumers),
+    "table_indexes": (TABLE_INDEXES_SCHEMA, _table_indexes),
     "audit_log": (None, lambda table, snapshot: _audit_log(table, snapshot)),  # schema per table (issue 5)
 }
 """Supported system tables: name -> (Arrow schema as Paimon's, row builder)."""
 
-_PER_SNAPSHOT = frozenset({"files", "manifests", "partitions", "buckets", "audit_log"})
+_PER_SNAPSHOT = frozenset({"files", "manifests", "partitions", "buckets", "audit_log", "table_indexes"})
 
 
 # --- issue 5: $audit_log ---

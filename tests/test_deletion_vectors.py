@@ -295,3 +295,17 @@ def test_a_compaction_whose_index_file_is_gone_is_not_published(catalog, caplog)
     assert not dv_records(t) and t.check().ok
     t.compact()
     assert rows(catalog.get_table("db.t")) == sorted(("a", k, 10 if k == 1 else k) for k in range(100))
+
+
+def test_table_indexes_system_table_lists_the_vectors(catalog):
+    t = make(catalog)
+    t.write(batch(list(range(100)), list(range(100))))
+    t.write(batch([1, 2], [0, 0]))
+    got = catalog.get_table("db.t$table_indexes").read().to_pylist()
+    (record,) = dv_records(t)
+    assert [(r["partition"], r["bucket"], r["index_type"], r["file_name"], r["file_size"], r["row_count"])
+            for r in got] == [("{a}", 0, "DELETION_VECTORS", record["_FILE_NAME"], record["_FILE_SIZE"], 1)]
+    (dv,) = got[0]["dv_ranges"]
+    deep = next(f for sp in t.plan() for f in sp.files if f.level == max(g.level for g in sp.files))
+    assert (dv["f0"], dv["_CARDINALITY"]) == (deep.file_name, 2)
+    assert catalog.get_table("db.t$table_indexes").read(snapshot_id=1).num_rows == 0

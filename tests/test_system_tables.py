@@ -30,7 +30,7 @@ def _sys(catalog, kind, **kw):
 
 def test_every_kind_has_its_paimon_columns(catalog, table):
     assert sorted(KINDS) == ["audit_log", "buckets", "consumers", "files", "manifests", "options", "partitions",
-                             "schemas", "snapshots", "tags"]
+                             "schemas", "snapshots", "table_indexes", "tags"]
     assert _sys(catalog, "snapshots").column_names[:6] == ["snapshot_id", "schema_id", "commit_user",
                                                            "commit_identifier", "commit_kind", "commit_time"]
     assert _sys(catalog, "files").schema.field("deleteRowCount").type == pa.int64()

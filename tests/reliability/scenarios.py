@@ -58,6 +58,11 @@ ENGINES = {
     "aggregation": {"merge-engine": "aggregation", "fields.v.aggregate-function": "last_non_null_value",
                     "fields.n.aggregate-function": "sum", "aggregation.remove-record-on-delete": "true"},
 }
+# Deletion-vector tables fold like their engine. They are read with merge-on-read so that the state compared is what
+# was committed: a crash between a commit's APPEND and COMPACT snapshots leaves level-0 data that Paimon's batch
+# view of a DV table hides until the next compaction.
+_DV = {"deletion-vectors.enabled": "true", "deletion-vectors.merge-on-read": "true"}
+ENGINES.update({"dv-deduplicate": dict(_DV), "dv-aggregation": {**ENGINES["aggregation"], **_DV}})
 
 
 def create_engine_table(warehouse: str, buckets: int, engine: str = "deduplicate", **options):
@@ -91,6 +96,7 @@ def batches(i: int):
 
 
 def _fold(engine: str, old, v, n):
+    engine = engine.removeprefix("dv-")
     if engine == "deduplicate" or old is None:
         return (v, n)
     if engine == "partial-update":

@@ -1,9 +1,9 @@
 """Crash at named points (child process killed with os._exit), then re-open, check, recover.
 
 Default run: a representative subset. ``-m reliability``: the full matrix: every write/commit point x arrivals 1..3
-x {1, 4} buckets x {deduplicate, partial-update} (aggregation: 2nd arrival); every compaction, expiration, orphan
-cleanup, tag and rollback point x its arrivals x {1, 4} buckets x {deduplicate, partial-update} (aggregation:
-4 buckets).
+x {1, 4} buckets x {deduplicate, partial-update} (aggregation and the deletion-vector tables dv-deduplicate and
+dv-aggregation: 2nd arrival); every compaction, expiration, orphan cleanup, tag and rollback point x its arrivals x
+{1, 4} buckets x {deduplicate, partial-update} (aggregation and dv-deduplicate: 4 buckets).
 """
 from __future__ import annotations
 
@@ -18,13 +18,15 @@ from tests.reliability import scenarios as sc
 
 FULL = [(p, n, b, e) for e in ("deduplicate", "partial-update") for p in sc.WRITE_AND_COMMIT_POINTS
         for n in (1, 2, 3) for b in (1, 4)] + \
-       [(p, 2, b, "aggregation") for p in sc.WRITE_AND_COMMIT_POINTS for b in (1, 4)]
+       [(p, 2, b, e) for e in ("aggregation", "dv-deduplicate", "dv-aggregation") for p in sc.WRITE_AND_COMMIT_POINTS
+        for b in (1, 4)]
 DEFAULT = [("write.after-data-file", 2, 4, "deduplicate"), ("commit.before-publish", 2, 4, "partial-update"),
            ("commit.after-publish", 2, 4, "deduplicate")]
 MAINTENANCE_FULL = [(op, p, n, b, e) for e in ("deduplicate", "partial-update") for op, p, n in sc.maintenance_points()
                     for b in (1, 4)] + \
-                   [(op, p, n, 4, "aggregation") for op, p, n in sc.maintenance_points()]
+                   [(op, p, n, 4, e) for e in ("aggregation", "dv-deduplicate") for op, p, n in sc.maintenance_points()]
 MAINTENANCE_DEFAULT = [("compact", "compact.after-output-file", 2, 4, "partial-update"),
+                       ("compact", "compact.after-rewrite", 1, 4, "dv-deduplicate"),
                        ("expire", "expire.after-snapshot-file", 1, 4, "deduplicate"),
                        ("rollback", "rollback.after-snapshot-file", 1, 4, "deduplicate"),
                        ("orphans", "orphans.after-delete", 1, 1, "deduplicate")]

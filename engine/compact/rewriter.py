@@ -22,11 +22,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.compact.levels import Levels
+from engine.deletion_vectors.maintainer import drop_deleted
 from engine.crash_points import crash_point
 from engine.compact.picker import CompactUnit, CompactionSettings
 from engine.merge import KEY_COLUMN_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, merge_runs
@@ -258,8 +258,7 @@ class CompactRewriter:
             start = 0
             for batch in batches:
                 n = batch.num_rows
-                if dead is not None and len(dead):
-                    batch = _without(batch, dead, start)
+                batch = drop_deleted(batch, dead, start)
                 start += n
                 yield batch
 
@@ -289,16 +288,6 @@ class CompactRewriter:
                 merged = merge_runs(parts, self.schema, drop_retracts=drop_delete, sorted_output=True)
             if merged is not None and merged.num_rows:
                 yield merged
-
-
-def _without(batch: pa.Table, dead, start: int) -> pa.Table:
-    """``batch`` (rows ``start``.. of its file) without the rows at the sorted positions ``dead``."""
-    inside = dead[(dead >= start) & (dead < start + batch.num_rows)] - start
-    if not len(inside):
-        return batch
-    keep = np.ones(batch.num_rows, dtype=bool)
-    keep[inside] = False
-    return batch.filter(pa.array(keep))
 
 
 def _order(key: tuple) -> tuple:

@@ -18,10 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 
-from engine.deletion_vectors.codec import decode_dv, normalize_positions
-from engine.deletion_vectors.index_file import DV_INDEX, DeletionFile, deletion_files, write_dv_index
-from engine.errors import CorruptFile
+from engine.deletion_vectors.codec import normalize_positions
+from engine.deletion_vectors.index_file import (DV_INDEX, DeletionFile, deletion_files, read_deletion_vector,
+                                                write_dv_index)
 
 
 @dataclass(frozen=True)
@@ -45,30 +46,21 @@ def vectors_by_bucket(table_root: str, records: list[dict]) -> dict[tuple[bytes,
 
 
 def read_vectors(file_io, files: dict[str, DeletionFile]) -> dict[str, np.ndarray]:
-    """Every vector of ``files`` (data file name -> sorted deleted positions), reading each index file once.
-    Raises CorruptFile for a missing or damaged index file."""
-    by_path: dict[str, list[tuple[str, DeletionFile]]] = {}
-    for name, df in files.items():
-        by_path.setdefault(df.path, []).append((name, df))
-    out = {}
-    for path, items in by_path.items():
-        try:
-            data = file_io.read_bytes(path)
-        except FileNotFoundError:
-            raise CorruptFile(path, "deletion vector index file referenced by the index manifest is missing") from None
-        for name, df in items:
-            out[name] = decode_dv(data, df.offset, df.length, path)
-    return out
+    """Every vector of ``files`` (data file name -> sorted deleted positions). Raises CorruptFile for a missing or
+    damaged index file."""
+    return {name: read_deletion_vector(file_io, where) for name, where in files.items()}
 
 
-def live_mask(deleted: np.ndarray | None, n: int) -> np.ndarray | None:
-    """Boolean mask of the rows of an ``n``-row file that are not deleted; None when none is. Raises CorruptFile
-    (via ValueError) never: positions beyond the file are reported by ``check``, here they are ignored."""
+def drop_deleted(rows: pa.Table, deleted: np.ndarray | None, start: int = 0) -> pa.Table:
+    """``rows`` (rows ``start``.. of a data file, in order) without those at the sorted positions ``deleted``."""
     if deleted is None or not len(deleted):
-        return None
-    mask = np.ones(n, dtype=bool)
-    mask[deleted[deleted < n]] = False
-    return mask
+        return rows
+    inside = deleted[(deleted >= start) & (deleted < start + rows.num_rows)] - start
+    if not len(inside):
+        return rows
+    keep = np.ones(rows.num_rows, dtype=bool)
+    keep[inside] = False
+    return rows.filter(pa.array(keep))
 
 
 def bucket_vectors(table, partition: bytes, bucket: int, base: BucketVectors | None):

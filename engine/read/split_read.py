@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import threading
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from engine.deletion_vectors.codec import decode_dv
+from engine.deletion_vectors.index_file import read_deletion_vector
+from engine.deletion_vectors.maintainer import drop_deleted
 from engine.errors import CorruptFile
 from engine.io.file_io import FileIO
 from engine.merge import KEY_COLUMN_PREFIX, merge_runs
@@ -79,8 +78,6 @@ class SplitReader:
         self.seq_fields = list(schema.table_options.sequence_fields)
         self.descending = schema.table_options.sequence_descending
         self.raw_reads = schema.table_options.deletion_vectors
-        self._vectors: dict[str, bytes] = {}  # DV index file path -> bytes (small; read once per reader)
-        self._vectors_lock = threading.Lock()
 
     def physical_columns(self, columns: list[str], present: set[str]) -> list[str]:
         """Columns to decode. A key column that is also requested as a value column is decoded once: the value
@@ -102,36 +99,11 @@ class SplitReader:
                               declared=set(rename.values()), schema_id=meta.schema_id)
         return self.live_rows(split, meta, rows, 0) if live_only else rows
 
-    def deleted_rows(self, split: Split, meta: DataFileMeta) -> np.ndarray | None:
-        """Sorted positions of the file's rows that the split's deletion vectors mark deleted, or None. Raises
-        CorruptFile for a missing or damaged DV index file."""
-        where = split.deletion_file(meta.file_name)
-        if where is None:
-            return None
-        with self._vectors_lock:
-            data = self._vectors.get(where.path)
-        if data is None:
-            try:
-                data = self.io.read_bytes(where.path)
-            except FileNotFoundError:
-                raise CorruptFile(where.path, "deletion vector index file referenced by the index manifest is "
-                                  "missing") from None
-            with self._vectors_lock:
-                self._vectors[where.path] = data
-        return decode_dv(data, where.offset, where.length, where.path)
-
     def live_rows(self, split: Split, meta: DataFileMeta, rows: pa.Table, start: int) -> pa.Table:
-        """``rows`` (the file's rows ``start``.. in order) without those its deletion vector marks deleted."""
-        deleted = self.deleted_rows(split, meta)
-        if deleted is None:
-            return rows
-        n = rows.num_rows
-        inside = deleted[(deleted >= start) & (deleted < start + n)] - start
-        if not len(inside):
-            return rows
-        keep = np.ones(n, dtype=bool)
-        keep[inside] = False
-        return rows.filter(pa.array(keep))
+        """``rows`` (the file's rows ``start``.. in order) without those the split's deletion vector of the file
+        marks deleted. Raises CorruptFile for a missing or damaged DV index file."""
+        where = split.deletion_file(meta.file_name)
+        return rows if where is None else drop_deleted(rows, read_deletion_vector(self.io, where), start)
 
     def _choose(self, columns: list[str], present: set[str], rename: dict[str, str]) -> list[str]:
         """File column names to decode: ``physical_columns`` matched through the field-id rename map."""
@@ -144,7 +116,7 @@ class SplitReader:
 
     def iter_file(self, split: Split, meta: DataFileMeta, columns: list[str], batch_rows: int):
         """Like ``read_file`` (live rows only), but yields the file as normalized tables of at most ``batch_rows`` rows
-        before deleted rows are dropped, decoding a
+        (fewer where a deletion vector drops rows), decoding a
         Parquet file a batch at a time (bounded memory: the encoded file plus one batch). Raises CorruptFile like
         ``read_file``."""
         path = self.file_path(split, meta)

@@ -309,3 +309,37 @@ def test_table_indexes_system_table_lists_the_vectors(catalog):
     deep = next(f for sp in t.plan() for f in sp.files if f.level == max(g.level for g in sp.files))
     assert (dv["f0"], dv["_CARDINALITY"]) == (deep.file_name, 2)
     assert catalog.get_table("db.t$table_indexes").read(snapshot_id=1).num_rows == 0
+
+
+@pytest.mark.parametrize("engine", ["deduplicate", "aggregation"])
+def test_lookup_changelog_is_the_same_with_vectors(catalog, engine):
+    opts = {**ENGINES[engine], "changelog-producer": "lookup"}
+    dv, ref = make(catalog, "db.dv", **opts), catalog.create_table(
+        "db.ref", SCHEMA, primary_key=["p", "k"], partition_keys=["p"], options={"bucket": "1", **opts})
+    for t in (dv, ref):
+        t.write(batch(list(range(50)), list(range(50))))
+        t.write(batch([1, 2, 60], [10, 20, 60]))
+        t.write(batch([2], [0]), row_kinds=["-D" if engine == "deduplicate" else "-U"])
+        t.write(batch([1, 3], [11, 3]))
+
+    def changes(t):
+        got = t.read_changes(0)
+        return sorted(zip(got.column("_row_kind").to_pylist(), got.column("k").to_pylist(),
+                          got.column("v").to_pylist()))
+    assert changes(catalog.get_table("db.dv")) == changes(catalog.get_table("db.ref"))
+    assert rows(catalog.get_table("db.dv")) == rows(catalog.get_table("db.ref"))
+
+
+def test_expiring_snapshots_frees_replaced_vector_files(catalog):
+    from tests.conftest import expire_after_latest
+    t = make(catalog)
+    t.write(batch(list(range(200)), list(range(200))))
+    for step in range(5):
+        t.write(batch([step, step + 50], [1000 + step, 2000 + step]))
+    before = set(t.file_io.list_names(f"{t.root}/index"))
+    assert len(before) > 1
+    expire_after_latest(t, retain_min=1, retain_max=1)
+    t = catalog.get_table("db.t")
+    assert set(t.file_io.list_names(f"{t.root}/index")) == {r["_FILE_NAME"] for r in dv_records(t)}
+    assert t.check().ok and not t.check().orphan_files
+    assert len(t.read()) == 200

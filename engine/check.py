@@ -360,7 +360,7 @@ class _Checker:
         except CorruptFile:
             return  # reported as manifest-unreadable
         try:
-            by_bucket = vectors_by_bucket(self.paths.root, records)
+            by_bucket = vectors_by_bucket(records, self.scan.index_file_path)
         except CorruptFile as e:
             self.problem("deletion-vector-unreadable", e.path, str(e), sid)
             return
@@ -420,7 +420,6 @@ class _Checker:
         """The index files index manifest ``name`` lists exist with their recorded ``_FILE_SIZE``; the manifest and
         the files count as referenced."""
         from engine.dynamic_bucket.index_files import read_index_manifest
-        from engine.maintenance.references import index_file_path
 
         path = self.paths.manifest(name)
         self.report.referenced_files.add(path)
@@ -433,7 +432,7 @@ class _Checker:
             self.problem("manifest-unreadable", path, str(e), sid)
             return
         for r in records:
-            file_path = index_file_path(self.t, r)
+            file_path = self.scan.index_file_path(r)
             self.report.referenced_files.add(file_path)
             if file_path in self._checked_files:
                 continue

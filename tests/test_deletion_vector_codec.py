@@ -30,14 +30,20 @@ from engine.deletion_vectors.index_file import (
     DV_INDEX,
     DeletionFile,
     deletion_files,
-    index_file_path,
     read_deletion_vector,
     read_dv_index,
     write_dv_index,
 )
-from engine.dynamic_bucket.index_files import decode_index_manifest, encode_index_manifest, hash_record
+from engine.dynamic_bucket.index_files import (decode_index_manifest, encode_index_manifest, hash_record, index_dir,
+                                               index_path)
 from engine.errors import CorruptFile
 from engine.io.file_io import LocalFileIO
+
+
+def root_paths(root):
+    """Index file paths of a table rooted at ``root`` (no index-file-in-data-file-dir)."""
+    return lambda record: index_path(root, record)
+
 
 EMPTY_PARTITION = bytes(12)
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -399,8 +405,9 @@ def test_pypaimon_reads_the_32_bit_index_file(tmp_path_factory, vectors):
     raises "Invalid magic number" for a Bitmap64DeletionVector record (pyroaring.BitMap64 is its oracle here)."""
     root = str(tmp_path_factory.mktemp("t"))
     vectors = {f"data-{i}.parquet": v for i, v in enumerate(vectors)}
-    record = write_dv_index(LocalFileIO(), root, vectors, bitmap64=False, partition=EMPTY_PARTITION, bucket=0)
-    files = deletion_files(root, [record])
+    record = write_dv_index(LocalFileIO(), index_dir(root), vectors, bitmap64=False, partition=EMPTY_PARTITION,
+                            bucket=0)
+    files = deletion_files([record], root_paths(root))
     assert set(files) == {name for name, v in vectors.items() if v.size}
     for name, df in files.items():
         assert _pypaimon_read(root, df) == reference(vectors[name]).tolist()
@@ -439,7 +446,7 @@ def test_write_and_read_dv_index(tmp_path, bitmap64):
     root = str(tmp_path / "t")
     io = LocalFileIO()
     partition = b"\x00\x00\x00\x01" + bytes(16)
-    record = write_dv_index(io, root, VECTORS, bitmap64=bitmap64, partition=partition, bucket=3)
+    record = write_dv_index(io, index_dir(root), VECTORS, bitmap64=bitmap64, partition=partition, bucket=3)
 
     assert set(record) == set(hash_record(partition, 3, "x", 0, 0))
     assert record["_INDEX_TYPE"] == DV_INDEX
@@ -447,7 +454,7 @@ def test_write_and_read_dv_index(tmp_path, bitmap64):
     assert record["_EXTERNAL_PATH"] is None and record["_GLOBAL_INDEX"] is None
     assert record["_FILE_NAME"].startswith("index-") and record["_FILE_NAME"].endswith("-0")
     path = os.path.join(root, "index", record["_FILE_NAME"])
-    assert index_file_path(root, record) == path
+    assert index_path(root, record) == path
     data = LocalFileIO().read_bytes(path)
     assert data[0] == 1 and record["_FILE_SIZE"] == len(data)
     assert record["_ROW_COUNT"] == 3
@@ -464,12 +471,12 @@ def test_write_and_read_dv_index(tmp_path, bitmap64):
     assert decoded["_DELETIONS_VECTORS_RANGES"] == ranges
 
     expected = {name: reference(v) for name, v in VECTORS.items() if v.size}
-    got = read_dv_index(io, root, decoded)
+    got = read_dv_index(io, index_path(root, decoded), decoded)
     assert set(got) == set(expected)
     for name in expected:
         np.testing.assert_array_equal(got[name], expected[name])
 
-    files = deletion_files(root, [hash_record(partition, 3, "index-h-0", 8, 2), decoded])
+    files = deletion_files([hash_record(partition, 3, "index-h-0", 8, 2), decoded], root_paths(root))
     assert set(files) == set(expected)
     for name, df in files.items():
         assert df == pickle.loads(pickle.dumps(df))
@@ -479,51 +486,52 @@ def test_write_and_read_dv_index(tmp_path, bitmap64):
 
 def test_write_dv_index_with_no_vectors_writes_only_the_version_byte(tmp_path):
     root = str(tmp_path)
-    record = write_dv_index(LocalFileIO(), root, {"d.parquet": np.array([], dtype=np.int64)}, bitmap64=False,
+    record = write_dv_index(LocalFileIO(), index_dir(root), {"d.parquet": np.array([], dtype=np.int64)}, bitmap64=False,
                             partition=EMPTY_PARTITION, bucket=0)
     assert record["_ROW_COUNT"] == 0 and record["_DELETIONS_VECTORS_RANGES"] == [] and record["_FILE_SIZE"] == 1
-    assert read_dv_index(LocalFileIO(), root, record) == {}
+    assert read_dv_index(LocalFileIO(), index_path(root, record), record) == {}
 
 
 def test_write_dv_index_rejects_bad_positions_before_writing(tmp_path):
     with pytest.raises(ValueError, match="exceeds"):
-        write_dv_index(LocalFileIO(), str(tmp_path), {"a": np.array([1]), "b": np.array([2**31])}, bitmap64=False,
-                       partition=EMPTY_PARTITION, bucket=0)
+        write_dv_index(LocalFileIO(), index_dir(str(tmp_path)), {"a": np.array([1]), "b": np.array([2**31])},
+                       bitmap64=False, partition=EMPTY_PARTITION, bucket=0)
     assert not os.path.exists(tmp_path / "index") or not os.listdir(tmp_path / "index")
 
 
 def test_external_path_is_honoured(tmp_path):
     io = LocalFileIO()
-    record = write_dv_index(io, str(tmp_path / "t"), {"d.parquet": np.array([4])}, bitmap64=False,
+    record = write_dv_index(io, index_dir(str(tmp_path / "t")), {"d.parquet": np.array([4])}, bitmap64=False,
                             partition=EMPTY_PARTITION, bucket=0)
     external = str(tmp_path / "elsewhere")
-    os.rename(index_file_path(str(tmp_path / "t"), record), external)
+    os.rename(index_path(str(tmp_path / "t"), record), external)
     moved = {**record, "_EXTERNAL_PATH": external}
-    assert index_file_path(str(tmp_path / "t"), moved) == external
-    np.testing.assert_array_equal(read_dv_index(io, str(tmp_path / "t"), moved)["d.parquet"], [4])
-    (df,) = deletion_files(str(tmp_path / "t"), [moved]).values()
+    assert index_path(str(tmp_path / "t"), moved) == external
+    np.testing.assert_array_equal(read_dv_index(io, index_path(str(tmp_path / "t"), moved), moved)["d.parquet"], [4])
+    (df,) = deletion_files([moved], root_paths(str(tmp_path / "t"))).values()
     assert df.path == external
 
 
 def test_a_data_file_with_two_vectors_is_corrupt(tmp_path):
     io = LocalFileIO()
-    one = write_dv_index(io, str(tmp_path), {"d.parquet": np.array([4])}, bitmap64=False,
+    one = write_dv_index(io, index_dir(str(tmp_path)), {"d.parquet": np.array([4])}, bitmap64=False,
                          partition=EMPTY_PARTITION, bucket=0)
-    two = write_dv_index(io, str(tmp_path), {"d.parquet": np.array([5])}, bitmap64=False,
+    two = write_dv_index(io, index_dir(str(tmp_path)), {"d.parquet": np.array([5])}, bitmap64=False,
                          partition=EMPTY_PARTITION, bucket=0)
     with pytest.raises(CorruptFile, match="second deletion vector"):
-        deletion_files(str(tmp_path), [one, two])
+        deletion_files([one, two], root_paths(str(tmp_path)))
     doubled = {**one, "_DELETIONS_VECTORS_RANGES": one["_DELETIONS_VECTORS_RANGES"] * 2}
     with pytest.raises(CorruptFile, match="twice"):
-        read_dv_index(io, str(tmp_path), doubled)
+        read_dv_index(io, index_path(str(tmp_path), doubled), doubled)
 
 
 def _written(tmp_path) -> tuple[LocalFileIO, str, dict, str]:
     io = LocalFileIO()
     root = str(tmp_path)
-    record = write_dv_index(io, root, {"a.parquet": np.array([1, 2]), "b.parquet": np.array([3])}, bitmap64=False,
+    record = write_dv_index(io, index_dir(root), {"a.parquet": np.array([1, 2]), "b.parquet": np.array([3])},
+                            bitmap64=False,
                             partition=EMPTY_PARTITION, bucket=0)
-    return io, root, record, index_file_path(root, record)
+    return io, root, record, index_path(root, record)
 
 
 def _rewrite(path: str, data: bytes) -> None:
@@ -535,23 +543,23 @@ def _rewrite(path: str, data: bytes) -> None:
 def test_index_file_corruption_is_reported_with_the_path(tmp_path):
     io, root, record, path = _written(tmp_path)
     original = io.read_bytes(path)
-    df = deletion_files(root, [record])["b.parquet"]
+    df = deletion_files([record], root_paths(root))["b.parquet"]
 
     _rewrite(path, b"\x02" + original[1:])
-    for read in (lambda: read_dv_index(io, root, record), lambda: read_deletion_vector(io, df)):
+    for read in (lambda: read_dv_index(io, index_path(root, record), record), lambda: read_deletion_vector(io, df)):
         with pytest.raises(CorruptFile, match="version 2") as info:
             read()
         assert info.value.path == path
 
     _rewrite(path, original[:-1])
     with pytest.raises(CorruptFile, match="records"):
-        read_dv_index(io, root, record)  # _FILE_SIZE no longer matches
+        read_dv_index(io, index_path(root, record), record)  # _FILE_SIZE no longer matches
     with pytest.raises(CorruptFile, match="runs past the end"):
         read_deletion_vector(io, df)
 
     _rewrite(path, original[:-1] + bytes([original[-1] ^ 0xFF]))
     with pytest.raises(CorruptFile, match="CRC"):
-        read_dv_index(io, root, record)
+        read_dv_index(io, index_path(root, record), record)
 
     _rewrite(path, b"")
     with pytest.raises(CorruptFile, match="empty"):
@@ -564,7 +572,7 @@ def test_index_file_corruption_is_reported_with_the_path(tmp_path):
         read_deletion_vector(io, DeletionFile(df.path, df.offset, df.length + 1, None))
 
     os.unlink(path)
-    for read in (lambda: read_dv_index(io, root, record), lambda: read_deletion_vector(io, df)):
+    for read in (lambda: read_dv_index(io, index_path(root, record), record), lambda: read_deletion_vector(io, df)):
         with pytest.raises(CorruptFile, match="DV index file referenced by the index manifest is missing") as info:
             read()
         assert info.value.path == path

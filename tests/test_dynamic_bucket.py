@@ -46,7 +46,9 @@ def hash_index(t) -> dict:
     """(partition bytes, bucket) -> set of hashes, from the snapshot's index manifest."""
     recs = read_index_manifest(t.file_io, t.paths, t.snapshot().index_manifest)
     assert all(r["_INDEX_TYPE"] == HASH_INDEX for r in recs)
-    return {(r["_PARTITION"], r["_BUCKET"]): set(read_hashes(t.file_io, t.root, r).tolist()) for r in recs}
+    scan = t.scan()
+    return {(r["_PARTITION"], r["_BUCKET"]): set(read_hashes(t.file_io, scan.index_file_path(r), r).tolist())
+            for r in recs}
 
 
 def test_fills_buckets_to_target_then_opens_new_ones(catalog):

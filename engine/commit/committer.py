@@ -44,7 +44,6 @@ from engine.meta import binary_row
 from engine.meta.data_file import SimpleStats
 from engine.commit.conflicts import check_file_changes
 from engine.commit.index_changes import next_index_manifest
-from engine.deletion_vectors.index_file import index_file_path
 from engine.commit.manifest_merge import ManifestMerger
 from engine.meta.manifest import (ADD, DELETE, ManifestEntry, ManifestFileMeta, encode_manifest, encode_manifest_list)
 from engine.meta.snapshot import (BATCH_COMMIT_IDENTIFIER, COMMIT_KIND_APPEND, COMMIT_KIND_COMPACT,
@@ -234,7 +233,7 @@ class Committer:
         expired and a compaction or overwrite deleted their files)."""
         t = self.table
         for r in index_records:
-            path = index_file_path(t.root, r)
+            path = t.scan().index_file_path(r)
             if not t.file_io.exists(path):
                 raise CommitConflict(t.name, f"index file {path} of the commit being published no longer exists "
                                      "(were these messages committed before, and their files expired?); nothing "
@@ -272,7 +271,7 @@ class Committer:
             old = {f.file_name for f in m.compact_before} | {f.file_name for f in m.new_files}
             paths += [os.path.join(t.bucket_dir(m.partition_values, m.bucket), f.file_name)
                       for f in list(m.compact_changelog) + [f for f in m.compact_after if f.file_name not in old]]
-            paths += [index_file_path(t.root, r) for r in m.dv_after]
+            paths += [t.scan().index_file_path(r) for r in m.dv_after]
         delete_unreferenced(t, paths)
 
     # --- steps --------------------------------------------------------------------------------------

@@ -14,7 +14,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Iterable
 
 from engine.compact.levels import Levels
-from engine.deletion_vectors.index_file import index_file_path
 from engine.crash_points import crash_point
 from engine.errors import CorruptFile
 from engine.compact.picker import CompactionSettings, CompactUnit, UniversalPicker
@@ -286,4 +285,4 @@ def discard_messages(table, messages) -> None:
         for f in m.compact_changelog:
             table.file_io.delete(f"{where}/{f.file_name}")
         for r in m.dv_after:
-            table.file_io.delete(index_file_path(table.root, r))
+            table.file_io.delete(table.scan().index_file_path(r))

@@ -1,4 +1,5 @@
-"""DELETION_VECTORS index files (``index/index-<uuid>-0``) and their index-manifest records.
+"""DELETION_VECTORS index files (``index/index-<uuid>-0``, or in the bucket directory with
+``index-file-in-data-file-dir``: ``TableScan.index_file_dir``) and their index-manifest records.
 
 A DV index file is one version byte (``DV_FILE_VERSION``) followed by one record per data file (see ``codec``).
 Its index-manifest record (shape of ``engine.dynamic_bucket.index_files.hash_record``) has ``_INDEX_TYPE``
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.deletion_vectors.codec import decode_dv, encode_dv, normalize_positions
-from engine.dynamic_bucket.index_files import hash_record, index_dir
+from engine.dynamic_bucket.index_files import hash_record
 from engine.errors import CorruptFile
 from engine.io.file_io import FileIO
 
@@ -36,11 +37,11 @@ class DeletionFile:
     cardinality: int | None
 
 
-def write_dv_index(file_io: FileIO, table_root: str, vectors: dict[str, np.ndarray], *, bitmap64: bool,
+def write_dv_index(file_io: FileIO, directory: str, vectors: dict[str, np.ndarray], *, bitmap64: bool,
                    partition: bytes, bucket: int) -> dict:
-    """Write one new DV index file holding the vector of every data file in ``vectors`` (in sorted name order;
-    empty vectors are skipped) and return its ADD index-manifest record. With no non-empty vector the file holds
-    only the version byte and the record lists no ranges. Raises ValueError (as ``encode_dv``) before writing
+    """Write one new DV index file in ``directory`` holding the vector of every data file in ``vectors`` (in sorted
+    name order; empty vectors are skipped) and return its ADD index-manifest record. With no non-empty vector the
+    file holds only the version byte and the record lists no ranges. Raises ValueError (as ``encode_dv``) before writing
     anything if a vector cannot be encoded, StorageError if the write fails."""
     chunks = [bytes([DV_FILE_VERSION])]
     position = 1
@@ -56,26 +57,22 @@ def write_dv_index(file_io: FileIO, table_root: str, vectors: dict[str, np.ndarr
     if position > _MAX_FILE_SIZE:
         raise ValueError(f"a DV index file of {position} bytes is too large: range offsets must fit in an int32")
     name = f"index-{uuid.uuid4()}-0"
-    file_io.mkdirs(index_dir(table_root))
-    file_io.write_bytes(f"{index_dir(table_root)}/{name}", b"".join(chunks))
+    file_io.mkdirs(directory)
+    file_io.write_bytes(f"{directory}/{name}", b"".join(chunks))
     record = hash_record(partition, bucket, name, position, len(ranges))
     record.update({"_INDEX_TYPE": DV_INDEX, "_DELETIONS_VECTORS_RANGES": ranges})
     return record
 
 
-def index_file_path(table_root: str, record: dict) -> str:
-    """The path of the index file of ``record``: its ``_EXTERNAL_PATH`` if set, else ``<table>/index/<name>``."""
-    return record.get("_EXTERNAL_PATH") or f"{index_dir(table_root)}/{record['_FILE_NAME']}"
-
-
-def deletion_files(table_root: str, records: list[dict]) -> dict[str, DeletionFile]:
+def deletion_files(records: list[dict], path_of) -> dict[str, DeletionFile]:
     """Data file name -> where its deletion vector is, from the DELETION_VECTORS records among ``records`` (the live
-    index records of a snapshot; other index types are ignored). Raises CorruptFile if a data file has two."""
+    index records of a snapshot; other index types are ignored); ``path_of(record)`` is the index file's path
+    (``TableScan.index_file_path``). Raises CorruptFile if a data file has two."""
     out: dict[str, DeletionFile] = {}
     for record in records:
         if record["_INDEX_TYPE"] != DV_INDEX:
             continue
-        path = index_file_path(table_root, record)
+        path = path_of(record)
         for r in record.get("_DELETIONS_VECTORS_RANGES") or []:
             name = r["f0"]
             if name in out:
@@ -85,11 +82,10 @@ def deletion_files(table_root: str, records: list[dict]) -> dict[str, DeletionFi
     return out
 
 
-def read_dv_index(file_io: FileIO, table_root: str, record: dict) -> dict[str, np.ndarray]:
-    """Every deletion vector of the index file of ``record`` (data file name -> positions), reading the file once.
-    Checks the version byte, ``_FILE_SIZE``, each range (``decode_dv``) and each recorded cardinality. Raises
+def read_dv_index(file_io: FileIO, path: str, record: dict) -> dict[str, np.ndarray]:
+    """Every deletion vector of the index file ``path`` of ``record`` (data file name -> positions), reading the file
+    once. Checks the version byte, ``_FILE_SIZE``, each range (``decode_dv``) and each recorded cardinality. Raises
     CorruptFile naming the index file."""
-    path = index_file_path(table_root, record)
     data = _read_index_file(file_io, path)
     if len(data) != record["_FILE_SIZE"]:
         raise CorruptFile(path, f"DV index file has {len(data)} bytes but the index manifest records "

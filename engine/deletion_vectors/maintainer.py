@@ -33,15 +33,15 @@ class BucketVectors:
     files: tuple[tuple[str, DeletionFile], ...] = ()
 
 
-def vectors_by_bucket(table_root: str, records: list[dict]) -> dict[tuple[bytes, int], BucketVectors]:
-    """The DELETION_VECTORS records of an index manifest grouped by (partition, bucket). Raises CorruptFile when a
-    data file has two vectors in one bucket."""
+def vectors_by_bucket(records: list[dict], path_of) -> dict[tuple[bytes, int], BucketVectors]:
+    """The DELETION_VECTORS records of an index manifest grouped by (partition, bucket); ``path_of(record)`` is the
+    index file's path. Raises CorruptFile when a data file has two vectors in one bucket."""
     grouped: dict[tuple[bytes, int], list[dict]] = {}
     for r in records:
         if r["_INDEX_TYPE"] == DV_INDEX:
             grouped.setdefault((r["_PARTITION"], r["_BUCKET"]), []).append(r)
     return {key: BucketVectors(tuple(sorted(r["_FILE_NAME"] for r in recs)),
-                               tuple(sorted(deletion_files(table_root, recs).items())))
+                               tuple(sorted(deletion_files(recs, path_of).items())))
             for key, recs in grouped.items()}
 
 
@@ -70,17 +70,15 @@ def bucket_vectors(table, partition: bytes, bucket: int, base: BucketVectors | N
     opts = table.schema.table_options
     if not opts.deletion_vectors:
         return None
-    return BucketDeletionVectors(table.file_io, table.root, partition, bucket, base,
-                                 bitmap64=opts.get(DELETION_VECTORS_BITMAP64))
+    return BucketDeletionVectors(table, partition, bucket, base, bitmap64=opts.get(DELETION_VECTORS_BITMAP64))
 
 
 class BucketDeletionVectors:
     """The deletion vectors of one bucket, loaded lazily from the base snapshot and changed by compactions."""
 
-    def __init__(self, file_io, table_root: str, partition: bytes, bucket: int, base: BucketVectors | None, *,
-                 bitmap64: bool):
-        self.file_io = file_io
-        self.table_root = table_root
+    def __init__(self, table, partition: bytes, bucket: int, base: BucketVectors | None, *, bitmap64: bool):
+        self.file_io = table.file_io
+        self.scan = table.scan()
         self.partition = partition
         self.bucket = bucket
         self.base = base or BucketVectors()
@@ -122,13 +120,13 @@ class BucketDeletionVectors:
             return None
         if self._written is None:
             live = {name: v for name, v in self._all().items() if len(v)}
-            self._written = (write_dv_index(self.file_io, self.table_root, live, bitmap64=self.bitmap64,
+            directory = self.scan.index_file_dir(self.partition, self.bucket)
+            self._written = (write_dv_index(self.file_io, directory, live, bitmap64=self.bitmap64,
                                             partition=self.partition, bucket=self.bucket),) if live else ()
         return self.base.index_files, self._written
 
     def discard(self) -> None:
         """Delete the index file ``changes()`` wrote (for changes that will not commit)."""
-        from engine.deletion_vectors.index_file import index_file_path
         for record in self._written or ():
-            self.file_io.delete(index_file_path(self.table_root, record))
+            self.file_io.delete(self.scan.index_file_path(record))
         self._written = None

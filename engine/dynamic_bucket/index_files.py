@@ -97,9 +97,14 @@ def index_dir(table_root: str) -> str:
     return f"{table_root}/index"
 
 
-def read_hashes(file_io: FileIO, table_root: str, record: dict) -> np.ndarray:
-    """The int32 key hashes of a HASH index file. Raises CorruptFile."""
-    path = record.get("_EXTERNAL_PATH") or f"{index_dir(table_root)}/{record['_FILE_NAME']}"
+def index_path(table_root: str, record: dict, bucket_dir: str | None = None) -> str:
+    """The path of the index file of ``record``: its ``_EXTERNAL_PATH`` if set, else the file in ``bucket_dir`` (tables
+    with ``index-file-in-data-file-dir``) or in ``<table>/index``. ``TableScan.index_file_path`` decides which."""
+    return record.get("_EXTERNAL_PATH") or f"{bucket_dir or index_dir(table_root)}/{record['_FILE_NAME']}"
+
+
+def read_hashes(file_io: FileIO, path: str, record: dict) -> np.ndarray:
+    """The int32 key hashes of HASH index file ``path`` of ``record``. Raises CorruptFile."""
     try:
         data = file_io.read_bytes(path)
     except FileNotFoundError:
@@ -110,10 +115,10 @@ def read_hashes(file_io: FileIO, table_root: str, record: dict) -> np.ndarray:
     return np.frombuffer(data, dtype=">i4").astype(np.int32)
 
 
-def write_hashes(file_io: FileIO, table_root: str, hashes: np.ndarray) -> tuple[str, int]:
-    """Write a HASH index file (sorted hashes); returns (file name, size)."""
+def write_hashes(file_io: FileIO, directory: str, hashes: np.ndarray) -> tuple[str, int]:
+    """Write a HASH index file (sorted hashes) in ``directory``; returns (file name, size)."""
     name = f"index-{uuid.uuid4()}-0"
     data = np.sort(np.asarray(hashes, dtype=np.int32)).astype(">i4").tobytes()
-    file_io.mkdirs(index_dir(table_root))
-    file_io.write_bytes(f"{index_dir(table_root)}/{name}", data)
+    file_io.mkdirs(directory)
+    file_io.write_bytes(f"{directory}/{name}", data)
     return name, len(data)

@@ -28,7 +28,7 @@ def probe_groups(table, snapshot, partition: bytes, key_cols, buckets: list[int]
     probes = hash_codes(key_cols)
     out = []
     for r in records:
-        hit = np.flatnonzero(np.isin(probes, read_hashes(table.file_io, table.root, r)))
+        hit = np.flatnonzero(np.isin(probes, read_hashes(table.file_io, table.scan().index_file_path(r), r)))
         if len(hit) and r["_BUCKET"] in buckets:
             out.append((int(r["_BUCKET"]), hit.astype(np.int64)))
     return out

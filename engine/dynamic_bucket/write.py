@@ -20,7 +20,6 @@ from engine.dynamic_bucket.assigner import PartitionIndex
 from engine.dynamic_bucket.index_files import (
     HASH_INDEX,
     hash_record,
-    index_dir,
     read_hashes,
     read_index_manifest,
     write_hashes,
@@ -88,7 +87,8 @@ class DynamicBucketWrite(TableWrite):
                 f"table {self.table.name!r}: partition {self.table.scan().partition_values(partition)} has data "
                 f"files in buckets {missing} without a HASH index, so the bucket of existing keys is unknown; "
                 "rewrite the partition with a writer that maintains the dynamic-bucket index")
-        hashes = [read_hashes(self.table.file_io, self.table.root, r) for r in records]
+        scan = self.table.scan()
+        hashes = [read_hashes(self.table.file_io, scan.index_file_path(r), r) for r in records]
         buckets = [np.full(len(h), r["_BUCKET"], np.int32) for r, h in zip(records, hashes)]
         idx = PartitionIndex(binary_row.hash_code(partition[4:]),
                              np.concatenate(hashes) if hashes else np.zeros(0, np.int32),
@@ -107,8 +107,9 @@ class DynamicBucketWrite(TableWrite):
         for partition, idx in self._indexes.items():
             for bucket in sorted(idx.touched):
                 hashes = idx.hashes_of(bucket)
-                name, size = write_hashes(self.table.file_io, self.table.root, hashes)
-                path = f"{index_dir(self.table.root)}/{name}"
+                directory = self.table.scan().index_file_dir(partition, bucket)
+                name, size = write_hashes(self.table.file_io, directory, hashes)
+                path = f"{directory}/{name}"
                 self._index_paths.append(path)
                 records[(partition, bucket)] = hash_record(partition, bucket, name, size, len(hashes))
                 paths[(partition, bucket)] = path

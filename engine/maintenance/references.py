@@ -88,9 +88,8 @@ def changelog_added_files(table, snapshot: Snapshot) -> set[str]:
 
 
 def index_file_path(table, record: dict) -> str:
-    """The path of the index file an index manifest record names."""
-    from engine.dynamic_bucket.index_files import index_dir
-    return record.get("_EXTERNAL_PATH") or f"{index_dir(table.root)}/{record['_FILE_NAME']}"
+    """The path of the index file an index manifest record names (TableScan.index_file_path)."""
+    return table.scan().index_file_path(record)
 
 
 def index_files(table, snapshot: Snapshot) -> set[str]:

@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from engine.deletion_vectors.index_file import DeletionFile
 from engine.deletion_vectors.maintainer import BucketVectors, vectors_by_bucket
+from engine.dynamic_bucket.index_files import index_dir, index_path
 from engine.errors import CorruptFile
 from engine.io.file_io import FileIO
 from engine.meta import binary_row
@@ -25,6 +26,8 @@ from engine.options import PARTITION_DEFAULT_NAME, PARTITION_LEGACY_NAME
 from engine.paths import TablePaths
 from engine.read import predicate as pred
 from engine.schema import TableSchema
+
+INDEX_IN_DATA_FILE_DIR = "index-file-in-data-file-dir"
 
 
 @dataclass(frozen=True)
@@ -98,12 +101,6 @@ class ManifestCache:
             self._indexes[name] = decode_index_manifest(self._read(name), self.paths.manifest(name))
         return self._indexes[name]
 
-    def vectors(self, snapshot: Snapshot | None) -> dict[tuple[bytes, int], BucketVectors]:
-        """Deletion vectors of ``snapshot`` by (partition, bucket). Raises CorruptFile."""
-        if snapshot is None or not snapshot.index_manifest:
-            return {}
-        return vectors_by_bucket(self.paths.root, self.index_records(snapshot.index_manifest))
-
     def data_manifests(self, snapshot: Snapshot) -> list[ManifestFileMeta]:
         """The data manifests of ``snapshot``: its base list then its delta list. Raises CorruptFile."""
         return self.manifest_list(snapshot.base_manifest_list) + self.manifest_list(snapshot.delta_manifest_list)
@@ -161,6 +158,29 @@ class TableScan:
                                         opts.get(PARTITION_DEFAULT_NAME), opts.get(PARTITION_LEGACY_NAME))
         return self.paths.bucket_dir(pdir, bucket)
 
+    def index_file_dir(self, partition: bytes, bucket: int) -> str:
+        """Where new index files of a bucket go: ``<table>/index``, or the bucket's directory when the table has
+        ``index-file-in-data-file-dir`` (Paimon's IndexInDataFileDirPathFactory)."""
+        if self._index_in_bucket_dirs():
+            return self.bucket_dir(self.partition_values(partition), bucket)
+        return index_dir(self.paths.root)
+
+    def index_file_path(self, record: dict) -> str:
+        """The path of the index file an index-manifest record names."""
+        bucket_dir = None
+        if self._index_in_bucket_dirs() and not record.get("_EXTERNAL_PATH"):
+            bucket_dir = self.bucket_dir(self.partition_values(record["_PARTITION"]), record["_BUCKET"])
+        return index_path(self.paths.root, record, bucket_dir)
+
+    def _index_in_bucket_dirs(self) -> bool:
+        return self.schema.options.get(INDEX_IN_DATA_FILE_DIR, "").strip().lower() == "true"
+
+    def vectors(self, snapshot: Snapshot | None) -> dict[tuple[bytes, int], BucketVectors]:
+        """Deletion vectors of ``snapshot`` by (partition, bucket). Raises CorruptFile."""
+        if snapshot is None or not snapshot.index_manifest:
+            return {}
+        return vectors_by_bucket(self.manifests.index_records(snapshot.index_manifest), self.index_file_path)
+
     def plan(self, snapshot: Snapshot | None, dnf=None) -> list[Split]:
         """The Splits of ``snapshot`` (none for None) that may hold rows matching the normalized filter ``dnf``,
         sorted by (partition, bucket). Never drops a split that holds a matching row. Raises CorruptFile for
@@ -195,7 +215,7 @@ class TableScan:
         value_cols = pred.columns_of(dnf) - set(key_names) - set(parts)
         if s.table_options.merge_engine in ("partial-update", "aggregation"):
             value_cols = set()  # issue 3: a merged row can match a value filter that no single record matches
-        vectors = self.manifests.vectors(snapshot) if groups else {}
+        vectors = self.vectors(snapshot) if groups else {}
         for (partition, bucket), entries in groups.items():
             if value_cols and not any(self._values_may_match(e.file, dnf) for e in entries):
                 continue

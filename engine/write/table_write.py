@@ -187,7 +187,7 @@ class TableWrite(WriterLifecycle):
         live files (Table.writer_base moves the base to the latest snapshot if a concurrent expiration removed it)."""
         self.base_snapshot, entries = self.table.writer_base(self.base_snapshot)
         self._max_seq = max_sequence_numbers(entries)
-        self._base_vectors = self.table.manifests.vectors(self.base_snapshot) if self.options.deletion_vectors else {}
+        self._base_vectors = self.table.scan().vectors(self.base_snapshot) if self.options.deletion_vectors else {}
         self._base_files = {}
         for e in entries:
             self._base_files.setdefault((e.partition, e.bucket), []).append(e.file)

@@ -92,3 +92,34 @@ def test_lakemerge_compacts_what_pypaimon_writes_into_a_dv_table(tmp_path):
         lm_catalog(wh).get_table("db.t").compact()
         expected = [{"k": 1, "v": "A"}] + expected[1:] + ([{"k": 5, "v": "E"}] if len(expected) == 4 else [])
     assert lm_catalog(wh).get_table("db.t").check().ok
+
+
+IN_BUCKET_DIRS = {"index-file-in-data-file-dir": "true"}
+
+
+def test_index_files_in_bucket_directories_both_ways(tmp_path):
+    """``index-file-in-data-file-dir``: index files (deletion vectors, dynamic-bucket HASH indexes) live in the
+    bucket directories, not in ``index/`` (Paimon's IndexInDataFileDirPathFactory); lakemerge used to look for them
+    in ``index/`` and failed with CorruptFile on such tables."""
+    import os
+    wh = str(tmp_path / "warehouse")
+    schema = pa.schema([("k", pa.int64()), ("v", pa.string())])
+    t = lm_catalog(wh).create_table("db.dv", schema=schema, primary_key=["k"],
+                                    options={"bucket": "1", **DV, **IN_BUCKET_DIRS})
+    t.write(pa.table({"k": list(range(100)), "v": ["a"] * 100}, schema=schema))
+    t.write(pa.table({"k": [1, 2], "v": ["b", "b"]}, schema=schema))
+    (split,) = t.plan()
+    assert any(n.startswith("index-") for n in os.listdir(split.bucket_dir)) and not os.path.exists(t.root + "/index")
+    expected = [{"k": k, "v": "b" if k in (1, 2) else "a"} for k in range(100)]
+    assert rows_of(t.read(), ["k"]) == expected
+    assert rows_of(pp_read(pp_get_table(wh, "db.dv")), ["k"]) == expected
+    assert t.check().ok and not t.check().orphan_files
+
+    pp = pp_create_table(pp_catalog(wh), "db.dyn", schema, ["k"], options={"bucket": "-1", **IN_BUCKET_DIRS})
+    pp_write(pp, pa.table({"k": [1, 2, 3], "v": ["a", "b", "c"]}))
+    lm = lm_catalog(wh).get_table("db.dyn")
+    assert rows_of(lm.read(), ["k"]) == [{"k": 1, "v": "a"}, {"k": 2, "v": "b"}, {"k": 3, "v": "c"}]
+    lm.write(pa.table({"k": [3, 4], "v": ["C", "d"]}, schema=schema))  # restores pypaimon's HASH index
+    expected = [{"k": 1, "v": "a"}, {"k": 2, "v": "b"}, {"k": 3, "v": "C"}, {"k": 4, "v": "d"}]
+    assert rows_of(pp_read(pp_get_table(wh, "db.dyn")), ["k"]) == expected
+    assert lm_catalog(wh).get_table("db.dyn").check().ok

@@ -5,7 +5,9 @@ Spark vs Spark on Parquet, commit throughput per changelog producer, peak memory
 benchmarks.compaction_bench run``, ``python -m benchmarks.engine_bench`` and ``python -m benchmarks.spark_breakdown``.
 
 Names: ``merge`` (= merge-memory + merge-table), ``merge-memory`` (in-memory merge), ``merge-table`` (table ingest +
-merged read), ``hashing``, ``lookups``, ``upsert``, ``scaling`` (1 vs 2 threads); ``all`` (default) = every one.
+merged read), ``hashing``, ``lookups``, ``upsert``, ``scaling`` (1 vs 2 threads); ``all`` (default) = every one but
+``dv``. ``python -m benchmarks dv [--quick]`` (deletion vectors vs merge-on-read, pypaimon reading the DV table;
+benchmarks/dv_bench.py, RESULTS-dv.md) runs alone, with its own options and workload sizes.
 """
 from __future__ import annotations
 
@@ -29,7 +31,8 @@ MEMORY_CONTENDERS = [  # (worker contender, label, extra env)
     ("pandas", "pandas", {}),
 ]
 TABLE_CONTENDERS = ["lakemerge", "pypaimon-native", "pypaimon"]
-NAMES = ["all", "merge", "merge-memory", "merge-table", "hashing", "lookups", "upsert", "scaling"]
+NAMES = ["all", "merge", "merge-memory", "merge-table", "hashing", "lookups", "upsert", "scaling", "dv"]
+STANDALONE = {"dv"}  # own entry point (must come first), not part of ``all``
 
 
 def parse_args(argv=None):
@@ -57,12 +60,14 @@ def parse_args(argv=None):
         args.table_repeat = 1 if args.quick else 3
     if isinstance(args.names, str):   # the default
         args.names = [args.names]
-    names = set(NAMES) if "all" in args.names else set(args.names)
+    if STANDALONE & set(args.names):
+        ap.error("run 'dv' alone, first: python -m benchmarks dv [--quick] (see python -m benchmarks dv --help)")
+    names = set(NAMES) - STANDALONE if "all" in args.names else set(args.names)
     args.memory = bool(names & {"merge", "merge-memory"})
     args.table = bool(names & {"merge", "merge-table"})
     args.hashing, args.lookups = "hashing" in names, "lookups" in names
     args.upsert, args.scaling = "upsert" in names, "scaling" in names
-    args.everything = names >= set(NAMES) - {"all"}
+    args.everything = names >= set(NAMES) - {"all"} - STANDALONE
     args.only = set(s.strip() for s in args.only.split(",")) if args.only else None
     if args.write_results is None:
         args.write_results = (not args.quick and args.everything and args.only is None
@@ -82,6 +87,9 @@ def main(argv=None) -> int:
     if argv[:1] == ["memory"]:  # issue 9: peak RSS of a merged read, in isolation
         from benchmarks.memory_bench import main as memory_main
         return memory_main(argv[1:])
+    if argv[:1] == ["dv"]:  # deletion vectors vs merge-on-read (benchmarks/dv_bench.py)
+        from benchmarks.dv_bench import main as dv_main
+        return dv_main(argv[1:])
     if argv[:1] == ["changelog"]:  # issue 5: commit throughput per changelog producer
         from benchmarks.changelog_bench import main as changelog_main
         return changelog_main(argv[1:])

@@ -66,7 +66,8 @@ def table_lines(rows: list[Row]) -> list[list[str]]:
     out = []
     for r in rows:
         if r.error:
-            out.append([r.case, r.contender, "ERROR", "", "", "", ""])
+            out.append([r.case, r.contender, "EXCLUDED" if r.error.startswith("EXCLUDED") else "ERROR", "", "", "",
+                        ""])
             continue
         b = base.get(r.case)
         ratio = f"{r.median / b.median:.2f}x" if b and r.median else "-"

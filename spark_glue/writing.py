@@ -3,8 +3,9 @@
 Protocol (one write job = one snapshot):
 - ``writer()`` runs once per job on the driver side: it pins the base snapshot and draws a job token.
 - Each task writes its rows with the engine's ``TableWrite`` (sorted level-0 runs per bucket it sees, sequence
-  numbers continuing from the pinned base) into data and changelog files whose names carry the job token
-  (``job_files``), and returns the pickled ``CommitMessage``s. A task that raises deletes its own files.
+  numbers continuing from the pinned base) into data, changelog and deletion-vector index files whose names carry
+  the job token (``job_files``), and returns the pickled ``CommitMessage``s. A task that raises deletes its own
+  files.
 - ``commit()`` publishes all messages of the successful task attempts as ONE snapshot (APPEND, or OVERWRITE in
   overwrite mode), then deletes every file carrying the job token that the snapshot does not list: the leftovers
   of failed or retried attempts (Spark drops their messages and may never tell ``abort()``). ``abort()`` deletes
@@ -288,12 +289,13 @@ def committed_snapshot(table: Table, commit_user: str, identifier: int, *, newer
 
 def message_file_names(messages) -> set[str]:
     """Every file a commit of ``messages`` can reference: new data files, compaction outputs (a task's writer
-    compacts the buckets it touched) and changelog files."""
+    compacts the buckets it touched), changelog files and the compactions' DV index files."""
     names = set()
     for m in messages:
         for group in (m.new_files, m.compact_after, getattr(m, "changelog_files", ()),
                       getattr(m, "compact_changelog", ())):
             names.update(f.file_name for f in group)
+        names.update(r["_FILE_NAME"] for r in getattr(m, "dv_after", ()))
     return names
 
 

@@ -74,25 +74,27 @@ def live_mask(deleted: np.ndarray | None, n: int) -> np.ndarray | None:
 def bucket_vectors(table, partition: bytes, bucket: int, base: BucketVectors | None):
     """The BucketDeletionVectors a compaction of the bucket maintains (starting from ``base``, the bucket's vectors
     in the snapshot it started from), or None when the table is not in deletion-vector mode."""
-    from engine.options import DELETION_VECTORS_BITMAP64
+    from engine.options import DELETION_VECTORS_BITMAP64, DELETION_VECTORS_INDEX_PREFIX
     opts = table.schema.table_options
     if not opts.deletion_vectors:
         return None
     return BucketDeletionVectors(table.file_io, table.root, partition, bucket, base,
-                                 bitmap64=opts.get(DELETION_VECTORS_BITMAP64))
+                                 bitmap64=opts.get(DELETION_VECTORS_BITMAP64),
+                                 prefix=opts.get(DELETION_VECTORS_INDEX_PREFIX))
 
 
 class BucketDeletionVectors:
     """The deletion vectors of one bucket, loaded lazily from the base snapshot and changed by compactions."""
 
     def __init__(self, file_io, table_root: str, partition: bytes, bucket: int, base: BucketVectors | None, *,
-                 bitmap64: bool):
+                 bitmap64: bool, prefix: str = "index-"):
         self.file_io = file_io
         self.table_root = table_root
         self.partition = partition
         self.bucket = bucket
         self.base = base or BucketVectors()
         self.bitmap64 = bitmap64
+        self.prefix = prefix  # of the index file's name
         self._vectors: dict[str, np.ndarray] | None = None
         self.modified = False
         self._written: tuple[dict, ...] | None = None
@@ -130,8 +132,9 @@ class BucketDeletionVectors:
             return None
         if self._written is None:
             live = {name: v for name, v in self._all().items() if len(v)}
-            self._written = (write_dv_index(self.file_io, self.table_root, live, bitmap64=self.bitmap64,
-                                            partition=self.partition, bucket=self.bucket),) if live else ()
+            record = write_dv_index(self.file_io, self.table_root, live, bitmap64=self.bitmap64,
+                                    partition=self.partition, bucket=self.bucket, prefix=self.prefix) if live else None
+            self._written = () if record is None else (record,)
         return self.base.index_files, self._written
 
     def discard(self) -> None:

@@ -170,3 +170,23 @@ def _fail_task_1(batches):
         time.sleep(1.0)
         raise RuntimeError("injected failure of task 1")
     yield from batches
+
+
+# --- overwrite ----------------------------------------------------------------------------------------------
+def test_overwrite_of_a_partition_drops_its_vectors(spark, tmp_path):
+    t = _table(tmp_path)
+    model = _upserts(0, range(400))
+    spark_glue.write_table(_df(spark, model), t.root)
+    changes = _upserts(1, range(0, 400, 20))
+    spark_glue.write_table(_df(spark, changes), t.root)
+    model.update(changes)
+    a_part = next(sp.partition for sp in t.plan() if sp.partition_values == ("a",))
+    before = dv_records(t)
+    assert {r["_PARTITION"] for r in before} == {sp.partition for sp in t.plan()}
+    new_a = {("a", k): k for k in range(5, 50, 5)}
+    _df(spark, new_a).write.format("lakemerge").mode("overwrite").save(t.root)
+    model = {**{key: v for key, v in model.items() if key[0] == "b"}, **new_a}
+    assert "OVERWRITE" in {s.commit_kind for s in t.snapshots()}
+    assert _spark_read(spark, t) == _engine_rows(t.read()) == _model_rows(model)
+    assert dv_records(t) == [r for r in before if r["_PARTITION"] != a_part]  # b's vectors kept as they were
+    _storage_ok(t)

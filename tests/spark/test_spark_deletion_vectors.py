@@ -1,9 +1,11 @@
-"""Spark paths on deletion-vector tables (``deletion-vectors.enabled``). References: the engine's reads and a
-dict model of the rows; storage: every DV index file the latest snapshot lists exists and no file (index files
-included) is left unreferenced."""
+"""Every Spark path on deletion-vector tables (``deletion-vectors.enabled``): batch reads and time travel, bucket-
+parallel and unplaced writes, Spark compaction (also losing a race or failing), row-level helpers, streaming reads
+and partition overwrite. References: the engine's reads and a dict model of the rows; storage: every DV index file
+the latest snapshot lists exists and no file (index files included) is left unreferenced."""
 from __future__ import annotations
 
 import os
+import shutil
 
 import pyarrow as pa
 import pytest
@@ -80,7 +82,111 @@ def _upserts(step: int, keys) -> dict:
     return {(p, k): (k * 2654435761 + step * 40503 + len(p)) % 2**40 for p in ("a", "b") for k in keys}
 
 
+# --- batch reads --------------------------------------------------------------------------------------------
+def test_batch_reads_and_time_travel_equal_the_engine(spark, tmp_path):
+    """Spark reads every snapshot as ``Table.read`` does: an APPEND snapshot's level-0 file stays hidden until
+    the COMPACT snapshot after it, whose vectors hide the old versions (raw, unmerged reads)."""
+    t = _table(tmp_path)
+    t.write(_arrow(_upserts(0, range(100))))
+    t.write(_arrow(_upserts(1, range(0, 100, 3))))
+    t.delete(_arrow({("a", 4): 0, ("b", 5): 0}))
+    assert dv_records(t)
+    kinds = {s.id: s.commit_kind for s in t.snapshots()}
+    at = {sid: _spark_read(spark, t, **{"scan.snapshot-id": sid}) for sid in kinds}
+    assert at == {sid: _engine_rows(t.read(sid)) for sid in kinds}
+    appends = [sid for sid, kind in kinds.items() if kind == "APPEND" and sid > 1 and kinds.get(sid + 1) == "COMPACT"]
+    assert appends
+    for sid in appends:  # level 0 hidden: the APPEND snapshot reads as the one before, unlike the COMPACT after it
+        assert at[sid] == at[sid - 1] != at[sid + 1]
+    assert _spark_read(spark, t) == at[max(kinds)]
+    pruned = spark_glue.read_table(spark, t.root, prune=True)
+    assert _spark_rows(pruned.where("p = 'a' AND k = 3").collect()) == [("a", 3, _upserts(1, [3])[("a", 3)])]
+    assert _spark_rows(pruned.where("v > 600000000000").collect()) == \
+        _engine_rows(t.read(filter=[("v", ">", 600000000000)]))
+    projected = spark_glue.read_table(spark, t.root, columns=["k", "v"]).collect()
+    assert sorted((r.k, r.v) for r in projected) == sorted((p, k, v)[1:] for p, k, v in at[max(kinds)])
+    # merge-on-read: batch reads merge level 0 too, in Spark as in the engine
+    t.write(_arrow({("a", 1): -1}))
+    t.alter().set_option("deletion-vectors.merge-on-read", "true").commit()
+    t = Catalog(str(tmp_path / "wh")).get_table("db.t")
+    append = t.latest_snapshot_id() - 1
+    assert ("a", 1, -1) in _engine_rows(t.read(append))
+    assert _spark_read(spark, t, **{"scan.snapshot-id": append}) == _engine_rows(t.read(append))
+
+
+# --- writes -------------------------------------------------------------------------------------------------
+def test_write_table_commits_the_tasks_vectors(spark, tmp_path):
+    """Bucket-parallel writes: each task compacts its buckets, its message carries the new vectors, the driver
+    commits them with the COMPACT snapshot. One live row per key above level 0, equal to the model."""
+    t = _table(tmp_path)
+    model: dict = {}
+    for step, keys in enumerate([range(150), range(0, 150, 4), range(1, 150, 5)]):
+        changes = _upserts(step, keys)
+        sid = spark_glue.write_table(_df(spark, changes), t.root)
+        model.update(changes)
+        assert t.snapshot(sid).commit_kind == "COMPACT"
+        if step:  # the APPEND snapshot publishes no vector; the COMPACT one does
+            assert dv_records(t, sid - 1) == dv_records(t, sid - 2)
+            assert dv_records(t, sid) != dv_records(t, sid - 1)
+    deletes = spark.createDataFrame([("a", 8, 0, "-D"), ("b", 9, 0, "-D")], DDL + ", kind string")
+    spark_glue.write_table(deletes, t.root, **{"rowkind.column": "kind"})
+    del model[("a", 8)], model[("b", 9)]
+    assert _spark_read(spark, t) == _engine_rows(t.read()) == _model_rows(model)
+    assert live_rows_above_level0(t) == _model_rows(model)
+    assert _storage_ok(t)
+
+
+@pytest.mark.parametrize("changelog", ["none", "lookup"])
+def test_unplaced_writes_drop_task_vectors_and_compact_on_the_driver(spark, tmp_path, changelog):
+    """``df.write.format`` without placement: tasks share buckets, so their compactions (and the DV index files
+    they wrote) are dropped and the driver compacts the shared buckets, writing the vectors once."""
+    t = _table(tmp_path, **{"changelog-producer": changelog})
+    model: dict = {}
+    for step, keys in enumerate([range(400), range(0, 400, 20), range(0, 400, 30)]):
+        changes = _upserts(step, keys)
+        _df(spark, changes).repartition(2).write.format("lakemerge").mode("append").save(t.root)
+        model.update(changes)
+        assert t.snapshot().commit_kind == "COMPACT"
+        assert _spark_read(spark, t) == _engine_rows(t.read()) == _model_rows(model)
+        assert live_rows_above_level0(t) == _model_rows(model)
+        assert all(f.level > 0 for sp in t.plan() for f in sp.files)
+        records = _storage_ok(t)  # the driver's vectors are there; the tasks' dropped ones are gone
+        assert records or step != 1
+    if changelog == "lookup":
+        kinds = t.read_changes().column("_row_kind").to_pylist()
+        assert kinds.count("+I") == 800 and kinds.count("+U") == kinds.count("-U") == 2 * (20 + 14)
+
+
 # --- compaction ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("full", [False, True])
+def test_spark_compaction_equals_engine_compaction(spark, tmp_path, full):
+    t = _table(tmp_path, **{"write-only": "true"})
+    model = _upserts(0, range(400))
+    t.write(_arrow(model))
+    assert spark_glue.compact(spark, t.root, full=True) == 2
+    for step, keys in ((1, range(0, 400, 20)), (2, range(0, 400, 30))):
+        changes = _upserts(step, keys)
+        t.write(_arrow(changes))
+        model.update(changes)
+    assert _engine_rows(t.read()) == _model_rows(_upserts(0, range(400)))  # level 0 not compacted yet
+    twin_root = str(tmp_path / "wh" / "db.db" / "twin")
+    shutil.copytree(t.root, twin_root)
+    twin = Catalog(str(tmp_path / "wh")).get_table("db.twin")
+    latest = t.latest_snapshot_id()
+    sid = spark_glue.compact(spark, t.root, full=full)
+    assert sid == twin.compact(full=full) == latest + 1 and t.snapshot().commit_kind == "COMPACT"
+    assert _spark_read(spark, t) == _engine_rows(t.read()) == _engine_rows(twin.read()) == _model_rows(model)
+    assert live_rows_above_level0(t) == _model_rows(model)
+
+    def vectors(table):
+        return sorted((r["_PARTITION"], r["_BUCKET"], tuple(sorted((x["f0"], x["_CARDINALITY"])
+                                                                    for x in r["_DELETIONS_VECTORS_RANGES"])))
+                      for r in dv_records(table))
+    assert vectors(t) == vectors(twin)
+    assert bool(vectors(t)) != full  # a full compaction rewrites every file: no vector is left
+    _storage_ok(t)
+
+
 class _ConcurrentCompaction(CompactionJob):
     """Task 0 compacts, then an engine compaction of the same buckets commits before the job's commit."""
 
@@ -170,6 +276,61 @@ def _fail_task_1(batches):
         time.sleep(1.0)
         raise RuntimeError("injected failure of task 1")
     yield from batches
+
+
+# --- row-level helpers --------------------------------------------------------------------------------------
+def test_delete_update_merge_on_a_dv_table(spark, tmp_path):
+    t = _table(tmp_path)
+    model = _upserts(0, range(300))
+    spark_glue.write_table(_df(spark, model), t.root)
+    spark_glue.delete_where(spark, t.root, "p = 'a' AND k % 7 = 0")
+    model = {key: v for key, v in model.items() if not (key[0] == "a" and key[1] % 7 == 0)}
+    spark_glue.update_where(spark, t.root, {"v": "v + 1"}, "k < 40")
+    model = {key: v + 1 if key[1] < 40 else v for key, v in model.items()}
+    assert dv_records(t)
+    source = _df(spark, {("a", 1): 5, ("a", 7): 6, ("b", 2): 7, ("b", 999): 8})
+    spark_glue.merge_into(spark, t.root, source, on=["p", "k"], when_matched="update", when_not_matched="insert")
+    model.update({("a", 1): 5, ("a", 7): 6, ("b", 2): 7, ("b", 999): 8})
+    spark_glue.merge_into(spark, t.root, _df(spark, {("b", 3): 0, ("b", 4): 0}), on=["p", "k"],
+                          when_matched="delete", when_not_matched=None)
+    del model[("b", 3)], model[("b", 4)]
+    assert _spark_read(spark, t) == _engine_rows(t.read()) == _model_rows(model)
+    assert live_rows_above_level0(t) == _model_rows(model)
+    _storage_ok(t)
+
+
+# --- streaming reads ----------------------------------------------------------------------------------------
+def _stream_rows(spark, t, out, ck, **options):
+    import glob
+    import pyarrow.parquet as pq
+    q = (spark_glue.read_stream(spark, t.root, **options).writeStream.format("parquet")
+         .option("checkpointLocation", ck).option("path", out).trigger(availableNow=True).start())
+    q.awaitTermination(120)
+    assert q.exception() is None
+    files = glob.glob(os.path.join(out, "*.parquet"))
+    rows = pa.concat_tables([pq.read_table(f) for f in files]).to_pylist() if files else []
+    return sorted((r["p"], r["k"], r["v"], r["_row_kind"]) for r in rows)
+
+
+def test_stream_latest_full_reads_level0_of_its_start_snapshot_then_changes(spark, tmp_path):
+    """The full read of the start snapshot merges every level (level 0 too, which batch reads hide) and applies
+    the vectors; later snapshots arrive as changes."""
+    t, model = _level0_updates(tmp_path)
+    t.compact()
+    assert dv_records(t)
+    updates = _upserts(2, range(1, 400, 25))
+    t.write(_arrow(updates))  # uncompacted: hidden from batch reads
+    model.update(updates)
+    assert _engine_rows(t.read()) != _model_rows(model)
+    out, ck = str(tmp_path / "out"), str(tmp_path / "ck")
+    full = _stream_rows(spark, t, out, ck)
+    assert full == sorted(row + ("+I",) for row in _model_rows(model))
+    start = t.latest_snapshot_id()
+    t.write(_arrow({("a", 2): 1, ("b", 500): 2}))
+    t.delete(_arrow({("a", 3): 0}))
+    changes = sorted((r["p"], r["k"], r["v"], r["_row_kind"]) for r in t.read_changes(start).to_pylist())
+    assert {c[-1] for c in changes} == {"+I", "-D"}
+    assert _stream_rows(spark, t, out, ck) == sorted(full + changes)
 
 
 # --- overwrite ----------------------------------------------------------------------------------------------

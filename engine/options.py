@@ -215,6 +215,9 @@ DELETION_VECTORS_BITMAP64 = _opt("deletion-vectors.bitmap64", parse_bool, False,
                                  "write deletion vectors in the 64-bit (Iceberg-compatible) format")
 DELETION_VECTORS_MERGE_ON_READ = _opt("deletion-vectors.merge-on-read", parse_bool, False,
                                       "batch reads of a deletion-vector table also merge its level-0 files")
+DELETION_VECTORS_INDEX_PREFIX = _opt("deletion-vectors.index-file.prefix", str, "index-",
+                                     "name prefix of new deletion-vector index files (lakemerge; Spark jobs tag "
+                                     "the files they write with it)")
 FORCE_LOOKUP = _opt("force-lookup", parse_bool, False,
                     "compaction looks keys up in older levels, as changelog-producer=lookup does")
 

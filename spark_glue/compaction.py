@@ -4,13 +4,14 @@ Protocol (one call = at most one COMPACT snapshot):
 - The driver plans with ``engine.compact.manager.compaction_splits`` (the latest snapshot's (partition, bucket)
   splits), packs the splits into tasks balanced by bytes and draws a job token.
 - Each Spark task (``mapInArrow`` over ``spark.range(tasks)``, one row per task) runs ``compact_split`` for each of
-  its splits with the engine's kernels, writing files named ``<prefix><token>-...`` (data and changelog files), and
-  returns the pickled ``CommitMessage``s. A split that fails deletes its own files (compact_split).
+  its splits with the engine's kernels, writing files named ``<prefix><token>-...`` (data, changelog and
+  deletion-vector index files, see job_files), and returns the pickled ``CommitMessage``s. A split that fails
+  deletes its own files (compact_split).
 - The driver commits the messages of the successful attempts as ONE COMPACT snapshot, then deletes every file of
-  the involved buckets that carries the job token and the snapshot does not list: the leftovers of failed, killed
-  or speculative attempts, whose results Spark dropped. If the job or the commit fails, every file of the job is
-  deleted and the table stays at its last snapshot. Upgraded files (same file, new level) keep their names and are
-  never touched.
+  the involved buckets (and of ``index/``) that carries the job token and the snapshot does not list: the leftovers
+  of failed, killed or speculative attempts, whose results Spark dropped. If the job or the commit fails, every
+  file of the job is deleted and the table stays at its last snapshot. Upgraded files (same file, new level) keep
+  their names and are never touched.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import pickle
 import uuid
 
 from engine.errors import CommitConflict, CommitRetriesExhausted
-from spark_glue.job_files import remove_tagged_files, tag_files
+from spark_glue.job_files import job_dirs, remove_tagged_files, tag_files
 from spark_glue.tables import open_table
 
 
@@ -85,7 +86,7 @@ class CompactionJob:
         self.base_id = snapshot.id
         tasks = self.tasks or 2 * spark.sparkContext.defaultParallelism
         self.groups = pack_by_size(splits, tasks)
-        dirs = {table.bucket_dir(sp.partition_values, sp.bucket) for sp in splits}
+        dirs = job_dirs(table, {table.bucket_dir(sp.partition_values, sp.bucket) for sp in splits})
         n = len(self.groups)
         try:
             rows = (spark.range(0, n, 1, n).mapInArrow(self.task, "message binary").collect())
@@ -103,6 +104,7 @@ class CompactionJob:
             self.remove_files(table, dirs, keep=set())
             raise
         keep = {f.file_name for m in messages for f in (*m.compact_after, *m.compact_changelog)}
+        keep |= {r["_FILE_NAME"] for m in messages for r in m.dv_after}
         self.remove_files(table, dirs, keep)
         return sid
 

@@ -3,8 +3,9 @@
 Protocol (one write job = one snapshot):
 - ``writer()`` runs once per job on the driver side: it pins the base snapshot and draws a job token.
 - Each task writes its rows with the engine's ``TableWrite`` (sorted level-0 runs per bucket it sees, sequence
-  numbers continuing from the pinned base) into data and changelog files whose names carry the job token
-  (``job_files``), and returns the pickled ``CommitMessage``s. A task that raises deletes its own files.
+  numbers continuing from the pinned base) into data, changelog and deletion-vector index files whose names carry
+  the job token (``job_files``), and returns the pickled ``CommitMessage``s. A task that raises deletes its own
+  files.
 - ``commit()`` publishes all messages of the successful task attempts as ONE snapshot (APPEND, or OVERWRITE in
   overwrite mode), then deletes every file carrying the job token that the snapshot does not list: the leftovers
   of failed or retried attempts (Spark drops their messages and may never tell ``abort()``). ``abort()`` deletes
@@ -13,7 +14,9 @@ Protocol (one write job = one snapshot):
   user already published is skipped and its files are deleted.
 - Input not placed by bucket (``df.write.format`` cannot repartition): tasks that share a bucket number their
   records on separate sequence lanes (``write_task``), and since their compactions of it would conflict, the
-  driver drops them, commits the data, then compacts those buckets itself (``compact_shared_buckets``).
+  driver drops them, commits the data, then compacts those buckets itself (``compact_dropped_buckets``). An
+  overwrite drops every task's compaction (it replaces the files they started from) and compacts the written
+  buckets the same way: in deletion-vector mode batch reads see no level-0 file until it is compacted.
 """
 from __future__ import annotations
 
@@ -136,9 +139,9 @@ class WriteJob:
         """Publish the messages of all successful tasks as one snapshot; returns its id (or the id that already
         holds this identifier, or the latest id when there was nothing to write)."""
         table = open_table(self.path)
-        shared = set() if self.overwrite else shared_buckets(task_files)
-        messages = [without_compaction(table, m) if (m.partition, m.bucket) in shared else m
-                    for tf in task_files if tf is not None for m in tf.messages]
+        messages = [m for tf in task_files if tf is not None for m in tf.messages]
+        dropped = {(m.partition, m.bucket) for m in messages} if self.overwrite else shared_buckets(task_files)
+        messages = [without_compaction(table, m) if (m.partition, m.bucket) in dropped else m for m in messages]
         ident = self.identifier if identifier is None else int(identifier)
         tag = self.task_tag(task_files, identifier)
         if ident is not None:
@@ -160,9 +163,9 @@ class WriteJob:
         # The data is committed: nothing below may raise, or Spark would report the write as failed.
         try:
             remove_tagged_files(table, tag, keep=message_file_names(messages))
-            if shared and not table.schema.is_append_only and not table.schema.table_options.get(WRITE_ONLY):
-                sid = compact_shared_buckets(table, shared, self.commit_user,
-                                             BATCH_COMMIT_IDENTIFIER if ident is None else ident, sid)
+            if dropped and not table.schema.is_append_only and not table.schema.table_options.get(WRITE_ONLY):
+                sid = compact_dropped_buckets(table, dropped, self.commit_user,
+                                              BATCH_COMMIT_IDENTIFIER if ident is None else ident, sid)
         except Exception as e:  # noqa: BLE001 - leftovers are orphans for remove_orphan_files, never data
             log.warning("table %s: snapshot %s is committed, but the work after it failed: %s", table.name, sid, e)
         return sid
@@ -251,11 +254,12 @@ def without_compaction(table: Table, message: CommitMessage) -> CommitMessage:
     return replace(message, compact_before=(), compact_after=(), compact_changelog=(), dv_before=None, dv_after=())
 
 
-def compact_shared_buckets(table: Table, buckets, commit_user: str, identifier: int, sid: int | None) -> int | None:
-    """After a commit whose tasks shared ``buckets``: compact those buckets here, as their writers would have (and
-    produce their lookup / full-compaction changelog), committed as a COMPACT snapshot with the same user and
-    identifier; returns its id, or ``sid`` when nothing needed work or the compaction lost to a concurrent one
-    (the data is committed either way; the next write compacts)."""
+def compact_dropped_buckets(table: Table, buckets, commit_user: str, identifier: int, sid: int | None) -> int | None:
+    """After a commit that dropped its tasks' compactions of ``buckets`` (shared buckets, or an overwrite): compact
+    those buckets here, as their writers would have (and produce their lookup / full-compaction changelog),
+    committed as a COMPACT snapshot with the same user and identifier; returns its id, or ``sid`` when nothing
+    needed work or the compaction lost to a concurrent one (the data is committed either way; the next write
+    compacts)."""
     from engine.compact.manager import compact_buckets
     messages = compact_buckets(table, buckets, commit_user=commit_user, commit_identifier=identifier)
     if not messages:
@@ -263,7 +267,7 @@ def compact_shared_buckets(table: Table, buckets, commit_user: str, identifier: 
     try:
         return table.commit(messages)
     except (CommitConflict, CommitRetriesExhausted) as e:  # Table.commit deleted the compaction's files
-        log.warning("table %s: data committed as snapshot %s; compacting the buckets its tasks shared lost to a "
+        log.warning("table %s: data committed as snapshot %s; compacting the buckets its tasks wrote lost to a "
                     "concurrent commit: %s", table.name, sid, e)
         return sid
 
@@ -288,12 +292,13 @@ def committed_snapshot(table: Table, commit_user: str, identifier: int, *, newer
 
 def message_file_names(messages) -> set[str]:
     """Every file a commit of ``messages`` can reference: new data files, compaction outputs (a task's writer
-    compacts the buckets it touched) and changelog files."""
+    compacts the buckets it touched), changelog files and the compactions' DV index files."""
     names = set()
     for m in messages:
         for group in (m.new_files, m.compact_after, getattr(m, "changelog_files", ()),
                       getattr(m, "compact_changelog", ())):
             names.update(f.file_name for f in group)
+        names.update(r["_FILE_NAME"] for r in getattr(m, "dv_after", ()))
     return names
 
 

@@ -489,12 +489,15 @@ class Committer:
         overwritten partition is replaced too (Paimon's INSERT OVERWRITE semantics). Buckets of overwritten
         partitions may change count (rescale). Exactly once per (commit user, identifier) like ``commit``.
         ``commit_user``/``commit_identifier`` are needed only when there are no messages (overwrite with nothing).
-        Raises CommitConflict, CommitRetriesExhausted, CommitOutcomeUnknown.
+        The messages' compaction results (a writer compacts its bucket's old files with the new ones) are not
+        published, since the overwrite replaces the files they came from: the files they wrote (data, changelog,
+        DV index) are deleted. Raises CommitConflict, CommitRetriesExhausted, CommitOutcomeUnknown.
         """
         t = self.table
         messages = list(messages)
         self._messages = messages
         self._overwritten = partitions
+        self._delete_compaction_outputs(messages)
         self._check_schemas({m.schema_id for m in messages})
         adds = [ManifestEntry(ADD, m.partition, m.bucket, m.total_buckets, f) for m in messages for f in m.new_files]
         users = {(m.commit_user, m.commit_identifier) for m in messages}

@@ -38,11 +38,11 @@ class DeletionFile:
 
 
 def write_dv_index(file_io: FileIO, directory: str, vectors: dict[str, np.ndarray], *, bitmap64: bool,
-                   partition: bytes, bucket: int) -> dict:
-    """Write one new DV index file in ``directory`` holding the vector of every data file in ``vectors`` (in sorted
-    name order; empty vectors are skipped) and return its ADD index-manifest record. With no non-empty vector the
-    file holds only the version byte and the record lists no ranges. Raises ValueError (as ``encode_dv``) before writing
-    anything if a vector cannot be encoded, StorageError if the write fails."""
+                   partition: bytes, bucket: int, prefix: str = "index-") -> dict:
+    """Write one new DV index file ``<prefix><uuid>-0`` in ``directory`` holding the vector of every data file in
+    ``vectors`` (in sorted name order; empty vectors are skipped) and return its ADD index-manifest record. With no
+    non-empty vector the file holds only the version byte and the record lists no ranges. Raises ValueError (as
+    ``encode_dv``) before writing anything if a vector cannot be encoded, StorageError if the write fails."""
     chunks = [bytes([DV_FILE_VERSION])]
     position = 1
     ranges = []
@@ -56,7 +56,7 @@ def write_dv_index(file_io: FileIO, directory: str, vectors: dict[str, np.ndarra
         position += len(record)
     if position > _MAX_FILE_SIZE:
         raise ValueError(f"a DV index file of {position} bytes is too large: range offsets must fit in an int32")
-    name = f"index-{uuid.uuid4()}-0"
+    name = f"{prefix}{uuid.uuid4()}-0"
     file_io.mkdirs(directory)
     file_io.write_bytes(f"{directory}/{name}", b"".join(chunks))
     record = hash_record(partition, bucket, name, position, len(ranges))

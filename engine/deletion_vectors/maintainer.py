@@ -66,23 +66,26 @@ def drop_deleted(rows: pa.Table, deleted: np.ndarray | None, start: int = 0) -> 
 def bucket_vectors(table, partition: bytes, bucket: int, base: BucketVectors | None):
     """The BucketDeletionVectors a compaction of the bucket maintains (starting from ``base``, the bucket's vectors
     in the snapshot it started from), or None when the table is not in deletion-vector mode."""
-    from engine.options import DELETION_VECTORS_BITMAP64
+    from engine.options import DELETION_VECTORS_BITMAP64, DELETION_VECTORS_INDEX_PREFIX
     opts = table.schema.table_options
     if not opts.deletion_vectors:
         return None
-    return BucketDeletionVectors(table, partition, bucket, base, bitmap64=opts.get(DELETION_VECTORS_BITMAP64))
+    return BucketDeletionVectors(table, partition, bucket, base, bitmap64=opts.get(DELETION_VECTORS_BITMAP64),
+                                 prefix=opts.get(DELETION_VECTORS_INDEX_PREFIX))
 
 
 class BucketDeletionVectors:
     """The deletion vectors of one bucket, loaded lazily from the base snapshot and changed by compactions."""
 
-    def __init__(self, table, partition: bytes, bucket: int, base: BucketVectors | None, *, bitmap64: bool):
+    def __init__(self, table, partition: bytes, bucket: int, base: BucketVectors | None, *, bitmap64: bool,
+                 prefix: str = "index-"):
         self.file_io = table.file_io
         self.scan = table.scan()
         self.partition = partition
         self.bucket = bucket
         self.base = base or BucketVectors()
         self.bitmap64 = bitmap64
+        self.prefix = prefix  # of the index file's name
         self._vectors: dict[str, np.ndarray] | None = None
         self.modified = False
         self._written: tuple[dict, ...] | None = None
@@ -122,7 +125,8 @@ class BucketDeletionVectors:
             live = {name: v for name, v in self._all().items() if len(v)}
             directory = self.scan.index_file_dir(self.partition, self.bucket)
             self._written = (write_dv_index(self.file_io, directory, live, bitmap64=self.bitmap64,
-                                            partition=self.partition, bucket=self.bucket),) if live else ()
+                                            partition=self.partition, bucket=self.bucket, prefix=self.prefix),
+                             ) if live else ()
         return self.base.index_files, self._written
 
     def discard(self) -> None:

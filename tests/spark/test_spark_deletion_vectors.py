@@ -12,7 +12,6 @@ import pytest
 
 import spark_glue
 from engine import Catalog
-from engine.deletion_vectors.index_file import index_file_path
 from spark_glue.compaction import CompactionJob
 from tests.test_deletion_vectors import SCHEMA, dv_records, live_rows_above_level0
 
@@ -72,7 +71,7 @@ def _storage_ok(t) -> list[dict]:
     assert report.ok, report.problems
     assert report.orphan_files == []
     records = dv_records(t) if t.snapshot() is not None else []
-    assert all(os.path.exists(index_file_path(t.root, r)) for r in records)
+    assert all(os.path.exists(t.scan().index_file_path(r)) for r in records)
     return records
 
 

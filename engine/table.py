@@ -181,7 +181,8 @@ class Table:
         """
         if self.schema.is_append_only:
             from engine.append.read import read_append
-            return read_append(self, snapshot_id, columns, filter)
+            snap = self.tag_snapshot(tag) if tag is not None else None
+            return read_append(self, snapshot_id, columns, filter, snapshot=snap)
         out_cols = list(columns) if columns is not None else list(self.schema.field_names)
         unknown = [c for c in out_cols if c not in self.schema.field_names]
         if unknown:

@@ -86,6 +86,18 @@ def test_projection_filter_and_time_travel(unaware):
     assert unaware.read(columns=["v"], filter=[("id", ">", 1)]).to_pylist() == [{"v": "v2"}, {"v": "v3"}]
 
 
+def test_time_travel_to_a_tag(catalog):
+    t = catalog.create_table("db.tt", SCHEMA, options={"snapshot.num-retained.min": "1",
+                                                       "snapshot.num-retained.max": "1"})
+    t.write(batch("a", [1, 2]))
+    t.create_tag("v1")
+    t.write(batch("b", [3]))
+    assert t.read(tag="v1").to_pylist() == [{"dt": "a", "id": 1, "v": "v1"}, {"dt": "a", "id": 2, "v": "v2"}]
+    t.write(batch("b", [4]))
+    assert t.snapshot_manager.ids() == [3]  # the tagged snapshot expired; its tag still reads it
+    assert t.read(tag="v1", columns=["id"], filter=[("id", ">", 1)]).to_pylist() == [{"id": 2}]
+
+
 def test_compaction_rewrites_small_files_and_keeps_order(catalog):
     t = catalog.create_table("db.c", SCHEMA, options={"compaction.min.file-num": "3"})
     for i in range(6):

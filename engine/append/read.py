@@ -46,9 +46,9 @@ def read_append_file(reader: SplitReader, split: Split, meta: DataFileMeta, colu
 
 
 def iter_append_batches(table, snapshot_id: int | None = None, columns: Sequence[str] | None = None,
-                        filter=None) -> Iterator[pa.RecordBatch]:
+                        filter=None, *, snapshot=None) -> Iterator[pa.RecordBatch]:
     """Yield record batches of ``columns`` (default: all) from the append table at ``snapshot_id`` (default:
-    latest), rows matching ``filter``.
+    latest; ``snapshot``: an already resolved Snapshot, such as a tag's, instead), rows matching ``filter``.
     Raises InvalidInput for an unknown column."""
     schema = table.schema
     out_cols = list(columns) if columns is not None else list(schema.field_names)
@@ -57,7 +57,7 @@ def iter_append_batches(table, snapshot_id: int | None = None, columns: Sequence
         raise InvalidInput(f"unknown column(s) {unknown}", table=table.name, column=unknown[0])
     dnf = pred.normalize(filter, table.arrow_schema, table.name)
     read_cols = list(dict.fromkeys(out_cols + sorted(pred.columns_of(dnf))))
-    snap = table.snapshot(snapshot_id)
+    snap = snapshot if snapshot is not None else table.snapshot(snapshot_id)
     scan = table.scan()
     reader = SplitReader(table.file_io, schema, table.schema_manager.schema)
     expr = pred.to_expression(dnf) if dnf else None
@@ -74,10 +74,11 @@ def iter_append_batches(table, snapshot_id: int | None = None, columns: Sequence
 
 
 def read_append(table, snapshot_id: int | None = None, columns: Sequence[str] | None = None,
-                filter=None) -> pa.Table:
-    """All rows of an append table at a snapshot (default latest), in append order per bucket."""
+                filter=None, *, snapshot=None) -> pa.Table:
+    """All rows of an append table at a snapshot (default latest; ``snapshot`` as in ``iter_append_batches``), in
+    append order per bucket."""
     out_cols = list(columns) if columns is not None else list(table.schema.field_names)
-    batches = list(iter_append_batches(table, snapshot_id, columns, filter))
+    batches = list(iter_append_batches(table, snapshot_id, columns, filter, snapshot=snapshot))
     target = pa.schema([table.schema.arrow_schema.field(c) for c in out_cols])
     return pa.Table.from_batches(batches, schema=target) if batches else target.empty_table()
 

@@ -176,9 +176,11 @@ class Table:
              tag: str | None = None) -> pa.Table:
         """The merged table at ``snapshot_id`` (default: latest), optionally projected and filtered.
 
-        Raises SnapshotNotFound for an unknown snapshot, InvalidInput for unknown columns or bad filters,
-        CorruptFile if a referenced file is missing or damaged.
+        Raises SnapshotNotFound for an unknown snapshot, TagNotFound, InvalidInput for unknown columns, bad filters
+        or both ``snapshot_id`` and ``tag``, CorruptFile if a referenced file is missing or damaged.
         """
+        if snapshot_id is not None and tag is not None:  # Paimon: only one time-travel option may be set
+            raise InvalidInput(f"give snapshot_id ({snapshot_id}) or tag ({tag!r}), not both", table=self.name)
         if self.schema.is_append_only:
             from engine.append.read import read_append
             snap = self.tag_snapshot(tag) if tag is not None else None

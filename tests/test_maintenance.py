@@ -136,6 +136,16 @@ def test_tags_read_protect_files_and_their_deletion_cleans_up(tmp_path):
         t.read(tag="release-1")
 
 
+def test_read_refuses_a_snapshot_id_and_a_tag_together(tmp_path):
+    t = _table(tmp_path)
+    first = _write(t, 0)
+    t.create_tag("one", first)
+    _write(t, 1)
+    with pytest.raises(InvalidInput, match="not both") as e:  # neither one silently wins
+        t.read(t.latest_snapshot_id(), tag="one")
+    assert e.value.table == "db.t"
+
+
 def test_tag_names_are_checked(tmp_path):
     t = _table(tmp_path)
     with pytest.raises(InvalidInput, match="without snapshots"):

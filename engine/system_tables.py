@@ -552,8 +552,9 @@ def _AUDIT_LOG_SCHEMA(table) -> pa.Schema:
 
 
 def _audit_log(table, snapshot) -> pa.Table:
-    """The merged rows of ``snapshot`` with the row kind of each key's merged record (Paimon's batch audit_log;
-    the change stream with row kinds is ``Table.stream`` / ``Table.read_changes``)."""
+    """The merged record of every key of ``snapshot`` with its row kind (Paimon's batch audit_log, whose read keeps
+    deletes: a key whose newest record is a -D/-U not yet dropped by a full compaction shows as that row); the
+    change stream with row kinds is ``Table.stream`` / ``Table.read_changes``."""
     from engine.changelog.files import row_kind_text
     from engine.read.split_read import SplitReader, batch_splits
     schema = _AUDIT_LOG_SCHEMA(table)
@@ -563,7 +564,7 @@ def _audit_log(table, snapshot) -> pa.Table:
     cols = list(table.schema.field_names)
     parts = []
     for split in batch_splits(table.scan().plan(snapshot), table.schema):
-        rows = reader.read(split, cols, with_kind=True)
+        rows = reader.read(split, cols, with_kind=True, keep_retracts=True)
         kinds = row_kind_text(rows.column("_VALUE_KIND").to_numpy())
         parts.append(pa.Table.from_arrays([kinds] + rows.select(cols).columns, schema=schema))
     return pa.concat_tables(parts) if parts else schema.empty_table()

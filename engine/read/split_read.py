@@ -221,10 +221,12 @@ class SplitReader:
             runs.append(files)
         return runs
 
-    def read(self, split: Split, columns: list[str], *, with_kind: bool = False) -> pa.Table:
+    def read(self, split: Split, columns: list[str], *, with_kind: bool = False,
+             keep_retracts: bool = False) -> pa.Table:
         """Merged live rows of the split projected to ``columns``, in no particular order. Every column the
         merge engine needs is decoded (``required_columns``); defaults (``fields.<f>.default-value``) fill nulls.
-        ``with_kind`` appends the merged records' ``_VALUE_KIND`` (issue 5, audit_log)."""
+        ``with_kind`` appends the merged records' ``_VALUE_KIND`` (issue 5, audit_log); ``keep_retracts`` also
+        returns keys whose merged record is a retract (-U/-D), as Paimon's reads with ``forceKeepDelete`` do."""
         from engine.merge_engines import apply_default_values, required_columns
         if self._raw_readable(split):
             rows = pa.concat_tables([self.read_file(split, f, list(columns)) for f in split.files])
@@ -239,7 +241,8 @@ class SplitReader:
             from engine.changelog.producers import newest_per_key
             high = newest_per_key([t for t, run in zip(tables, runs) if run[0].level > 0], self.schema)
             tables = [t for t, run in zip(tables, runs) if run[0].level == 0] + ([high] if high is not None else [])
-        merged = merge_runs(tables, self.schema, project=list(columns))  # consumes tables: frees inputs early
+        merged = merge_runs(tables, self.schema, project=list(columns),  # consumes tables: frees inputs early
+                            drop_retracts=not keep_retracts)
         if merged is None:
             empty = self.schema.arrow_schema.empty_table().select(list(columns))
             return empty.append_column(VALUE_KIND, pa.array([], pa.int8())) if with_kind else empty

@@ -560,6 +560,10 @@ def _audit_log(table, snapshot) -> pa.Table:
     schema = _AUDIT_LOG_SCHEMA(table)
     if snapshot is None:
         return schema.empty_table()
+    if table.schema.is_append_only:  # an append table's rows are all inserts (no merge, no row kinds stored)
+        from engine.append.read import read_append
+        rows = read_append(table, columns=list(table.schema.field_names), snapshot=snapshot)
+        return pa.Table.from_arrays([pa.array(["+I"] * rows.num_rows, pa.string())] + rows.columns, schema=schema)
     reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema)
     cols = list(table.schema.field_names)
     parts = []

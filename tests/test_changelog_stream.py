@@ -208,6 +208,17 @@ def test_audit_log_system_table(catalog):
     assert audit.read().to_pylist() == [{"rowkind": "+U", "k": 1, "a": 1, "v": "3"}]
 
 
+def test_audit_log_of_an_append_table(catalog):
+    t = catalog.create_table("db.app", SCHEMA)  # no primary key
+    first = t.write(rows((1, 1, "a"), (1, 1, "a")))
+    t.write(rows((2, 2, "b")))
+    audit = catalog.get_table("db.app$audit_log")
+    assert audit.read().to_pylist() == [{"rowkind": "+I", "k": 1, "a": 1, "v": "a"},
+                                        {"rowkind": "+I", "k": 1, "a": 1, "v": "a"},
+                                        {"rowkind": "+I", "k": 2, "a": 2, "v": "b"}]
+    assert audit.read(snapshot_id=first, columns=["rowkind", "v"]).to_pylist() == [{"rowkind": "+I", "v": "a"}] * 2
+
+
 def test_decoupled_changelog_outlives_snapshots(catalog):
     import os
     t = make(catalog, "t", "input", **{"snapshot.num-retained.min": "1", "snapshot.num-retained.max": "1",

@@ -240,6 +240,30 @@ def test_decoupled_changelog_outlives_snapshots(catalog):
     assert t.read().num_rows == 5
 
 
+def test_from_timestamp_starts_in_the_decoupled_changelog(catalog):
+    """Paimon's ContinuousFromTimestampStartingScanner looks the time up among the decoupled changelogs too: a
+    timestamp older than the earliest snapshot starts at the first changelog committed at or after it."""
+    import time
+
+    from engine.changelog import retention
+    t = make(catalog, "t", "input", **{"snapshot.num-retained.min": "1", "snapshot.num-retained.max": "1",
+                                       "snapshot.time-retained": "0 ms", "num-sorted-run.compaction-trigger": "100",
+                                       "changelog.num-retained.min": "10", "changelog.num-retained.max": "10",
+                                       "changelog.time-retained": "1 h"})
+    for i in range(5):
+        t.write(rows((i, i, str(i))))
+        time.sleep(0.002)  # distinct commit times
+    assert t.snapshot_manager.ids() == [5] and retention.ids(t) == [1, 2, 3, 4]
+
+    def keys(ts):
+        return [r["k"] for b in t.stream("from-timestamp", timestamp_millis=ts, idle_timeout=0) for r in b.to_pylist()]
+    assert keys(retention.read(t, 3).time_millis) == [2, 3, 4]
+    assert keys(retention.read(t, 3).time_millis - 1) == [2, 3, 4]
+    assert keys(0) == [0, 1, 2, 3, 4]
+    assert keys(t.snapshot(5).time_millis) == [4]
+    assert keys(t.snapshot(5).time_millis + 1) == []
+
+
 @pytest.mark.parametrize("producer", ["input", "lookup"])
 def test_decoupled_changelog_has_no_gaps_for_snapshots_without_changelog(catalog, producer):
     """Expiration writes changelog-<id> for every expired snapshot (as Paimon does), with or without changelog

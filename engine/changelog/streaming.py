@@ -31,6 +31,7 @@ import pyarrow as pa
 from engine.changelog.consumers import ConsumerManager
 from engine.changelog.files import ROW_KIND_COLUMN
 from engine.changelog.reading import check_columns, output_schema, snapshot_changes
+from engine.changelog import retention
 from engine.changelog.retention import changes_snapshot, earliest_change_id
 from engine.errors import InvalidInput, SnapshotNotFound
 from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER, COMMIT_KIND_COMPACT, Snapshot
@@ -105,6 +106,26 @@ def _compacted_snapshot(table) -> Snapshot | None:
     return sm.latest()
 
 
+def _first_not_before(table, timestamp_millis: int) -> int:
+    """The first id whose changes were committed at or after ``timestamp_millis``: one after the newest snapshot --
+    or decoupled changelog, which keeps an expired snapshot's changes readable -- committed before it, else the
+    earliest readable id (Paimon's TimeTravelUtil.earlierThanTimeMills, a binary search over commit times)."""
+    snapshots = table.snapshot_manager.ids()
+    if not snapshots:
+        return 1
+    ids = [i for i in retention.ids(table) if i < snapshots[0]] + snapshots  # readable ids (a gap stays a gap)
+    if changes_snapshot(table, ids[0]).time_millis >= timestamp_millis:
+        return ids[0]
+    lo, hi = 0, len(ids) - 1
+    while lo < hi:  # invariant: ids[lo] was committed before timestamp_millis
+        mid = (lo + hi + 1) // 2
+        if changes_snapshot(table, ids[mid]).time_millis < timestamp_millis:
+            lo = mid
+        else:
+            hi = mid - 1
+    return ids[lo] + 1
+
+
 def _start(table, mode: str, snapshot_id, timestamp_millis) -> tuple[int, Snapshot | None]:
     """(first snapshot id to read changes of, snapshot to read in full first or None)."""
     sm = table.snapshot_manager
@@ -127,11 +148,7 @@ def _start(table, mode: str, snapshot_id, timestamp_millis) -> tuple[int, Snapsh
     if mode == "from-timestamp":
         if timestamp_millis is None:
             raise InvalidInput("scan mode from-timestamp needs timestamp_millis", table=table.name)
-        ids = sm.ids()
-        before = [i for i in ids if sm.snapshot(i).time_millis < int(timestamp_millis)]
-        if before:
-            return before[-1] + 1, None
-        return (ids[0] if ids else 1), None
+        return _first_not_before(table, int(timestamp_millis)), None
     raise InvalidInput(f"unknown scan mode {mode!r}; modes are {', '.join(MODES)}", table=table.name)
 
 

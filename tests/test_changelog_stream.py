@@ -101,6 +101,18 @@ def test_stream_modes(catalog):
     assert first.schema.metadata[b"lakemerge.snapshot_id"] == b"4"
 
 
+def test_from_snapshot_full_of_an_expired_snapshot_reads_the_earliest(catalog):
+    t = make(catalog, "t", "input", **{"snapshot.num-retained.min": "2", "snapshot.num-retained.max": "2",
+                                       "num-sorted-run.compaction-trigger": "100"})
+    for i in range(5):
+        t.write(rows((i, i, str(i))))
+    assert t.snapshot_manager.ids() == [4, 5]
+    got = batches(t.stream("from-snapshot-full", snapshot_id=1, idle_timeout=0))
+    assert [sorted(got[0])] + got[1:] == [[("+I", i, i, str(i)) for i in range(4)], [("+I", 4, 4, "4")]]
+    with pytest.raises(SnapshotNotFound):  # a snapshot not yet committed is still an error
+        t.stream("from-snapshot-full", snapshot_id=9, idle_timeout=0)
+
+
 def test_compacted_full_reads_latest_compact_snapshot(catalog):
     t = make(catalog, "t", "input")
     history(t)

@@ -6,10 +6,11 @@ When no newer snapshot exists the generator sleeps ``poll_interval`` seconds and
 ``idle_timeout`` it returns after being idle that long (``0``: as soon as it has caught up).
 
 Modes: ``latest-full`` (the latest snapshot in full, then changes), ``latest`` (changes after the latest),
-``from-snapshot`` (changes from ``snapshot_id`` inclusive), ``from-snapshot-full`` (snapshot ``snapshot_id`` in
-full, then changes), ``from-timestamp`` (changes of snapshots committed at or after ``timestamp_millis``),
-``compacted-full`` (the latest COMPACT snapshot in full -- with full-compaction the latest full compaction --
-then changes), ``incremental`` (changes in (start, end], snapshot ids or tag names; ends there).
+``from-snapshot`` (changes from ``snapshot_id`` inclusive, or from the earliest readable one), ``from-snapshot-full``
+(snapshot ``snapshot_id`` -- the earliest snapshot if it expired -- in full, then changes), ``from-timestamp``
+(changes of snapshots committed at or after ``timestamp_millis``), ``compacted-full`` (the latest COMPACT snapshot
+in full -- with full-compaction the latest full compaction -- then changes), ``incremental`` (changes in
+(start, end], snapshot ids or tag names; ends there).
 
 Full reads follow Paimon: with changelog-producer=lookup level-0 files are skipped (their rows arrive as changelog
 later); with full-compaction only max-level files are read.
@@ -142,6 +143,10 @@ def _start(table, mode: str, snapshot_id, timestamp_millis) -> tuple[int, Snapsh
             raise InvalidInput(f"scan mode {mode} needs snapshot_id", table=table.name)
         sid = _resolve(table, snapshot_id)
         if mode == "from-snapshot-full":
+            earliest = sm.earliest_id()
+            if earliest is not None and not isinstance(snapshot_id, str):
+                # an expired id reads the earliest snapshot (Paimon's ContinuousFromSnapshotFullStartingScanner)
+                sid = max(sid, earliest)
             return sid + 1, sm.snapshot(sid)
         earliest = earliest_change_id(table)
         return max(sid, earliest if earliest is not None else sid), None

@@ -3,7 +3,8 @@
 * changelog-producer ``none``: the ADD data files of APPEND snapshots' delta manifests, each file as stored (one
   record per key per flush, with its stored kind); COMPACT/OVERWRITE snapshots give nothing. With ``normalize=True``
   (Flink's ChangelogNormalize) each key touched by an APPEND snapshot is looked up before (snapshot - 1) and after
-  and the rows follow Paimon's lookup rules instead: +I new, -U old/+U new, -D old.
+  (every level, as a streaming reader sees them) and the rows follow Paimon's lookup rules instead: +I new, -U
+  old/+U new, -D old.
 * ``input`` / ``lookup`` / ``full-compaction``: the changelog files of any snapshot with a changelog manifest list.
 * append tables (no primary key): the rows each APPEND snapshot added, all ``+I``, in append order.
 
@@ -125,6 +126,15 @@ def _appended(table, snapshot: Snapshot, out_cols: list[str], schema: pa.Schema)
 
 
 # --- changelog-producer=none, normalized ---------------------------------------------------------------------
+def _lookup(table, keys: pa.Table, snapshot: Snapshot) -> pa.Table:
+    """The merged rows of ``keys`` at ``snapshot``, every level searched."""
+    if table.schema.cross_partition_update:
+        from engine.dynamic_bucket.cross_partition import lookup_cross_partition
+        return lookup_cross_partition(table, keys, snapshot=snapshot, every_level=True)
+    from engine.read.lookup import lookup_rows
+    return lookup_rows(table, keys, snapshot, every_level=True)
+
+
 def _normalized(table, snapshot: Snapshot, out_cols: list[str], schema: pa.Schema) -> pa.Table:
     delta = snapshot_changes(table, snapshot, list(table.schema.primary_keys))
     if delta.num_rows == 0:
@@ -132,9 +142,10 @@ def _normalized(table, snapshot: Snapshot, out_cols: list[str], schema: pa.Schem
     pk = list(table.schema.primary_keys)
     keys = delta.select(pk).combine_chunks()
     keys = keys.take(pa.array(sort_dedupe([keys.column(k) for k in pk], np.zeros((keys.num_rows, 1), np.uint64))))
+    # both sides see every level: a deletion-vector table's batch view hides level 0, where the new rows are
     previous = table.snapshot_manager.snapshot(snapshot.id - 1) if snapshot.id > 1 else None
-    before = table.lookup(keys, previous.id) if previous is not None else table.arrow_schema.empty_table()
-    after = table.lookup(keys, snapshot.id)
+    before = _lookup(table, keys, previous) if previous is not None else table.arrow_schema.empty_table()
+    after = _lookup(table, keys, snapshot)
     encoded = encode_keys([keys.column(k) for k in pk])
 
     def aligned(rows: pa.Table) -> tuple[pa.Table, np.ndarray]:

@@ -193,14 +193,14 @@ class Table:
         return self._read_merged(snap, out_cols, filter)
 
     def _read_merged(self, snap: Snapshot | None, out_cols: list[str], filter, *,
-                     every_level: bool = False) -> pa.Table:
-        """``read`` of a resolved snapshot; ``every_level`` as in engine.read.lookup.lookup_rows."""
+                     exclude: frozenset[str] = frozenset(), every_level: bool = False) -> pa.Table:
+        """``read`` of a resolved snapshot; ``exclude`` and ``every_level`` as in engine.read.lookup.lookup_rows."""
         unknown = [c for c in out_cols if c not in self.schema.field_names]
         if unknown:
             raise InvalidInput(f"unknown column(s) {unknown}", table=self.name, column=unknown[0])
         dnf = pred.normalize(filter, self.arrow_schema, self.name)
         from engine.read.split_read import batch_splits, with_schema
-        planned = self.scan().plan(snap, dnf)
+        planned = self.scan().plan(snap, dnf, exclude=exclude)
         splits = planned if every_level else batch_splits(planned, self.schema)
         read_cols = list(dict.fromkeys(out_cols + sorted(pred.columns_of(dnf))))
         reader = SplitReader(self.file_io, self.schema, self.schema_manager.schema)

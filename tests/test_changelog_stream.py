@@ -64,6 +64,24 @@ def test_none_normalized_looks_up_previous_values(catalog):
         ("-U", 1, 1, "2"), ("+U", 1, 1, "3")]
 
 
+@pytest.mark.parametrize("bucket", ["1", "-1"])
+def test_normalized_changes_need_no_earlier_snapshot(catalog, bucket):
+    """The state before an APPEND snapshot is its own files without the ones it added: normalizing the earliest
+    retained snapshot works after the one before it expired, as the plain changes do."""
+    t = make(catalog, "t", "none", **{"bucket": bucket, "snapshot.num-retained.min": "2",
+                                      "snapshot.num-retained.max": "2", "num-sorted-run.compaction-trigger": "100"})
+    t.write(rows((1, 1, "a"), (2, 2, "b")))
+    t.write(rows((1, 1, "a2")))
+    t.write(rows((1, 1, "a3"), (3, 3, "c")))
+    t.delete(pa.table({"k": [2]}))
+    assert t.snapshot_manager.ids() == [3, 4]
+    assert changes(t.read_changes(2, normalize=True)) == [
+        ("-U", 1, 1, "a2"), ("+U", 1, 1, "a3"), ("+I", 3, 3, "c"), ("-D", 2, 2, "b")]
+    assert [changes(pa.Table.from_batches([b])) for b in t.stream("from-snapshot", snapshot_id=1, normalize=True,
+                                                                   idle_timeout=0)][0] == \
+        [("-U", 1, 1, "a2"), ("+U", 1, 1, "a3"), ("+I", 3, 3, "c")]
+
+
 @pytest.mark.parametrize("cross_partition", [False, True])
 def test_normalized_changes_of_a_deletion_vector_table(catalog, cross_partition):
     """The new rows of an APPEND snapshot are level-0 files, which a DV table's batch view hides: normalize looks

@@ -2,9 +2,9 @@
 
 * changelog-producer ``none``: the ADD data files of APPEND snapshots' delta manifests, each file as stored (one
   record per key per flush, with its stored kind); COMPACT/OVERWRITE snapshots give nothing. With ``normalize=True``
-  (Flink's ChangelogNormalize) each key touched by an APPEND snapshot is looked up before (snapshot - 1) and after
-  (every level, as a streaming reader sees them) and the rows follow Paimon's lookup rules instead: +I new, -U
-  old/+U new, -D old.
+  (Flink's ChangelogNormalize) each key touched by an APPEND snapshot is looked up before (the state the snapshot
+  was committed on: its files without the ones it added) and after, in every level as a streaming reader sees them,
+  and the rows follow Paimon's lookup rules instead: +I new, -U old/+U new, -D old.
 * ``input`` / ``lookup`` / ``full-compaction``: the changelog files of any snapshot with a changelog manifest list.
 * append tables (no primary key): the rows each APPEND snapshot added, all ``+I``, in append order.
 
@@ -126,13 +126,13 @@ def _appended(table, snapshot: Snapshot, out_cols: list[str], schema: pa.Schema)
 
 
 # --- changelog-producer=none, normalized ---------------------------------------------------------------------
-def _lookup(table, keys: pa.Table, snapshot: Snapshot) -> pa.Table:
-    """The merged rows of ``keys`` at ``snapshot``, every level searched."""
+def _lookup(table, keys: pa.Table, snapshot: Snapshot, *, exclude: frozenset[str] = frozenset()) -> pa.Table:
+    """The merged rows of ``keys`` at ``snapshot`` without the ``exclude`` files, every level searched."""
     if table.schema.cross_partition_update:
         from engine.dynamic_bucket.cross_partition import lookup_cross_partition
-        return lookup_cross_partition(table, keys, snapshot=snapshot, every_level=True)
+        return lookup_cross_partition(table, keys, snapshot=snapshot, exclude=exclude, every_level=True)
     from engine.read.lookup import lookup_rows
-    return lookup_rows(table, keys, snapshot, every_level=True)
+    return lookup_rows(table, keys, snapshot, exclude=exclude, every_level=True)
 
 
 def _normalized(table, snapshot: Snapshot, out_cols: list[str], schema: pa.Schema) -> pa.Table:
@@ -142,9 +142,11 @@ def _normalized(table, snapshot: Snapshot, out_cols: list[str], schema: pa.Schem
     pk = list(table.schema.primary_keys)
     keys = delta.select(pk).combine_chunks()
     keys = keys.take(pa.array(sort_dedupe([keys.column(k) for k in pk], np.zeros((keys.num_rows, 1), np.uint64))))
-    # both sides see every level: a deletion-vector table's batch view hides level 0, where the new rows are
-    previous = table.snapshot_manager.snapshot(snapshot.id - 1) if snapshot.id > 1 else None
-    before = _lookup(table, keys, previous) if previous is not None else table.arrow_schema.empty_table()
+    # Before = the state the APPEND snapshot was committed on: its files without the ones it added (so the previous
+    # snapshot need not be retained); both sides see every level (a deletion-vector table's batch view hides
+    # level 0, where the snapshot's new rows are).
+    added = frozenset(e.file.file_name for e in change_entries(table, snapshot))
+    before = _lookup(table, keys, snapshot, exclude=added)
     after = _lookup(table, keys, snapshot)
     encoded = encode_keys([keys.column(k) for k in pk])
 

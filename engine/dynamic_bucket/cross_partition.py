@@ -211,9 +211,9 @@ def check_cross_partition_commit(table, latest, messages) -> None:
 
 
 def lookup_cross_partition(table, keys, snapshot_id=None, columns=None, *, snapshot=None,
-                           every_level: bool = False) -> pa.Table:
+                           exclude: frozenset[str] = frozenset(), every_level: bool = False) -> pa.Table:
     """Rows for the given primary keys (partition columns not needed), via a filtered read of every partition.
-    ``snapshot`` (a resolved Snapshot instead of ``snapshot_id``) and ``every_level`` as in
+    ``snapshot`` (a resolved Snapshot instead of ``snapshot_id``), ``exclude`` and ``every_level`` as in
     engine.read.lookup.lookup_rows."""
     from engine.errors import InvalidInput
     from engine.write.validate import to_arrow_table
@@ -230,7 +230,8 @@ def lookup_cross_partition(table, keys, snapshot_id=None, columns=None, *, snaps
     pk = list(schema.primary_keys)
     flt = [(k, "in", list(dict.fromkeys(probes.column(k).to_pylist()))) for k in pk]
     snap = snapshot if snapshot is not None else table.snapshot(snapshot_id)
-    rows = table._read_merged(snap, list(dict.fromkeys(out_cols + pk)), flt, every_level=every_level)
+    rows = table._read_merged(snap, list(dict.fromkeys(out_cols + pk)), flt, exclude=exclude,
+                              every_level=every_level)
     wanted = set(zip(*[probes.column(k).to_pylist() for k in pk]))
     keep = [i for i, key in enumerate(zip(*[rows.column(k).to_pylist() for k in pk])) if key in wanted]
     return rows.take(pa.array(keep, pa.int64())).select(out_cols)

@@ -23,10 +23,11 @@ from kernels.keys import encode_keys
 from kernels.lookup import search_sorted
 
 
-def lookup_rows(table, keys, snapshot, columns=None, *, every_level: bool = False) -> pa.Table:
+def lookup_rows(table, keys, snapshot, columns=None, *, exclude: frozenset[str] = frozenset(),
+                every_level: bool = False) -> pa.Table:
     """Return the rows of ``columns`` (default: all) for the primary keys in ``keys`` at ``snapshot``; missing
-    keys are absent. ``every_level`` also searches the level-0 files a batch read of a deletion-vector table does
-    not see (engine.read.split_read.batch_view).
+    keys are absent. ``exclude`` leaves data files out (TableScan.plan); ``every_level`` also searches the level-0
+    files a batch read of a deletion-vector table does not see (engine.read.split_read.batch_view).
     Raises InvalidInput for an unknown column or bad keys; no snapshot gives an empty table."""
     schema = table.schema
     out_cols = list(columns) if columns is not None else list(schema.field_names)
@@ -43,7 +44,7 @@ def lookup_rows(table, keys, snapshot, columns=None, *, every_level: bool = Fals
     key_types = schema.types_of(key_names)
     part_types = schema.types_of(schema.partition_keys)
     from engine.read.split_read import batch_splits
-    planned = table.scan().plan(snapshot)
+    planned = table.scan().plan(snapshot, exclude=exclude)
     splits = {(sp.partition, sp.bucket): sp for sp in (planned if every_level else batch_splits(planned, schema))}
     totals = {partition: sp.total_buckets for (partition, _), sp in splits.items()}
     reader = SplitReader(table.file_io, schema, table.schema_manager.schema)

@@ -181,9 +181,10 @@ class TableScan:
             return {}
         return vectors_by_bucket(self.manifests.index_records(snapshot.index_manifest), self.index_file_path)
 
-    def plan(self, snapshot: Snapshot | None, dnf=None) -> list[Split]:
+    def plan(self, snapshot: Snapshot | None, dnf=None, *, exclude: frozenset[str] = frozenset()) -> list[Split]:
         """The Splits of ``snapshot`` (none for None) that may hold rows matching the normalized filter ``dnf``,
-        sorted by (partition, bucket). Never drops a split that holds a matching row. Raises CorruptFile for
+        sorted by (partition, bucket). Never drops a split that holds a matching row. ``exclude``: data file names
+        left out (the files an APPEND snapshot added: the state it was committed on). Raises CorruptFile for
         missing or inconsistent manifests."""
         if snapshot is None:
             return []
@@ -202,6 +203,8 @@ class TableScan:
         key_types = s.types_of(key_names)
         groups: dict[tuple[bytes, int], list[ManifestEntry]] = {}
         for entry in self.manifests.live_entries(snapshot):
+            if entry.file.file_name in exclude:
+                continue
             values = self.partition_values(entry.partition)
             if not partition_ok(values):
                 continue

@@ -99,6 +99,22 @@ def test_normalized_changes_of_a_deletion_vector_table(catalog, cross_partition)
     assert got == [("+I", 1, "a"), ("+I", 2, "b"), ("-U", 1, "a"), ("+U", 1, "a2"), ("-D", 2, "b")]
 
 
+def test_normalize_emits_nothing_for_unchanged_rows(catalog):
+    """Flink's ChangelogNormalize (DeduplicateFunctionHelper.processLastRowOnChangelog, state TTL off) swallows an
+    upsert equal to the stored row and a delete of an absent key."""
+    t = make(catalog, "t", "none")
+    t.write(rows((1, 1, "a"), (2, 2, "b")))
+    t.write(rows((1, 1, "a"), (2, 2, "c")))  # key 1 re-sent unchanged, key 2 updated
+    with t.new_write() as w:  # key 2 deleted and re-inserted with the same row, key 1 deleted
+        w.delete(pa.table({"k": [2, 1]}))
+        w.write(rows((2, 2, "c")))
+        t.commit(w.prepare_commit())
+    t.delete(pa.table({"k": [9]}))  # absent key
+    assert changes(t.read_changes(1, normalize=True)) == [("-U", 2, 2, "b"), ("+U", 2, 2, "c"), ("-D", 1, 1, "a")]
+    assert changes(t.read_changes(1)) == [("+I", 1, 1, "a"), ("+I", 2, 2, "c"), ("-D", 1, None, None),
+                                          ("+I", 2, 2, "c"), ("-D", 9, None, None)]
+
+
 def test_columns_and_bad_ranges(catalog):
     t = make(catalog, "t", "input")
     history(t)

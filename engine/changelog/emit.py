@@ -57,8 +57,10 @@ def equal_values(a: pa.Table, b: pa.Table, columns) -> np.ndarray:
 
 
 def changelog_rows(before: pa.Table | None, before_idx: np.ndarray, after: pa.Table | None, after_idx: np.ndarray,
-                   schema) -> pa.Table | None:
-    """The changelog rows (see the module docstring); None when there are none."""
+                   schema, *, drop_unchanged: bool = False) -> pa.Table | None:
+    """The changelog rows (see the module docstring); None when there are none. ``drop_unchanged``: no -U/+U pair
+    for a key whose values are all equal before and after, whatever the row-deduplicate options (Flink's
+    ChangelogNormalize)."""
     before_idx = np.asarray(before_idx, np.int64)
     after_idx = np.asarray(after_idx, np.int64)
     b_add = (before_idx >= 0) & is_add(_kinds(before, before_idx))
@@ -72,8 +74,9 @@ def changelog_rows(before: pa.Table | None, before_idx: np.ndarray, after: pa.Ta
         ins = ~b_add & a_add
         dele = b_add & ~a_add
         upd = b_add & a_add
-        if opts.get(CHANGELOG_ROW_DEDUPLICATE) and upd.any():
-            ignore = set(opts.get(CHANGELOG_ROW_DEDUPLICATE_IGNORE_FIELDS))
+        if (drop_unchanged or opts.get(CHANGELOG_ROW_DEDUPLICATE)) and upd.any():
+            ignore = set(opts.get(CHANGELOG_ROW_DEDUPLICATE_IGNORE_FIELDS)) if opts.get(CHANGELOG_ROW_DEDUPLICATE) \
+                else set()
             cols = [c for c in schema.field_names if c not in ignore]
             pos = np.flatnonzero(upd)
             same = equal_values(before.take(pa.array(before_idx[pos])), after.take(pa.array(after_idx[pos])), cols)

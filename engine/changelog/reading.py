@@ -4,7 +4,8 @@
   record per key per flush, with its stored kind); COMPACT/OVERWRITE snapshots give nothing. With ``normalize=True``
   (Flink's ChangelogNormalize) each key touched by an APPEND snapshot is looked up before (the state the snapshot
   was committed on: its files without the ones it added) and after, in every level as a streaming reader sees them,
-  and the rows follow Paimon's lookup rules instead: +I new, -U old/+U new, -D old.
+  and the rows follow Paimon's lookup rules instead: +I new, -U old/+U new, -D old -- nothing for a key whose row
+  did not change (ChangelogNormalize swallows an upsert equal to the stored row).
 * ``input`` / ``lookup`` / ``full-compaction``: the changelog files of any snapshot with a changelog manifest list.
 * append tables (no primary key): the rows each APPEND snapshot added, all ``+I``, in append order.
 
@@ -160,7 +161,7 @@ def _normalized(table, snapshot: Snapshot, out_cols: list[str], schema: pa.Schem
 
     b, bi = aligned(before)
     a, ai = aligned(after)
-    rows = changelog_rows(b, bi, a, ai, table.schema)
+    rows = changelog_rows(b, bi, a, ai, table.schema, drop_unchanged=True)
     if rows is None:
         return schema.empty_table()
     kinds = row_kind_text(rows.column(VALUE_KIND).to_numpy())

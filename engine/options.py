@@ -198,6 +198,9 @@ CHANGELOG_NUM_RETAINED_MAX = _opt("changelog.num-retained.max", _optional(parse_
                                   "changelogs kept at most (default: snapshot.num-retained.max)")
 CHANGELOG_TIME_RETAINED = _opt("changelog.time-retained", _optional(parse_duration_ms), None,
                                "changelog retention time (default: snapshot.time-retained)")
+INCREMENTAL_BETWEEN_TAG_TO_SNAPSHOT = _opt("incremental-between-tag-to-snapshot", parse_bool, False,
+                                          "an incremental read between two tags reads the changes of the snapshots "
+                                          "between them instead of the difference of the tagged states")
 CONSUMER_IGNORE_PROGRESS = _opt("consumer.ignore-progress", parse_bool, False,
                                 "a stream with a consumer id starts from its scan mode, not the saved progress")
 # --- issue 5 (round 2): changelog file settings, Paimon's names; unset -> the data-file settings ---

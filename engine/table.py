@@ -414,7 +414,8 @@ class Table:
         """Streaming read: a generator of pa.RecordBatch (``columns`` + ``_row_kind``), one per snapshot with
         changes, blocking for new snapshots every ``poll_interval`` seconds (``idle_timeout``: stop when idle that
         long). ``mode``: latest-full, latest, from-snapshot, from-snapshot-full (``snapshot_id``), from-timestamp
-        (``timestamp_millis``), compacted-full, incremental (``start``/``end`` snapshot ids or tag names).
+        (``timestamp_millis``), compacted-full, incremental (``start``/``end`` snapshot ids or tag names; two tags:
+        the difference of the tagged states).
         ``consumer_id`` saves progress in consumer/consumer-<id> so a restarted stream resumes where it stopped.
         See engine.changelog.streaming."""
         from engine.changelog.streaming import stream

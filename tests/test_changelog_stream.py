@@ -164,6 +164,42 @@ def test_from_snapshot_full_of_an_expired_snapshot_reads_the_earliest(catalog):
         t.stream("from-snapshot-full", snapshot_id=9, idle_timeout=0)
 
 
+@pytest.mark.parametrize("producer", ["none", "input", "lookup"])
+def test_incremental_between_two_tags_is_the_difference_of_their_states(catalog, producer):
+    """Paimon's default for incremental-between with two tags is IncrementalDiffStartingScanner.betweenTags: the
+    tagged states compared key by key (deletes kept, as its audit log reads them), which needs none of the
+    snapshots in between."""
+    t = make(catalog, "t", producer, **{"snapshot.num-retained.min": "1", "snapshot.num-retained.max": "1"})
+    t.write(rows((1, 1, "a"), (2, 2, "b"), (3, 3, "c"), (5, 5, "e")))
+    t.create_tag("t1")
+    t.write(rows((1, 1, "a2")))
+    t.delete(pa.table({"k": [2]}))
+    t.write(rows((4, 4, "d"), (3, 3, "c")))  # key 3 re-sent unchanged
+    t.write(rows((1, 1, "a3")))
+    t.compact(full=True)
+    t.create_tag("t2")
+    t.delete(pa.table({"k": [5]}))  # a delete still pending in t3's state
+    t.create_tag("t3")
+    assert t.snapshot_manager.ids() == [t.latest_snapshot_id()]  # every snapshot in between expired
+    got = list(t.stream("incremental", start="t1", end="t2"))
+    assert [b.schema.metadata[b"lakemerge.snapshot_id"] for b in got] == [str(t.tags()["t2"].id).encode()]
+    assert batches(got) == [[("+I", 1, 1, "a3"), ("-D", 2, 2, "b"), ("+I", 4, 4, "d")]]
+    assert batches(t.stream("incremental", start="t2", end="t3")) == [[("-D", 5, None, None)]]
+    assert batches(t.stream("incremental", start="t2", end="t2")) == []
+    with pytest.raises(InvalidInput, match="after end tag"):
+        t.stream("incremental", start="t2", end="t1")
+
+
+def test_incremental_between_tags_to_snapshot_reads_the_changes(catalog):
+    t = make(catalog, "t", "input", **{"incremental-between-tag-to-snapshot": "true"})
+    t.write(rows((1, 1, "a")))
+    t.create_tag("t1")
+    t.write(rows((1, 1, "b")))
+    t.write(rows((1, 1, "c")))
+    t.create_tag("t2")
+    assert batches(t.stream("incremental", start="t1", end="t2")) == [[("+I", 1, 1, "b")], [("+I", 1, 1, "c")]]
+
+
 def test_compacted_full_reads_latest_compact_snapshot(catalog):
     t = make(catalog, "t", "input")
     history(t)

@@ -10,7 +10,9 @@ Modes: ``latest-full`` (the latest snapshot in full, then changes), ``latest`` (
 (snapshot ``snapshot_id`` -- the earliest snapshot if it expired -- in full, then changes), ``from-timestamp``
 (changes of snapshots committed at or after ``timestamp_millis``), ``compacted-full`` (the latest COMPACT snapshot
 in full -- with full-compaction the latest full compaction -- then changes), ``incremental`` (changes in
-(start, end], snapshot ids or tag names; ends there).
+(start, end], snapshot ids or tag names; ends there. Between two tags of a primary-key table it is, as in Paimon,
+the difference of the two tagged states -- each changed key once, gone keys as -D -- unless
+``incremental-between-tag-to-snapshot``).
 
 Full reads follow Paimon: with changelog-producer=lookup level-0 files are skipped (their rows arrive as changelog
 later); with full-compaction only max-level files are read.
@@ -27,16 +29,22 @@ import dataclasses
 import time
 from collections.abc import Iterator, Sequence
 
+import numpy as np
 import pyarrow as pa
 
 from engine.changelog.consumers import ConsumerManager
-from engine.changelog.files import ROW_KIND_COLUMN
+from engine.changelog.files import ROW_KIND_COLUMN, row_kind_text
 from engine.changelog.reading import check_columns, output_schema, snapshot_changes
 from engine.changelog import retention
 from engine.changelog.retention import changes_snapshot, earliest_change_id
 from engine.errors import InvalidInput, SnapshotNotFound
 from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER, COMMIT_KIND_COMPACT, Snapshot
-from engine.options import CHANGELOG_PRODUCER, CONSUMER_IGNORE_PROGRESS, FULL_COMPACTION_DELTA_COMMITS
+from engine.options import (
+    CHANGELOG_PRODUCER,
+    CONSUMER_IGNORE_PROGRESS,
+    FULL_COMPACTION_DELTA_COMMITS,
+    INCREMENTAL_BETWEEN_TAG_TO_SNAPSHOT,
+)
 from engine.read.split_read import SplitReader
 
 MODES = ("latest-full", "latest", "from-snapshot", "from-snapshot-full", "from-timestamp", "compacted-full",
@@ -171,6 +179,13 @@ def stream(table, mode: str = "latest-full", *, snapshot_id=None, timestamp_mill
         if start is None or end is None:
             raise InvalidInput("scan mode incremental needs start and end (snapshot ids or tag names)",
                                table=table.name)
+        if isinstance(start, str) and isinstance(end, str) and not table.schema.is_append_only \
+                and not table.schema.table_options.get(INCREMENTAL_BETWEEN_TAG_TO_SNAPSHOT):
+            before, after = table.tag_snapshot(start), table.tag_snapshot(end)
+            if before.id > after.id:
+                raise InvalidInput(f"incremental start tag {start!r} (snapshot {before.id}) is after end tag "
+                                   f"{end!r} (snapshot {after.id})", table=table.name)
+            return _tag_diff(table, before, after, out_cols)
         lo, hi = _resolve(table, start), _resolve(table, end)
         if lo > hi:
             raise InvalidInput(f"incremental start {start} is after end {end}", table=table.name)
@@ -193,6 +208,60 @@ def _incremental(table, lo: int, hi: int, out_cols, normalize) -> Iterator[pa.Re
         rows = snapshot_changes(table, changes_snapshot(table, sid), out_cols, normalize=normalize)
         if rows.num_rows:
             yield _tagged(rows, sid)
+
+
+def _merged_by_partition(table, snapshot: Snapshot, columns: list[str]) -> dict[bytes, pa.Table]:
+    """Partition -> the merged record of every key of ``snapshot`` (batch view), retracts kept, with _VALUE_KIND."""
+    from engine.read.split_read import batch_splits
+    reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema)
+    parts: dict[bytes, list[pa.Table]] = {}
+    for split in batch_splits(table.scan().plan(snapshot), table.schema):
+        parts.setdefault(split.partition, []).append(reader.read(split, columns, with_kind=True, keep_retracts=True))
+    return {p: pa.concat_tables(t).combine_chunks() for p, t in parts.items()}
+
+
+def _tag_diff(table, before: Snapshot, after: Snapshot, out_cols) -> Iterator[pa.RecordBatch]:
+    """Paimon's incremental read between two tags (IncrementalDiffStartingScanner.betweenTags, read as its audit
+    log reads it, deletes kept): per key, the ``after`` record when the key is new or its row or add/retract
+    kind changed, and the ``before`` row as -D when the key is gone. Works when the snapshots between the tags
+    expired. One batch tagged with the end snapshot's id, rows by partition then key."""
+    if before.id == after.id:
+        return
+    from engine.changelog.emit import DELETE, equal_values, is_add
+    from engine.merge import VALUE_KIND
+    from kernels.keys import encode_keys
+    from kernels.lookup import search_sorted
+    from kernels.merge import sort_indices
+    columns = list(table.schema.field_names)
+    pk = list(table.schema.primary_keys)
+    old, new = _merged_by_partition(table, before, columns), _merged_by_partition(table, after, columns)
+    pieces = []
+    for partition in sorted(set(old) | set(new)):
+        b = old.get(partition, table.arrow_schema.empty_table().append_column(VALUE_KIND, pa.array([], pa.int8())))
+        a = new.get(partition, b.schema.empty_table())
+        b = b.take(pa.array(sort_indices(encode_keys([b.column(k) for k in pk]))))
+        pos = search_sorted(encode_keys([b.column(k) for k in pk]), encode_keys([a.column(k) for k in pk])) \
+            if b.num_rows and a.num_rows else np.full(a.num_rows, -1, np.int64)
+        emit = pos < 0
+        both = np.flatnonzero(~emit)
+        if len(both):
+            old_rows, new_rows = b.take(pa.array(pos[both])), a.take(pa.array(both))
+            same = equal_values(old_rows, new_rows, columns) & (
+                is_add(old_rows.column(VALUE_KIND).to_numpy()) == is_add(new_rows.column(VALUE_KIND).to_numpy()))
+            emit[both[~same]] = True
+        matched = np.zeros(b.num_rows, bool)
+        matched[pos[pos >= 0]] = True
+        gone = np.flatnonzero(~matched & is_add(b.column(VALUE_KIND).to_numpy()))
+        rows = pa.concat_tables([a.filter(pa.array(emit)), b.take(pa.array(gone)).set_column(
+            len(columns), VALUE_KIND, pa.array(np.full(len(gone), DELETE, np.int8)))])
+        if rows.num_rows:
+            pieces.append(rows.take(pa.array(sort_indices(encode_keys([rows.column(k) for k in pk])))))
+    if not pieces:
+        return
+    rows = pa.concat_tables(pieces)
+    kinds = row_kind_text(rows.column(VALUE_KIND).to_numpy())
+    yield _tagged(pa.Table.from_arrays(rows.select(out_cols).columns + [kinds], schema=output_schema(table, out_cols)),
+                  after.id)
 
 
 def _follow(table, next_id: int, full: Snapshot | None, out_cols, consumers, consumer_id, poll_interval,

@@ -129,7 +129,8 @@ _NEEDS = {"from-snapshot": ("snapshot",), "from-snapshot-full": ("snapshot",), "
 @click.option("--timestamp", metavar="MILLIS|TIME",
               help="from-timestamp: changes committed at or after this time (epoch ms or local date-time).")
 @click.option("--start", metavar="N|TAG", help="incremental: start after this snapshot or tag (exclusive).")
-@click.option("--end", metavar="N|TAG", help="incremental: end with this snapshot or tag (inclusive); then stop.")
+@click.option("--end", metavar="N|TAG", help="incremental: end with this snapshot or tag (inclusive); then stop. "
+                                            "Two tags give the difference of the tagged states.")
 @click.option("--consumer-id", metavar="ID",
               help="Save progress as consumer ID: a restarted stream resumes after the last batch printed, and "
                    "expiration keeps the snapshots it still needs.")

@@ -164,6 +164,23 @@ def test_from_snapshot_full_of_an_expired_snapshot_reads_the_earliest(catalog):
         t.stream("from-snapshot-full", snapshot_id=9, idle_timeout=0)
 
 
+def test_incremental_checks_its_range_before_the_first_batch(catalog):
+    t = make(catalog, "t", "input", **{"snapshot.num-retained.min": "2", "snapshot.num-retained.max": "2",
+                                       "num-sorted-run.compaction-trigger": "100"})
+    assert list(t.stream("incremental", start=0, end=3)) == []  # no snapshots yet
+    for i in range(5):
+        t.write(rows((i, i, str(i))))
+    assert t.snapshot_manager.ids() == [4, 5]
+    with pytest.raises(SnapshotNotFound) as e:  # raised by stream() itself, before snapshot 5's batch
+        t.stream("incremental", start=4, end=7)
+    assert e.value.snapshot_id == 7
+    with pytest.raises(SnapshotNotFound) as e:
+        t.stream("incremental", start=2, end=5)
+    assert e.value.snapshot_id == 3
+    assert batches(t.stream("incremental", start=3, end=5)) == [[("+I", 3, 3, "3")], [("+I", 4, 4, "4")]]
+    assert list(t.stream("incremental", start=1, end=1)) == []
+
+
 @pytest.mark.parametrize("producer", ["none", "input", "lookup"])
 def test_incremental_between_two_tags_is_the_difference_of_their_states(catalog, producer):
     """Paimon's default for incremental-between with two tags is IncrementalDiffStartingScanner.betweenTags: the

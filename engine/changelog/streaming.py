@@ -189,6 +189,15 @@ def stream(table, mode: str = "latest-full", *, snapshot_id=None, timestamp_mill
         lo, hi = _resolve(table, start), _resolve(table, end)
         if lo > hi:
             raise InvalidInput(f"incremental start {start} is after end {end}", table=table.name)
+        latest = table.snapshot_manager.latest_id()
+        if lo == hi or latest is None:  # Paimon: an empty result
+            return iter(())
+        # the whole range must be readable before the first batch (Paimon's IncrementalDeltaStartingScanner checks
+        # it up front): a failure after some batches were consumed would leave a reader with part of the range
+        if hi > latest:
+            raise SnapshotNotFound(table.name, hi)
+        if lo + 1 < earliest_change_id(table):
+            raise SnapshotNotFound(table.name, lo + 1)
         return _incremental(table, lo, hi, out_cols, normalize)
     consumers = ConsumerManager(table) if consumer_id is not None else None
     if consumers is not None:

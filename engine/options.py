@@ -201,6 +201,9 @@ CHANGELOG_TIME_RETAINED = _opt("changelog.time-retained", _optional(parse_durati
 INCREMENTAL_BETWEEN_TAG_TO_SNAPSHOT = _opt("incremental-between-tag-to-snapshot", parse_bool, False,
                                           "an incremental read between two tags reads the changes of the snapshots "
                                           "between them instead of the difference of the tagged states")
+CONSUMER_EXPIRATION_TIME = _opt("consumer.expiration-time", _optional(parse_duration_ms), None,
+                                "after a commit, consumers whose progress was not updated for this long are removed "
+                                "(before snapshots expire) so they stop holding snapshots back")
 CONSUMER_IGNORE_PROGRESS = _opt("consumer.ignore-progress", parse_bool, False,
                                 "a stream with a consumer id starts from its scan mode, not the saved progress")
 # --- issue 5 (round 2): changelog file settings, Paimon's names; unset -> the data-file settings ---

@@ -327,10 +327,16 @@ class Table:
         """Expiration after a commit never fails the commit (it landed): problems are logged, the next run retries."""
         import logging
         from engine.errors import LakemergeError
-        from engine.options import WRITE_ONLY
-        if self.schema.table_options.get(WRITE_ONLY):
+        from engine.options import CONSUMER_EXPIRATION_TIME, WRITE_ONLY
+        opts = self.schema.table_options
+        if opts.get(WRITE_ONLY):
             return
         try:
+            ttl = opts.get(CONSUMER_EXPIRATION_TIME)
+            if ttl is not None:  # first, so that a stale consumer does not hold snapshots back (Paimon's order)
+                import time
+                from engine.changelog.consumers import ConsumerManager
+                ConsumerManager(self).expire(int(time.time() * 1000) - ttl)
             self.expire_snapshots()
         except LakemergeError as e:
             logging.getLogger("lakemerge.maintenance").warning("table %s: snapshot expiration after commit "

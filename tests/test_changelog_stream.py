@@ -283,6 +283,38 @@ def test_expiration_keeps_what_a_consumer_needs(catalog):
         list(t.stream("latest", consumer_id="late", idle_timeout=0))
 
 
+def test_consumer_expiration_time_frees_the_snapshots_of_abandoned_consumers(catalog, monkeypatch):
+    """Paimon's commit maintenance (TableCommitImpl) first deletes consumer files not modified within
+    consumer.expiration-time, then expires snapshots; without it an abandoned consumer pins every snapshot."""
+    import os
+    import time
+    t = make(catalog, "t", "input", **{"snapshot.num-retained.min": "1", "snapshot.num-retained.max": "2",
+                                       "num-sorted-run.compaction-trigger": "100", "consumer.expiration-time": "1 h"})
+    t.write(rows((0, 0, "0")))
+    t.reset_consumer("gone", 1)
+    t.reset_consumer("live", 1)
+    t.write(rows((1, 1, "1")))
+    t.write(rows((2, 2, "2")))
+    assert t.snapshot_manager.earliest_id() == 1  # both consumers still need snapshot 1
+    old = time.time() - 2 * 3600
+    os.utime(os.path.join(t.root, "consumer", "consumer-gone"), (old, old))
+    t.write(rows((3, 3, "3")))
+    assert t.consumers() == {"live": 1}
+    assert t.snapshot_manager.earliest_id() == 1  # the live one still holds it
+    t.reset_consumer("live", 4)
+    t.write(rows((4, 4, "4")))
+    assert t.consumers() == {"live": 4} and t.snapshot_manager.ids() == [4, 5]
+    # a running stream that has caught up keeps its consumer file fresh
+    import engine.changelog.streaming as streaming
+    monkeypatch.setattr(streaming, "CONSUMER_REFRESH_SECONDS", 0.0)
+    live = os.path.join(t.root, "consumer", "consumer-live")
+    assert len(list(t.stream("latest", consumer_id="live", idle_timeout=0))) == 2  # snapshots 4 and 5
+    idle = t.stream("latest", consumer_id="live", idle_timeout=0.05, poll_interval=0.01)
+    os.utime(live, (old, old))  # after stream() recorded the start
+    assert list(idle) == []
+    assert os.stat(live).st_mtime > old + 3600 and t.consumers() == {"live": 6}
+
+
 def test_changelog_files_expire_with_their_snapshots(catalog):
     import os
     t = make(catalog, "t", "input", **{"snapshot.num-retained.min": "1", "snapshot.num-retained.max": "1",

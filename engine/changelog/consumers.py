@@ -2,7 +2,8 @@
 
 Contract: ``next_snapshot(id)`` is None for an unknown consumer; ``record(id, n)`` replaces the file atomically;
 ``min_next_snapshot()`` is the smallest ``nextSnapshot`` over every consumer (None without consumers) -- snapshot
-expiration keeps every snapshot from there on. A damaged file raises CorruptFile naming it.
+expiration keeps every snapshot from there on; ``expire(t)`` removes consumers not updated since ``t``
+(``consumer.expiration-time``). A damaged file raises CorruptFile naming it.
 """
 from __future__ import annotations
 
@@ -50,6 +51,26 @@ class ConsumerManager:
     def delete(self, consumer_id: str) -> None:
         """Remove the consumer's record."""
         self.table.file_io.delete(self.path(consumer_id))
+
+    def expire(self, older_than_millis: int) -> list[str]:
+        """Delete the progress files last written before ``older_than_millis`` (epoch ms; Paimon's
+        ConsumerManager.expire, run by commits with ``consumer.expiration-time``); returns the removed ids."""
+        io = self.table.file_io
+        if not io.exists(self.directory):
+            return []
+        removed = []
+        for name in io.list_names(self.directory):
+            if not name.startswith(CONSUMER_PREFIX) or name.startswith("."):
+                continue
+            path = os.path.join(self.directory, name)
+            try:
+                written = os.stat(path).st_mtime * 1000
+            except FileNotFoundError:
+                continue
+            if written < older_than_millis:
+                io.delete(path)
+                removed.append(name[len(CONSUMER_PREFIX):])
+        return removed
 
     def all(self) -> dict[str, int]:
         """Return {consumer id: next snapshot id} for every recorded consumer; {} if there are none."""

@@ -21,7 +21,9 @@ Consumers: with ``consumer_id`` the stream starts at the consumer's saved ``next
 (unless ``consumer.ignore-progress``), and saves ``nextSnapshot = s + 1`` once the batch of snapshot ``s`` was
 handed over (the caller asked for the next batch, or closed the generator after receiving it). A restarted
 stream therefore neither loses nor repeats a snapshot. Snapshot expiration keeps every snapshot a consumer still
-needs. If a snapshot the stream needs has expired, SnapshotNotFound is raised.
+needs; with ``consumer.expiration-time`` a commit removes consumers whose file was not written for that long (a
+running stream rewrites its file at least every minute while idle). If a snapshot the stream needs has expired,
+SnapshotNotFound is raised.
 """
 from __future__ import annotations
 
@@ -50,6 +52,7 @@ from engine.read.split_read import SplitReader
 MODES = ("latest-full", "latest", "from-snapshot", "from-snapshot-full", "from-timestamp", "compacted-full",
          "incremental")
 SNAPSHOT_ID_KEY = b"lakemerge.snapshot_id"
+CONSUMER_REFRESH_SECONDS = 60.0  # an idle stream rewrites its consumer file this often (as Flink's checkpoints do)
 
 
 def _tagged(table: pa.Table, snapshot_id: int) -> pa.RecordBatch:
@@ -277,9 +280,12 @@ def _follow(table, next_id: int, full: Snapshot | None, out_cols, consumers, con
             idle_timeout, normalize) -> Iterator[pa.RecordBatch]:
     sm = table.snapshot_manager
 
+    recorded = [time.monotonic()]
+
     def handed_over(nxt: int) -> None:
         if consumers is not None:
             consumers.record(consumer_id, nxt)
+            recorded[0] = time.monotonic()
 
     if full is not None:
         rows = full_read(table, full, out_cols)
@@ -296,6 +302,8 @@ def _follow(table, next_id: int, full: Snapshot | None, out_cols, consumers, con
         if latest is None or next_id > latest:
             if idle_timeout is not None and time.monotonic() - idle_since >= idle_timeout:
                 return
+            if time.monotonic() - recorded[0] >= CONSUMER_REFRESH_SECONDS:
+                handed_over(next_id)  # an idle stream is alive: keep consumer.expiration-time from removing it
             time.sleep(poll_interval)
             continue
         earliest = earliest_change_id(table)

@@ -257,6 +257,21 @@ def test_consumer_resume_loses_and_repeats_nothing(catalog):
     assert catalog.get_table("db.t$consumers").read().to_pylist() == [{"consumer_id": "job", "next_snapshot_id": nxt}]
 
 
+@pytest.mark.parametrize("mode", ["latest-full", "from-snapshot-full", "compacted-full"])
+def test_consumer_stopped_during_the_full_read_reads_it_again(catalog, mode):
+    """A full first read counts as consumed only once handed over: a stream stopped before (a crash mid-read) must
+    not resume with the changes after it, which would lose the rows of the full read."""
+    t = make(catalog, "t", "input")
+    for i in range(3):
+        t.write(rows((i, i, str(i))))
+    t.stream(mode, snapshot_id=3 if mode == "from-snapshot-full" else None, consumer_id="job", idle_timeout=0)
+    assert t.consumers() == {}  # the full read was never handed over
+    again = batches(t.stream(mode, snapshot_id=3 if mode == "from-snapshot-full" else None, consumer_id="job",
+                             idle_timeout=0))
+    assert [sorted(b) for b in again] == [[("+I", 0, 0, "0"), ("+I", 1, 1, "1"), ("+I", 2, 2, "2")]]
+    assert t.consumers() == {"job": 4}
+
+
 def test_expiration_keeps_what_a_consumer_needs(catalog):
     t = make(catalog, "t", "input", **{"snapshot.num-retained.min": "1", "snapshot.num-retained.max": "2",
                                        "num-sorted-run.compaction-trigger": "100",

@@ -210,8 +210,11 @@ def stream(table, mode: str = "latest-full", *, snapshot_id=None, timestamp_mill
         saved = consumers.next_snapshot(consumer_id)
         if saved is not None:
             next_id, full = saved, None
-    if consumers is not None:
-        consumers.record(consumer_id, full.id if full is not None else next_id)
+    if consumers is not None and full is None:
+        # nothing is consumed yet; a full first read is recorded only once handed over: nextSnapshot = full.id + 1
+        # claims its rows were delivered, so a stream stopped before that would resume after them (Paimon writes
+        # the consumer at checkpoints, after the full read)
+        consumers.record(consumer_id, next_id)
     return _follow(table, next_id, full, out_cols, consumers, consumer_id, poll_interval, idle_timeout, normalize)
 
 

@@ -427,6 +427,32 @@ def test_from_timestamp_starts_in_the_decoupled_changelog(catalog):
     assert keys(t.snapshot(5).time_millis + 1) == []
 
 
+def test_expired_decoupled_changelog_keeps_the_files_of_a_tag(catalog):
+    """Snapshot expiration keeps a tagged snapshot's changelog files; expiring its decoupled changelog later must
+    too (check() found the tag's changelog manifest list missing), until the tag goes."""
+    import os
+    import time
+    t = make(catalog, "t", "input", **{"snapshot.num-retained.min": "1", "snapshot.num-retained.max": "1",
+                                       "snapshot.time-retained": "0 ms", "num-sorted-run.compaction-trigger": "100",
+                                       "changelog.num-retained.min": "2", "changelog.num-retained.max": "2",
+                                       "changelog.time-retained": "0 ms"})
+    t.write(rows((0, 0, "0")))
+    t.create_tag("one")
+    for i in range(1, 6):
+        t.write(rows((i, i, str(i))))
+    time.sleep(0.002)
+    t.expire_snapshots()
+    assert t.snapshot_manager.ids() == [6] and os.listdir(os.path.join(t.root, "changelog")) == ["changelog-5"]
+    report = t.check()
+    assert report.ok, report.problems
+    assert t.remove_orphan_files(older_than=0, dry_run=True) == []
+    bucket = os.path.join(t.root, "bucket-0")
+    assert len([f for f in os.listdir(bucket) if f.startswith("changelog-")]) == 3  # the tag's, changelog 5's, 6's
+    t.delete_tag("one")
+    assert len([f for f in os.listdir(bucket) if f.startswith("changelog-")]) == 2
+    assert t.check().ok and t.remove_orphan_files(older_than=0, dry_run=True) == []
+
+
 @pytest.mark.parametrize("producer", ["input", "lookup"])
 def test_decoupled_changelog_has_no_gaps_for_snapshots_without_changelog(catalog, producer):
     """Expiration writes changelog-<id> for every expired snapshot (as Paimon does), with or without changelog

@@ -4,7 +4,8 @@ When a changelog retention option keeps more than the matching snapshot option, 
 Paimon): expiring a snapshot writes ``changelog/changelog-<id>`` (the snapshot's JSON) and keeps its changelog
 manifest list, manifests and changelog files if it has them; ``read_changes`` and ``stream`` read such ids from
 there. Those changelogs expire by the changelog options (min/max counted back from the latest snapshot, time
-against the next changelog's commit time, never past what a consumer still needs). Without decoupling (the
+against the next changelog's commit time, never past what a consumer still needs; the files of a changelog whose
+snapshot is tagged stay with the tag, as snapshot expiration keeps them). Without decoupling (the
 default) changelog files expire with their snapshots. changelog-producer=none has no changelog files: its changes
 are data files, which follow the snapshots.
 """
@@ -143,11 +144,15 @@ def expire_changelogs(table, now_millis: int | None = None) -> list[int]:
             cut = cid
             break
     doomed = [cid for cid in present if cid < cut]
+    from engine.maintenance.tags import tagged_snapshots
+    tagged = {s.id for s in tagged_snapshots(table)} if doomed else set()
     for cid in doomed:
         snap = read(table, cid)
         if snap is None:
             continue
-        data, meta = changelog_paths(table, snap)
+        # a tag of that snapshot references the same changelog files (as snapshot expiration keeps them for
+        # tags): they stay until the tag is deleted (delete_tag frees them)
+        data, meta = changelog_paths(table, snap) if cid not in tagged else (set(), set())
         table.file_io.delete(path(table, cid))
         for p in sorted(data | meta):
             table.file_io.delete(p)

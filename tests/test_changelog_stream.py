@@ -217,6 +217,28 @@ def test_incremental_between_tags_to_snapshot_reads_the_changes(catalog):
     assert batches(t.stream("incremental", start="t1", end="t2")) == [[("+I", 1, 1, "b")], [("+I", 1, 1, "c")]]
 
 
+def test_stream_refuses_to_wait_past_a_missing_snapshot(catalog):
+    """Paimon's NextSnapshotFetcher raises 'The next expected snapshot is too big' when the next snapshot is beyond
+    the latest + 1: a start id past it, or a rollback below a running stream, whose re-committed snapshots it would
+    otherwise skip."""
+    t = make(catalog, "t", "input")
+    for i in range(3):
+        t.write(rows((i, i, str(i))))
+    with pytest.raises(SnapshotNotFound):
+        t.stream("from-snapshot", snapshot_id=9, idle_timeout=0)
+    assert batches(t.stream("from-snapshot", snapshot_id=4, idle_timeout=0)) == []  # the next one: waits
+    s = t.stream("latest", consumer_id="job", idle_timeout=0)
+    assert list(s) == [] and t.consumers() == {"job": 4}
+    running = t.stream("latest", idle_timeout=0)  # waiting for snapshot 4
+    t.rollback_to(1)
+    t.write(rows((7, 7, "7")))  # snapshot 2 again, unseen by the streams
+    with pytest.raises(SnapshotNotFound) as e:
+        list(running)
+    assert e.value.snapshot_id == 3
+    with pytest.raises(SnapshotNotFound):  # the consumer's saved progress too
+        t.stream("latest", consumer_id="job", idle_timeout=0)
+
+
 def test_compacted_full_reads_latest_compact_snapshot(catalog):
     t = make(catalog, "t", "input")
     history(t)

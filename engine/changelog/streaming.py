@@ -210,6 +210,7 @@ def stream(table, mode: str = "latest-full", *, snapshot_id=None, timestamp_mill
         saved = consumers.next_snapshot(consumer_id)
         if saved is not None:
             next_id, full = saved, None
+    _check_not_past_latest(table, next_id, table.snapshot_manager.latest_id())
     if consumers is not None and full is None:
         # nothing is consumed yet; a full first read is recorded only once handed over: nextSnapshot = full.id + 1
         # claims its rows were delivered, so a stream stopped before that would resume after them (Paimon writes
@@ -279,6 +280,15 @@ def _tag_diff(table, before: Snapshot, after: Snapshot, out_cols) -> Iterator[pa
                   after.id)
 
 
+def _check_not_past_latest(table, next_id: int, latest: int | None) -> None:
+    """SnapshotNotFound when the stream would wait for a snapshot after one that does not exist: a start id beyond
+    the latest + 1 would silently wait there, and a rollback below a running stream (or a re-created table) would
+    let it skip the snapshots committed anew (Paimon's NextSnapshotFetcher: 'The next expected snapshot is too
+    big')."""
+    if latest is not None and next_id > latest + 1:
+        raise SnapshotNotFound(table.name, next_id - 1)
+
+
 def _follow(table, next_id: int, full: Snapshot | None, out_cols, consumers, consumer_id, poll_interval,
             idle_timeout, normalize) -> Iterator[pa.RecordBatch]:
     sm = table.snapshot_manager
@@ -303,6 +313,7 @@ def _follow(table, next_id: int, full: Snapshot | None, out_cols, consumers, con
     while True:
         latest = sm.latest_id()
         if latest is None or next_id > latest:
+            _check_not_past_latest(table, next_id, latest)
             if idle_timeout is not None and time.monotonic() - idle_since >= idle_timeout:
                 return
             if time.monotonic() - recorded[0] >= CONSUMER_REFRESH_SECONDS:

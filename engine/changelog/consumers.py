@@ -64,7 +64,7 @@ class ConsumerManager:
                 continue
             path = os.path.join(self.directory, name)
             try:
-                written = os.stat(path).st_mtime * 1000
+                written = io.modified_millis(path)
             except FileNotFoundError:
                 continue
             if written < older_than_millis:

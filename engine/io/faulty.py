@@ -172,6 +172,10 @@ class FaultyFileIO:
         """Delegate size, unless a matching fault fires."""
         return self._call("size", path)
 
+    def modified_millis(self, path: str) -> int:
+        """Delegate modified_millis, unless a matching fault fires."""
+        return self._call("modified_millis", path)
+
     def list_names(self, directory: str) -> list[str]:
         """Delegate list_names, unless a matching fault fires."""
         return self._call("list_names", directory)

@@ -62,6 +62,9 @@ class FileIO(Protocol):
     def size(self, path: str) -> int:
         """Size of file ``path`` in bytes. Raises FileNotFoundError, StorageError."""
 
+    def modified_millis(self, path: str) -> int:
+        """When file ``path`` was last written (epoch milliseconds). Raises FileNotFoundError, StorageError."""
+
     def list_names(self, directory: str) -> list[str]:
         """Names (not paths) of the entries of ``directory``, in no particular order; empty for a missing directory.
         Raises StorageError.
@@ -155,6 +158,10 @@ class LocalFileIO:
     def size(self, path: str) -> int:
         """Size of file ``path`` in bytes. Raises FileNotFoundError, StorageError."""
         return self._guard(path, lambda: os.stat(path).st_size)
+
+    def modified_millis(self, path: str) -> int:
+        """When file ``path`` was last written (epoch milliseconds). Raises FileNotFoundError, StorageError."""
+        return self._guard(path, lambda: int(os.stat(path).st_mtime * 1000))
 
     def list_names(self, directory: str) -> list[str]:
         """Names of the entries of ``directory`` (empty if it does not exist). Raises StorageError."""

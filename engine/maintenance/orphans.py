@@ -97,7 +97,7 @@ def remove_orphan_files(table, older_than=None, *, dry_run: bool = False) -> lis
             if path in keep:
                 continue
             try:
-                if os.stat(path).st_mtime > cutoff:
+                if table.file_io.modified_millis(path) > cutoff * 1000:
                     continue
             except FileNotFoundError:
                 continue

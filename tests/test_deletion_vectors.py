@@ -345,3 +345,22 @@ def test_expiring_snapshots_frees_replaced_vector_files(catalog):
     assert set(t.file_io.list_names(f"{t.root}/index")) == {r["_FILE_NAME"] for r in dv_records(t)}
     assert t.check().ok and not t.check().orphan_files
     assert len(t.read()) == 200
+
+
+@pytest.mark.parametrize("primary_key", [["p", "k"], ["k"]], ids=["dynamic-bucket", "cross-partition"])
+def test_dynamic_bucket_tables_with_vectors(catalog, primary_key):
+    """Dynamic bucket mode (no ``bucket`` option) with deletion vectors; with a key without the partition column,
+    an upsert moves the key between partitions (a -D in the old one, compacted into a vector there)."""
+    t = catalog.create_table("db.d", SCHEMA, primary_key=primary_key, partition_keys=["p"],
+                             options={"deletion-vectors.enabled": "true"})
+    t.write(batch(list(range(200)), [0] * 200))
+    t.write(pa.table({"p": ["a", "b"], "k": [1, 2], "v": [1, 2]}, schema=SCHEMA))
+    t.write(pa.table({"p": ["b"], "k": [1], "v": [3]}, schema=SCHEMA))
+    t = catalog.get_table("db.d")
+    if primary_key == ["k"]:
+        expected = sorted([("a", k, 0) for k in range(200) if k not in (1, 2)] + [("b", 1, 3), ("b", 2, 2)])
+    else:
+        expected = sorted([("a", k, 1 if k == 1 else 0) for k in range(200)] + [("b", 1, 3), ("b", 2, 2)])
+    assert rows(t) == expected
+    assert live_rows_above_level0(t) == expected
+    assert t.check().ok

@@ -15,11 +15,10 @@ import argparse
 import os
 import shutil
 import sys
-import tempfile
 import time
 
 from benchmarks import kernel_bench, report, scaling_bench, upsert_bench
-from benchmarks.harness import ONE_THREAD_ENV, Row, run_worker, save_runs
+from benchmarks.harness import ONE_THREAD_ENV, Row, in_workdir, load_average, run_worker, save_runs
 from benchmarks.workloads import FULL_ROWS_PER_RUN, FULL_RUNS, SEED, merge_workload
 
 MEMORY_CONTENDERS = [  # (worker contender, label, extra env)
@@ -94,24 +93,11 @@ def main(argv=None) -> int:
         from benchmarks.changelog_bench import main as changelog_main
         return changelog_main(argv[1:])
     args = parse_args(argv)
-    own_workdir = args.workdir is None
-    workdir = args.workdir or tempfile.mkdtemp(prefix="lakemerge-bench-")
-    os.makedirs(workdir, exist_ok=True)
-    t_start = time.perf_counter()
-    try:
-        return _run(args, workdir)
-    finally:
-        if own_workdir:
-            shutil.rmtree(workdir, ignore_errors=True)
-        print(f"total wall time {time.perf_counter() - t_start:.0f} s", file=sys.stderr)
-
-
-def _load() -> str:
-    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+    return in_workdir(args.workdir, "lakemerge-bench-", lambda workdir: _run(args, workdir))
 
 
 def _run(args, workdir: str) -> int:
-    load_start = _load()
+    load_start = load_average()
     # Workers use a private Numba cache so that runs never write into the source tree's __pycache__.
     cache = os.path.join(workdir, "numba-cache")
     base_env = {"NUMBA_CACHE_DIR": cache, "PYTHONWARNINGS": "ignore::DeprecationWarning"}
@@ -235,7 +221,7 @@ def _run(args, workdir: str) -> int:
     rows.sort(key=lambda r: case_order[r.case])   # stable: contender order kept within a case
     header += [numba_line, f"machine: {report.machine()}", f"versions: {report.versions()}",
                "contention: this machine is shared (other jobs run on its cores); 1/5/15-min load average at the "
-               f"start {load_start}, at the end {_load()} -- absolute times are noisy, ratios measured in the same "
+               f"start {load_start}, at the end {load_average()} -- absolute times are noisy, ratios measured in the same "
                "run are what matter"]
     print()
     print(report.render_text(rows))

@@ -33,7 +33,6 @@ import gc
 import os
 import shutil
 import sys
-import tempfile
 import time
 from collections import Counter
 
@@ -41,7 +40,8 @@ import numpy as np
 import pyarrow as pa
 
 from benchmarks import report
-from benchmarks.harness import (Mismatch, Row, assert_same_rows, current_rss_mb, emit, load_runs, load_table,
+from benchmarks.harness import (Mismatch, Row, assert_same_rows, current_rss_mb, emit, in_workdir, load_average,
+                                load_runs, load_table,
                                 normalise, peak_rss_mb, run_worker, save_runs, save_table)
 from benchmarks.workloads import FULL_ROWS_PER_RUN, FULL_RUNS, SCHEMA, SEED, MergeWorkload, expected_winners, \
     merge_workload
@@ -284,24 +284,11 @@ def parse_args(argv=None):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    own = args.workdir is None
-    workdir = args.workdir or tempfile.mkdtemp(prefix="lakemerge-dv-bench-")
-    os.makedirs(workdir, exist_ok=True)
-    t_start = time.perf_counter()
-    try:
-        return _run(args, workdir)
-    finally:
-        if own:
-            shutil.rmtree(workdir, ignore_errors=True)
-        print(f"total wall time {time.perf_counter() - t_start:.0f} s", file=sys.stderr)
-
-
-def _load() -> str:
-    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+    return in_workdir(args.workdir, "lakemerge-dv-bench-", lambda workdir: _run(args, workdir))
 
 
 def _run(args, workdir: str) -> int:
-    load_start = _load()
+    load_start = load_average()
     env = {"NUMBA_CACHE_DIR": os.path.join(workdir, "numba-cache"), "PYTHONWARNINGS": "ignore::DeprecationWarning"}
     n_runs, rpr = args.runs, args.rows_per_run
     print(f"generating data (seed {SEED}) ...", file=sys.stderr, flush=True)
@@ -362,7 +349,7 @@ def _run(args, workdir: str) -> int:
                 fatal.append(f"{case} / {label}: {err}")
 
     header += [f"machine: {report.machine()}", f"versions: {report.versions()}",
-               f"contention: 1/5/15-min load average at the start {load_start}, at the end {_load()} "
+               f"contention: 1/5/15-min load average at the start {load_start}, at the end {load_average()} "
                "(absolute times are noisy on a shared machine; compare ratios from the same run)"]
     summary = summarize(rows, case_ingest, cases)
     print()

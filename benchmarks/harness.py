@@ -65,6 +65,28 @@ def current_rss_mb() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
+def load_average() -> str:
+    """The 1/5/15-minute load averages, as '0.9/1.2/1.5' (reported with every run: the machine is shared)."""
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def in_workdir(workdir: str | None, prefix: str, run) -> int:
+    """``run(workdir)`` in ``workdir``, or in a new temporary directory removed afterwards; prints the total wall
+    time to stderr and returns ``run``'s exit code."""
+    import shutil
+    import tempfile
+    own = workdir is None
+    workdir = workdir or tempfile.mkdtemp(prefix=prefix)
+    os.makedirs(workdir, exist_ok=True)
+    start = time.perf_counter()
+    try:
+        return run(workdir)
+    finally:
+        if own:
+            shutil.rmtree(workdir, ignore_errors=True)
+        print(f"total wall time {time.perf_counter() - start:.0f} s", file=sys.stderr)
+
+
 def timed(fn, *args):
     t0 = time.perf_counter()
     out = fn(*args)

@@ -10,7 +10,14 @@ from typing import Mapping
 
 import pyarrow as pa
 
-from engine.errors import InvalidInput, InvalidOption, SnapshotNotFound, TableNotFound
+from engine.errors import (
+    InvalidInput,
+    InvalidOption,
+    SnapshotNotFound,
+    TableNotFound,
+    TagNotFound,
+    UnsupportedFeature,
+)
 from engine.io.file_io import LocalFileIO, local_path
 from engine.meta.snapshot import Snapshot
 from engine.table import Table
@@ -18,6 +25,7 @@ from engine.table import Table
 SNAPSHOT_ID = "scan.snapshot-id"
 TIMESTAMP_MILLIS = "scan.timestamp-millis"
 TAG_NAME = "scan.tag-name"
+SCAN_VERSION = "scan.version"  # what Paimon's Spark connector makes of VERSION AS OF
 # Spark's generic time-travel option names, as Delta and Paimon's connector accept them.
 VERSION_AS_OF = "versionasof"
 TIMESTAMP_AS_OF = "timestampasof"
@@ -83,24 +91,33 @@ def lower_options(options: Mapping[str, str]) -> dict[str, str]:
     return {str(k).lower(): str(v) for k, v in dict(options).items()}
 
 
-def read_tag(table: Table, tag: str) -> Snapshot:
-    """The snapshot a tag pins (``tag/tag-<name>`` holds a snapshot JSON, as Paimon writes it)."""
-    path = os.path.join(table.root, "tag", f"tag-{tag}")
+def resolve_version(table: Table, version: str) -> Snapshot:
+    """The snapshot ``version`` names, resolved as Paimon resolves ``VERSION AS OF`` (TimeTravelUtil): a tag of that
+    name first (even an all-digit one, which Java Paimon may create), else a snapshot id if ``version`` is all
+    digits. Raises TagNotFound for any other name, SnapshotNotFound, UnsupportedFeature for ``watermark-<n>``."""
     try:
-        data = table.file_io.read_bytes(path)
-    except FileNotFoundError:
-        raise InvalidInput(f"tag {tag!r} does not exist (no {path})", table=table.name) from None
-    return Snapshot.from_json(data.decode("utf-8"), path)
+        return table.tag_snapshot(version)
+    except TagNotFound:
+        if version.startswith("watermark-"):
+            raise UnsupportedFeature(f"table {table.name!r}: time travel to a watermark ({version!r}) is not "
+                                     "supported; use a snapshot id, a tag or a timestamp") from None
+        if not version.isdecimal():
+            raise
+    return table.snapshot(int(version))
 
 
 def resolve_snapshot(table: Table, options: Mapping[str, str]) -> Snapshot | None:
     """The snapshot a read should see: the time-travel option if one is given, else the latest (None when the
     table has no commits). At most one time-travel option may be set.
 
-    Raises SnapshotNotFound, InvalidInput (unknown tag, timestamp before the first snapshot), InvalidOption.
+    ``scan.snapshot-id`` takes an id, ``scan.tag-name`` a tag, ``versionAsOf`` / ``scan.version`` either (see
+    resolve_version).
+
+    Raises SnapshotNotFound, TagNotFound, InvalidInput (timestamp before the first snapshot), InvalidOption.
     """
     opts = lower_options(options)
-    given = [k for k in (SNAPSHOT_ID, TIMESTAMP_MILLIS, TAG_NAME, VERSION_AS_OF, TIMESTAMP_AS_OF) if opts.get(k)]
+    given = [k for k in (SNAPSHOT_ID, TIMESTAMP_MILLIS, TAG_NAME, SCAN_VERSION, VERSION_AS_OF, TIMESTAMP_AS_OF)
+             if opts.get(k)]
     if len(given) > 1:
         raise InvalidOption(given[1], opts[given[1]], f"only one time-travel option may be set, got {given}",
                             table=table.name)
@@ -109,8 +126,10 @@ def resolve_snapshot(table: Table, options: Mapping[str, str]) -> Snapshot | Non
     key = given[0]
     value = opts[key]
     if key == TAG_NAME:
-        return read_tag(table, value)
-    if key in (SNAPSHOT_ID, VERSION_AS_OF):
+        return table.tag_snapshot(value)
+    if key in (SCAN_VERSION, VERSION_AS_OF):
+        return resolve_version(table, value)
+    if key == SNAPSHOT_ID:
         try:
             sid = int(value)
         except ValueError:
@@ -159,5 +178,5 @@ def arrow_of_spark(schema) -> pa.Schema:
     return to_arrow_schema(schema, timezone="UTC")
 
 
-__all__ = ["open_table", "resolve_snapshot", "read_tag", "spark_schema", "arrow_of_spark", "lower_options",
+__all__ = ["open_table", "resolve_snapshot", "resolve_version", "spark_schema", "arrow_of_spark", "lower_options",
            "table_name_of", "SnapshotNotFound"]

@@ -86,10 +86,39 @@ def test_time_travel_by_snapshot_timestamp_tag(spark, orders):
     assert count(versionAsOf="1") == 100
     assert count(**{"scan.timestamp-millis": str(first.time_millis)}) == 100
     assert count(**{"scan.tag-name": "before"}) == 100
-    with pytest.raises(Exception, match="has no snapshot 9"):
+    with pytest.raises(Exception, match="SnapshotNotFound.*has no snapshot 9"):
         count(**{"scan.snapshot-id": "9"})
-    with pytest.raises(Exception, match="tag 'nope' does not exist"):
+    with pytest.raises(Exception, match="TagNotFound.*has no tag 'nope'"):
         count(**{"scan.tag-name": "nope"})
+
+
+def test_version_as_of_takes_a_tag_or_a_snapshot_id(spark, orders):
+    """versionAsOf took only a snapshot id: versionAsOf='before' (a tag) failed with 'expected a snapshot id', and
+    a tag named '2' (Java Paimon allows all-digit tag names) was read as snapshot 2. Paimon resolves VERSION AS OF
+    (TimeTravelUtil.adaptScanVersion) to a tag of that name first, else to a snapshot id if it is all digits."""
+    spark_glue.write_table(_initial(spark), orders.root)
+    spark_glue.delete_where(spark, orders.root, "region = 'us'")
+    orders.create_tag("before", 1)
+    shutil.copy(os.path.join(orders.root, "tag", "tag-before"), os.path.join(orders.root, "tag", "tag-2"))
+
+    def count(version, key="versionAsOf"):
+        return spark.read.format("lakemerge").option(key, version).load(orders.root).count()
+
+    assert (count("1"), count("2"), count("before")) == (100, 100, 100)  # tag '2' wins over snapshot 2
+    assert count("before", key="scan.version") == 100
+    orders.delete_tag("2")
+    assert count("2") == 60
+    with pytest.raises(Exception, match="TagNotFound.*has no tag 'nope'"):
+        count("nope")
+    with pytest.raises(Exception, match="SnapshotNotFound.*has no snapshot 9"):
+        count("9")
+    with pytest.raises(Exception, match="UnsupportedFeature.*watermark"):
+        count("watermark-5")
+
+    def files(**opts):  # a system table travels the same way
+        return sorted(r["file_path"] for r in spark.read.format("lakemerge").options(**opts)
+                      .load(orders.root + "$files").collect())
+    assert files(versionAsOf="before") == files(**{"scan.snapshot-id": "1"}) != files()
 
 
 def test_pushdown_prunes_and_never_leaks_into_later_queries(spark, orders):

@@ -121,6 +121,53 @@ def test_version_as_of_takes_a_tag_or_a_snapshot_id(spark, orders):
     assert files(versionAsOf="before") == files(**{"scan.snapshot-id": "1"}) != files()
 
 
+def test_zone_less_time_travel_uses_the_session_time_zone(spark, orders):
+    """timestampAsOf without an offset was read as UTC whatever spark.sql.session.timeZone said; Spark reads a
+    zone-less TIMESTAMP AS OF in the session time zone. read_table passes the session's zone (option timeZone); a
+    direct read's planner cannot see the session and uses its local zone, so its tasks refuse the read when the
+    session's zone puts the timestamp elsewhere. System tables resolve in the task, which sees the session zone."""
+    import datetime as dt
+    import zoneinfo
+    spark_glue.write_table(_initial(spark), orders.root)
+    spark_glue.delete_where(spark, orders.root, "region = 'us'")
+    t1 = orders.snapshot(1).time_millis
+
+    def at(zone):  # snapshot 1's commit time as wall time in ``zone`` (None: this machine's zone), to the millisecond
+        return (dt.datetime.fromtimestamp(t1 // 1000, zone) + dt.timedelta(milliseconds=t1 % 1000)).astimezone(zone)
+    # a session zone ahead of the local one: read in the local zone, its wall time is later, so a snapshot is found
+    zone = next((z for z in ("Asia/Tokyo", "Pacific/Kiritimati") if at(zoneinfo.ZoneInfo(z)).utcoffset()
+                 > at(None).utcoffset()), None)
+    if zone is None:
+        pytest.skip("this machine's time zone is ahead of every candidate session zone")
+    with_offset = at(zoneinfo.ZoneInfo(zone)).isoformat(timespec="milliseconds")
+    wall = with_offset[:23].replace("T", " ")
+
+    def direct(value, path=orders.root, **opts):
+        return spark.read.format("lakemerge").option("timestampAsOf", value).options(**opts).load(path)
+
+    def files(df):
+        return sorted(r["file_path"] for r in df.collect())
+
+    old = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", zone)
+    try:
+        assert spark.sql(f"SELECT unix_millis(CAST('{wall}' AS TIMESTAMP))").first()[0] == t1  # Spark's reading
+        assert spark_glue.read_table(spark, orders.root, timestampAsOf=wall).count() == 100
+        assert spark_glue.read_table(spark, orders.root, **{"scan.timestamp": wall}).count() == 100
+        assert direct(wall, timeZone=zone).count() == 100
+        with pytest.raises(Exception, match=rf"InvalidOption.*spark.sql.session.timeZone \({zone}\)"):
+            direct(wall).count()
+        assert direct(with_offset).count() == direct(str(t1)).count() == 100  # explicit instants need no zone
+        with pytest.raises(Exception, match="at or before 2000-01-01 00:00 .timestampasof, read in the local time"):
+            direct("2000-01-01 00:00").count()
+        with pytest.raises(Exception, match=f"at or before 2000-01-01 00:00 .timestampasof, read in time zone {zone}"):
+            spark_glue.read_table(spark, orders.root, timestampAsOf="2000-01-01 00:00").count()
+        assert files(direct(wall, orders.root + "$files")) == files(direct(str(t1), orders.root + "$files")) \
+            != files(spark.read.format("lakemerge").load(orders.root + "$files"))
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", old)
+
+
 def test_pushdown_prunes_and_never_leaks_into_later_queries(spark, orders):
     spark_glue.write_table(_initial(spark), orders.root)
     df = spark_glue.read_table(spark, orders.root, prune=True, **{"source.split.target-size": "1b"})  # 1 task/split

@@ -98,6 +98,15 @@ class InvalidRowKind(InvalidInput):
     """A row kind is not one of +I, -U, +U, -D (or 0..3)."""
 
 
+class MergeCardinalityViolation(InvalidInput):
+    """Several source rows of a MERGE match one target row, which would be changed more than once (Spark's
+    MERGE_CARDINALITY_VIOLATION). ``.key`` maps the target row's primary-key and ``on`` columns to its values."""
+
+    def __init__(self, message: str, *, table: str, key: dict):
+        super().__init__(message, table=table)
+        self.key = key
+
+
 class InvalidSchema(LakemergeError):
     """A table definition is not valid (e.g. a primary key column that does not exist)."""
 

@@ -7,7 +7,12 @@ import numpy as np
 import pyarrow as pa
 
 from engine.errors import InvalidInput
-from spark_glue.tables import open_or_create_table, open_table
+from spark_glue.tables import (
+    SESSION_TIME_ZONE,
+    TIME_ZONE,
+    open_or_create_table,
+    open_table,
+)
 
 FORMAT = "lakemerge"
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
@@ -33,8 +38,14 @@ def read_table(spark, path: str, *, columns=None, filter_pushdown: bool = True, 
     ``prune=True`` also prunes partitions, buckets and files by the pushed filters. Only for a DataFrame that a
     query scans ONCE: Spark 4.3.0 reads every scan of one DataFrame in a query with the plan of the last filter
     push, so ``df.where(a).union(df.where(b))`` or a self-join of a pruning DataFrame loses rows.
+
+    ``options`` are the data source's (time travel: ``versionAsOf``, ``timestampAsOf``, ...). Option ``timeZone``
+    defaults to the session's ``spark.sql.session.timeZone`` as it is now, so a timestamp without an offset is read
+    in it, as Spark reads ``TIMESTAMP AS OF``.
     """
     register(spark)
+    if not any(k.lower() == TIME_ZONE for k in options):
+        options = {**options, "timeZone": spark.conf.get(SESSION_TIME_ZONE)}
     table = open_table(path)
     filter_pushdown = filter_pushdown or prune
     # The guard must be pushable, so a single never-null column: a key column (else a NOT NULL column), read

@@ -14,7 +14,7 @@ from typing import Mapping
 
 import pyarrow as pa
 
-from engine.errors import InvalidInput, NullPrimaryKey
+from engine.errors import InvalidInput, MergeCardinalityViolation, NullPrimaryKey
 from spark_glue.api import read_table, write_table
 from spark_glue.tables import open_table
 
@@ -68,11 +68,15 @@ def merge_into(spark, target_path: str, source_df, on, when_matched="update", wh
       ``matched_condition`` (SQL over ``t.``/``s.``) restricts which matched rows are changed.
     - ``when_not_matched``: "insert" (the source row must have every table column) or None.
     - ``when_not_matched_by_source``: "delete" or None (target rows with no source row).
-    Raises InvalidInput when ``on`` names unknown columns, when two source rows share an ``on`` key (the match
-    would be ambiguous; source rows whose key has a null never match and are ignored unless inserted), when
-    "update" would set a primary-key column that is not in ``on`` (as Paimon's MERGE INTO), or when a clause value
-    is not one of the above, or for an append table, a nanosecond sequence.field or merge-engine aggregation /
-    first-row (as Paimon);
+    As Paimon's MERGE INTO, each target row may match at most one source row when there is a ``when_matched``
+    clause (whatever ``matched_condition`` says); source rows that match no target row are all inserted, duplicates
+    included, and merge like the rows of any one write (on a deduplicate table one of them is kept, which one is not
+    defined). Source rows whose ``on`` key has a null never match.
+
+    Raises MergeCardinalityViolation (naming the target row) when several source rows match one target row and
+    ``when_matched`` is set; InvalidInput when ``on`` names unknown columns, when "update" would set a primary-key
+    column that is not in ``on`` (as Paimon's MERGE INTO), when a clause value is not one of the above, or for an
+    append table, a nanosecond sequence.field or merge-engine aggregation / first-row (as Paimon);
     NullPrimaryKey (naming the column) when a source row to insert has a null key.
     """
     from pyspark.sql import functions as F
@@ -89,22 +93,6 @@ def merge_into(spark, target_path: str, source_df, on, when_matched="update", wh
         raise InvalidInput(f"merge_into: when_matched='update' would set primary-key column(s) {moved} from the "
                            "source, and a primary key cannot be updated; add them to 'on', or pass a dict of the "
                            "columns to update", table=table.name, column=moved[0])
-    # A source key with a null never matches (SQL equality): harmless, unless it is to be inserted.
-    null_keys = [c for c in on if c in table.primary_keys] if when_not_matched == "insert" else []
-    is_null = [F.col(f"`{c}`").isNull() for c in (null_keys or on)]
-    counts = source_df.groupBy(*[F.col(f"`{c}`") for c in on]).count()
-    bad = counts.where((F.col("count") > 1) | reduce(lambda a, b: a | b, is_null)) if null_keys else \
-        counts.where((F.col("count") > 1) & ~reduce(lambda a, b: a | b, is_null))
-    bad = bad.limit(1).collect()
-    if bad:
-        key = dict(zip(on, bad[0][:len(on)]))
-        nulls = [c for c in null_keys if key[c] is None]
-        if nulls:
-            raise NullPrimaryKey(f"merge_into: a source row has a null in primary-key column {nulls[0]!r} "
-                                 f"({key}): it matches no target row and cannot be inserted",
-                                 table=table.name, column=nulls[0])
-        raise InvalidInput(f"merge_into: several source rows have the key {key}; a MERGE source must have at "
-                           "most one row per key", table=table.name)
     snap = _pinned(table)
     # One DataFrame per branch, all pinned to one snapshot: in Spark 4.3 scans of one Python-source relation
     # share its pushed-down read plan, so a branch's filters must never reach another branch's scan (each
@@ -115,6 +103,19 @@ def merge_into(spark, target_path: str, source_df, on, when_matched="update", wh
     def target():
         return read_table(spark, target_path, prune=True, **snap).alias("t")
     cond = reduce(lambda a, b: a & b, [F.col(f"t.`{c}`") == F.col(f"s.`{c}`") for c in on])
+    # A source key with a null never matches (SQL equality): harmless, unless it is to be inserted.
+    null_keys = [c for c in on if c in table.primary_keys] if when_not_matched == "insert" else []
+    if null_keys:
+        bad = source_df.where(reduce(lambda a, b: a | b, [F.col(f"`{c}`").isNull() for c in null_keys]))
+        bad = bad.select(*[F.col(f"`{c}`") for c in on]).limit(1).collect()
+        if bad:
+            key = bad[0].asDict()
+            column = next(c for c in null_keys if key[c] is None)
+            raise NullPrimaryKey(f"merge_into: a source row has a null in primary-key column {column!r} "
+                                 f"({key}): it matches no target row and cannot be inserted",
+                                 table=table.name, column=column)
+    if when_matched is not None:
+        _check_cardinality(table, target().join(s, cond, "inner"), on)
 
     def tcol(c):
         return F.col(f"t.`{c}`")
@@ -160,6 +161,24 @@ def merge_into(spark, target_path: str, source_df, on, when_matched="update", wh
     if not parts:
         return table.latest_snapshot_id()
     return _write_changes(reduce(lambda a, b: a.unionByName(b), parts), target_path)
+
+
+def _check_cardinality(table, matched, on: list[str]) -> None:
+    """Refuse a MERGE whose ``matched`` pairs (target ``t`` joined with source ``s``) match one target row with
+    several source rows, as Paimon's MergeIntoPaimonTable does before writing. A target row is known by its primary
+    key (a merged read has one row per key)."""
+    from pyspark.sql import functions as F
+    key = list(table.primary_keys) + [c for c in on if c not in table.primary_keys]
+    n = "__lakemerge_matches"
+    hit = (matched.groupBy(*[F.col(f"t.`{c}`").alias(c) for c in key]).agg(F.count(F.lit(1)).alias(n))
+           .where(F.col(n) > 1).limit(1).collect())
+    if hit:
+        row = hit[0].asDict()
+        values = {c: row[c] for c in key}
+        raise MergeCardinalityViolation(f"merge_into: {row[n]} source rows match the target row {values}; a "
+                                        "MERGE with when_matched may match each target row at most once (make the "
+                                        "source unique on 'on' for the keys that exist in the table)",
+                                        table=table.name, key=values)
 
 
 def _check_row_level(table, op: str) -> None:

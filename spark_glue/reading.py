@@ -20,7 +20,15 @@ from pyspark.sql.datasource import (DataSourceReader, EqualNullSafe, EqualTo, Gr
 from engine.options import parse_bool, parse_memory_size
 from engine.read import predicate as pred
 from engine.read.scan import Split
-from spark_glue.tables import arrow_of_spark, lower_options, open_table, resolve_snapshot
+from spark_glue.tables import (
+    arrow_of_spark,
+    check_planned_zone,
+    lower_options,
+    open_table,
+    resolve_snapshot,
+    timestamp_millis,
+    zone_less_timestamp,
+)
 
 TARGET_SPLIT_SIZE = "source.split.target-size"
 OPEN_FILE_COST = "source.split.open-file-cost"
@@ -31,11 +39,13 @@ BATCH_ROWS = 64 * 1024
 
 
 class SplitGroup(InputPartition):
-    """The splits one Spark task reads, and the snapshot they belong to."""
+    """The splits one Spark task reads, the snapshot they belong to and, when a zone-less timestamp chose it, that
+    timestamp's (key, value, epoch millis) as the planner read it (see tables.check_planned_zone)."""
 
-    def __init__(self, splits, snapshot_id: int | None):
+    def __init__(self, splits, snapshot_id: int | None, planned_time: tuple[str, str, int] | None = None):
         self.splits = tuple(splits)
         self.snapshot_id = snapshot_id
+        self.planned_time = planned_time
 
 
 def pack_splits(splits: list[Split], target: int, open_cost: int) -> list[list[Split]]:
@@ -132,16 +142,20 @@ class MergedTableReader(DataSourceReader):
         target = parse_memory_size(self.options.get(TARGET_SPLIT_SIZE, str(DEFAULT_TARGET)))
         cost = parse_memory_size(self.options.get(OPEN_FILE_COST, str(DEFAULT_OPEN_COST)))
         sid = None if snap is None else snap.id
+        # This planner sees no Spark session: a zone-less timestamp was read in the local zone; the tasks check it.
+        zone_less = zone_less_timestamp(self.options, table.name)
+        planned = None if zone_less is None else (*zone_less, timestamp_millis(*zone_less, None, table.name))
         groups = pack_splits(splits, max(1, target), cost)
         # Spark needs at least one partition; an empty group reads nothing.
-        return [SplitGroup(g, sid) for g in groups] or [SplitGroup((), sid)]
+        return [SplitGroup(g, sid, planned) for g in groups] or [SplitGroup((), sid, planned)]
 
     def read(self, partition: SplitGroup):
         from engine.append.read import ordered_files, read_append_file
         from engine.read.split_read import SplitReader
+        table = open_table(self.options.get("path"))
+        check_planned_zone(partition.planned_time, table.name)
         if not partition.splits:
             return iter(())
-        table = open_table(self.options.get("path"))
         dnf = self._dnf(table)
         read_cols = list(dict.fromkeys(self.columns + sorted(pred.columns_of(dnf))))
         target = arrow_of_spark(self.schema)

@@ -1,9 +1,13 @@
 """The ``lakemerge`` Python data source: ``spark.read/write(Stream).format("lakemerge")``.
 
 Options (keys are case-insensitive):
-- read: ``scan.snapshot-id`` | ``scan.timestamp-millis`` | ``scan.tag-name`` (or ``versionAsOf`` /
-  ``timestampAsOf``) for time travel; ``columns`` (comma list) to read only some columns (Spark 4.3 has no
-  column-pruning hook for Python sources); ``filter-pushdown`` (true/false, default false; needs
+- read: ``scan.snapshot-id`` | ``scan.tag-name`` | ``versionAsOf`` (or ``scan.version``: a tag name, else a
+  snapshot id, as Paimon's ``VERSION AS OF``) | ``timestampAsOf`` (or ``scan.timestamp`` /
+  ``scan.timestamp-millis``: epoch milliseconds or ISO-8601) for time travel; ``timeZone``: the zone of a timestamp
+  without an offset (default: the Spark session's, which only ``read_table`` and Spark tasks can see; a read
+  planner without it uses its local zone, and the tasks fail the read if the session's differs there, see
+  tables.check_planned_zone); ``columns`` (comma list) to read only some columns (Spark 4.3 has no column-pruning
+  hook for Python sources); ``filter-pushdown`` (true/false, default false; needs
   ``spark.sql.python.filterPushdown.enabled``: each query that pushes filters re-plans against the current
   snapshot) and ``filter-pushdown.prune`` (true/false, default false: also prune by them; wrong rows when one
   DataFrame or view is scanned twice in a query, or queried later without filters, see reading.PushdownReader);

@@ -4,8 +4,8 @@
 Kinds and columns are engine.system_tables' (Paimon's names and types): snapshots, schemas, options, tags,
 consumers, files, manifests, partitions, buckets, audit_log. The per-snapshot kinds (files, manifests, partitions,
 buckets, audit_log) honour the time-travel options (``scan.snapshot-id``, ``scan.tag-name``,
-``scan.timestamp-millis``, ``versionAsOf``, ``timestampAsOf``). System tables are read-only. Metadata is small:
-one Spark task builds the whole table.
+``scan.timestamp-millis``, ``versionAsOf`` / ``scan.version``, ``timestampAsOf``). System tables are read-only.
+Metadata is small: one Spark task builds the whole table.
 """
 from __future__ import annotations
 

@@ -1,26 +1,44 @@
 """Opening a lakemerge table from a Spark path option, time travel, and the Spark view of its schema.
 
 Everything here runs in Spark's Python workers as well as on the driver: it takes plain strings (paths, option
-values) and returns engine objects, so nothing depends on in-process driver state.
+values) and returns engine objects, so nothing depends on in-process driver state (only time_zone looks at the
+Spark task it may run in).
 """
 from __future__ import annotations
 
+import datetime as dt
 import os
+import re
+import zoneinfo
 from typing import Mapping
 
 import pyarrow as pa
 
-from engine.errors import InvalidInput, InvalidOption, SnapshotNotFound, TableNotFound
+from engine.errors import (
+    InvalidInput,
+    InvalidOption,
+    SnapshotNotFound,
+    TableNotFound,
+    TagNotFound,
+    UnsupportedFeature,
+)
 from engine.io.file_io import LocalFileIO, local_path
 from engine.meta.snapshot import Snapshot
 from engine.table import Table
 
 SNAPSHOT_ID = "scan.snapshot-id"
 TIMESTAMP_MILLIS = "scan.timestamp-millis"
+TIMESTAMP = "scan.timestamp"
 TAG_NAME = "scan.tag-name"
+SCAN_VERSION = "scan.version"  # what Paimon's Spark connector makes of VERSION AS OF
 # Spark's generic time-travel option names, as Delta and Paimon's connector accept them.
 VERSION_AS_OF = "versionasof"
 TIMESTAMP_AS_OF = "timestampasof"
+TIME_KEYS = (TIMESTAMP_MILLIS, TIMESTAMP, TIMESTAMP_AS_OF)
+TIME_TRAVEL_KEYS = (SNAPSHOT_ID, TAG_NAME, SCAN_VERSION, VERSION_AS_OF) + TIME_KEYS
+# Option timeZone: the zone of a time-travel timestamp written without one (read_table passes the session's).
+TIME_ZONE = "timezone"
+SESSION_TIME_ZONE = "spark.sql.session.timeZone"
 
 
 def table_name_of(root: str) -> str:
@@ -83,24 +101,34 @@ def lower_options(options: Mapping[str, str]) -> dict[str, str]:
     return {str(k).lower(): str(v) for k, v in dict(options).items()}
 
 
-def read_tag(table: Table, tag: str) -> Snapshot:
-    """The snapshot a tag pins (``tag/tag-<name>`` holds a snapshot JSON, as Paimon writes it)."""
-    path = os.path.join(table.root, "tag", f"tag-{tag}")
+def resolve_version(table: Table, version: str) -> Snapshot:
+    """The snapshot ``version`` names, resolved as Paimon resolves ``VERSION AS OF`` (TimeTravelUtil): a tag of that
+    name first (even an all-digit one, which Java Paimon may create), else a snapshot id if ``version`` is all
+    digits. Raises TagNotFound for any other name, SnapshotNotFound, UnsupportedFeature for ``watermark-<n>``."""
     try:
-        data = table.file_io.read_bytes(path)
-    except FileNotFoundError:
-        raise InvalidInput(f"tag {tag!r} does not exist (no {path})", table=table.name) from None
-    return Snapshot.from_json(data.decode("utf-8"), path)
+        return table.tag_snapshot(version)
+    except TagNotFound:
+        if version.startswith("watermark-"):
+            raise UnsupportedFeature(f"table {table.name!r}: time travel to a watermark ({version!r}) is not "
+                                     "supported; use a snapshot id, a tag or a timestamp") from None
+        if not version.isdecimal():
+            raise
+    return table.snapshot(int(version))
 
 
 def resolve_snapshot(table: Table, options: Mapping[str, str]) -> Snapshot | None:
     """The snapshot a read should see: the time-travel option if one is given, else the latest (None when the
     table has no commits). At most one time-travel option may be set.
 
-    Raises SnapshotNotFound, InvalidInput (unknown tag, timestamp before the first snapshot), InvalidOption.
+    ``scan.snapshot-id`` takes an id, ``scan.tag-name`` a tag, ``versionAsOf`` / ``scan.version`` either (see
+    resolve_version); ``timestampAsOf`` / ``scan.timestamp`` / ``scan.timestamp-millis`` epoch milliseconds or an
+    ISO-8601 timestamp, read in the session time zone when it has no offset (see time_zone), and pick the latest
+    snapshot committed at or before it.
+
+    Raises SnapshotNotFound, TagNotFound, InvalidInput (timestamp before the first snapshot), InvalidOption.
     """
     opts = lower_options(options)
-    given = [k for k in (SNAPSHOT_ID, TIMESTAMP_MILLIS, TAG_NAME, VERSION_AS_OF, TIMESTAMP_AS_OF) if opts.get(k)]
+    given = [k for k in TIME_TRAVEL_KEYS if opts.get(k)]
     if len(given) > 1:
         raise InvalidOption(given[1], opts[given[1]], f"only one time-travel option may be set, got {given}",
                             table=table.name)
@@ -109,36 +137,109 @@ def resolve_snapshot(table: Table, options: Mapping[str, str]) -> Snapshot | Non
     key = given[0]
     value = opts[key]
     if key == TAG_NAME:
-        return read_tag(table, value)
-    if key in (SNAPSHOT_ID, VERSION_AS_OF):
+        return table.tag_snapshot(value)
+    if key in (SCAN_VERSION, VERSION_AS_OF):
+        return resolve_version(table, value)
+    if key == SNAPSHOT_ID:
         try:
             sid = int(value)
         except ValueError:
             raise InvalidOption(key, value, "expected a snapshot id (integer)", table=table.name) from None
         return table.snapshot(sid)
-    millis = _parse_millis(key, value, table.name)
+    zone = time_zone(opts)
+    millis = timestamp_millis(key, value, zone, table.name)
     best = None
     for snap in table.snapshots():
         if snap.time_millis <= millis and (best is None or snap.id > best.id):
             best = snap
     if best is None:
-        raise InvalidInput(f"no snapshot was committed at or before {value} ({key})", table=table.name)
+        read_in = f"time zone {zone}" if zone else \
+            "the local time zone (spark.sql.session.timeZone is out of sight here: set option timeZone)"
+        where = f", read in {read_in}" if _without_offset(key, value, table.name) else ""
+        raise InvalidInput(f"no snapshot was committed at or before {value} ({key}{where})", table=table.name)
     return best
 
 
-def _parse_millis(key: str, value: str, table: str) -> int:
+def time_zone(options: Mapping[str, str]) -> str | None:
+    """The zone of a time-travel timestamp written without one: option ``timeZone``, else the query's
+    ``spark.sql.session.timeZone`` when this runs in a Spark task and the session set one (Spark hands SQL settings to
+    tasks as local properties; the planner of a Python data source runs in a worker that sees no session), else
+    None: this process's local zone (on the driver host the JVM's default zone, Spark's default session zone)."""
+    zone = lower_options(options).get(TIME_ZONE)
+    if zone:
+        return zone
+    from pyspark import TaskContext
+    task = TaskContext.get()
+    return None if task is None else task.getLocalProperty(SESSION_TIME_ZONE)
+
+
+def _parse_time(key: str, value: str, table: str) -> int | dt.datetime:
+    """Epoch milliseconds, or the datetime of an ISO-8601 timestamp (naive when it has no offset)."""
     try:
         return int(value)
     except ValueError:
         pass
     try:
-        import datetime as dt
-        parsed = dt.datetime.fromisoformat(value)
-        if parsed.tzinfo is None:
-            parsed = parsed.replace(tzinfo=dt.timezone.utc)
-        return int(parsed.timestamp() * 1000)
+        return dt.datetime.fromisoformat(value)
     except ValueError:
         raise InvalidOption(key, value, "expected epoch milliseconds or an ISO-8601 timestamp", table=table) from None
+
+
+def timestamp_millis(key: str, value: str, zone: str | None, table: str) -> int:
+    """Epoch milliseconds of a time-travel ``value``: epoch milliseconds, or an ISO-8601 timestamp, which without an
+    offset is wall time in ``zone`` (a Spark zone id; None: this process's local zone). Raises InvalidOption."""
+    parsed = _parse_time(key, value, table)
+    if isinstance(parsed, int):
+        return parsed
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=zone_info(zone, table)) if zone else parsed.astimezone()
+    return (parsed - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)) // dt.timedelta(milliseconds=1)
+
+
+_OFFSET = re.compile(r"(?:UTC|GMT|UT)?([+-])(\d{1,2})(?::?(\d{2}))?(?::?(\d{2}))?")
+
+
+def zone_info(zone: str, table: str | None = None) -> dt.tzinfo:
+    """A Spark time-zone id as a tzinfo: a region id (``Europe/Berlin``, ``UTC``) or an offset (``+02:00``, ``-5``,
+    ``GMT+8``, ``Z``). Raises InvalidOption for anything else."""
+    match = _OFFSET.fullmatch(zone)
+    try:
+        if match:
+            sign, hours, minutes, seconds = match.groups()
+            offset = dt.timedelta(hours=int(hours), minutes=int(minutes or 0), seconds=int(seconds or 0))
+            return dt.timezone(-offset if sign == "-" else offset)
+        return dt.timezone.utc if zone in ("Z", "z") else zoneinfo.ZoneInfo(zone)
+    except (ValueError, zoneinfo.ZoneInfoNotFoundError):
+        raise InvalidOption("timeZone", zone, "expected a region id (Europe/Berlin) or an offset (+02:00)",
+                            table=table) from None
+
+
+def zone_less_timestamp(options: Mapping[str, str], table: str) -> tuple[str, str] | None:
+    """(key, value) of the time-travel option when it is an ISO timestamp without an offset and option ``timeZone``
+    is not set: where the session's zone is out of sight (a read planner), its instant rests on the local zone."""
+    opts = lower_options(options)
+    key = next((k for k in TIME_KEYS if opts.get(k)), None)
+    if key is None or opts.get(TIME_ZONE):
+        return None
+    return (key, opts[key]) if _without_offset(key, opts[key], table) else None
+
+
+def _without_offset(key: str, value: str, table: str) -> bool:
+    parsed = _parse_time(key, value, table)
+    return isinstance(parsed, dt.datetime) and parsed.tzinfo is None
+
+
+def check_planned_zone(planned: tuple[str, str, int] | None, table: str) -> None:
+    """In a Spark task: raise InvalidOption when the planner read a zone-less timestamp ``(key, value, millis)`` in
+    its local zone and the query's session time zone puts it at another instant (the snapshot may be wrong)."""
+    if planned is None:
+        return
+    key, value, millis = planned
+    zone = time_zone({})
+    if zone is not None and timestamp_millis(key, value, zone, table) != millis:
+        raise InvalidOption(key, value, f"a timestamp without an offset is read in spark.sql.session.timeZone "
+                            f"({zone}), which the lakemerge read planner cannot see (it used its local zone); add "
+                            "an offset, set option timeZone or read with spark_glue.read_table", table=table)
 
 
 def nullable(schema: pa.Schema) -> pa.Schema:
@@ -159,5 +260,5 @@ def arrow_of_spark(schema) -> pa.Schema:
     return to_arrow_schema(schema, timezone="UTC")
 
 
-__all__ = ["open_table", "resolve_snapshot", "read_tag", "spark_schema", "arrow_of_spark", "lower_options",
+__all__ = ["open_table", "resolve_snapshot", "resolve_version", "spark_schema", "arrow_of_spark", "lower_options",
            "table_name_of", "SnapshotNotFound"]

@@ -44,3 +44,28 @@ def test_spark_filters_translate_to_engine_terms():
     assert spark_filter_to_terms(Not(EqualTo(("k",), 5))) == [("k", "!=", 5)]
     for unusable in (IsNotNull(("k",)), StringStartsWith(("s",), "a"), EqualTo(("a", "b"), 1), EqualTo(("k",), None)):
         assert spark_filter_to_terms(unusable) is None
+
+
+def test_timestamps_without_an_offset_are_wall_time_in_the_zone():
+    """Zone-less time-travel timestamps were read as UTC; they are wall time in the zone given (Spark's session
+    time zone, see spark_glue.tables.time_zone), and an explicit offset or epoch millis ignore it."""
+    from engine.errors import InvalidOption
+    from spark_glue.tables import timestamp_millis
+
+    def ms(value, zone):
+        return timestamp_millis("timestampAsOf", value, zone, "db.t")
+
+    july, january, hour = 1719835200000, 1704110400000, 3600_000  # 2024-07-01 / 2024-01-01 12:00 UTC
+    assert ms("2024-07-01 12:00:00", "UTC") == ms("2024-07-01T12:00:00", "Etc/UTC") == july
+    assert ms("2024-07-01 12:00:00", "America/New_York") == july + 4 * hour  # EDT
+    assert ms("2024-01-01 12:00:00", "America/New_York") == january + 5 * hour  # EST
+    assert ms("2024-07-01 12:00:00.250", "Asia/Tokyo") == july - 9 * hour + 250
+    assert ms("2024-07-01 12:00", "+02:00") == ms("2024-07-01 12:00", "GMT+2") == july - 2 * hour
+    assert ms("2024-07-01 12:00", "-5") == ms("2024-07-01 12:00", "UTC-05:00") == july + 5 * hour
+    assert ms("2024-07-01T12:00:00+02:00", "America/New_York") == ms("2024-07-01T10:00:00Z", "Asia/Tokyo") \
+        == july - 2 * hour
+    assert ms(str(july), "Asia/Tokyo") == july
+    with pytest.raises(InvalidOption, match="'Mars/Olympus' for option 'timeZone'"):
+        ms("2024-07-01 12:00", "Mars/Olympus")
+    with pytest.raises(InvalidOption, match="'yesterday' for option 'timestampAsOf'.*ISO-8601"):
+        ms("yesterday", "UTC")

@@ -86,10 +86,86 @@ def test_time_travel_by_snapshot_timestamp_tag(spark, orders):
     assert count(versionAsOf="1") == 100
     assert count(**{"scan.timestamp-millis": str(first.time_millis)}) == 100
     assert count(**{"scan.tag-name": "before"}) == 100
-    with pytest.raises(Exception, match="has no snapshot 9"):
+    with pytest.raises(Exception, match="SnapshotNotFound.*has no snapshot 9"):
         count(**{"scan.snapshot-id": "9"})
-    with pytest.raises(Exception, match="tag 'nope' does not exist"):
+    with pytest.raises(Exception, match="TagNotFound.*has no tag 'nope'"):
         count(**{"scan.tag-name": "nope"})
+
+
+def test_version_as_of_takes_a_tag_or_a_snapshot_id(spark, orders):
+    """versionAsOf took only a snapshot id: versionAsOf='before' (a tag) failed with 'expected a snapshot id', and
+    a tag named '2' (Java Paimon allows all-digit tag names) was read as snapshot 2. Paimon resolves VERSION AS OF
+    (TimeTravelUtil.adaptScanVersion) to a tag of that name first, else to a snapshot id if it is all digits."""
+    spark_glue.write_table(_initial(spark), orders.root)
+    spark_glue.delete_where(spark, orders.root, "region = 'us'")
+    orders.create_tag("before", 1)
+    shutil.copy(os.path.join(orders.root, "tag", "tag-before"), os.path.join(orders.root, "tag", "tag-2"))
+
+    def count(version, key="versionAsOf"):
+        return spark.read.format("lakemerge").option(key, version).load(orders.root).count()
+
+    assert (count("1"), count("2"), count("before")) == (100, 100, 100)  # tag '2' wins over snapshot 2
+    assert count("before", key="scan.version") == 100
+    orders.delete_tag("2")
+    assert count("2") == 60
+    with pytest.raises(Exception, match="TagNotFound.*has no tag 'nope'"):
+        count("nope")
+    with pytest.raises(Exception, match="SnapshotNotFound.*has no snapshot 9"):
+        count("9")
+    with pytest.raises(Exception, match="UnsupportedFeature.*watermark"):
+        count("watermark-5")
+
+    def files(**opts):  # a system table travels the same way
+        return sorted(r["file_path"] for r in spark.read.format("lakemerge").options(**opts)
+                      .load(orders.root + "$files").collect())
+    assert files(versionAsOf="before") == files(**{"scan.snapshot-id": "1"}) != files()
+
+
+def test_zone_less_time_travel_uses_the_session_time_zone(spark, orders):
+    """timestampAsOf without an offset was read as UTC whatever spark.sql.session.timeZone said; Spark reads a
+    zone-less TIMESTAMP AS OF in the session time zone. read_table passes the session's zone (option timeZone); a
+    direct read's planner cannot see the session and uses its local zone, so its tasks refuse the read when the
+    session's zone puts the timestamp elsewhere. System tables resolve in the task, which sees the session zone."""
+    import datetime as dt
+    import zoneinfo
+    spark_glue.write_table(_initial(spark), orders.root)
+    spark_glue.delete_where(spark, orders.root, "region = 'us'")
+    t1 = orders.snapshot(1).time_millis
+
+    def at(zone):  # snapshot 1's commit time as wall time in ``zone`` (None: this machine's zone), to the millisecond
+        return (dt.datetime.fromtimestamp(t1 // 1000, zone) + dt.timedelta(milliseconds=t1 % 1000)).astimezone(zone)
+    # a session zone ahead of the local one: read in the local zone, its wall time is later, so a snapshot is found
+    zone = next((z for z in ("Asia/Tokyo", "Pacific/Kiritimati") if at(zoneinfo.ZoneInfo(z)).utcoffset()
+                 > at(None).utcoffset()), None)
+    if zone is None:
+        pytest.skip("this machine's time zone is ahead of every candidate session zone")
+    with_offset = at(zoneinfo.ZoneInfo(zone)).isoformat(timespec="milliseconds")
+    wall = with_offset[:23].replace("T", " ")
+
+    def direct(value, path=orders.root, **opts):
+        return spark.read.format("lakemerge").option("timestampAsOf", value).options(**opts).load(path)
+
+    def files(df):
+        return sorted(r["file_path"] for r in df.collect())
+
+    old = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", zone)
+    try:
+        assert spark.sql(f"SELECT unix_millis(CAST('{wall}' AS TIMESTAMP))").first()[0] == t1  # Spark's reading
+        assert spark_glue.read_table(spark, orders.root, timestampAsOf=wall).count() == 100
+        assert spark_glue.read_table(spark, orders.root, **{"scan.timestamp": wall}).count() == 100
+        assert direct(wall, timeZone=zone).count() == 100
+        with pytest.raises(Exception, match=rf"InvalidOption.*spark.sql.session.timeZone \({zone}\)"):
+            direct(wall).count()
+        assert direct(with_offset).count() == direct(str(t1)).count() == 100  # explicit instants need no zone
+        with pytest.raises(Exception, match="at or before 2000-01-01 00:00 .timestampasof, read in the local time"):
+            direct("2000-01-01 00:00").count()
+        with pytest.raises(Exception, match=f"at or before 2000-01-01 00:00 .timestampasof, read in time zone {zone}"):
+            spark_glue.read_table(spark, orders.root, timestampAsOf="2000-01-01 00:00").count()
+        assert files(direct(wall, orders.root + "$files")) == files(direct(str(t1), orders.root + "$files")) \
+            != files(spark.read.format("lakemerge").load(orders.root + "$files"))
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", old)
 
 
 def test_pushdown_prunes_and_never_leaks_into_later_queries(spark, orders):
@@ -388,10 +464,85 @@ def test_merge_update_delete_against_a_pandas_model(spark, orders):
     expected = model.reset_index().astype({"qty": "int32"})
     expected = _rows(pa.Table.from_pandas(expected[["region", "id", "qty", "price"]], preserve_index=False))
     assert _rows(spark.read.format("lakemerge").load(orders.root).collect()) == expected
-    with pytest.raises(Exception, match="several source rows"):
+    with pytest.raises(Exception, match="2 source rows match the target row"):
         spark_glue.merge_into(spark, orders.root, source.unionAll(source), on=["region", "id"])
     with pytest.raises(Exception, match="cannot be updated"):
         spark_glue.update_where(spark, orders.root, {"id": "id + 1"})
+
+
+def _merge_model(target: list[dict], source: list[tuple], on, update=None, delete=False, insert=True):
+    """MERGE INTO in pandas, as Paimon runs it on a primary-key table: {key: set of rows the table may hold}. Each
+    matched target row gets the ``update`` columns of its source row (or is deleted); unmatched source rows are
+    inserted, duplicates included (their key may then hold any one of them). Raises ValueError when a matched
+    clause is given and one target row matches several source rows."""
+    import pandas as pd
+    cols, keys = ["region", "id", "qty", "price"], ["region", "id"]
+    t = pd.DataFrame(target, columns=cols).assign(_t=range(len(target)))
+    src = pd.DataFrame(source, columns=cols).assign(_s=range(len(source)))
+    pairs = t.merge(src, on=on, suffixes=("", "_src"))
+    if (update or delete) and pairs["_t"].duplicated().any():
+        raise ValueError("several source rows match one target row")
+    out = {tuple(r[k] for k in keys): {tuple(r[c] for c in cols)} for r in target}
+    for r in pairs.to_dict("records") if update or delete else ():
+        key = tuple(r[k] for k in keys)
+        if delete:
+            del out[key]
+        else:
+            out[key] = {tuple(r[c + "_src"] if c in update else r[c] for c in cols)}
+    inserted: dict = {}
+    for r in src[~src["_s"].isin(pairs["_s"])].to_dict("records") if insert else ():
+        inserted.setdefault(tuple(r[k] for k in keys), set()).add(tuple(r[c] for c in cols))
+    out.update(inserted)
+    return out
+
+
+def test_merge_refuses_only_several_source_rows_per_target_row(spark, orders):
+    """merge_into refused any duplicate source key, even one matching no target row. As Paimon's MERGE INTO: only
+    a target row matched by several source rows (when a matched clause is given) is refused, naming the row;
+    unmatched duplicates are all inserted and merge as one write's rows (the table keeps one of them)."""
+    from engine.errors import MergeCardinalityViolation
+    spark_glue.write_table(_initial(spark), orders.root)
+
+    def check(source, on, model_kwargs, **merge_kwargs):
+        expected = _merge_model(orders.read().to_pylist(), source, on, **model_kwargs)
+        spark_glue.merge_into(spark, orders.root, spark.createDataFrame(source, DDL), on=on, **merge_kwargs)
+        got = {(r["region"], r["id"]): tuple(r.values()) for r in orders.read().to_pylist()}
+        assert got.keys() == expected.keys()
+        assert all(got[k] in expected[k] for k in got)
+        return got
+
+    unmatched_twice = [("asia", 1, 5, 1.0), ("asia", 1, 5, 1.0), ("asia", 2, 6, 2.0), ("asia", 2, 7, 3.0)]
+    got = check([("eu", 3, 30, 3.5), ("us", 4, 40, 4.5)] + unmatched_twice, ["region", "id"],
+                {"update": ["qty", "price"]})
+    assert got[("eu", 3)] == ("eu", 3, 30, 3.5) and got[("asia", 1)] == ("asia", 1, 5, 1.0)
+    assert got[("asia", 2)] in {("asia", 2, 6, 2.0), ("asia", 2, 7, 3.0)}
+    # without a matched clause, matching duplicates change nothing and are not refused
+    check([("eu", 5, 0, 0.0), ("eu", 5, 1, 0.0), ("africa", 9, 9, 9.0), ("africa", 9, 9, 9.0)], ["region", "id"],
+          {}, when_matched=None)
+    # 'on' without the whole key: one source row may match several target rows (eu 7 and us 7)
+    got = check([("xx", 7, 70, 0.0)], ["id"], {"update": ["qty"]}, when_matched={"qty": "s.qty"},
+                when_not_matched=None)
+    assert got[("eu", 7)][2] == got[("us", 7)][2] == 70
+
+    before = (orders.latest_snapshot_id(), sorted(orders.read().to_pylist(), key=str))
+    eu, us = {"region": "eu"}, {"region": "us"}
+    refused = [  # (source rows, on, merge_into arguments, the target rows the error may name)
+        ([("eu", 8, 1, 1.0), ("eu", 8, 2, 2.0), ("asia", 50, 1, 1.0)], ["region", "id"], {}, [{**eu, "id": 8}]),
+        ([("us", 9, 1, 1.0), ("us", 9, 1, 1.0)], ["region", "id"], {"when_matched": "delete",
+                                                                     "when_not_matched": None}, [{**us, "id": 9}]),
+        ([("eu", 11, 1, 1.0), ("us", 11, 1, 1.0)], ["id"], {"when_matched": {"qty": "s.qty"},
+                                                            "when_not_matched": None},
+         [{**eu, "id": 11}, {**us, "id": 11}]),
+        ([("eu", 12, 1, 1.0), ("eu", 12, 2, 1.0)], ["region", "id"], {"matched_condition": "s.qty > 5"},
+         [{**eu, "id": 12}]),  # whatever the matched condition says
+    ]
+    for rows, on, kwargs, keys in refused:
+        with pytest.raises(ValueError):
+            _merge_model(orders.read().to_pylist(), rows, on, update=["qty"])
+        with pytest.raises(MergeCardinalityViolation, match=r"db\.orders.*2 source rows match the target row") as err:
+            spark_glue.merge_into(spark, orders.root, spark.createDataFrame(rows, DDL), on=on, **kwargs)
+        assert err.value.key in keys
+    assert (orders.latest_snapshot_id(), sorted(orders.read().to_pylist(), key=str)) == before
 
 
 def test_streaming_write_replayed_batch_is_applied_once(spark, orders, tmp_path):

@@ -164,7 +164,8 @@ class _Checker:
         self.schema_ids = set(self.schemas.ids())
         self._checked_files: set[str] = set()
         self._checked_manifests: set[str] = set()
-        self._checked_vectors: set[tuple[str, int]] = set()
+        self._vectors: dict[str, dict | None] = {}  # DV index file -> its decoded vectors (None: unreadable)
+        self._bad_index_files: set[str] = set()  # missing or of another size than recorded
         self._live: dict[int, set] = {}  # live file identifiers of the last snapshot checked (lineage check)
         self._base_live: dict[int, set] = {}
 
@@ -352,39 +353,40 @@ class _Checker:
             self._check_unique_live_keys(snap, sid)
 
     def _check_vectors(self, snap, live_adds, sid: int) -> None:
-        """Each deletion vector of the snapshot decodes, belongs to a live data file of its bucket and deletes
-        only rows the file has."""
-        from engine.deletion_vectors.maintainer import read_vectors, vectors_by_bucket
+        """Each deletion vector of the snapshot decodes (each DV index file is read once, by ``read_dv_index``),
+        belongs to a live data file of its bucket, is its only vector there and deletes only rows the file has."""
+        from engine.deletion_vectors.index_file import DV_INDEX, read_dv_index
         try:
             records = self.manifests.index_records(snap.index_manifest)
         except CorruptFile:
             return  # reported as manifest-unreadable
-        try:
-            by_bucket = vectors_by_bucket(records, self.scan.index_file_path)
-        except CorruptFile as e:
-            self.problem("deletion-vector-unreadable", e.path, str(e), sid)
-            return
         files = {(e.partition, e.bucket, e.file.file_name): e for e in live_adds}
-        for (partition, bucket), vectors in by_bucket.items():
-            for name, where in vectors.files:
-                entry = files.get((partition, bucket, name))
-                if entry is None:
-                    self.report.warnings.append(Problem("deletion-vector-stale", where.path,
-                                                        f"holds a vector of {name}, not a live file of bucket "
-                                                        f"{bucket}", sid))
-                    continue
-                key = (where.path, where.offset)
-                if key in self._checked_vectors:
-                    continue
-                self._checked_vectors.add(key)
+        seen: set[tuple] = set()
+        for r in records:
+            if r["_INDEX_TYPE"] != DV_INDEX:
+                continue
+            path = self.scan.index_file_path(r)
+            if path in self._bad_index_files:
+                continue  # reported as index-file-missing / index-file-size-mismatch
+            if path not in self._vectors:
                 try:
-                    deleted = read_vectors(self.io, {name: where})[name]
+                    self._vectors[path] = read_dv_index(self.io, path, r)
                 except (CorruptFile, StorageError) as e:
-                    self.problem("deletion-vector-unreadable", where.path, f"vector of {name}: {e}", sid)
-                    continue
-                if len(deleted) and deleted[-1] >= entry.file.row_count:
-                    self.problem("deletion-vector-out-of-range", where.path, f"deletes row {int(deleted[-1])} of "
-                                 f"{name}, which has {entry.file.row_count} rows", sid)
+                    self._vectors[path] = None
+                    self.problem("deletion-vector-unreadable", path, str(e), sid)
+            for name, deleted in (self._vectors[path] or {}).items():
+                where = (r["_PARTITION"], r["_BUCKET"], name)
+                if where in seen:
+                    self.problem("deletion-vector-unreadable", path, f"a second vector of {name} in bucket "
+                                 f"{r['_BUCKET']}", sid)
+                seen.add(where)
+                entry = files.get(where)
+                if entry is None:
+                    self.report.warnings.append(Problem("deletion-vector-stale", path, f"holds a vector of {name}, "
+                                                        f"not a live file of bucket {r['_BUCKET']}", sid))
+                elif len(deleted) and deleted[-1] >= entry.file.row_count:
+                    self.problem("deletion-vector-out-of-range", path, f"deletes row {int(deleted[-1])} of {name}, "
+                                 f"which has {entry.file.row_count} rows", sid)
 
     def _check_unique_live_keys(self, snap, sid: int) -> None:
         """Deletion-vector tables: the live rows above level 0 of each bucket hold each key once (Paimon reads them
@@ -440,10 +442,12 @@ class _Checker:
             try:
                 size = self.io.size(file_path)
             except (FileNotFoundError, StorageError) as e:
+                self._bad_index_files.add(file_path)
                 self.problem("index-file-missing", file_path, f"{r['_INDEX_TYPE']} index file listed by {name} cannot "
                              f"be read: {e}", sid)
                 continue
             if size != r.get("_FILE_SIZE"):
+                self._bad_index_files.add(file_path)
                 self.problem("index-file-size-mismatch", file_path, f"has {size} bytes, index manifest {name} "
                              f"records {r.get('_FILE_SIZE')}", sid)
 

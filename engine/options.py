@@ -227,19 +227,38 @@ DELETION_VECTORS_INDEX_PREFIX = _opt("deletion-vectors.index-file.prefix", str, 
 FORCE_LOOKUP = _opt("force-lookup", parse_bool, False,
                     "compaction looks keys up in older levels, as changelog-producer=lookup does")
 
+# --- maintenance after commits (engine.maintenance.auto, engine.maintenance.partition_expire) ---
+PARTITION_EXPIRATION_TIME = _opt("partition.expiration-time", _optional(parse_duration_ms), None,
+                                 "after commits, partitions older than this are dropped (unset: never)")
+PARTITION_EXPIRATION_CHECK_INTERVAL = _opt("partition.expiration-check-interval", parse_duration_ms, 3_600_000,
+                                           "least time between two partition expiration checks of a process")
+PARTITION_EXPIRATION_STRATEGY = _opt("partition.expiration-strategy", _enum("values-time", "update-time"),
+                                     "values-time", "partition time: read from its values, or its newest file")
+PARTITION_EXPIRATION_MAX_NUM = _opt("partition.expiration-max-num", parse_int, 100,
+                                    "partitions expired per check at most")
+PARTITION_EXPIRATION_BATCH_SIZE = _opt("partition.expiration-batch-size", _optional(parse_int), None,
+                                       "expired partitions dropped per snapshot (default: all in one)")
+PARTITION_TIMESTAMP_FORMATTER = _opt("partition.timestamp-formatter", _optional(str), None,
+                                     "Java DateTimeFormatter pattern of the partition time (default yyyy-MM-dd "
+                                     "[HH:mm:ss])")
+PARTITION_TIMESTAMP_PATTERN = _opt("partition.timestamp-pattern", _optional(str), None,
+                                   "partition time from several columns, e.g. '$dt $hour:00:00' (default: the "
+                                   "first partition value)")
+END_INPUT_CHECK_PARTITION_EXPIRE = _opt("end-input.check-partition-expire", parse_bool, False,
+                                        "batch commits check partition expiration whatever the check interval")
+
 # Paimon options that lakemerge knows by name but that do not change what this version writes or reads.
 # They are kept in the schema (and honoured by Paimon's own readers and writers) without a warning.
 KNOWN_PAIMON_KEYS = frozenset({
     "num-sorted-run.compaction-trigger", "num-sorted-run.stop-trigger", "num-levels",
     "compaction.max-size-amplification-percent", "compaction.size-ratio", "compaction.force-up-level-0",
-    "full-compaction.delta-commits", "write-only", "snapshot.num-retained.min", "snapshot.num-retained.max",
-    "snapshot.time-retained", "snapshot.expire.limit", "manifest.target-file-size", "manifest.merge-min-count",
+    "full-compaction.delta-commits", "manifest.target-file-size", "manifest.merge-min-count",
     "manifest.compression", "manifest.format", "metadata.stats-dense-store",
-    "changelog-producer.row-deduplicate", "changelog.num-retained.min", "changelog.num-retained.max",
+    "changelog-producer.row-deduplicate",
     "deletion-vector.index-file.target-size", "deletion-vectors.modifiable", "dynamic-bucket.target-row-num",
     "path", "type", "comment", "owner",
     "scan.mode", "scan.snapshot-id", "scan.timestamp-millis", "scan.tag-name", "consumer-id",
-    "partition.expiration-time", "lookup-wait", "commit.force-compact", "local-merge-buffer-size",
+    "lookup-wait", "snapshot.expire.execution-mode", "commit.force-compact", "local-merge-buffer-size",
     "write-buffer-spillable", "sort-spill-buffer-size", "file-index.read.enabled", "bucket-function.type",
     "sequence.snapshot-ordering", "partial-update.ignore-delete", "first-row.ignore-delete",
     "deduplicate.ignore-delete", "fields.default-aggregate-function",

@@ -136,7 +136,7 @@ class Table:
         except (CommitConflict, CommitRetriesExhausted):
             self._delete_uncommitted(messages)
             raise
-        self._expire_after_commit()
+        self._expire_after_commit(messages)
         return sid
 
     def _delete_uncommitted(self, messages: Sequence[CommitMessage]) -> None:
@@ -272,13 +272,16 @@ class Table:
         """
         if self.schema.is_append_only:  # append tables: small-file compaction (engine.append.compact)
             from engine.append.compact import compact_append
-            return compact_append(self, full=full, partitions=partitions, progress=progress)
+            sid = compact_append(self, full=full, partitions=partitions, progress=progress)
+            if sid is not None:
+                self._expire_after_commit()
+            return sid
         from engine.compact.manager import compact_table
         messages = compact_table(self, full=full, partitions=partitions, progress=progress)
         if not messages:
             return None
         sid = Committer(self).commit(messages)
-        self._expire_after_commit()
+        self._expire_after_commit(messages)
         return sid
 
     def expire_snapshots(self, *, retain_min: int | None = None, retain_max: int | None = None,
@@ -323,25 +326,31 @@ class Table:
         from engine.maintenance.rollback import rollback_to
         rollback_to(self, target)
 
-    def _expire_after_commit(self) -> None:
-        """Expiration after a commit never fails the commit (it landed): problems are logged, the next run retries."""
-        import logging
-        from engine.errors import LakemergeError
-        from engine.options import CONSUMER_EXPIRATION_TIME, WRITE_ONLY
-        opts = self.schema.table_options
-        if opts.get(WRITE_ONLY):
-            return
-        try:
-            ttl = opts.get(CONSUMER_EXPIRATION_TIME)
-            if ttl is not None:  # first, so that a stale consumer does not hold snapshots back (Paimon's order)
-                import time
-                from engine.changelog.consumers import ConsumerManager
-                ConsumerManager(self).expire(int(time.time() * 1000) - ttl)
-            self.expire_snapshots()
-        except LakemergeError as e:
-            logging.getLogger("lakemerge.maintenance").warning("table %s: snapshot expiration after commit "
-                                                               "failed: %s", self.name, e)
+    def _expire_after_commit(self, messages: Sequence[CommitMessage] = (), identifier: int | None = None) -> None:
+        """Maintenance after a commit that landed (engine.maintenance.auto): partition, consumer and snapshot
+        expiration unless write-only; never raises, problems are logged. The commit identifier is the messages'
+        (or ``identifier``; default the batch identifier)."""
+        from engine.maintenance.auto import maintain_after_commit
+        from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER
+        idents = {m.commit_identifier for m in messages} or ({int(identifier)} if identifier is not None else set())
+        maintain_after_commit(self, idents.pop() if len(idents) == 1 else BATCH_COMMIT_IDENTIFIER)
 
+    def drop_partitions(self, partitions) -> int | None:
+        """Drop partitions as Paimon's ALTER TABLE DROP PARTITION: ONE OVERWRITE snapshot deleting every live data
+        file and index file record (HASH, deletion vectors) of the partitions matching ``partitions`` (a dict, or a
+        list of dicts, of partition column -> value; a spec naming some partition columns matches every partition
+        with those values; None matches null). Returns its id, or the latest id when nothing matched. The files go
+        from storage when the snapshots still referencing them expire. See engine.maintenance.partitions.
+        Raises InvalidInput, CommitConflict, CommitRetriesExhausted."""
+        from engine.maintenance.partitions import drop_partitions
+        return drop_partitions(self, partitions)
+
+    def expire_partitions(self, now=None) -> list[dict]:
+        """Drop the partitions that ``partition.expiration-*`` expires at local time ``now`` (a naive datetime;
+        default now), whatever the check interval; returns them (empty when the option is unset). See
+        engine.maintenance.partition_expire."""
+        from engine.maintenance.partition_expire import expire_partitions
+        return expire_partitions(self, now)
 
     # --- schema evolution (issue 8) -----------------------------------------------------------------
     def alter(self):
@@ -399,7 +408,7 @@ class Table:
         except (CommitConflict, CommitRetriesExhausted):
             self._delete_uncommitted(messages)
             raise
-        self._expire_after_commit()
+        self._expire_after_commit(messages, commit_identifier)
         return sid
 
     # --- changelog and streaming reads (issue 5) ------------------------------------------------------

@@ -149,6 +149,14 @@ def write_table(df, path: str, mode: str = "append", *, num_tasks: int | None = 
     return sid if sid is not None else open_table(path).latest_snapshot_id()
 
 
+def drop_partitions(spark, path: str, partitions) -> int | None:
+    """Spark's ``ALTER TABLE ... DROP PARTITION`` / ``TRUNCATE TABLE ... PARTITION`` for the table at ``path``:
+    one OVERWRITE snapshot, committed from the driver, deleting every file of the partitions matching
+    ``partitions`` (a dict or list of dicts of partition column -> value); see Table.drop_partitions. ``spark`` is
+    not used (no job runs); it keeps the signature of the other helpers. Returns the snapshot id."""
+    return open_table(path).drop_partitions(partitions)
+
+
 def read_stream(spark, path: str, *, changelog: bool = True, **options):
     """A streaming DataFrame of the table's changes (``spark.readStream.format("lakemerge")``), with the
     ``_row_kind`` column unless ``changelog=False``. Options as in spark_glue.stream_read (``scan.mode``, ...)."""

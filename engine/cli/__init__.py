@@ -8,8 +8,8 @@ Conventions every command follows:
 - long work shows rich progress on stderr, only on a terminal: ingest and compact a bar with bytes, rows and
   rates; expire and remove-orphans a spinner with the elapsed time.
 
-Commands: create, ingest, show, snapshots, files, schema, options, alter, compact, expire, remove-orphans, tag,
-rollback, fsck, changes, stream, bench, demo.
+Commands: create, ingest, show, snapshots, files, schema, options, alter, compact, expire, drop-partition,
+remove-orphans, tag, rollback, fsck, changes, stream, bench, demo.
 """
 from engine.cli.app import cli, main
 

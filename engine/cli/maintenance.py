@@ -1,4 +1,4 @@
-"""Maintenance commands: ``compact``, ``expire``, ``remove-orphans``, ``tag create|delete|list``, ``rollback``.
+"""Maintenance commands: ``compact``, ``expire``, ``drop-partition``, ``remove-orphans``, ``tag create|delete|list``, ``rollback``.
 
 They follow the conventions of engine/cli/__init__.py and wrap the Table methods of issue 4 (engine.compact,
 engine.maintenance). Each prints a one-line summary (or one JSON document with ``--json``) and shows a spinner on
@@ -233,6 +233,33 @@ def expire(table, retain_min, retain_max, older_than, max_deletes, progress, war
                    f"{len(removal.data_files)} data file(s), {len(removal.index_files)} index file(s) and "
                    f"{len(removal.metadata_files)} metadata file(s); "
                    + (f"snapshot {ids[0]} remains" if len(ids) == 1 else f"snapshots {ids[0]}..{ids[-1]} remain"))
+
+
+# --- drop-partition --------------------------------------------------------------------------------------
+@cli.command(name="drop-partition")
+@table_argument
+@click.option("--partition", "-p", "partitions", multiple=True, required=True, metavar="COL=VALUE[,COL=VALUE]",
+              help="A partition to drop (repeatable); naming only some partition columns drops every partition "
+                   "with those values.")
+@warehouse_option()
+@json_option
+@debug_option
+def drop_partition(table, partitions, warehouse, as_json):
+    """Drop partitions in one OVERWRITE snapshot (Paimon's ALTER TABLE ... DROP PARTITION).
+
+    Their files leave the table now and are deleted from storage when the older snapshots expire.
+    """
+    t = _data_table(warehouse, table)
+    before = t.latest_snapshot_id()
+    sid = t.drop_partitions(_parse_partition_specs(partitions))
+    dropped = sid is not None and sid != before
+    if as_json:
+        click.echo(to_json({"table": t.name, "partitions": _parse_partition_specs(partitions),
+                            "snapshot": sid if dropped else None}))
+    elif dropped:
+        click.echo(f"dropped {len(partitions)} partition spec(s) of {t.name} in snapshot {sid}")
+    else:
+        click.echo(f"{t.name}: no live file in the given partition(s); nothing committed")
 
 
 # --- remove-orphans --------------------------------------------------------------------------------------

@@ -481,14 +481,16 @@ class Committer:
     # --- overwrite (issue 6) ------------------------------------------------------------------------
     def overwrite(self, messages: Sequence[CommitMessage], partitions: set[bytes] | None = None, *,
                   commit_user: str | None = None, commit_identifier: int | None = None,
-                  properties: dict | None = None) -> int | None:
+                  properties: dict | None = None, base_snapshot_id: int | None = None) -> int | None:
         """Publish one OVERWRITE snapshot: every live file of ``partitions`` (serialized partition rows; None =
         the whole table) is deleted and the messages' files are added, atomically.
 
         The files to delete are taken from the latest snapshot at each attempt, so a concurrent append to an
         overwritten partition is replaced too (Paimon's INSERT OVERWRITE semantics). Buckets of overwritten
         partitions may change count (rescale). Exactly once per (commit user, identifier) like ``commit``.
-        ``commit_user``/``commit_identifier`` are needed only when there are no messages (overwrite with nothing).
+        ``commit_user``/``commit_identifier`` are needed only when there are no messages (overwrite with nothing);
+        ``base_snapshot_id`` then bounds the exactly-once look-back (default: every snapshot). ``partitions`` may be
+        any container of serialized partition rows (engine.maintenance.partitions.PartitionMatcher).
         The messages' compaction results (a writer compacts its bucket's old files with the new ones) are not
         published, since the overwrite replaces the files they came from: the files they wrote (data, changelog,
         DV index) are deleted. Raises CommitConflict, CommitRetriesExhausted, CommitOutcomeUnknown.
@@ -507,7 +509,7 @@ class Committer:
             raise CommitConflict(t.name, "an overwrite needs exactly one commit user/identifier")
         user, identifier = users.pop()
         bases = [m.base_snapshot_id for m in messages if m.base_snapshot_id is not None]
-        base_id = min(bases) if bases else 0
+        base_id = min(bases) if bases else (base_snapshot_id or 0)
         schema_id = max([m.schema_id for m in messages] + [t.schema.id])
         opts = t.schema.table_options
         retries = opts.get(COMMIT_MAX_RETRIES)

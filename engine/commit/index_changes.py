@@ -22,8 +22,10 @@ def next_index_manifest(table, latest, messages, *, deletion_vectors: bool,
     """The index manifest for a snapshot on top of ``latest`` publishing ``messages``: the latest one when nothing
     changes, else a new one written now (the bool says so). ``deletion_vectors`` selects which changes this
     snapshot carries: the messages' DV changes (COMPACT snapshot) or their HASH changes (APPEND and OVERWRITE
-    snapshots). ``overwritten`` (OVERWRITE snapshots): the serialized partitions whose files the snapshot deletes,
-    None for the whole table; their DV records go with their files. Raises CommitConflict as the module docstring
+    snapshots). ``overwritten`` (OVERWRITE snapshots): the serialized partitions whose files the snapshot deletes
+    (any container of them), None for the whole table; their DV records go with their files, and so do their HASH
+    records unless the snapshot writes the partition's HASH index (Paimon's OverwriteChangesProvider deletes every
+    index entry of an overwritten partition: a partition dropped or overwritten with nothing keeps no index). Raises CommitConflict as the module docstring
     says."""
     current = latest.index_manifest if latest is not None else None
     if deletion_vectors:
@@ -38,8 +40,10 @@ def next_index_manifest(table, latest, messages, *, deletion_vectors: bool,
     records = read_index_manifest(table.file_io, table.paths, current)
     new = records
     if overwritten is not False:
-        new = [r for r in new if not (r["_INDEX_TYPE"] == DV_INDEX
-                                      and (overwritten is None or r["_PARTITION"] in overwritten))]
+        written = {m.partition for m in hash_changes}
+        new = [r for r in new if not ((overwritten is None or r["_PARTITION"] in overwritten)
+                                      and (r["_INDEX_TYPE"] == DV_INDEX
+                                           or (r["_INDEX_TYPE"] == HASH_INDEX and r["_PARTITION"] not in written)))]
     if dv_changes:
         new = _apply_dv_changes(table, new, dv_changes)
     if hash_changes:

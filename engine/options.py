@@ -143,7 +143,8 @@ SMALL_FILE_RATIO = _opt("compaction.small-file-ratio", parse_float, 0.7,
                         "files below target-file-size x ratio are rewritten, not upgraded")
 FULL_COMPACTION_DELTA_COMMITS = _opt("full-compaction.delta-commits", _optional(parse_int), None,
                                      "full compaction every N commits")
-WRITE_ONLY = _opt("write-only", parse_bool, False, "writers neither compact nor expire snapshots")
+WRITE_ONLY = _opt("write-only", parse_bool, False, "writers neither compact nor run maintenance after commits "
+                  "(snapshot, changelog, consumer and partition expiration)")
 COMPACTION_READ_BATCH_ROWS = _opt("compaction.read-batch-rows", parse_int, 64 * 1024,
                                   "rows read per file at a time while compacting (lakemerge)")
 SNAPSHOT_NUM_RETAINED_MIN = _opt("snapshot.num-retained.min", parse_int, 10, "snapshots always kept")

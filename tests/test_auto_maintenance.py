@@ -181,7 +181,8 @@ def test_update_time_strategy(cat):
     assert t.read().num_rows == 0
 
 
-def test_check_interval_is_kept_per_table_in_the_process(cat):
+def test_check_interval_is_kept_per_table_in_the_process(cat, monkeypatch):
+    monkeypatch.setattr(partition_expire.random, "randrange", lambda n: 0)  # Paimon's random start: at its latest
     t = _pk(cat, {"partition.expiration-time": "1 d", "partition.expiration-check-interval": "1 h"})
     t.write(rows(["2000-01-01"]))  # first sight: the last check is put within the hour before now
     assert t.read().num_rows == 1
@@ -334,6 +335,15 @@ def test_drop_partitions_by_a_partial_spec_and_nulls(cat):
     t.drop_partitions({"dt": "a", "hr": 2})
     assert t.read().num_rows == 0
     assert [s.commit_kind for s in t.snapshots()] == ["APPEND", "OVERWRITE", "OVERWRITE", "OVERWRITE"]
+
+
+def test_drop_partitions_of_a_date_partition_by_its_text(cat):
+    schema = pa.schema([("d", pa.date32()), ("id", pa.int64())])
+    t = cat.create_table("db.d", schema, primary_key=["d", "id"], partition_keys=["d"], options={"bucket": "1"})
+    t.write(pa.table({"d": [dt.date(2024, 1, 31), dt.date(2024, 2, 1), dt.date(2024, 2, 2)],
+                      "id": pa.array([1, 2, 3], pa.int64())}, schema=schema))
+    t.drop_partitions([{"d": "2024-01-31"}, {"d": dt.date(2024, 2, 1)}])
+    assert [r["id"] for r in t.read().to_pylist()] == [3]
 
 
 def test_drop_partitions_refuses_bad_specs(cat):

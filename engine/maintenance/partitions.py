@@ -42,8 +42,9 @@ def normalize_specs(table, partitions) -> list[dict]:
 class PartitionMatcher:
     """Serialized partition rows (``bytes``) matching any of the specs, as a container: ``row in matcher``.
 
-    A spec value matches a partition value equal to it, or whose text as Paimon renders it in partition paths
-    (``partition.default-name`` for null) equals ``str(value)``; None matches null."""
+    A spec value matches a partition value equal to it, or whose text equals ``str(value)``: as Paimon renders it
+    in partition paths (``partition.default-name`` for null), or as its cast to STRING (a DATE as ``2024-01-31``,
+    which is how Paimon parses a spec value); None matches null."""
 
     def __init__(self, table, specs: list[dict]):
         self._scan = table.scan()
@@ -71,7 +72,9 @@ class PartitionMatcher:
             return value is None
         if value is not None and type(value) is type(want) and value == want:
             return True
-        return partition_value_text(value, dtype, self._default) == str(want)
+        want = str(want)
+        return want in (partition_value_text(value, dtype, self._default),
+                        partition_value_text(value, dtype, self._default, legacy=False))
 
 
 def drop_partitions(table, partitions, *, commit_user: str | None = None,

@@ -231,3 +231,19 @@ def test_options_are_registered_and_validated_as_paimon_does(catalog):
     with pytest.raises(InvalidOption, match="streaming-read-overwrite"):
         t.alter().set_option("streaming-read-overwrite", "true").commit()
     assert "streaming-read-overwrite" not in catalog.get_table("db.l").options
+
+
+def test_removed_files_of_an_older_schema_are_read_by_field_id(catalog):
+    """Rows replaced by an overwrite after a rename and an added column come under today's names, the new column
+    null; a column subset is projected."""
+    t = catalog.create_table("db.t", SCHEMA, ["p", "k"], ["p"], {"bucket": "1", "streaming-read-overwrite": "true"})
+    t.write(_data([(1, 1, "a"), (1, 2, "b")]))
+    t.alter().add_column("x", pa.int32()).rename_column("v", "w").commit()
+    with t.new_write() as w:
+        w.write(pa.table({"p": pa.array([1], pa.int32()), "k": [3], "w": ["c"], "x": pa.array([7], pa.int32())}))
+        msgs = w.prepare_commit()
+    sid = t.commit_overwrite(msgs, "dynamic")
+    assert _batches(t, mode="from-snapshot", snapshot_id=sid) == [
+        (sid, [(1, 1, "a", None, "-D"), (1, 2, "b", None, "-D"), (1, 3, "c", 7, "+I")])]
+    assert _batches(t, mode="from-snapshot", snapshot_id=sid, columns=["x", "k"]) == [
+        (sid, [(None, 1, "-D"), (None, 2, "-D"), (7, 3, "+I")])]

@@ -227,6 +227,12 @@ DELETION_VECTORS_INDEX_PREFIX = _opt("deletion-vectors.index-file.prefix", str, 
                                      "the files they write with it)")
 FORCE_LOOKUP = _opt("force-lookup", parse_bool, False,
                     "compaction looks keys up in older levels, as changelog-producer=lookup does")
+# --- OVERWRITE snapshots in streaming reads (engine.changelog.overwrite) ---
+STREAMING_READ_OVERWRITE = _opt("streaming-read-overwrite", parse_bool, False,
+                                "primary-key tables: streaming reads emit the rows OVERWRITE snapshots replaced (-D) "
+                                "and wrote (+I); not with changelog-producer lookup or full-compaction")
+STREAMING_READ_APPEND_OVERWRITE = _opt("streaming-read-append-overwrite", parse_bool, False,
+                                       "append tables: streaming reads emit the rows OVERWRITE snapshots wrote (+I)")
 
 # --- maintenance after commits (engine.maintenance.auto, engine.maintenance.partition_expire) ---
 PARTITION_EXPIRATION_TIME = _opt("partition.expiration-time", _optional(parse_duration_ms), None,
@@ -335,12 +341,29 @@ class TableOptions:
         if not re.fullmatch(r"none|counts|full|truncate\(\d+\)", mode):
             raise InvalidOption(STATS_MODE, mode, "expected none, counts, full or truncate(N)", table=self.table)
 
-    def check_new_schema(self) -> None:
+    def check_new_schema(self, *, has_primary_key: bool) -> None:
         """Checks Paimon's SchemaValidation makes only when a schema is created or altered (a table written
         by a tool that skips them, such as pypaimon, still opens). Raises InvalidOption naming the option."""
         self._check_retention(SNAPSHOT_NUM_RETAINED_MIN, SNAPSHOT_NUM_RETAINED_MAX)
         self._check_retention(CHANGELOG_NUM_RETAINED_MIN, CHANGELOG_NUM_RETAINED_MAX)
         self._check_deletion_vectors()
+        self.check_streaming_read_overwrite(has_primary_key=has_primary_key)
+
+    def check_streaming_read_overwrite(self, *, has_primary_key: bool) -> None:
+        """Paimon's SchemaValidation of ``streaming-read-overwrite``: not with changelog-producer lookup or
+        full-compaction (the compaction after an overwrite emits its changes again), and not on an append table
+        (which has ``streaming-read-append-overwrite``). Raises InvalidOption."""
+        if not self.get(STREAMING_READ_OVERWRITE):
+            return
+        producer = self.get(CHANGELOG_PRODUCER)
+        if producer in ("lookup", "full-compaction"):
+            raise InvalidOption(STREAMING_READ_OVERWRITE, self.raw.get(STREAMING_READ_OVERWRITE),
+                                f"cannot be true with changelog-producer={producer}: it would read duplicated "
+                                "changes", table=self.table)
+        if not has_primary_key:
+            raise InvalidOption(STREAMING_READ_OVERWRITE, self.raw.get(STREAMING_READ_OVERWRITE),
+                                "an append table (no primary key) reads overwrites with "
+                                f"{STREAMING_READ_APPEND_OVERWRITE}", table=self.table)
 
     def _check_deletion_vectors(self) -> None:
         """Paimon's SchemaValidation for deletion vectors: changelog producer none, input or lookup; not the

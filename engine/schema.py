@@ -85,7 +85,7 @@ class TableSchema:
         schema = TableSchema(0, tuple(fields), highest, parts, pk, opts, comment,
                              int(time.time() * 1000))
         schema.validate(table)
-        TableOptions(opts, table=table).check_new_schema()
+        TableOptions(opts, table=table).check_new_schema(has_primary_key=bool(pk))
         return schema
 
     def validate(self, table: str | None = None) -> None:

@@ -367,7 +367,7 @@ def apply_changes(schema: TableSchema, changes: Sequence[SchemaChange], *, table
 
     new = TableSchema(schema.id + 1, tuple(fields), highest, schema.partition_keys, tuple(primary_keys),
                       options, comment, _now_millis(), schema.version)
-    TableOptions(options, table=table).check_new_schema()  # raises InvalidOption for a bad value
+    TableOptions(options, table=table).check_new_schema(has_primary_key=bool(primary_keys))  # raises InvalidOption for a bad value
     new.validate(table)
     return new
 

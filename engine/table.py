@@ -432,7 +432,8 @@ class Table:
         (``timestamp_millis``), compacted-full, incremental (``start``/``end`` snapshot ids or tag names; two tags:
         the difference of the tagged states).
         ``consumer_id`` saves progress in consumer/consumer-<id> so a restarted stream resumes where it stopped.
-        See engine.changelog.streaming."""
+        OVERWRITE snapshots are skipped unless ``streaming-read-overwrite`` / ``streaming-read-append-overwrite``
+        (engine.changelog.overwrite). See engine.changelog.streaming."""
         from engine.changelog.streaming import stream
         return stream(self, mode, snapshot_id=snapshot_id, timestamp_millis=timestamp_millis, start=start, end=end,
                       consumer_id=consumer_id, columns=columns, poll_interval=poll_interval,

@@ -17,10 +17,12 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import (DataSourceReader, EqualNullSafe, EqualTo, GreaterThan, GreaterThanOrEqual, In,
                                     InputPartition, LessThan, LessThanOrEqual, Not)
 
+from engine.errors import InvalidOption
 from engine.options import parse_bool, parse_memory_size
 from engine.read import predicate as pred
 from engine.read.scan import Split
 from spark_glue.tables import (
+    TIME_TRAVEL_KEYS,
     arrow_of_spark,
     check_planned_zone,
     lower_options,
@@ -33,6 +35,7 @@ from spark_glue.tables import (
 TARGET_SPLIT_SIZE = "source.split.target-size"
 OPEN_FILE_COST = "source.split.open-file-cost"
 PRUNE = "filter-pushdown.prune"
+FOLLOW_LATEST = "follow-latest"
 DEFAULT_TARGET = 128 << 20
 DEFAULT_OPEN_COST = 4 << 20
 BATCH_ROWS = 64 * 1024
@@ -46,6 +49,13 @@ class SplitGroup(InputPartition):
         self.splits = tuple(splits)
         self.snapshot_id = snapshot_id
         self.planned_time = planned_time
+
+
+class LatestSnapshot(InputPartition):
+    """Option ``follow-latest``: the only partition of a read whose task resolves the latest snapshot itself."""
+
+    def __init__(self):
+        super().__init__(None)
 
 
 def pack_splits(splits: list[Split], target: int, open_cost: int) -> list[list[Split]]:
@@ -134,8 +144,27 @@ class MergedTableReader(DataSourceReader):
                     pass
             return pred.normalize([good], table.arrow_schema, table.name) if good else None
 
+    def _follow_latest(self, table) -> bool:
+        """Option ``follow-latest``: Spark 4.3 keeps a Python source's first plan for every later query of the same
+        relation (a reused DataFrame, a ``CREATE TEMPORARY VIEW ... USING lakemerge`` view) unless the query pushes
+        a filter, and a task learns nothing that would let several tasks agree on one snapshot per query. So one
+        task resolves the latest snapshot when it runs and reads the whole table. Time travel pins a snapshot
+        anyway: combined with it the option is refused (InvalidOption)."""
+        value = self.options.get(FOLLOW_LATEST, "false")
+        try:
+            on = parse_bool(value)
+        except ValueError:
+            raise InvalidOption(FOLLOW_LATEST, value, "expected true or false", table=table.name) from None
+        travel = [k for k in TIME_TRAVEL_KEYS if self.options.get(k)]
+        if on and travel:
+            raise InvalidOption(FOLLOW_LATEST, value, f"reads the latest snapshot; it cannot be combined with "
+                                f"time travel ({travel[0]})", table=table.name)
+        return on
+
     def partitions(self):
         table = open_table(self.options.get("path"))
+        if self._follow_latest(table):
+            return [LatestSnapshot()]
         snap = resolve_snapshot(table, self.options)
         from engine.read.split_read import batch_splits
         splits = batch_splits(table.scan().plan(snap, self._dnf(table)), table.schema)
@@ -149,14 +178,21 @@ class MergedTableReader(DataSourceReader):
         # Spark needs at least one partition; an empty group reads nothing.
         return [SplitGroup(g, sid, planned) for g in groups] or [SplitGroup((), sid, planned)]
 
-    def read(self, partition: SplitGroup):
+    def read(self, partition: SplitGroup | LatestSnapshot):
         from engine.append.read import ordered_files, read_append_file
-        from engine.read.split_read import SplitReader
+        from engine.read.split_read import SplitReader, batch_splits
         table = open_table(self.options.get("path"))
+        dnf = self._dnf(table)
+        if isinstance(partition, LatestSnapshot):  # resolved now: the snapshot latest when this query runs
+            # the reader (and its pushed terms) is the one of the relation's last push, maybe another query's:
+            # prune and filter nothing, Spark evaluates this query's filters itself
+            dnf = None
+            snap = table.snapshot()
+            partition = SplitGroup(() if snap is None else batch_splits(table.scan().plan(snap), table.schema),
+                                   None if snap is None else snap.id)
         check_planned_zone(partition.planned_time, table.name)
         if not partition.splits:
             return iter(())
-        dnf = self._dnf(table)
         read_cols = list(dict.fromkeys(self.columns + sorted(pred.columns_of(dnf))))
         target = arrow_of_spark(self.schema)
         reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema)

@@ -11,7 +11,10 @@ Options (keys are case-insensitive):
   ``spark.sql.python.filterPushdown.enabled``: each query that pushes filters re-plans against the current
   snapshot) and ``filter-pushdown.prune`` (true/false, default false: also prune by them; wrong rows when one
   DataFrame or view is scanned twice in a query, or queried later without filters, see reading.PushdownReader);
-  ``source.split.target-size`` / ``source.split.open-file-cost``.
+  ``source.split.target-size`` / ``source.split.open-file-cost``; ``follow-latest`` (true/false, default false:
+  every query of the DataFrame or of a ``CREATE TEMPORARY VIEW ... USING lakemerge`` view reads the snapshot that
+  is latest when it runs, read by ONE Spark task, since Spark 4.3 reuses the relation's first plan; not with time
+  travel; pushed filters then prune nothing, see reading.MergedTableReader._follow_latest).
 - system tables: ``load(path + "$snapshots")`` or option ``system-table`` (see spark_glue.system_read).
 - streaming read (``spark.readStream``): ``scan.mode``, ``scan.snapshot-id``, ``scan.timestamp-millis``,
   ``read.changelog`` (adds ``_row_kind``), ``changelog.normalize``, ``consumer-id``; see spark_glue.stream_read.

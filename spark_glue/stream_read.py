@@ -17,6 +17,9 @@ table's consumer files whenever Spark commits a batch's offsets (Spark does so w
 the consumer trails the query by one batch): expiration keeps every snapshot not yet committed, and a new query
 with the same id and no checkpoint starts at the consumer's next snapshot (it may re-read the last batch of the
 old query; the checkpoint, not the consumer, is what makes a restarted query exactly-once); ``read.stream.max-snapshots-per-trigger`` caps snapshots per batch.
+``streaming-read-overwrite`` (primary-key tables) / ``streaming-read-append-overwrite`` (append tables), as a
+table option or a read option, makes OVERWRITE snapshots deliver their replaced rows (-D) and new rows (+I)
+instead of nothing (engine.changelog.overwrite).
 ``Trigger.AvailableNow`` reads up to the snapshot that was latest when the query started.
 """
 from __future__ import annotations
@@ -84,6 +87,7 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             raise InvalidOption(MAX_SNAPSHOTS, limit, "expected a positive integer", table=table.name) from None
         if self.max_snapshots is not None and self.max_snapshots < 1:
             raise InvalidOption(MAX_SNAPSHOTS, limit, "expected a positive integer", table=table.name)
+        self.read_overwrite = _reads_overwrite(table, self.options)
         self.columns = [f.name for f in schema.fields if f.name != ROW_KIND_COLUMN]
         self.with_kind = ROW_KIND_COLUMN in schema.fieldNames()
         self.target = None  # the AvailableNow bound
@@ -141,7 +145,7 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # --- executor side ----------------------------------------------------------------------------------
     def read(self, partition):
-        from engine.changelog.reading import snapshot_changes
+        from engine.changelog.overwrite import follow_up_changes
         from engine.changelog.retention import changes_snapshot
         from engine.changelog.streaming import full_read_split
         table = open_table(self.path)
@@ -152,14 +156,31 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         elif partition.snapshot_id < 0:
             rows = None
         else:
-            rows = snapshot_changes(table, changes_snapshot(table, partition.snapshot_id), self.columns,
-                                    normalize=self.normalize)
+            rows = follow_up_changes(table, changes_snapshot(table, partition.snapshot_id), self.columns,
+                                     normalize=self.normalize, read_overwrite=self.read_overwrite)
         if rows is None or rows.num_rows == 0:
             return iter(())
         target = arrow_of_spark(self.schema)
         names = target.names
         out = pa.Table.from_arrays([to_spark_type(rows.column(n), target.field(n).type) for n in names], schema=target)
         return iter(out.to_batches(max_chunksize=64 * 1024))
+
+
+def _reads_overwrite(table, options: dict[str, str]) -> bool:
+    """Whether the query emits OVERWRITE snapshots: the table's ``streaming-read-overwrite`` (primary-key tables) /
+    ``streaming-read-append-overwrite`` (append tables), which a read option of the same name overrides (as
+    Paimon's dynamic options do). Raises InvalidOption for a value Paimon's schema validation refuses."""
+    from engine.changelog.overwrite import reads_overwrite
+    from engine.options import (
+        STREAMING_READ_APPEND_OVERWRITE,
+        STREAMING_READ_OVERWRITE,
+        TableOptions,
+    )
+    raw = dict(table.schema.options)
+    raw.update({k: v for k, v in options.items() if k in (STREAMING_READ_OVERWRITE, STREAMING_READ_APPEND_OVERWRITE)})
+    opts = TableOptions(raw, table=table.name)
+    opts.check_streaming_read_overwrite(has_primary_key=not table.schema.is_append_only)
+    return reads_overwrite(table, opts)
 
 
 def _full_append_split(table, split, columns: list[str]) -> pa.Table:

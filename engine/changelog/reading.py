@@ -107,13 +107,19 @@ def read_changes(table, start_snapshot: int | None, end_snapshot: int | None = N
 def _appended(table, snapshot: Snapshot, out_cols: list[str], schema: pa.Schema) -> pa.Table:
     """An append table's changes: the rows its APPEND snapshots added, all +I, in append order per bucket
     (partition by partition, bucket by bucket, files by sequence number); other snapshots add no rows."""
-    from engine.append.read import read_append_file
-
     if snapshot.commit_kind != COMMIT_KIND_APPEND:
         return schema.empty_table()
     entries = [e for meta in table.manifests.manifest_list(snapshot.delta_manifest_list)
                for e in table.manifests.manifest(meta.file_name) if e.kind == ADD]
-    entries.sort(key=lambda e: (e.partition, e.bucket, e.file.min_sequence_number))
+    return append_rows(table, entries, out_cols, schema)
+
+
+def append_rows(table, entries, out_cols: list[str], schema: pa.Schema) -> pa.Table:
+    """The rows of an append table's ADD ``entries``, all +I, partition by partition, bucket by bucket, files by
+    sequence number (deletion vectors are not applied: a streaming split carries none)."""
+    from engine.append.read import read_append_file
+
+    entries = sorted(entries, key=lambda e: (e.partition, e.bucket, e.file.min_sequence_number))
     scan = table.scan()
     reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema)
     parts = []

@@ -14,6 +14,10 @@ in full -- with full-compaction the latest full compaction -- then changes), ``i
 the difference of the two tagged states -- each changed key once, gone keys as -D -- unless
 ``incremental-between-tag-to-snapshot``).
 
+OVERWRITE snapshots are skipped unless ``streaming-read-overwrite`` (primary-key tables) or
+``streaming-read-append-overwrite`` (append tables) is set; then their replaced rows come as -D and their new rows
+as +I (engine.changelog.overwrite). Mode ``incremental`` skips them whatever the options, as Paimon does.
+
 Full reads follow Paimon: with changelog-producer=lookup level-0 files are skipped (their rows arrive as changelog
 later); with full-compaction only max-level files are read.
 
@@ -36,6 +40,7 @@ import pyarrow as pa
 
 from engine.changelog.consumers import ConsumerManager
 from engine.changelog.files import ROW_KIND_COLUMN, row_kind_text
+from engine.changelog.overwrite import follow_up_changes
 from engine.changelog.reading import check_columns, output_schema, snapshot_changes
 from engine.changelog import retention
 from engine.changelog.retention import changes_snapshot, earliest_change_id
@@ -323,7 +328,7 @@ def _follow(table, next_id: int, full: Snapshot | None, out_cols, consumers, con
         earliest = earliest_change_id(table)
         if earliest is not None and next_id < earliest:
             raise SnapshotNotFound(table.name, next_id)
-        rows = snapshot_changes(table, changes_snapshot(table, next_id), out_cols, normalize=normalize)
+        rows = follow_up_changes(table, changes_snapshot(table, next_id), out_cols, normalize=normalize)
         if rows.num_rows:
             try:
                 yield _tagged(rows, next_id)

@@ -162,6 +162,25 @@ class Table:
             messages = w.prepare_commit()
         return self.commit(messages)
 
+    def delete_where(self, filter) -> int | None:
+        """DELETE FROM this append table WHERE ``filter`` (the forms of ``read(filter=...)``; None deletes every
+        row), in one snapshot; returns its id, or None when no row matched. A condition on partition columns only
+        drops the matching partitions; otherwise the files holding matching rows are rewritten without them, or
+        with ``deletion-vectors.enabled`` the rows are marked in deletion vectors (engine.append.row_level).
+        Raises InvalidInput on a primary-key table (use ``delete``), CommitConflict when a concurrent commit
+        removed a touched file or changed its deletion vector (nothing changed then)."""
+        from engine.append.row_level import delete_where
+        return delete_where(self, filter)
+
+    def update_where(self, assignments, filter=None) -> int | None:
+        """UPDATE this append table SET ``assignments`` (column -> literal, pyarrow.compute.Expression or
+        callable over the matching rows) WHERE ``filter`` (None: every row), in one snapshot; returns its id, or
+        None when no row matched. Copy-on-write, or with deletion vectors: old rows marked deleted and the new
+        ones appended (engine.append.row_level). Raises InvalidInput (unknown column, bad value, a primary-key
+        table: use ``write``), CommitConflict."""
+        from engine.append.row_level import update_where
+        return update_where(self, assignments, filter)
+
     # --- reading ------------------------------------------------------------------------------------
     def plan(self, snapshot_id: int | None = None, filter=None) -> list[Split]:
         """The Splits (one per partition and bucket, with their live files) of ``snapshot_id`` (default: latest; none

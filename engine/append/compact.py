@@ -4,13 +4,16 @@ Per (partition, bucket), files are taken in append (sequence) order; every maxim
 smaller than ``target-file-size`` (append default 256 MB) with at least ``compaction.min.file-num`` files (default 5) is rewritten as
 files rolled at ``target-file-size``, keeping row order and the run's sequence numbers. ``full=True`` rewrites
 every bucket holding more than one file. The result is committed as one COMPACT snapshot (DELETE of the old
-files, ADD of the new) — row content and order are unchanged.
+files, ADD of the new) — row content and order are unchanged. Rows deletion vectors mark deleted are not copied,
+and the vectors of the rewritten files are dropped from the bucket's DV index (as Paimon's AppendCompactTask).
 
 Contract: returns the new snapshot id, or None when nothing needed compacting. If a compacted file was removed by
-a concurrent commit, raises CommitConflict, deletes the files it wrote and leaves the table unchanged.
+a concurrent commit, or its deletion vector changed (a concurrent DELETE), raises CommitConflict, deletes the files
+it wrote and leaves the table unchanged.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import uuid
 
@@ -19,6 +22,7 @@ import pyarrow as pa
 from engine.append.files import target_file_size, write_append_files
 from engine.append.read import ordered_files, read_append_file
 from engine.commit.committer import Committer
+from engine.commit.conflicts import check_vectors_unchanged
 from engine.errors import (
     CommitConflict,
     CommitOutcomeUnknown,
@@ -34,11 +38,13 @@ from engine.write.commit_message import CommitMessage
 
 
 class _CompactCommitter(Committer):
-    """A committer whose snapshot also deletes the compacted files (which must still be live)."""
+    """A committer whose snapshot also deletes the compacted files (which must still be live, with the deletion
+    vectors they had in ``base``)."""
 
-    def __init__(self, table, deleted: list[ManifestEntry]):
+    def __init__(self, table, deleted: list[ManifestEntry], base=None):
         super().__init__(table)
         self.deleted = deleted
+        self.base = base
 
     def _entries(self, messages):
         return self.deleted + super()._entries(messages)
@@ -49,6 +55,9 @@ class _CompactCommitter(Committer):
         for e in entries:
             if e.kind == DELETE and e.identifier not in live:
                 raise CommitConflict(self.table.name, f"file {e.file.file_name} was removed by a concurrent commit")
+        # rows a concurrent DELETE marked in a compacted file would come back in the compacted output
+        check_vectors_unchanged(self.table, self.base, latest,
+                                [(e.partition, e.bucket, e.file.file_name) for e in entries if e.kind == DELETE])
 
 
 def pick_runs(files: list[DataFileMeta], target_size: int, min_files: int, full: bool) -> list[list[DataFileMeta]]:
@@ -86,8 +95,10 @@ def compact_append(table, *, full: bool = False, partitions=None, progress=None)
     user = str(uuid.uuid4())
     deleted: list[ManifestEntry] = []
     messages: list[CommitMessage] = []
+    index_files: list[str] = []
     try:
         for split in splits:
+            rewritten = []
             for run in pick_runs(ordered_files(split), target, min_files, full):
                 rows = pa.concat_tables([read_append_file(reader, split, f, columns) for f in run])
                 new = write_append_files(table.file_io, split.bucket_dir, rows, table.schema,
@@ -97,11 +108,16 @@ def compact_append(table, *, full: bool = False, partitions=None, progress=None)
                                               snap.id, table.schema.id))
                 deleted += [ManifestEntry(DELETE, split.partition, split.bucket, split.total_buckets, f)
                             for f in run]
+                rewritten += [f.file_name for f in run]
+            dv = _without_vectors(table, split, rewritten)
+            if dv is not None:  # the rewritten files' vectors go (their live rows moved); one message carries it
+                index_files += [table.scan().index_file_path(r) for r in dv[1]]
+                messages[-1] = dataclasses.replace(messages[-1], dv_before=dv[0], dv_after=dv[1])
             if progress is not None:
                 progress(rows=split.row_count, bytes=sum(f.file_size for f in split.files))
         if not messages:
             return None
-        return _CompactCommitter(table, deleted).commit(messages, commit_kind=COMMIT_KIND_COMPACT)
+        return _CompactCommitter(table, deleted, snap).commit(messages, commit_kind=COMMIT_KIND_COMPACT)
     except CommitOutcomeUnknown:
         raise  # the snapshot may reference the new files: keep them
     except BaseException as e:
@@ -110,7 +126,25 @@ def compact_append(table, *, full: bool = False, partitions=None, progress=None)
         for m in messages:
             for f in m.new_files:
                 table.file_io.delete(os.path.join(table.bucket_dir(m.partition_values, m.bucket), f.file_name))
+        for path in index_files:
+            table.file_io.delete(path)
         raise
+
+
+def _without_vectors(table, split, rewritten: list[str]):
+    """``(dv_before, dv_after)`` of the bucket of ``split`` once the vectors of the ``rewritten`` files are dropped
+    (the bucket's remaining vectors are written to one new DV index file), or None when none of them had one."""
+    names = {name for name, _ in split.vectors.files}
+    if not names.intersection(rewritten):
+        return None
+    from engine.deletion_vectors.maintainer import BucketDeletionVectors
+    from engine.options import DELETION_VECTORS_BITMAP64, DELETION_VECTORS_INDEX_PREFIX
+    opts = table.schema.table_options
+    vectors = BucketDeletionVectors(table, split.partition, split.bucket, split.vectors,
+                                    bitmap64=opts.get(DELETION_VECTORS_BITMAP64),
+                                    prefix=opts.get(DELETION_VECTORS_INDEX_PREFIX))
+    vectors.apply({}, rewritten)
+    return vectors.changes()
 
 
 def _published(table, user: str) -> bool:

@@ -10,8 +10,10 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 
+import numpy as np
 import pyarrow as pa
 
+from engine.deletion_vectors.index_file import read_deletion_vector
 from engine.errors import InvalidInput
 from engine.meta.data_file import DataFileMeta
 from engine.read import predicate as pred
@@ -27,6 +29,26 @@ def ordered_files(split: Split) -> list[DataFileMeta]:
 def read_append_file(reader: SplitReader, split: Split, meta: DataFileMeta, columns: Sequence[str]) -> pa.Table:
     """One append file as the table's ``columns`` (renamed by field id, added columns null, widened cast), without
     the rows its deletion vector marks deleted."""
+    rows = _file_rows(reader, split, meta, columns)
+    return reader.live_rows(split, meta, rows, 0)  # rows a deletion vector marks deleted (Paimon DELETE) are gone
+
+
+def read_append_positions(reader: SplitReader, split: Split, meta: DataFileMeta, columns: Sequence[str]
+                          ) -> tuple[pa.Table, np.ndarray]:
+    """``read_append_file`` plus each row's position in the file (sorted np.int64; the row index Paimon's
+    ``__paimon_row_index`` metadata column shows and deletion vectors mark)."""
+    rows = _file_rows(reader, split, meta, columns)
+    where = split.deletion_file(meta.file_name)
+    if where is None:
+        return rows, np.arange(rows.num_rows, dtype=np.int64)
+    keep = np.ones(rows.num_rows, dtype=bool)
+    deleted = read_deletion_vector(reader.io, where)
+    keep[deleted[deleted < rows.num_rows]] = False
+    return rows.filter(pa.array(keep)), np.flatnonzero(keep).astype(np.int64)
+
+
+def _file_rows(reader: SplitReader, split: Split, meta: DataFileMeta, columns: Sequence[str]) -> pa.Table:
+    """Every row of one append file (deleted ones included) as the table's ``columns``."""
     path = os.path.join(split.bucket_dir, meta.file_name) if meta.external_path is None else meta.external_path
     rename = reader.file_to_table_names(meta.schema_id)
     wanted = set(columns)
@@ -41,8 +63,7 @@ def read_append_file(reader: SplitReader, split: Split, meta: DataFileMeta, colu
             out.append(reader.as_table_type(raw.column(c), c, meta.schema_id))
         else:
             out.append(pa.nulls(raw.num_rows, target))
-    rows = pa.Table.from_arrays(out, schema=pa.schema([arrow.field(c) for c in columns]))
-    return reader.live_rows(split, meta, rows, 0)  # rows a deletion vector marks deleted (Paimon DELETE) are gone
+    return pa.Table.from_arrays(out, schema=pa.schema([arrow.field(c) for c in columns]))
 
 
 def iter_append_batches(table, snapshot_id: int | None = None, columns: Sequence[str] | None = None,

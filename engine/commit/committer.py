@@ -146,14 +146,16 @@ class Committer:
                     self._require_files(entries + list(changelog or ()), self._index_records(commit_kind))
                 try:
                     self._check_conflicts(entries, latest)
-                    entries, written = rebase_sequences(t, entries, latest, guard_base)
-                    if written:  # a concurrent commit wrote the same bucket: the manifest must name the new files
+                    rebased_entries, written = self._rebase(entries, latest, guard_base)
+                    if written:
                         self._delete_all(rebased)
                         rebased = written
+                    if rebased_entries is not entries:  # a concurrent commit wrote the same bucket: the
+                        entries = rebased_entries       # manifest must name the re-sequenced files
                         if delta_name is not None:
                             t.file_io.delete(t.paths.manifest(delta_name))
                             delta_name = None
-                    if delta_name is None:
+                    if delta_name is None and entries:  # a snapshot changing only deletion vectors has none
                         crash_point("commit.before-manifest")
                         delta_name, delta_meta = self._write_manifest(entries, schema_id)
                         crash_point("commit.after-manifest")
@@ -219,6 +221,19 @@ class Committer:
             return not self._successor_holds(new_id, added)
         except (CorruptFile, SnapshotNotFound) as e:
             raise CommitOutcomeUnknown(self.table.name, new_id, e) from e
+
+    def _rebase(self, entries: list[ManifestEntry], latest: Snapshot | None, guard_base: int | None
+                ) -> tuple[list[ManifestEntry], list[str]]:
+        """The sequence guard (engine/commit/sequence_guard.py) over ``entries``: ``(entries, files written)``."""
+        return rebase_sequences(self.table, entries, latest, guard_base)
+
+    def _next_index_manifest(self, latest: Snapshot | None, kind: str) -> tuple[str | None, bool]:
+        """The index manifest of a snapshot of ``kind`` on ``latest`` (engine.commit.index_changes): DV changes
+        land with COMPACT snapshots, HASH changes with the others; an OVERWRITE drops the DV records of the
+        partitions it replaces."""
+        return next_index_manifest(
+            self.table, latest, self._messages, deletion_vectors=kind == COMMIT_KIND_COMPACT,
+            overwritten=self._overwritten if kind == COMMIT_KIND_OVERWRITE else False)
 
     def _index_records(self, commit_kind: str) -> list[dict]:
         """The index-manifest records the messages add with a snapshot of ``commit_kind``: DV records with the
@@ -400,15 +415,13 @@ class Committer:
             finally:
                 staged += merger.created
             base_data = encode_manifest_list(base_metas)
-            delta_data = encode_manifest_list([delta_meta])
+            delta_data = encode_manifest_list([delta_meta] if delta_meta is not None else [])
             base_name = paths.new_manifest_name("manifest-list")
             delta_name = paths.new_manifest_name("manifest-list")
             staged += [base_name, delta_name]
             io.write_bytes(paths.manifest(base_name), base_data)
             io.write_bytes(paths.manifest(delta_name), delta_data)
-            index_manifest, index_written = next_index_manifest(
-                t, latest, self._messages, deletion_vectors=kind == COMMIT_KIND_COMPACT,
-                overwritten=self._overwritten if kind == COMMIT_KIND_OVERWRITE else False)
+            index_manifest, index_written = self._next_index_manifest(latest, kind)
             if index_written:
                 staged.append(index_manifest)
             log_list, log_data = None, b""

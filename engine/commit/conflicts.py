@@ -39,3 +39,22 @@ def check_file_changes(table, latest_live: Sequence[ManifestEntry], entries: Seq
         if clash is not None:
             raise CommitConflict(table.name, f"LSM conflicts detected: bucket {bucket} level {level} would hold "
                                  f"overlapping files {clash[0].file_name} and {clash[1].file_name}")
+
+
+def check_vectors_unchanged(table, base, latest, files) -> None:
+    """Raise CommitConflict if the deletion vector of a data file in ``files`` ((partition, bucket, file name)
+    triples) in ``latest`` is not the one it had in ``base``, the snapshot the commit's change was computed from: a
+    concurrent commit marked rows of the file deleted (or dropped its vector) meanwhile, and a commit rewriting or
+    re-marking the file from ``base`` would bring those rows back (Paimon's conflict check of append DV tables
+    compares each file's DV index file the same way)."""
+    files = list(files)
+    if not files or base is None or latest is None or base.index_manifest == latest.index_manifest:
+        return
+    scan = table.scan()
+    before, now = scan.vectors(base), scan.vectors(latest)
+    for partition, bucket, name in files:
+        old = dict(before[(partition, bucket)].files).get(name) if (partition, bucket) in before else None
+        new = dict(now[(partition, bucket)].files).get(name) if (partition, bucket) in now else None
+        if old != new:
+            raise CommitConflict(table.name, f"a concurrent commit changed the deletion vector of data file {name} "
+                                 "since this change read it; nothing was committed, run it again")

@@ -7,7 +7,8 @@ allows several and decides it at commit time:
 
 If the latest snapshot holds a live file of bucket B with a sequence number >= the smallest number of the commit's
 new level-0 files in B, those files are rewritten with every sequence number shifted past the bucket's largest
-live one (same rows, same order, new file names) before the snapshot is published. The commit therefore wins over
+live one (same rows, same order, new file names) before the snapshot is published. Append-table files store no
+sequence column: only their metadata is shifted (same file, nothing written). The commit therefore wins over
 every commit that was published before it, exactly as if it had started after them. The rewrite happens only under
 contention; without it the committed files are used as they are.
 """
@@ -72,6 +73,9 @@ def rebase_sequences(table, entries: list[ManifestEntry], latest, base_id: int |
 
 
 def _rewrite(table, bucket_dir: str, meta, offset: int, written: list[str]):
+    if table.schema.is_append_only:  # append files store no sequence numbers: only their metadata moves
+        return dataclasses.replace(meta, min_sequence_number=meta.min_sequence_number + offset,
+                                   max_sequence_number=meta.max_sequence_number + offset)
     io = table.file_io
     src = os.path.join(bucket_dir, meta.file_name)
     if not meta.file_name.endswith(".parquet"):

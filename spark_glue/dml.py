@@ -1,6 +1,9 @@
 """Row-level operations a lake-table user expects, as DataFrame helpers (Spark 4.3 refuses SQL MERGE / UPDATE /
 DELETE on Python data sources).
 
+On an append table delete_where / update_where rewrite the touched files or mark deletion vectors, as Paimon does
+(spark_glue.append_dml); merge_into refuses append tables.
+
 On a primary-key table every operation is a write of changed rows in ONE snapshot: updated rows are upserted
 (+U), deleted rows are written as -D records carrying the old row. Each helper reads the table's current state
 (with filter pushdown), computes the changes in Spark and writes them bucket-parallel (``write_table``); it
@@ -31,10 +34,18 @@ def _write_changes(df, path: str) -> int | None:
 
 
 def delete_where(spark, path: str, condition) -> int | None:
-    """Delete the rows matching ``condition`` (SQL string or Column) in one commit. Raises InvalidInput for an
-    append table or a nanosecond sequence.field (see _check_row_level)."""
+    """Delete the rows matching ``condition`` (SQL string or Column) in one commit. Raises InvalidInput for a
+    nanosecond sequence.field (see _check_row_level).
+
+    On an append table (spark_glue.append_dml, Paimon's semantics): a condition over partition columns only, or
+    None, drops the matching partitions; otherwise the files holding matching rows are rewritten without them, or
+    with deletion vectors the rows are marked deleted. Returns the new snapshot id, None when nothing matched.
+    Raises CommitConflict (table unchanged) when a concurrent commit removed a touched file or changed its vector."""
     from pyspark.sql import functions as F
     table = open_table(path)
+    if table.schema.is_append_only:
+        from spark_glue.append_dml import delete_append
+        return delete_append(spark, path, None if condition is None else _expr(condition))
     _check_row_level(table, "delete_where")
     rows = read_table(spark, path, prune=True, **_pinned(table)).where(_expr(condition))
     return _write_changes(rows.withColumn(KIND, F.lit("-D")), path)
@@ -43,12 +54,20 @@ def delete_where(spark, path: str, condition) -> int | None:
 def update_where(spark, path: str, set: Mapping[str, object], condition=None) -> int | None:
     """``UPDATE t SET col = expr, ... [WHERE condition]`` in one commit. Expressions are SQL strings or Columns
     over the table's columns. Raises InvalidInput for unknown columns or primary-key columns in ``set``, for an
-    append table, a nanosecond sequence.field, and merge-engine aggregation / first-row (as Paimon's Spark
-    UPDATE)."""
+    nanosecond sequence.field, and merge-engine aggregation / first-row (as Paimon's Spark UPDATE).
+
+    On an append table (spark_glue.append_dml): the files holding matching rows are rewritten with the new values
+    (a row whose partition or bucket changes is appended to its new bucket), or with deletion vectors the old rows
+    are marked deleted and the new ones appended. Returns the new snapshot id, None when nothing matched. Raises
+    CommitConflict (table unchanged) when a concurrent commit removed a touched file or changed its vector."""
     from pyspark.sql import functions as F
     table = open_table(path)
-    _check_row_level(table, "update_where")
     _check_settable(table, set)
+    if table.schema.is_append_only:
+        from spark_glue.append_dml import update_append
+        return update_append(spark, path, {c: _expr(e) for c, e in set.items()},
+                             None if condition is None else _expr(condition))
+    _check_row_level(table, "update_where")
     rows = read_table(spark, path, prune=True, **_pinned(table))
     if condition is not None:
         rows = rows.where(_expr(condition))
@@ -76,7 +95,8 @@ def merge_into(spark, target_path: str, source_df, on, when_matched="update", wh
     Raises MergeCardinalityViolation (naming the target row) when several source rows match one target row and
     ``when_matched`` is set; InvalidInput when ``on`` names unknown columns, when "update" would set a primary-key
     column that is not in ``on`` (as Paimon's MERGE INTO), when a clause value is not one of the above, or for an
-    append table, a nanosecond sequence.field or merge-engine aggregation / first-row (as Paimon);
+    append table (lakemerge does not MERGE into append tables yet; delete_where / update_where work on them), a
+    nanosecond sequence.field or merge-engine aggregation / first-row (as Paimon);
     NullPrimaryKey (naming the column) when a source row to insert has a null key.
     """
     from pyspark.sql import functions as F
@@ -182,8 +202,8 @@ def _check_cardinality(table, matched, on: list[str]) -> None:
 
 
 def _check_row_level(table, op: str) -> None:
-    """Refuse what these helpers cannot do, before any Spark job runs: append tables (no key to update or delete
-    by; Paimon rewrites their files, which lakemerge does not), tables ordered by a nanosecond sequence.field, and,
+    """Refuse what these helpers cannot do, before any Spark job runs: MERGE into append tables (delete_where and
+    update_where handle them in spark_glue.append_dml), tables ordered by a nanosecond sequence.field, and,
     as Paimon's Spark UPDATE / MERGE INTO, updates of aggregation and first-row tables (their merge engine would
     fold the new value into the old one, or ignore it)."""
     if table.schema.is_append_only:

@@ -179,8 +179,11 @@ class MergedTableReader(DataSourceReader):
         return [SplitGroup(g, sid, planned) for g in groups] or [SplitGroup((), sid, planned)]
 
     def read(self, partition: SplitGroup | LatestSnapshot):
-        from engine.append.read import ordered_files, read_append_file
+        import os
+
+        from engine.append.read import ordered_files, read_append_positions
         from engine.read.split_read import SplitReader, batch_splits
+        from spark_glue.source import FILE_PATH, ROW_INDEX, metadata_columns
         table = open_table(self.options.get("path"))
         dnf = self._dnf(table)
         if isinstance(partition, LatestSnapshot):  # resolved now: the snapshot latest when this query runs
@@ -193,13 +196,24 @@ class MergedTableReader(DataSourceReader):
         check_planned_zone(partition.planned_time, table.name)
         if not partition.splits:
             return iter(())
-        read_cols = list(dict.fromkeys(self.columns + sorted(pred.columns_of(dnf))))
+        meta_cols = metadata_columns(self.options, table)
+        data_cols = [c for c in self.columns if c not in meta_cols]
+        read_cols = list(dict.fromkeys(data_cols + sorted(pred.columns_of(dnf))))
         target = arrow_of_spark(self.schema)
         reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema)
 
+        def append_file(split, f):
+            rows, positions = read_append_positions(reader, split, f, read_cols)
+            if FILE_PATH in meta_cols:
+                path = f.external_path or os.path.join(split.bucket_dir, f.file_name)
+                rows = rows.append_column(FILE_PATH, pa.array([path] * rows.num_rows, pa.string()))
+            if ROW_INDEX in meta_cols:
+                rows = rows.append_column(ROW_INDEX, pa.array(positions, pa.int64()))
+            return rows
+
         def parts(split):
             if table.schema.is_append_only:  # nothing to merge: each file's rows, in append order
-                return (read_append_file(reader, split, f, read_cols) for f in ordered_files(split))
+                return (append_file(split, f) for f in ordered_files(split))
             return [reader.read(split, read_cols)]
 
         def batches():

@@ -14,7 +14,10 @@ Options (keys are case-insensitive):
   ``source.split.target-size`` / ``source.split.open-file-cost``; ``follow-latest`` (true/false, default false:
   every query of the DataFrame or of a ``CREATE TEMPORARY VIEW ... USING lakemerge`` view reads the snapshot that
   is latest when it runs, read by ONE Spark task, since Spark 4.3 reuses the relation's first plan; not with time
-  travel; pushed filters then prune nothing, see reading.MergedTableReader._follow_latest).
+  travel; pushed filters then prune nothing, see reading.MergedTableReader._follow_latest);
+  ``metadata-columns`` (comma list, append tables only): add Paimon's metadata columns ``__paimon_file_path``
+  (the data file's full path) and ``__paimon_row_index`` (the row's position in that file, which deletion vectors
+  mark) after the table's columns.
 - system tables: ``load(path + "$snapshots")`` or option ``system-table`` (see spark_glue.system_read).
 - streaming read (``spark.readStream``): ``scan.mode``, ``scan.snapshot-id``, ``scan.timestamp-millis``,
   ``read.changelog`` (adds ``_row_kind``), ``changelog.normalize``, ``consumer-id``; see spark_glue.stream_read.
@@ -35,6 +38,23 @@ FILTER_PUSHDOWN = "filter-pushdown"
 READ_CHANGELOG = "read.changelog"
 ROW_KIND_COLUMN = "_row_kind"
 COLUMNS = "columns"
+METADATA_COLUMNS = "metadata-columns"
+FILE_PATH = "__paimon_file_path"
+ROW_INDEX = "__paimon_row_index"
+
+
+def metadata_columns(opts: dict, table) -> list[str]:
+    """The metadata columns option ``metadata-columns`` asks for, in the order given. Raises InvalidInput for an
+    unknown name or a primary-key table (a merged row has no single file position)."""
+    names = [c.strip() for c in opts.get(METADATA_COLUMNS, "").split(",") if c.strip()]
+    unknown = [c for c in names if c not in (FILE_PATH, ROW_INDEX)]
+    if unknown:
+        raise InvalidInput(f"unknown metadata column(s) {unknown} in option '{METADATA_COLUMNS}' (known: "
+                           f"{FILE_PATH}, {ROW_INDEX})", table=table.name, column=unknown[0])
+    if names and not table.schema.is_append_only:
+        raise InvalidInput(f"option '{METADATA_COLUMNS}' needs an append table: a primary-key table's merged rows "
+                           "have no single file position", table=table.name)
+    return names
 
 
 class LakemergeDataSource(DataSource):
@@ -63,6 +83,11 @@ class LakemergeDataSource(DataSource):
                 raise InvalidInput(f"unknown column(s) {unknown} in option 'columns'", table=table.name,
                                    column=unknown[0])
             arrow = pa_select(arrow, cols)
+        meta = metadata_columns(opts, table)
+        if meta:
+            import pyarrow as pa
+            types = {FILE_PATH: pa.string(), ROW_INDEX: pa.int64()}
+            arrow = pa.schema(list(arrow) + [pa.field(c, types[c], nullable=False) for c in meta])
         if parse_bool(opts.get(READ_CHANGELOG, "false")):  # streaming reads: the change's row kind
             import pyarrow as pa
             arrow = arrow.append(pa.field(ROW_KIND_COLUMN, pa.string()))

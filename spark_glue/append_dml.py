@@ -1,0 +1,190 @@
+"""DELETE / UPDATE of append tables with Spark evaluating the condition, as Paimon's Spark connector does
+(DeleteFromPaimonTableCommand / UpdatePaimonTableCommand over PaimonSparkWriter).
+
+Protocol (one call = at most one snapshot, semantics of engine.append.row_level):
+- DELETE with no condition, or one that Spark can evaluate over the partition columns alone: the driver evaluates
+  it on the table's live partition values and drops the matching partitions (one OVERWRITE snapshot).
+- Otherwise the driver pins the latest snapshot and plans its splits; Spark reads the table at that snapshot with
+  the metadata columns ``__paimon_file_path`` / ``__paimon_row_index`` (data source option ``metadata-columns``),
+  filters by the condition (rows where it is NULL are untouched), computes the new values for UPDATE, and
+  repartitions the matching rows by data file (by bucket in deletion-vector mode: a bucket's vectors are one
+  index file). Each task applies its files' changes with ``engine.append.row_level.change_bucket``: it rewrites
+  them (copy-on-write) or writes the bucket's new deletion-vector index file, appends updated rows that must be
+  appended, and returns the pickled changes. Its files carry the job token (job_files).
+- The driver commits all changes as ONE OVERWRITE snapshot (engine.append.row_level.commit_changes), then
+  deletes the job's files the snapshot does not list (leftovers of failed or speculative attempts). If the job or
+  the commit fails (CommitConflict: a concurrent commit removed a touched file or changed its vector), every file
+  of the job is deleted and the table stays at its last snapshot. Nothing matched: no snapshot.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import uuid
+
+import pyarrow as pa
+
+from engine.append.row_level import (
+    BucketChange,
+    FileChange,
+    change_bucket,
+    commit_changes,
+    drop_partitions,
+)
+from engine.dynamic_bucket.index_files import index_dir
+from engine.errors import CommitConflict, CommitRetriesExhausted
+from spark_glue.job_files import remove_tagged_files, tag_files
+from spark_glue.source import FILE_PATH, ROW_INDEX
+from spark_glue.tables import open_table
+
+KEY = "__lakemerge_dml_key"
+
+
+class AppendDmlJob:
+    """Picklable description of one distributed row-level change; ``run`` executes it (module docstring)."""
+
+    def __init__(self, path: str, snapshot_id: int, splits, *, update: bool):
+        table = open_table(path)
+        self.path = path
+        self.snapshot_id = snapshot_id
+        self.token = uuid.uuid4().hex[:16]
+        self.commit_user = f"lakemerge-spark-dml-{self.token}"
+        self.update = update
+        self.splits = {sp.bucket_dir: sp for sp in splits}
+        # a bucket's vectors are written as one index file, so one task must own each bucket that has (or gets) some
+        self.by_bucket = table.schema.table_options.deletion_vectors or any(sp.vectors.files for sp in splits)
+
+    # --- executor side ------------------------------------------------------------------------------
+    def task(self, batches):
+        """mapInArrow function: rows (file path, row index, [updated columns]) -> one pickled result row."""
+        table = tag_files(open_table(self.path), f"{self.token}-")
+        data = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
+        changes: list[BucketChange] = []
+        appender = table.new_write(commit_user=self.commit_user)
+        appender.base_snapshot = table.snapshot(self.snapshot_id)
+        try:
+            if data:
+                rows = pa.concat_tables(data).sort_by([(FILE_PATH, "ascending"), (ROW_INDEX, "ascending")])
+                per_bucket: dict[str, dict[str, FileChange]] = {}
+                paths = rows.column(FILE_PATH).to_pylist()
+                start = 0
+                for i in range(1, len(paths) + 1):
+                    if i < len(paths) and paths[i] == paths[start]:
+                        continue
+                    part = rows.slice(start, i - start)
+                    positions = part.column(ROW_INDEX).to_numpy()
+                    updated = part.drop_columns([FILE_PATH, ROW_INDEX]) if self.update else None
+                    bucket_dir, name = os.path.split(paths[start])
+                    per_bucket.setdefault(bucket_dir, {})[name] = FileChange(positions, updated)
+                    start = i
+                for bucket_dir, files in per_bucket.items():
+                    changes.append(change_bucket(table, self.splits[bucket_dir], files, base_id=self.snapshot_id,
+                                                 commit_user=self.commit_user, appender=appender))
+            appended = appender.prepare_commit() if self.update else []
+        except BaseException:
+            appender.abort()
+            for c in changes:
+                for p in c.written:
+                    table.file_io.delete(p)
+            raise
+        finally:
+            appender.close()
+        yield pa.RecordBatch.from_arrays([pa.array([pickle.dumps((changes, appended))], pa.binary())],
+                                         names=["change"])
+
+    # --- driver side --------------------------------------------------------------------------------
+    def run(self, matched) -> int | None:
+        """Apply the matching rows ``matched`` (file path, row index, [new values of every column]) in Spark tasks
+        and commit them as one snapshot; its id, or None when no row matched."""
+        from pyspark.sql import functions as F
+
+        from spark_glue.compaction import wait_for_running_tasks
+        spark = matched.sparkSession
+        key = F.regexp_extract(F.col(FILE_PATH), r"^(.*)/[^/]*$", 1) if self.by_bucket else F.col(FILE_PATH)
+        tasks = max(1, spark.sparkContext.defaultParallelism)
+        placed = matched.withColumn(KEY, key).repartition(tasks, KEY).drop(KEY)
+        try:
+            results = [pickle.loads(bytes(r.change)) for r in placed.mapInArrow(self.task, "change binary").collect()]
+        except BaseException:
+            wait_for_running_tasks(spark)  # tasks of the failed job may still be writing
+            self.remove_files(keep=set(), dirs=None)
+            raise
+        table = open_table(self.path)
+        changes = [c for cs, _ in results for c in cs]
+        appended = [m for _, ms in results for m in ms]
+        dirs = set(self.splits) | {table.bucket_dir(m.partition_values, m.bucket) for m in appended}
+        dirs.add(index_dir(table.root))
+        try:
+            sid = commit_changes(table, table.snapshot(self.snapshot_id), changes, self.commit_user, appended)
+        except (CommitConflict, CommitRetriesExhausted):
+            self.remove_files(keep=set(), dirs=dirs)
+            raise
+        keep = {f.file_name for m in [*appended, *(m for c in changes for m in c.messages)] for f in m.new_files}
+        keep |= {r["_FILE_NAME"] for c in changes for m in c.messages for r in m.dv_after}
+        self.remove_files(keep=keep, dirs=dirs)
+        return sid
+
+    def remove_files(self, keep: set[str], dirs) -> int:
+        """Delete the job's files (names carrying its token) except ``keep``, in ``dirs`` (None: everywhere)."""
+        return remove_tagged_files(open_table(self.path), f"{self.token}-", keep, dirs)
+
+
+def partition_only_matches(spark, table, condition):
+    """The serialized live partitions whose values satisfy ``condition`` when Spark can evaluate it over the
+    partition columns alone (Paimon's isPredicatePartitionColumnsOnly), else None."""
+    from pyspark.errors import AnalysisException
+
+    from spark_glue.tables import spark_schema
+    keys = list(table.partition_keys)
+    snap = table.snapshot()
+    if not keys or snap is None:
+        return None
+    parts = sorted({e.partition for e in table.manifests.live_entries(snap)})
+    scan = table.scan()
+    schema = spark_schema(pa.schema([table.arrow_schema.field(k).with_nullable(True) for k in keys]
+                                    + [pa.field("__lakemerge_part", pa.int64())]))
+    frame = spark.createDataFrame([(*scan.partition_values(p), i) for i, p in enumerate(parts)], schema)
+    try:
+        hit = frame.where(condition).select("__lakemerge_part").collect()
+    except AnalysisException:
+        return None  # the condition names other columns
+    return {parts[r[0]] for r in hit}
+
+
+def delete_append(spark, path: str, condition) -> int | None:
+    """DELETE on an append table (module docstring); ``condition`` a Column or None."""
+    table = open_table(path)
+    if condition is None:
+        return drop_partitions(table, None)
+    parts = partition_only_matches(spark, table, condition)
+    if parts is not None:
+        return drop_partitions(table, parts)
+    return _run(spark, table, path, condition, None)
+
+
+def update_append(spark, path: str, assignments: dict, condition) -> int | None:
+    """UPDATE on an append table (module docstring); ``assignments`` column -> Column, ``condition`` or None."""
+    return _run(spark, open_table(path), path, condition, assignments)
+
+
+def _run(spark, table, path, condition, assignments) -> int | None:
+    from pyspark.sql import functions as F
+
+    from spark_glue.api import read_table
+    snap = table.snapshot()
+    if snap is None:
+        return None
+    splits = table.scan().plan(snap)
+    job = AppendDmlJob(path, snap.id, splits, update=assignments is not None)
+    rows = read_table(spark, path, prune=True, **{"scan.snapshot-id": str(snap.id),
+                                                  "metadata-columns": f"{FILE_PATH},{ROW_INDEX}"})
+    if condition is not None:
+        rows = rows.where(condition)
+    meta = [F.col(FILE_PATH), F.col(ROW_INDEX)]
+    if assignments is None:
+        matched = rows.select(*meta)
+    else:
+        types = {f.name: f.dataType for f in rows.schema.fields}
+        matched = rows.select(*meta, *[(assignments[c].cast(types[c]) if c in assignments else F.col(f"`{c}`"))
+                                       .alias(c) for c in table.schema.field_names])
+    return job.run(matched)

@@ -1,0 +1,148 @@
+"""spark_glue.delete_where / update_where on append tables (spark_glue.append_dml): Spark evaluates the SQL
+condition over rows read with __paimon_file_path / __paimon_row_index, tasks rewrite files or write deletion vectors,
+the driver commits one OVERWRITE snapshot; compared with a pyarrow model."""
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import spark_glue
+from engine import Catalog
+from engine.append.compact import compact_append
+from engine.errors import CommitConflict, InvalidInput
+from engine.meta.manifest import ADD, DELETE
+from engine.meta.snapshot import COMMIT_KIND_OVERWRITE
+
+SCHEMA = pa.schema([("dt", pa.string()), ("id", pa.int64()), ("v", pa.string()), ("n", pa.int64())])
+DV = {"deletion-vectors.enabled": "true"}
+
+
+def batch(dt, ids, tag="v"):
+    return pa.table({"dt": [dt] * len(ids), "id": ids, "v": [f"{tag}{i}" for i in ids],
+                     "n": [i % 7 if i % 5 else None for i in ids]}, schema=SCHEMA)
+
+
+def make(tmp_path, options, name="t"):
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db", ignore_if_exists=True)
+    t = cat.create_table(f"db.{name}", SCHEMA, partition_keys=["dt"], options=options)
+    t.write(batch("a", list(range(20))))
+    t.write(batch("a", list(range(20, 40)), "w"))
+    t.write(batch("b", list(range(40, 60))))
+    return t
+
+
+def rows(t: pa.Table) -> list[tuple]:
+    return sorted(tuple(r.values()) for r in t.to_pylist())
+
+
+def delta(t, sid):
+    snap = t.snapshot(sid)
+    return [e for m in t.manifests.manifest_list(snap.delta_manifest_list) for e in t.manifests.manifest(m.file_name)]
+
+
+def job_files_left(t):
+    """Files under the table that no snapshot references."""
+    return t.check(verify_data=False).orphan_files
+
+
+@pytest.mark.parametrize("options", [{}, DV, {"bucket": "2", "bucket-key": "id"},
+                                     {"bucket": "2", "bucket-key": "id", **DV}],
+                         ids=["unaware", "unaware-dv", "fixed", "fixed-dv"])
+def test_delete_and_update_match_the_model(spark, tmp_path, options):
+    t = make(tmp_path, options)
+    model = t.read()
+    files = {f.file_name for sp in t.plan() for f in sp.files}
+    sid = spark_glue.delete_where(spark, t.root, "id % 3 = 0 AND n IS NOT NULL")
+    model = pa.Table.from_pylist([r for r in model.to_pylist() if not (r["id"] % 3 == 0 and r["n"] is not None)],
+                                 schema=SCHEMA)
+    assert rows(t.read()) == rows(model) and t.snapshot(sid).commit_kind == COMMIT_KIND_OVERWRITE
+    if options.get("deletion-vectors.enabled"):  # DELETE only marks vectors
+        assert delta(t, sid) == [] and {f.file_name for sp in t.plan() for f in sp.files} == files
+    else:
+        assert {e.kind for e in delta(t, sid)} == {ADD, DELETE}
+    sid = spark_glue.update_where(spark, t.root, {"v": "concat(v, '!')", "n": "n + 100"}, "id > 30 AND id < 45")
+    model = pa.Table.from_pylist([{**r, "v": r["v"] + "!", "n": None if r["n"] is None else r["n"] + 100}
+                                  if 30 < r["id"] < 45 else r for r in model.to_pylist()], schema=SCHEMA)
+    assert rows(t.read()) == rows(model)
+    if not options:  # copy-on-write keeps the row order
+        assert t.read().to_pylist() == model.to_pylist()
+    report = t.check()
+    assert report.ok and not report.warnings and not report.orphan_files, report.summary()
+    compact_append(t, full=True)
+    assert rows(t.read()) == rows(model) and t.check().ok
+
+
+def test_metadata_columns_name_each_rows_file_and_position(spark, tmp_path):
+    t = make(tmp_path, DV)
+    t.delete_where([("id", "=", 2)])
+    df = spark_glue.read_table(spark, t.root, **{"metadata-columns": "__paimon_file_path,__paimon_row_index"})
+    assert df.columns == ["dt", "id", "v", "n", "__paimon_file_path", "__paimon_row_index"]
+    got = {(r["__paimon_file_path"], r["__paimon_row_index"]): r["id"] for r in df.collect()}
+    want = {}
+    for sp in t.plan():
+        for f in sp.files:
+            ids = pq.ParquetFile(os.path.join(sp.bucket_dir, f.file_name)).read().column("id").to_pylist()
+            want.update({(os.path.join(sp.bucket_dir, f.file_name), i): v for i, v in enumerate(ids) if v != 2})
+    assert got == want
+    pk = Catalog(str(tmp_path / "wh")).create_table("db.pk", SCHEMA, primary_key=["dt", "id"], partition_keys=["dt"],
+                                                    options={"bucket": "1"})
+    with pytest.raises(Exception, match="append table"):
+        spark.read.format("lakemerge").option("metadata-columns", "__paimon_row_index").load(pk.root).collect()
+
+
+def test_partition_only_condition_drops_partitions(spark, tmp_path):
+    t = make(tmp_path, {})
+    before = {f.file_name for sp in t.plan() for f in sp.files}
+    sid = spark_glue.delete_where(spark, t.root, "dt = 'b' OR dt = 'zz'")
+    assert t.snapshot(sid).commit_kind == COMMIT_KIND_OVERWRITE
+    assert {e.kind for e in delta(t, sid)} == {DELETE}
+    assert {f.file_name for sp in t.plan() for f in sp.files} < before
+    assert {r["dt"] for r in t.read().to_pylist()} == {"a"}
+    assert spark_glue.delete_where(spark, t.root, "dt = 'b'") is None
+    assert t.latest_snapshot_id() == sid
+
+
+def test_nothing_matched_publishes_nothing(spark, tmp_path):
+    for i, options in enumerate([{}, DV]):
+        t = make(tmp_path, options, name=f"t{i}")
+        sid = t.latest_snapshot_id()
+        assert spark_glue.delete_where(spark, t.root, "id > 1000") is None
+        assert spark_glue.update_where(spark, t.root, {"v": "'x'"}, "v = 'nope'") is None
+        assert t.latest_snapshot_id() == sid and not job_files_left(t)
+
+
+def test_update_moves_rows_to_their_new_partition_and_bucket(spark, tmp_path):
+    t = make(tmp_path, {"bucket": "2", "bucket-key": "id"})
+    spark_glue.update_where(spark, t.root, {"dt": "'c'", "id": "id + 1000"}, "id < 3")
+    got = rows(t.read())
+    assert [r for r in got if r[0] == "c"] == [("c", 1000 + i, f"v{i}", None if i == 0 else i) for i in range(3)]
+    assert len(got) == 60
+    assert t.check().ok
+
+
+@pytest.mark.parametrize("options", [{}, DV], ids=["cow", "dv"])
+def test_concurrent_compaction_makes_it_conflict_and_leave_nothing(spark, tmp_path, monkeypatch, options):
+    import spark_glue.append_dml as dml
+    t = make(tmp_path, options)
+    original = dml.commit_changes
+
+    def racing(*args, **kwargs):
+        compact_append(t, full=True)
+        return original(*args, **kwargs)
+    monkeypatch.setattr(dml, "commit_changes", racing)
+    before = rows(t.read())
+    with pytest.raises(CommitConflict):
+        spark_glue.delete_where(spark, t.root, "id = 4")
+    assert t.snapshot().commit_kind == "COMPACT" and rows(t.read()) == before
+    assert not job_files_left(t)
+
+
+def test_merge_into_still_refuses_append_tables(spark, tmp_path):
+    t = make(tmp_path, {})
+    source = spark.createDataFrame([("a", 1, "x", 1)], "dt string, id long, v string, n long")
+    with pytest.raises(InvalidInput, match="append table"):
+        spark_glue.merge_into(spark, t.root, source, on="id")

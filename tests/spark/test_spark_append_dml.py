@@ -146,3 +146,19 @@ def test_merge_into_still_refuses_append_tables(spark, tmp_path):
     source = spark.createDataFrame([("a", 1, "x", 1)], "dt string, id long, v string, n long")
     with pytest.raises(InvalidInput, match="append table"):
         spark_glue.merge_into(spark, t.root, source, on="id")
+
+
+@pytest.mark.parametrize("options", [{}, DV], ids=["cow", "dv"])
+def test_a_failing_task_leaves_the_table_and_no_file(spark, tmp_path, options):
+    """The task rewrites partition a's files, then refuses a null for partition b's NOT NULL column: the job
+    fails, its files are deleted and nothing is committed."""
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db", ignore_if_exists=True)
+    schema = pa.schema([("dt", pa.string()), pa.field("id", pa.int64(), nullable=False)])
+    t = cat.create_table("db.strict", schema, partition_keys=["dt"], options=options)
+    t.write(pa.table({"dt": ["a", "a", "b"], "id": [1, 2, 3]}, schema=schema))
+    before = t.latest_snapshot_id()
+    with pytest.raises(Exception, match="id"):
+        spark_glue.update_where(spark, t.root, {"id": "CASE WHEN dt = 'b' THEN NULL ELSE id + 10 END"})
+    assert t.latest_snapshot_id() == before and sorted(t.read()["id"].to_pylist()) == [1, 2, 3]
+    assert not job_files_left(t)

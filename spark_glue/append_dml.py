@@ -170,7 +170,9 @@ def update_append(spark, path: str, assignments: dict, condition) -> int | None:
 def _run(spark, table, path, condition, assignments) -> int | None:
     from pyspark.sql import functions as F
 
+    from engine.append.row_level import require_rewritable
     from spark_glue.api import read_table
+    require_rewritable(table, assignments is not None)
     snap = table.snapshot()
     if snap is None:
         return None

@@ -78,6 +78,14 @@ def require_append_table(table, op: str) -> None:
                            "table by key with Table.delete / Table.write, or with spark_glue.dml", table=table.name)
 
 
+def require_rewritable(table, update: bool) -> None:
+    """Raise UnsupportedFeature when the change would write data files this version cannot write (a DELETE in
+    deletion-vector mode writes none)."""
+    if update or not table.schema.table_options.deletion_vectors:
+        from engine.append.write import require_append_writable
+        require_append_writable(table.schema, table.name)
+
+
 # --- per bucket --------------------------------------------------------------------------------------
 def change_bucket(table, split: Split, changes: Mapping[str, FileChange], *, base_id: int | None, commit_user: str,
                   appender=None) -> BucketChange:
@@ -236,7 +244,8 @@ def drop_partitions(table, partitions: set[bytes] | None, commit_user: str | Non
 def delete_where(table, filter) -> int | None:
     """DELETE FROM an append table WHERE ``filter`` (Table.read's filter forms; None: every row); see the module
     docstring. Returns the new snapshot id, or None when no row matched. Raises InvalidInput (bad filter, a
-    primary-key table), CommitConflict."""
+    primary-key table), UnsupportedFeature (copy-on-write of a table lakemerge cannot write data files for),
+    CommitConflict."""
     require_append_table(table, "delete_where")
     dnf = pred.normalize(filter, table.arrow_schema, table.name)
     snap = table.snapshot()
@@ -254,7 +263,8 @@ def update_where(table, assignments: Mapping[str, object], filter=None) -> int |
     ``pyarrow.compute.Expression`` over the table's columns (``pc.field("v") * 2``), or a callable taking the
     matching rows (pa.Table) and returning an array (or a scalar) of their new values. The values are cast safely to
     the column's type. Returns the new snapshot id, or None when no row matched. Raises InvalidInput (unknown
-    column, a value that does not fit, null in a NOT NULL column, a primary-key table), CommitConflict."""
+    column, a value that does not fit, null in a NOT NULL column, a primary-key table), UnsupportedFeature (a table
+lakemerge cannot write data files for, e.g. file.format=orc), CommitConflict."""
     require_append_table(table, "update_where")
     unknown = [c for c in assignments if c not in table.schema.field_names]
     if unknown or not assignments:
@@ -283,6 +293,7 @@ def matching_partitions(table, snap, dnf) -> set[bytes]:
 
 def _change(table, snap, dnf, assignments) -> int | None:
     """DELETE (``assignments`` None) or UPDATE of the rows of ``snap`` matching ``dnf`` (None: all)."""
+    require_rewritable(table, assignments is not None)
     user = str(uuid.uuid4())
     scan = table.scan()
     reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema)

@@ -8,7 +8,13 @@ import pyarrow.compute as pc
 import pytest
 
 from engine.append.compact import compact_append
-from tests.interop.pypaimon_util import pp_catalog, pp_create_table, pp_get_table, pp_read, pp_write
+from tests.interop.pypaimon_util import (
+    pp_catalog,
+    pp_create_table,
+    pp_get_table,
+    pp_read,
+    pp_write,
+)
 from tests.interop.test_lakemerge_writes_pypaimon_reads import lm_catalog
 
 pytestmark = pytest.mark.interop
@@ -65,3 +71,18 @@ def test_lakemerge_deletes_rows_pypaimon_wrote(tmp_path):
     expected = sorted([("a", i, "x" if i == 4 else f"v{i}") for i in range(20) if i not in (3, 13)])
     assert rows(t.read()) == expected
     assert rows(pp_read(pp_get_table(wh, "db.t"), sort_by=["id"])) == expected
+
+
+def test_copy_on_write_of_a_table_lakemerge_cannot_write_is_refused(tmp_path):
+    """An ORC append table (pypaimon writes it, lakemerge only reads ORC): rewriting its files would put Parquet
+    files in it, so copy-on-write DELETE / UPDATE are refused before anything is written."""
+    from engine.errors import UnsupportedFeature
+    wh = str(tmp_path / "warehouse")
+    pp = pp_create_table(pp_catalog(wh), "db.t", SCHEMA, [], ["dt"], {"file.format": "orc"})
+    pp_write(pp, batch("a", list(range(5))))
+    t = lm_catalog(wh).get_table("db.t")
+    with pytest.raises(UnsupportedFeature, match="orc"):
+        t.delete_where([("id", "=", 1)])
+    with pytest.raises(UnsupportedFeature, match="orc"):
+        t.update_where({"v": "x"}, [("id", "=", 1)])
+    assert t.latest_snapshot_id() == 1 and t.read().num_rows == 5

@@ -235,7 +235,8 @@ def drop_partitions(table, partitions: set[bytes] | None, commit_user: str | Non
     latest = table.snapshot()
     if partitions is None and (latest is None or not table.manifests.live_entries(latest)):
         return None
-    sid = Committer(table).overwrite([], partitions, commit_user=commit_user or str(uuid.uuid4()))
+    sid = Committer(table).overwrite([], partitions, commit_user=commit_user or str(uuid.uuid4()),
+                                     base_snapshot_id=None if latest is None else latest.id)
     table._expire_after_commit()
     return sid
 

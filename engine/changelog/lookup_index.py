@@ -7,7 +7,9 @@ key-range pruning uses ``lower_bound`` of each file's [min key, max key] over th
 inside a file's range are searched (``search_sorted``, the Numba binary-search kernel). Files are read whole and
 kept with their encoded keys in a cache on the table object (files are immutable, so a cached file is never stale);
 the cache holds at most ``CACHE_FILES`` files and ``CACHE_BYTES`` of rows. Writers of lookup tables also put the
-level-0 files they write there (``remember_written``), so compaction and lookup never read them back.
+level-0 files they write there (``remember_written``), so compaction and lookup never read them back. An entry may
+also hold a file's encoded keys only (no rows: ``engine.deletion_vectors.position_index``); ``LookupIndex`` and
+``cached_rows`` treat such an entry as a miss.
 """
 from __future__ import annotations
 
@@ -27,9 +29,10 @@ CACHE_BYTES = 512 << 20
 
 
 class FileCache:
-    """file path -> [normalized rows, encoded keys or None (computed on first lookup)], least recently used
-    evicted first once more than ``capacity`` files or ``max_bytes`` of rows are held. Thread-safe (buckets
-    compact on parallel threads)."""
+    """file path -> [normalized rows, encoded keys or None (computed on first lookup)] or [None, encoded keys] (a
+    keys-only entry), least recently used evicted first once more than ``capacity`` files or ``max_bytes`` are
+    held (an entry weighs its rows, or a keys-only entry its keys). Thread-safe (buckets compact on parallel
+    threads)."""
 
     def __init__(self, capacity: int = CACHE_FILES, max_bytes: int = CACHE_BYTES):
         self.capacity = capacity
@@ -49,30 +52,72 @@ class FileCache:
                 self.hits += 1
             return entry
 
-    def put(self, path: str, rows: pa.Table, enc=None) -> list:
-        """Cache ``rows`` (and ``enc``) for ``path``, replacing any old entry and evicting the oldest beyond the
-        count/byte limits.
+    def put(self, path: str, rows: pa.Table | None, enc=None) -> list:
+        """Cache ``rows`` (and ``enc``; rows None: a keys-only entry, ``enc`` required) for ``path``, replacing any
+        old entry and evicting the oldest beyond the count/byte limits.
         Returns the stored [rows, enc] entry; the newest entry is never evicted."""
         entry = [rows, enc]
         with self._lock:
             old = self.entries.pop(path, None)
             if old is not None:
-                self.nbytes -= old[0].nbytes
+                self.nbytes -= _weight(old)
             self.entries[path] = entry
-            self.nbytes += rows.nbytes
+            self.nbytes += _weight(entry)
             while len(self.entries) > 1 and (len(self.entries) > self.capacity or self.nbytes > self.max_bytes):
                 _, evicted = self.entries.popitem(last=False)
-                self.nbytes -= evicted[0].nbytes
+                self.nbytes -= _weight(evicted)
         return entry
 
+    def keep_keys_only(self, path: str, encode) -> None:
+        """Replace a cached entry's rows by their encoded keys (``encode(rows)`` unless already computed); no-op
+        when ``path`` is not cached or holds keys only."""
+        with self._lock:
+            entry = self.entries.get(path)
+            if entry is None or entry[0] is None:
+                return
+            enc = entry[1] if entry[1] is not None else encode(entry[0])
+            self.nbytes -= _weight(entry)
+            entry[0], entry[1] = None, enc
+            self.nbytes += _weight(entry)
+
+    def forget(self, path: str) -> None:
+        """Drop ``path``'s entry, if any."""
+        with self._lock:
+            old = self.entries.pop(path, None)
+            if old is not None:
+                self.nbytes -= _weight(old)
+
     def get(self, path: str, load):
-        """The entry for ``path``; ``load()`` -> (rows, encoded keys) fills a miss."""
+        """The entry for ``path`` with its rows; ``load()`` -> (rows, encoded keys) fills a miss (a keys-only entry
+        is one: its keys are kept when ``load`` returns none)."""
         entry = self.peek(path)
-        if entry is not None:
+        if entry is not None and entry[0] is not None:
             return entry
         with self._lock:
             self.misses += 1
-        return self.put(path, *load())
+        rows, enc = load()
+        return self.put(path, rows, enc if enc is not None or entry is None else entry[1])
+
+
+    def get_keys(self, path: str, load, encode):
+        """The encoded keys for ``path``: a cached entry's (``encode(rows)`` once if not yet computed), else
+        ``load()``'s, cached as a keys-only entry."""
+        entry = self.peek(path)
+        if entry is not None:
+            if entry[1] is None:
+                entry[1] = encode(entry[0])
+            return entry[1]
+        with self._lock:
+            self.misses += 1
+        return self.put(path, None, load())[1]
+
+
+def _weight(entry: list) -> int:
+    """Bytes an entry counts for: its rows, or (keys-only) its encoded keys."""
+    rows, enc = entry
+    if rows is not None:
+        return rows.nbytes
+    return enc.words.nbytes if enc.is_fixed else enc.offsets.nbytes + enc.data.nbytes
 
 
 def table_cache(table) -> FileCache:
@@ -108,13 +153,15 @@ def cached_rows(table, bucket_dir: str, meta) -> pa.Table | None:
     if held is None or held[0] != table.schema.id:
         return None
     entry = held[1].peek(f"{bucket_dir}/{meta.file_name}")
-    return None if entry is None else entry[0]
+    return None if entry is None else entry[0]  # None too for a keys-only entry
 
 
 class LookupIndex:
     """Finds the current rows for given keys in the split's files at or above ``from_level``, searching lower
     levels first. ``deleted(file name)``, if given, returns the sorted positions of rows a deletion vector marks
     deleted: such a row is not found (the key's live record, if any, is in a lower level)."""
+
+    positions_only = False  # engine.deletion_vectors.position_index.PositionIndex: locate() instead of get()
     def __init__(self, table, split, reader, levels, from_level: int, columns: list[str], deleted=None):
         self.deleted = deleted
         self.table = table
@@ -132,7 +179,8 @@ class LookupIndex:
                 files = sorted(levels.levels[level], key=lambda f: levels.decode(f.min_key))
                 self.by_level.append(files)
 
-    def _load(self, f):
+    def _load(self, f) -> list:
+        """[rows, encoded keys] of file ``f`` (all its rows, in file order), from the cache or read."""
         def load():
             rows = self.reader.read_file(self.split, f, self.columns, live_only=False).combine_chunks()
             return rows, encode_keys(key_columns(rows, self.schema))
@@ -153,22 +201,19 @@ class LookupIndex:
             hi += 1  # the max key itself is a probe
         return int(lo), int(hi)
 
-    def get(self, probes: pa.Table, found=None) -> pa.Table | None:
-        """Return the stored rows for the keys in ``probes`` (the first level holding a key wins).
-        Returns None when there are no probes or no files to search. ``found(file name, positions)``, if given, is
-        called with the row positions (in the data file) of the rows returned from each file."""
-        if probes is None or probes.num_rows == 0 or not self.by_level:
-            return None
+    def _matches(self, probes: pa.Table):
+        """Yield ``(file, probe indexes, row positions, the file's rows from _load)`` per file holding some of
+        ``probes`` (live rows only), levels in ascending order; a probe is matched at most once (in the lowest
+        level holding it)."""
         probes_enc = encode_keys(key_columns(probes, self.schema))
-        found_at = np.full(probes.num_rows, -1, np.int64)
-        pieces, piece_pos = [], []
+        found_at = np.zeros(probes.num_rows, bool)
         for files in self.by_level:
             for f in files:
                 lo, hi = self._bounds(f, probes_enc)
                 if lo >= hi:
                     continue
                 window = np.arange(lo, hi)
-                window = window[found_at[window] < 0]
+                window = window[~found_at[window]]
                 if not len(window):
                     continue
                 rows, enc = self._load(f)
@@ -178,11 +223,21 @@ class LookupIndex:
                 if dead is not None and len(dead) and ok.any():
                     ok &= ~np.isin(hit, dead)
                 if ok.any():
-                    if found is not None:
-                        found(f.file_name, hit[ok].astype(np.int64))
-                    found_at[window[ok]] = 1
-                    pieces.append(rows.take(pa.array(hit[ok])))
-                    piece_pos.append(window[ok])
+                    found_at[window[ok]] = True
+                    yield f, window[ok], hit[ok].astype(np.int64), rows
+
+    def get(self, probes: pa.Table, found=None) -> pa.Table | None:
+        """Return the stored rows for the keys in ``probes`` (the first level holding a key wins).
+        Returns None when there are no probes or no files to search. ``found(file name, positions)``, if given, is
+        called with the row positions (in the data file) of the rows returned from each file."""
+        if probes is None or probes.num_rows == 0 or not self.by_level:
+            return None
+        pieces, piece_pos = [], []
+        for f, at, positions, rows in self._matches(probes):
+            if found is not None:
+                found(f.file_name, positions)
+            pieces.append(rows.take(pa.array(positions)))
+            piece_pos.append(at)
         if not pieces:
             return None
         out = pa.concat_tables(pieces)

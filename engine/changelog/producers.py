@@ -81,7 +81,9 @@ class ChangelogMerger:
 
     Lookup mode also serves lookup compaction without a changelog (deletion vectors, force-lookup):
     ``produce_changelog=False`` returns no changelog, and ``found(file name, positions)`` hears where each record
-    taken from the lookup index lies (deletion-vector mode marks those rows deleted)."""
+    taken from the lookup index lies (deletion-vector mode marks those rows deleted). With a position-only index
+    (engine.deletion_vectors.position_index, no changelog) the records found are only reported to ``found``, not
+    merged: the caller chose it where they cannot change the result."""
     def __init__(self, schema, mode: str, max_level: int, index=None, table_name: str | None = None, *,
                  produce_changelog: bool = True, found=None):
         self.schema = schema
@@ -109,7 +111,10 @@ class ChangelogMerger:
         before = high
         if self.index is not None:
             missing = keys if high is None else keys.filter(pa.array(positions(high, keys, schema) < 0))
-            before = _sorted_union(high, self.index.get(missing, found=self.found), schema)
+            if self.index.positions_only:  # the records found do not change the merge: mark them only
+                self.index.locate(missing, self.found)
+            else:
+                before = _sorted_union(high, self.index.get(missing, found=self.found), schema)
         runs = ([before] if before is not None else []) + level0
         after = merge_runs(runs, schema, drop_retracts=False, sorted_output=True, table_name=self.table_name,
                            fold_lone_retracts=True)

@@ -15,7 +15,9 @@ Lookup compaction (changelog-producer=lookup, deletion vectors, force-lookup; Pa
 LookupMergeTreeCompactRewriter): a key with level-0 records whose previous record is not among the unit's inputs is
 looked up in the levels below the output level and merged with it, so the output holds the key's full state. In
 deletion-vector mode the row found is marked deleted (``CompactResult.deletions``), inputs are read without the rows
-the bucket's vectors mark deleted, and deletes are always dropped above level 0.
+the bucket's vectors mark deleted, and deletes are always dropped above level 0. Where the row found cannot change
+the merge (deduplicate without changelog, engine.deletion_vectors.position_index) only its position is looked up,
+and the unit's inputs leave the lookup cache once it is done (an upgraded input keeps its keys there).
 """
 from __future__ import annotations
 
@@ -121,7 +123,7 @@ class CompactRewriter:
         min_size = self.settings.target_file_size * self.settings.small_file_ratio
         self._max_level = levels.max_level
         self._deletions = {}
-        self._changelog = self._changelog_merger(out, levels)
+        self._changelog = self._changelog_merger(out, levels, unit)
         result = CompactResult()
         pending: list[list[list[DataFileMeta]]] = []
         try:
@@ -142,6 +144,10 @@ class CompactRewriter:
                 log = pa.concat_tables(self._log_parts)
                 result.changelog.extend(write_changelog(self.table, self.bucket_dir, log))
             result.deletions = self._deletions
+            if self._changelog is not None and self._changelog.index is not None \
+                    and self._changelog.index.positions_only:
+                from engine.deletion_vectors.position_index import release_inputs
+                release_inputs(self.table, self.bucket_dir, result.before, result.after)
         except BaseException:
             self._log_parts = []
             for f in result.rewritten() + result.changelog:
@@ -154,12 +160,19 @@ class CompactRewriter:
         return result
 
     # --- changelog producers (issue 5) -------------------------------------------------------------
-    def _changelog_merger(self, out: int, levels: Levels):
+    def _changelog_merger(self, out: int, levels: Levels, unit: CompactUnit):
         from engine.changelog.producers import FULL_COMPACTION, LOOKUP, ChangelogMerger
         if self.lookup and out > 0:
             from engine.changelog.lookup_index import LookupIndex
-            index = LookupIndex(self.table, self.split, self.reader, levels, out + 1, self.columns,
-                                deleted=self.dv.deleted if self.dv is not None else None)
+            from engine.deletion_vectors import position_index as pos
+            opts = self.schema.table_options
+            deleted = self.dv.deleted if self.dv is not None else None
+            if self.dv is not None and pos.positions_suffice(opts) and pos.unit_allows_positions(
+                    opts, unit.files, levels, out + 1):
+                index = pos.PositionIndex(self.table, self.split, self.reader, levels, out + 1, deleted=deleted)
+            else:
+                index = LookupIndex(self.table, self.split, self.reader, levels, out + 1, self.columns,
+                                    deleted=deleted)
             return ChangelogMerger(self.schema, LOOKUP, levels.max_level, index, self.table.name,
                                    produce_changelog=self.producer == LOOKUP,
                                    found=self._found if self.dv is not None else None)

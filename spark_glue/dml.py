@@ -231,8 +231,9 @@ def _check_cardinality(table, matched, on: list[str]) -> None:
 
 def _check_row_level(table, op: str) -> None:
     """Refuse what these helpers cannot do on a primary-key table, before any Spark job runs: tables ordered by a
-    nanosecond sequence.field, and, as Paimon's Spark UPDATE / MERGE INTO, updates of aggregation and first-row
-    tables (their merge engine would fold the new value into the old one, or ignore it). Append tables pass."""
+    nanosecond sequence.field, and what engine.write.row_level.check_row_level refuses as Paimon does: updates of
+    aggregation and first-row tables (their merge engine would fold the new value into the old one, or ignore it),
+    deletes from tables that cannot take a delete record. Append tables pass."""
     if table.schema.is_append_only:
         return
     arrow = table.arrow_schema
@@ -242,10 +243,8 @@ def _check_row_level(table, op: str) -> None:
         raise InvalidInput(f"{op} cannot rewrite rows of a table whose sequence.field {fine[0]!r} holds nanoseconds: "
                            "Spark reads them as microseconds, so the rewritten rows would be older than the stored "
                            "ones and lose; use the engine (Table.write / delete)", table=table.name, column=fine[0])
-    engine = table.schema.table_options.merge_engine
-    if op != "delete_where" and engine not in ("deduplicate", "partial-update"):
-        raise InvalidInput(f"{op} cannot update a table with merge-engine={engine} (only deduplicate and "
-                           "partial-update, as Paimon's Spark UPDATE / MERGE INTO)", table=table.name)
+    from engine.write.row_level import check_row_level
+    check_row_level(table, op, update=op != "delete_where")
 
 
 def _pinned(table) -> dict:

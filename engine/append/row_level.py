@@ -74,11 +74,11 @@ class BucketChange:
 
 
 def require_append_table(table, op: str) -> None:
-    """Raise InvalidInput unless ``table`` is an append table (primary-key tables delete and update by key:
-    Table.delete / Table.write, or spark_glue.dml)."""
+    """Raise InvalidInput unless ``table`` is an append table (primary-key tables: engine.write.row_level)."""
     if not table.schema.is_append_only:
-        raise InvalidInput(f"{op} works on append tables (no primary key); delete or update rows of a primary-key "
-                           "table by key with Table.delete / Table.write, or with spark_glue.dml", table=table.name)
+        raise InvalidInput(f"{op} of engine.append.row_level works on append tables (no primary key); "
+                           f"Table.{op} of a primary-key table goes through engine.write.row_level",
+                           table=table.name)
 
 
 def require_rewritable(table, update: bool) -> None:

@@ -141,3 +141,25 @@ def test_pypaimon_reads_the_merged_table(spark, tmp_path):
     for name, table in (("db.t", t), ("db.t2", t2)):
         pp = pp_get_table(str(tmp_path / "wh"), name)
         assert rows(pp_read(pp)) == rows(table.read())
+
+
+@pytest.mark.parametrize("options", [{}, DV], ids=["cow", "dv"])
+def test_concurrent_compaction_conflicts_and_leaves_no_file(spark, tmp_path, monkeypatch, options):
+    """The merge rewrote / marked files and appended inserted rows in its tasks; a compaction published before its
+    commit removed a touched file: CommitConflict, the table is the compacted one and every job file is gone."""
+    import spark_glue.append_dml as dml
+    from engine.append.compact import compact_append
+    from engine.errors import CommitConflict
+    t = make(tmp_path, options)
+    original = dml.commit_changes
+
+    def racing(*args, **kwargs):
+        compact_append(t, full=True)
+        return original(*args, **kwargs)
+    monkeypatch.setattr(dml, "commit_changes", racing)
+    before = rows(t.read())
+    with pytest.raises(CommitConflict):
+        spark_glue.merge_into(spark, t.root, spark.createDataFrame(SOURCE, DDL), on="id",
+                              when_matched={"v": "s.v"}, when_not_matched="insert")
+    assert t.snapshot().commit_kind == "COMPACT" and rows(t.read()) == before
+    assert not t.check(verify_data=False).orphan_files

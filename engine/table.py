@@ -163,22 +163,32 @@ class Table:
         return self.commit(messages)
 
     def delete_where(self, filter) -> int | None:
-        """DELETE FROM this append table WHERE ``filter`` (the forms of ``read(filter=...)``; None deletes every
-        row), in one snapshot; returns its id, or None when no row matched. A condition on partition columns only
-        drops the matching partitions; otherwise the files holding matching rows are rewritten without them, or
-        with ``deletion-vectors.enabled`` the rows are marked in deletion vectors (engine.append.row_level).
-        Raises InvalidInput on a primary-key table (use ``delete``), CommitConflict when a concurrent commit
-        removed a touched file or changed its deletion vector (nothing changed then)."""
-        from engine.append.row_level import delete_where
+        """DELETE FROM this table WHERE ``filter`` (the forms of ``read(filter=...)``; None deletes every row), in
+        one snapshot; returns its id, or None when no row matched.
+
+        Append table (engine.append.row_level): a condition on partition columns only drops the matching
+        partitions; otherwise the files holding matching rows are rewritten without them, or with
+        ``deletion-vectors.enabled`` the rows are marked in deletion vectors. Primary-key table
+        (engine.write.row_level): the matching rows are read at the latest snapshot and written back as -D records.
+        Raises InvalidInput (bad filter), UnsupportedFeature (a merge engine that cannot take deletes, an append
+        table lakemerge cannot rewrite), CommitConflict (nothing changed then)."""
+        if self.schema.is_append_only:
+            from engine.append.row_level import delete_where
+        else:
+            from engine.write.row_level import delete_where
         return delete_where(self, filter)
 
     def update_where(self, assignments, filter=None) -> int | None:
-        """UPDATE this append table SET ``assignments`` (column -> literal, pyarrow.compute.Expression or
-        callable over the matching rows) WHERE ``filter`` (None: every row), in one snapshot; returns its id, or
-        None when no row matched. Copy-on-write, or with deletion vectors: old rows marked deleted and the new
-        ones appended (engine.append.row_level). Raises InvalidInput (unknown column, bad value, a primary-key
-        table: use ``write``), CommitConflict."""
-        from engine.append.row_level import update_where
+        """UPDATE this table SET ``assignments`` (column -> literal, pyarrow.compute.Expression or callable over
+        the matching rows) WHERE ``filter`` (None: every row), in one snapshot; returns its id, or None when no row
+        matched. Append table: copy-on-write, or with deletion vectors old rows marked deleted and the new ones
+        appended (engine.append.row_level). Primary-key table: the matching rows are read at the latest snapshot and
+        written back as +U records with the new values (engine.write.row_level). Raises InvalidInput (unknown column,
+        bad value, a primary-key column, merge-engine aggregation / first-row), CommitConflict."""
+        if self.schema.is_append_only:
+            from engine.append.row_level import update_where
+        else:
+            from engine.write.row_level import update_where
         return update_where(self, assignments, filter)
 
     # --- reading ------------------------------------------------------------------------------------

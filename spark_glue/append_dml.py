@@ -1,5 +1,5 @@
-"""DELETE / UPDATE of append tables with Spark evaluating the condition, as Paimon's Spark connector does
-(DeleteFromPaimonTableCommand / UpdatePaimonTableCommand over PaimonSparkWriter).
+"""DELETE / UPDATE / MERGE INTO of append tables with Spark evaluating the condition, as Paimon's Spark connector
+does (DeleteFromPaimonTableCommand / UpdatePaimonTableCommand / MergeIntoPaimonTable over PaimonSparkWriter).
 
 Protocol (one call = at most one snapshot, semantics of engine.append.row_level):
 - DELETE with no condition, or one that Spark can evaluate over the partition columns alone: the driver evaluates
@@ -15,6 +15,9 @@ Protocol (one call = at most one snapshot, semantics of engine.append.row_level)
   deletes the job's files the snapshot does not list (leftovers of failed or speculative attempts). If the job or
   the commit fails (CommitConflict: a concurrent commit removed a touched file or changed its vector), every file
   of the job is deleted and the table stays at its last snapshot. Nothing matched: no snapshot.
+- MERGE (merge_append) is the same job over the target joined with the source: changed rows carry their new
+  values and a DROP flag (deleted instead of updated); inserted rows carry no file path and are appended by the
+  tasks. A MERGE that only inserted is an APPEND snapshot.
 """
 from __future__ import annotations
 
@@ -38,18 +41,24 @@ from spark_glue.source import FILE_PATH, ROW_INDEX
 from spark_glue.tables import open_table
 
 KEY = "__lakemerge_dml_key"
+DROP = "__lakemerge_dml_drop"
+SOURCE = "__lakemerge_dml_source"
 
 
 class AppendDmlJob:
     """Picklable description of one distributed row-level change; ``run`` executes it (module docstring)."""
 
-    def __init__(self, path: str, snapshot_id: int, splits, *, update: bool):
+    def __init__(self, path: str, snapshot_id: int, splits, *, update: bool, merge: bool = False):
+        """``update``: the rows carry new values of every column; ``merge`` (with ``update``): they also carry the
+        bool column DROP (delete the row instead) and rows without a file path are inserted."""
         table = open_table(path)
         self.path = path
         self.snapshot_id = snapshot_id
         self.token = uuid.uuid4().hex[:16]
         self.commit_user = f"lakemerge-spark-dml-{self.token}"
         self.update = update
+        self.merge = merge and update
+        self.columns = list(table.schema.field_names)
         self.splits = {sp.bucket_dir: sp for sp in splits}
         # a bucket's vectors are written as one index file, so one task must own each bucket that has (or gets) some
         self.by_bucket = table.schema.table_options.deletion_vectors or any(sp.vectors.files for sp in splits)
@@ -63,8 +72,16 @@ class AppendDmlJob:
         appender = table.new_write(commit_user=self.commit_user)
         appender.base_snapshot = table.snapshot(self.snapshot_id)
         try:
-            if data:
-                rows = pa.concat_tables(data).sort_by([(FILE_PATH, "ascending"), (ROW_INDEX, "ascending")])
+            rows = pa.concat_tables(data) if data else None
+            if rows is not None and self.merge:
+                import pyarrow.compute as pc
+                new = pc.is_null(rows.column(FILE_PATH))
+                inserts = rows.filter(new)
+                if inserts.num_rows:
+                    appender.write(inserts.select(self.columns))
+                rows = rows.filter(pc.invert(new))
+            if rows is not None and rows.num_rows:
+                rows = rows.sort_by([(FILE_PATH, "ascending"), (ROW_INDEX, "ascending")])
                 per_bucket: dict[str, dict[str, FileChange]] = {}
                 paths = rows.column(FILE_PATH).to_pylist()
                 start = 0
@@ -73,9 +90,10 @@ class AppendDmlJob:
                         continue
                     part = rows.slice(start, i - start)
                     positions = part.column(ROW_INDEX).to_numpy()
-                    updated = part.drop_columns([FILE_PATH, ROW_INDEX]) if self.update else None
+                    updated = part.select(self.columns) if self.update else None
+                    drop = part.column(DROP).to_numpy(zero_copy_only=False) if self.merge else None
                     bucket_dir, name = os.path.split(paths[start])
-                    per_bucket.setdefault(bucket_dir, {})[name] = FileChange(positions, updated)
+                    per_bucket.setdefault(bucket_dir, {})[name] = FileChange(positions, updated, drop)
                     start = i
                 for bucket_dir, files in per_bucket.items():
                     changes.append(change_bucket(table, self.splits[bucket_dir], files, base_id=self.snapshot_id,
@@ -94,14 +112,19 @@ class AppendDmlJob:
 
     # --- driver side --------------------------------------------------------------------------------
     def run(self, matched) -> int | None:
-        """Apply the matching rows ``matched`` (file path, row index, [new values of every column]) in Spark tasks
-        and commit them as one snapshot; its id, or None when no row matched."""
+        """Apply the matching rows ``matched`` (file path, row index, [new values of every column], [DROP]) in
+        Spark tasks and commit them as one snapshot; its id, or None when no row matched."""
         from pyspark.sql import functions as F
 
         from spark_glue.compaction import wait_for_running_tasks
         spark = matched.sparkSession
         key = F.regexp_extract(F.col(FILE_PATH), r"^(.*)/[^/]*$", 1) if self.by_bucket else F.col(FILE_PATH)
         tasks = max(1, spark.sparkContext.defaultParallelism)
+        if self.merge:  # rows to insert (no file) spread over the tasks by a hash of their values
+            hashable = [F.col(f"`{f.name}`") for f in matched.schema.fields  # Spark cannot hash maps
+                        if f.name in self.columns and "map<" not in f.dataType.simpleString()]
+            spread = (F.abs(F.hash(*hashable)) % tasks) if hashable else F.lit(0)
+            key = F.coalesce(key, F.concat(F.lit("+"), spread.cast("string")))
         placed = matched.withColumn(KEY, key).repartition(tasks, KEY).drop(KEY)
         try:
             results = [pickle.loads(bytes(r.change)) for r in placed.mapInArrow(self.task, "change binary").collect()]
@@ -190,3 +213,93 @@ def _run(spark, table, path, condition, assignments) -> int | None:
         matched = rows.select(*meta, *[(assignments[c].cast(types[c]) if c in assignments else F.col(f"`{c}`"))
                                        .alias(c) for c in table.schema.field_names])
     return job.run(matched)
+
+
+def merge_append(spark, path: str, source_df, on: list[str], matched, *, matched_condition=None,
+                 insert: bool = False, delete_by_source: bool = False) -> int | None:
+    """MERGE INTO an append table, as Paimon's MergeIntoPaimonTable.performMergeForNonPkTable (one snapshot; None
+    when nothing changed). The target is read at the latest snapshot with its rows' file and position and joined
+    with ``source_df`` on equality of the ``on`` columns (a null never matches). ``matched``: None, "delete" or a
+    dict column -> Column over ``t.``/``s.`` (the new values; other columns keep the target's);
+    ``matched_condition`` (a Column; NULL counts as false) restricts the matched rows changed; ``insert``: source
+    rows matching no target row are appended (the source must have every column); ``delete_by_source``: target
+    rows matching no source row are deleted. Matched rows are changed in place in copy-on-write mode, or marked in
+    deletion vectors and their new values appended (Paimon appends them in both modes); inserted rows are appended.
+
+    Raises MergeCardinalityViolation (naming the target row's file, position and ``on`` values) when a target row
+    matches several source rows and ``matched`` is set (whatever ``matched_condition`` says), as Paimon's
+    checkMatchRationality, before anything is written; CommitConflict as delete_append."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    from engine.append.row_level import require_rewritable
+    from spark_glue.api import read_table, write_table
+    table = open_table(path)
+    names = list(table.schema.field_names)
+    writes = insert or (matched is not None and matched != "delete")
+    require_rewritable(table, writes)
+    snap = table.snapshot()
+    if snap is None:  # no target row: only inserts
+        if not insert or not source_df.limit(1).collect():
+            return None
+        types = {f.name: f.dataType for f in read_table(spark, path).schema.fields}
+        return write_table(source_df.select(*[F.col(f"`{c}`").cast(types[c]).alias(c) for c in names]), path)
+    options = {"scan.snapshot-id": str(snap.id), "metadata-columns": f"{FILE_PATH},{ROW_INDEX}"}
+
+    def target():  # one DataFrame per Spark job: scans of one source relation share their pushed-down plan
+        return read_table(spark, path, prune=True, **options).alias("t")
+    s = source_df.withColumn(SOURCE, F.lit(True)).alias("s")
+    cond = reduce(lambda a, b: a & b, [F.col(f"t.`{c}`") == F.col(f"s.`{c}`") for c in on])
+    if matched is not None:
+        _check_merge_cardinality(table, target().join(s, cond, "inner"), on)
+    how = {(False, False): "inner", (True, False): "left", (False, True): "right", (True, True): "full"}
+    joined = target().join(s, cond, how[(delete_by_source, insert)])
+    types = {f.name: f.dataType for f in joined.select("t.*").schema.fields}
+    has_t, has_s = F.col(f"t.`{FILE_PATH}`").isNotNull(), F.col(f"s.`{SOURCE}`").isNotNull()
+    kind = F.lit(None).cast("string")
+    if delete_by_source:
+        kind = F.when(has_t & ~has_s, F.lit("D")).otherwise(kind)
+    if insert:
+        kind = F.when(~has_t & has_s, F.lit("I")).otherwise(kind)
+    if matched is not None:
+        hit = has_t & has_s
+        if matched_condition is not None:
+            hit = hit & F.coalesce(matched_condition, F.lit(False))
+        kind = F.when(hit, F.lit("D" if matched == "delete" else "U")).otherwise(kind)
+    k = "__lakemerge_dml_kind"
+    joined = joined.withColumn(k, kind).where(F.col(k).isNotNull())
+    meta = [F.col(f"t.`{FILE_PATH}`").alias(FILE_PATH), F.col(f"t.`{ROW_INDEX}`").alias(ROW_INDEX)]
+    if not writes:
+        rows = joined.select(*meta)
+    else:
+        new = {} if matched in (None, "delete") else matched
+
+        def value(c):
+            old = F.col(f"t.`{c}`")
+            v = F.when(F.col(k) == "I", F.col(f"s.`{c}`")) if insert else None
+            if c in new:
+                v = (F.when(F.col(k) == "U", new[c]) if v is None else v.when(F.col(k) == "U", new[c]))
+            return (old if v is None else v.otherwise(old)).cast(types[c]).alias(c)
+        rows = joined.select(*meta, *[value(c) for c in names], (F.col(k) == "D").alias(DROP))
+    job = AppendDmlJob(path, snap.id, table.scan().plan(snap), update=writes, merge=True)
+    return job.run(rows)
+
+
+def _check_merge_cardinality(table, matched, on: list[str]) -> None:
+    """Refuse a MERGE whose ``matched`` pairs (target ``t`` with file/position columns, joined with source ``s``)
+    match one target row with several source rows (Paimon's checkMatchRationality)."""
+    from pyspark.sql import functions as F
+
+    from engine.errors import MergeCardinalityViolation
+    n = "__lakemerge_matches"
+    hit = (matched.groupBy(F.col(f"t.`{FILE_PATH}`").alias(FILE_PATH), F.col(f"t.`{ROW_INDEX}`").alias(ROW_INDEX))
+           .agg(F.count(F.lit(1)).alias(n), *[F.first(F.col(f"t.`{c}`")).alias(c) for c in on])
+           .where(F.col(n) > 1).limit(1).collect())
+    if hit:
+        row = hit[0].asDict()
+        values = {c: row[c] for c in on}
+        raise MergeCardinalityViolation(
+            f"merge_into: {row[n]} source rows match the target row {values} (row {row[ROW_INDEX]} of data file "
+            f"{row[FILE_PATH]}); a MERGE with when_matched may match each target row at most once (make the source "
+            "unique on 'on')", table=table.name, key={**values, FILE_PATH: row[FILE_PATH], ROW_INDEX: row[ROW_INDEX]})

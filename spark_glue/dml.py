@@ -1,8 +1,8 @@
 """Row-level operations a lake-table user expects, as DataFrame helpers (Spark 4.3 refuses SQL MERGE / UPDATE /
 DELETE on Python data sources).
 
-On an append table delete_where / update_where rewrite the touched files or mark deletion vectors, as Paimon does
-(spark_glue.append_dml); merge_into refuses append tables.
+On an append table delete_where / update_where / merge_into rewrite the touched files or mark deletion vectors, as
+Paimon does (spark_glue.append_dml); they return None when nothing changed.
 
 On a primary-key table every operation is a write of changed rows in ONE snapshot: updated rows are upserted
 (+U), deleted rows are written as -D records carrying the old row. Each helper reads the table's current state
@@ -94,10 +94,15 @@ def merge_into(spark, target_path: str, source_df, on, when_matched="update", wh
 
     Raises MergeCardinalityViolation (naming the target row) when several source rows match one target row and
     ``when_matched`` is set; InvalidInput when ``on`` names unknown columns, when "update" would set a primary-key
-    column that is not in ``on`` (as Paimon's MERGE INTO), when a clause value is not one of the above, or for an
-    append table (lakemerge does not MERGE into append tables yet; delete_where / update_where work on them), a
+    column that is not in ``on`` (as Paimon's MERGE INTO), when a clause value is not one of the above, a
     nanosecond sequence.field or merge-engine aggregation / first-row (as Paimon);
     NullPrimaryKey (naming the column) when a source row to insert has a null key.
+
+    On an append table (spark_glue.append_dml.merge_append, Paimon's performMergeForNonPkTable): a target row is
+    one stored row (its file and position), so a row matched by several source rows is a cardinality violation;
+    "update" sets every source column of the table's; matched rows are rewritten in place or marked in deletion
+    vectors, inserted rows appended, all in one snapshot (None when nothing changed); CommitConflict (table
+    unchanged) when a concurrent commit removed a touched file or changed its vector.
     """
     from pyspark.sql import functions as F
     table = open_table(target_path)
@@ -108,6 +113,23 @@ def merge_into(spark, target_path: str, source_df, on, when_matched="update", wh
     if not on or missing:
         raise InvalidInput(f"merge_into: 'on' columns {missing or on} must be columns of both the table and the "
                            f"source", table=table.name)
+    if when_not_matched not in ("insert", None):
+        raise InvalidInput(f"merge_into: when_not_matched must be 'insert' or None, got {when_not_matched!r}",
+                           table=table.name)
+    if when_not_matched_by_source not in ("delete", None):
+        raise InvalidInput("merge_into: when_not_matched_by_source must be 'delete' or None", table=table.name)
+    absent = [c for c in names if c not in source_df.columns]
+    if when_not_matched == "insert" and absent:
+        raise InvalidInput(f"merge_into: inserting needs every table column in the source; missing {absent}",
+                           table=table.name)
+    if table.schema.is_append_only:
+        from spark_glue.append_dml import merge_append
+        matched = when_matched
+        if when_matched not in (None, "delete"):
+            matched = _matched_values(table, when_matched, names, source_df)
+        return merge_append(spark, target_path, source_df, on, matched,
+                            matched_condition=None if matched_condition is None else _expr(matched_condition),
+                            insert=when_not_matched == "insert", delete_by_source=when_not_matched_by_source == "delete")
     moved = [c for c in table.primary_keys if c in source_df.columns and c not in on]
     if when_matched == "update" and moved:  # as Paimon's MERGE INTO: "Can't update the primary key column"
         raise InvalidInput(f"merge_into: when_matched='update' would set primary-key column(s) {moved} from the "
@@ -151,36 +173,42 @@ def merge_into(spark, target_path: str, source_df, on, when_matched="update", wh
         if when_matched == "delete":
             parts.append(matched.select(*[tcol(c).alias(c) for c in names], F.lit("-D").alias(KIND)))
         else:
-            if when_matched == "update":
-                new = {c: scol(c) for c in names if c in source_df.columns and c not in table.primary_keys}
-            elif isinstance(when_matched, Mapping):
-                new = {c: _expr(e) for c, e in when_matched.items()}
-            elif callable(when_matched):
-                new = dict(when_matched(tcol, scol))
-            else:
-                raise InvalidInput(f"merge_into: when_matched must be 'update', 'delete', None, a dict or a "
-                                   f"callable, got {when_matched!r}", table=table.name)
-            _check_settable(table, new)
+            new = _matched_values(table, when_matched, names, source_df)
             parts.append(matched.select(*[(new[c] if c in new else tcol(c)).cast(types[c]).alias(c) for c in names],
                                         F.lit("+U").alias(KIND)))
     if when_not_matched == "insert":
-        absent = [c for c in names if c not in source_df.columns]
-        if absent:
-            raise InvalidInput(f"merge_into: inserting needs every table column in the source; missing {absent}",
-                               table=table.name)
         inserts = s.join(target(), cond, "left_anti")
         parts.append(inserts.select(*[scol(c).cast(types[c]).alias(c) for c in names], F.lit("+I").alias(KIND)))
-    elif when_not_matched is not None:
-        raise InvalidInput(f"merge_into: when_not_matched must be 'insert' or None, got {when_not_matched!r}",
-                           table=table.name)
     if when_not_matched_by_source == "delete":
         gone = target().join(s, cond, "left_anti")
         parts.append(gone.select(*[tcol(c).alias(c) for c in names], F.lit("-D").alias(KIND)))
-    elif when_not_matched_by_source is not None:
-        raise InvalidInput("merge_into: when_not_matched_by_source must be 'delete' or None", table=table.name)
     if not parts:
         return table.latest_snapshot_id()
     return _write_changes(reduce(lambda a, b: a.unionByName(b), parts), target_path)
+
+
+def _matched_values(table, when_matched, names: list[str], source_df) -> dict:
+    """The new values (column -> Column over ``t.``/``s.``) of a MERGE's when_matched clause other than "delete";
+    "update" takes every source column of the table's but the primary key. Raises InvalidInput for an unknown
+    clause or column, or a primary-key column."""
+    from pyspark.sql import functions as F
+
+    def tcol(c):
+        return F.col(f"t.`{c}`")
+
+    def scol(c):
+        return F.col(f"s.`{c}`")
+    if when_matched == "update":
+        new = {c: scol(c) for c in names if c in source_df.columns and c not in table.primary_keys}
+    elif isinstance(when_matched, Mapping):
+        new = {c: _expr(e) for c, e in when_matched.items()}
+    elif callable(when_matched) and not isinstance(when_matched, str):
+        new = dict(when_matched(tcol, scol))
+    else:
+        raise InvalidInput(f"merge_into: when_matched must be 'update', 'delete', None, a dict or a "
+                           f"callable, got {when_matched!r}", table=table.name)
+    _check_settable(table, new)
+    return new
 
 
 def _check_cardinality(table, matched, on: list[str]) -> None:
@@ -202,12 +230,12 @@ def _check_cardinality(table, matched, on: list[str]) -> None:
 
 
 def _check_row_level(table, op: str) -> None:
-    """Refuse what these helpers cannot do, before any Spark job runs: MERGE into append tables (delete_where and
-    update_where handle them in spark_glue.append_dml), tables ordered by a nanosecond sequence.field, and,
-    as Paimon's Spark UPDATE / MERGE INTO, updates of aggregation and first-row tables (their merge engine would
-    fold the new value into the old one, or ignore it)."""
+    """Refuse what these helpers cannot do on a primary-key table, before any Spark job runs: tables ordered by a
+    nanosecond sequence.field, and what engine.write.row_level.check_row_level refuses as Paimon does: updates of
+    aggregation and first-row tables (their merge engine would fold the new value into the old one, or ignore it),
+    deletes from tables that cannot take a delete record. Append tables pass."""
     if table.schema.is_append_only:
-        raise InvalidInput(f"{op} needs a primary-key table; this is an append table", table=table.name)
+        return
     arrow = table.arrow_schema
     fine = [f for f in table.schema.table_options.sequence_fields
             if pa.types.is_timestamp(arrow.field(f).type) and arrow.field(f).type.unit == "ns"]
@@ -215,10 +243,8 @@ def _check_row_level(table, op: str) -> None:
         raise InvalidInput(f"{op} cannot rewrite rows of a table whose sequence.field {fine[0]!r} holds nanoseconds: "
                            "Spark reads them as microseconds, so the rewritten rows would be older than the stored "
                            "ones and lose; use the engine (Table.write / delete)", table=table.name, column=fine[0])
-    engine = table.schema.table_options.merge_engine
-    if op != "delete_where" and engine not in ("deduplicate", "partial-update"):
-        raise InvalidInput(f"{op} cannot update a table with merge-engine={engine} (only deduplicate and "
-                           "partial-update, as Paimon's Spark UPDATE / MERGE INTO)", table=table.name)
+    from engine.write.row_level import check_row_level
+    check_row_level(table, op, update=op != "delete_where")
 
 
 def _pinned(table) -> dict:

@@ -195,10 +195,11 @@ def test_nothing_matched_publishes_nothing(catalog):
 
 def test_refusals(catalog):
     pk = catalog.create_table("db.pk", SCHEMA, primary_key=["dt", "id"], partition_keys=["dt"])
+    from engine.append import row_level  # Table.delete_where / update_where of a PK table: test_pk_row_level.py
     with pytest.raises(InvalidInput, match="append tables"):
-        pk.delete_where([("id", "=", 1)])
+        row_level.delete_where(pk, [("id", "=", 1)])
     with pytest.raises(InvalidInput, match="append tables"):
-        pk.update_where({"v": "x"})
+        row_level.update_where(pk, {"v": "x"})
     t = make(catalog, "unaware", False)
     with pytest.raises(InvalidInput, match="unknown column"):
         t.update_where({"nope": 1})

@@ -54,9 +54,12 @@ POSITION = "__lakemerge_position"
 @dataclass(frozen=True)
 class FileChange:
     """The change of one data file: ``positions`` (sorted np.int64 positions in the file of live rows that match)
-    and, for UPDATE, ``updated``: the new rows for them (all table columns, in position order); None for DELETE."""
+    and, for UPDATE, ``updated``: the new rows for them (all table columns, in position order); None for DELETE.
+    ``drop`` (MERGE, with ``updated``): a bool per position, True where the row is deleted instead (its row in
+    ``updated`` is ignored)."""
     positions: np.ndarray
     updated: pa.Table | None = None
+    drop: np.ndarray | None = None
 
 
 @dataclass
@@ -71,11 +74,11 @@ class BucketChange:
 
 
 def require_append_table(table, op: str) -> None:
-    """Raise InvalidInput unless ``table`` is an append table (primary-key tables delete and update by key:
-    Table.delete / Table.write, or spark_glue.dml)."""
+    """Raise InvalidInput unless ``table`` is an append table (primary-key tables: engine.write.row_level)."""
     if not table.schema.is_append_only:
-        raise InvalidInput(f"{op} works on append tables (no primary key); delete or update rows of a primary-key "
-                           "table by key with Table.delete / Table.write, or with spark_glue.dml", table=table.name)
+        raise InvalidInput(f"{op} of engine.append.row_level works on append tables (no primary key); "
+                           f"Table.{op} of a primary-key table goes through engine.write.row_level",
+                           table=table.name)
 
 
 def require_rewritable(table, update: bool) -> None:
@@ -120,12 +123,16 @@ def change_bucket(table, split: Split, changes: Mapping[str, FileChange], *, bas
             if updated is not None and updated.num_rows != len(positions):
                 raise InvalidInput(f"{updated.num_rows} updated rows for {len(positions)} positions of data file "
                                    f"{meta.file_name}", table=table.name)
+            drop = np.zeros(len(positions), dtype=bool) if change.drop is None else np.asarray(change.drop, bool)
+            if len(drop) != len(positions):
+                raise InvalidInput(f"{len(drop)} drop flags for {len(positions)} positions of data file "
+                                   f"{meta.file_name}", table=table.name)
             if opts.deletion_vectors:
                 _check_live(table, split, meta, positions)
                 vectors.apply({meta.file_name: [positions]}, ())
                 out.marked.append((split.partition, split.bucket, meta.file_name))
-                if updated is not None:
-                    appender.write(updated)
+                if updated is not None and not drop.all():
+                    appender.write(updated.filter(pa.array(~drop)) if drop.any() else updated)
                 continue
             rows, live = read_append_positions(reader, split, meta, columns)
             hit = np.isin(live, positions)
@@ -136,9 +143,12 @@ def change_bucket(table, split: Split, changes: Mapping[str, FileChange], *, bas
                 kept = rows.filter(pa.array(~hit))
             else:
                 stay = _stays(table, split, updated)
-                if not stay.all():
-                    appender.write(updated.filter(pa.array(~stay)))
+                moved = ~stay & ~drop
+                stay &= ~drop
+                if moved.any():
+                    appender.write(updated.filter(pa.array(moved)))
                 # every live row in file order: kept rows as they are, matched rows replaced where they stay
+                # (dropped and moved rows leave the file)
                 take = np.arange(rows.num_rows, dtype=np.int64)
                 slots = np.flatnonzero(hit)
                 take[slots] = rows.num_rows + np.arange(len(slots))

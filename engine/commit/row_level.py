@@ -1,6 +1,7 @@
-"""Committing a row-level DELETE / UPDATE of an append table as ONE snapshot, as Paimon's FileStoreCommitImpl does:
+"""Committing a row-level DELETE / UPDATE / MERGE of an append table as ONE snapshot, as Paimon's FileStoreCommitImpl does:
 an append commit that deletes data files or changes deletion vectors is an OVERWRITE snapshot (ConflictDetection.
-shouldBeOverwriteCommit) and is conflict-checked.
+shouldBeOverwriteCommit) and is conflict-checked; one that only adds files (a MERGE that only inserted) is an
+APPEND snapshot.
 
 The snapshot holds: DELETE entries of the rewritten files, ADD entries of their rewrites and of appended rows, and
 the touched buckets' new deletion-vector records (``CommitMessage.dv_before`` / ``dv_after``, at most one message
@@ -22,7 +23,11 @@ from engine.commit.index_changes import next_index_manifest
 from engine.commit.sequence_guard import rebase_sequences
 from engine.errors import CommitConflict
 from engine.meta.manifest import ADD, ManifestEntry
-from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER, COMMIT_KIND_OVERWRITE
+from engine.meta.snapshot import (
+    BATCH_COMMIT_IDENTIFIER,
+    COMMIT_KIND_APPEND,
+    COMMIT_KIND_OVERWRITE,
+)
 
 
 class RowLevelCommitter(Committer):
@@ -49,7 +54,10 @@ class RowLevelCommitter(Committer):
         self._check_schemas({m.schema_id for m in messages})
         base_id = self.base.id if self.base is not None else 0
         schema_id = max([m.schema_id for m in messages] + [self.table.schema.id])
-        return self._commit_entries(entries, commit_user, BATCH_COMMIT_IDENTIFIER, base_id, COMMIT_KIND_OVERWRITE,
+        # as ConflictDetection.shouldBeOverwriteCommit: only deleted files or changed vectors make it an OVERWRITE
+        overwrite = bool(self.deleted) or any(m.dv_before is not None for m in messages)
+        return self._commit_entries(entries, commit_user, BATCH_COMMIT_IDENTIFIER, base_id,
+                                    COMMIT_KIND_OVERWRITE if overwrite else COMMIT_KIND_APPEND,
                                     schema_id, None, guard_base=base_id)
 
     def _entries(self, messages):

@@ -12,7 +12,7 @@ import pytest
 import spark_glue
 from engine import Catalog
 from engine.append.compact import compact_append
-from engine.errors import CommitConflict, InvalidInput
+from engine.errors import CommitConflict
 from engine.meta.manifest import ADD, DELETE
 from engine.meta.snapshot import COMMIT_KIND_OVERWRITE
 
@@ -139,13 +139,6 @@ def test_concurrent_compaction_makes_it_conflict_and_leave_nothing(spark, tmp_pa
         spark_glue.delete_where(spark, t.root, "id = 4")
     assert t.snapshot().commit_kind == "COMPACT" and rows(t.read()) == before
     assert not job_files_left(t)
-
-
-def test_merge_into_still_refuses_append_tables(spark, tmp_path):
-    t = make(tmp_path, {})
-    source = spark.createDataFrame([("a", 1, "x", 1)], "dt string, id long, v string, n long")
-    with pytest.raises(InvalidInput, match="append table"):
-        spark_glue.merge_into(spark, t.root, source, on="id")
 
 
 @pytest.mark.parametrize("options", [{}, DV], ids=["cow", "dv"])

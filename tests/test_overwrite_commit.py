@@ -88,3 +88,23 @@ def test_overwrite_commits_expire_snapshots(catalog):
     for i in range(5):
         t.commit_overwrite(_staged(t, pa.table({"p": pa.array([1], pa.int32()), "k": [i], "v": ["x"]})), [(1,)])
     assert [s.id for s in t.snapshots()] == [4, 5] and _rows(t) == [(1, 4, "x")]
+
+
+
+def test_deletion_vector_overwrite_is_compacted_so_reads_see_it(catalog):
+    """A deletion-vector read skips level-0 files and an overwrite publishes its files at level 0: lakemerge then
+    compacts the partitions it wrote in a COMPACT snapshot, as Paimon commits the overwrite writer's compaction
+    after the OVERWRITE (before, the overwritten partition read empty until some later compaction)."""
+    opts = {"bucket": "2", "deletion-vectors.enabled": "true"}
+    t = catalog.create_table("db.t", SCHEMA, ["p", "k"], ["p"], opts)
+    t.write(pa.table({"p": pa.array([1, 1, 2, 3], pa.int32()), "k": [1, 2, 3, 4], "v": list("abcd")}))
+    t.write(pa.table({"p": pa.array([1], pa.int32()), "k": [1], "v": ["a2"]}))
+    before = t.latest_snapshot_id()
+    sid = t.commit_overwrite(_staged(t, pa.table({"p": pa.array([1, 1, 2], pa.int32()), "k": [1, 9, 3],
+                                                 "v": ["A", "Z", "C"]})), "dynamic")
+    assert [s.commit_kind for s in t.snapshots() if s.id > before] == ["OVERWRITE", "COMPACT"]
+    assert t.snapshot(sid).commit_kind == "OVERWRITE"
+    assert _rows(t) == [(1, 1, "A"), (1, 9, "Z"), (2, 3, "C"), (3, 4, "d")]
+    assert all(f.level > 0 for split in t.plan() for f in split.files)
+    full = t.commit_overwrite(_staged(t, pa.table({"p": pa.array([5], pa.int32()), "k": [5], "v": ["e"]})))
+    assert t.snapshot(full).commit_kind == "OVERWRITE" and _rows(t) == [(5, 5, "e")]

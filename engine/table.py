@@ -436,9 +436,11 @@ class Table:
         commit a COMPACT snapshot, as Paimon commits the overwrite writer's compaction after the OVERWRITE. A
         deletion-vector read skips level-0 files, and the overwrite publishes the new files at level 0 (the
         writer's compaction of the replaced files is dropped), so without it the partitions read empty until the
-        next compaction. A conflict here leaves the overwrite committed and its files at level 0 (logged)."""
+        next compaction. A failure here (a conflict, an unreadable file) is logged, never raised: the overwrite
+        has landed, and its files stay at level 0 until a later compaction."""
         import logging
 
+        from engine.errors import LakemergeError
         from engine.options import WRITE_ONLY
         log = logging.getLogger(__name__)
         opts = self.schema.table_options
@@ -450,7 +452,7 @@ class Table:
                      for v in dict.fromkeys(tuple(m.partition_values) for m in messages if m.new_files)]
         try:
             self.compact(partitions=parts)
-        except (CommitConflict, CommitRetriesExhausted) as e:
+        except LakemergeError as e:
             log.warning("table %s: compaction after the overwrite failed (%s); its files stay at level 0, which "
                         "deletion-vector reads skip, until the next compaction", self.name, e)
 

@@ -227,6 +227,9 @@ DELETION_VECTORS_INDEX_PREFIX = _opt("deletion-vectors.index-file.prefix", str, 
                                      "the files they write with it)")
 FORCE_LOOKUP = _opt("force-lookup", parse_bool, False,
                     "compaction looks keys up in older levels, as changelog-producer=lookup does")
+OVERWRITE_UPGRADE = _opt("overwrite-upgrade", parse_bool, True,
+                         "primary-key tables: an overwrite commits each bucket's new files at the top level when "
+                         "they do not overlap (engine.commit.overwrite_upgrade)")
 # --- OVERWRITE snapshots in streaming reads (engine.changelog.overwrite) ---
 STREAMING_READ_OVERWRITE = _opt("streaming-read-overwrite", parse_bool, False,
                                 "primary-key tables: streaming reads emit the rows OVERWRITE snapshots replaced (-D) "

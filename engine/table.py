@@ -437,8 +437,34 @@ class Table:
         except (CommitConflict, CommitRetriesExhausted):
             self._delete_uncommitted(messages)
             raise
+        self._compact_overwritten(messages)
         self._expire_after_commit(messages, commit_identifier)
         return sid
+
+    def _compact_overwritten(self, messages: Sequence[CommitMessage]) -> None:
+        """After an overwrite of a deletion-vector table (not write-only): compact the partitions it wrote and
+        commit a COMPACT snapshot, as Paimon commits the overwrite writer's compaction after the OVERWRITE. A
+        deletion-vector read skips level-0 files, and the overwrite publishes the new files at level 0 (the
+        writer's compaction of the replaced files is dropped), so without it the partitions read empty until the
+        next compaction. A failure here (a conflict, an unreadable file) is logged, never raised: the overwrite
+        has landed, and its files stay at level 0 until a later compaction."""
+        import logging
+
+        from engine.errors import LakemergeError
+        from engine.options import WRITE_ONLY
+        log = logging.getLogger(__name__)
+        opts = self.schema.table_options
+        if not opts.deletion_vectors or opts.get(WRITE_ONLY) or not any(m.new_files for m in messages):
+            return
+        parts = None
+        if self.partition_keys:
+            parts = [dict(zip(self.partition_keys, v))
+                     for v in dict.fromkeys(tuple(m.partition_values) for m in messages if m.new_files)]
+        try:
+            self.compact(partitions=parts)
+        except LakemergeError as e:
+            log.warning("table %s: compaction after the overwrite failed (%s); its files stay at level 0, which "
+                        "deletion-vector reads skip, until the next compaction", self.name, e)
 
     # --- changelog and streaming reads (issue 5) ------------------------------------------------------
     def read_changes(self, start_snapshot: int | None = None, end_snapshot: int | None = None,

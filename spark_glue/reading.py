@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import (DataSourceReader, EqualNullSafe, EqualTo, GreaterThan, GreaterThanOrEqual, In,
                                     InputPartition, LessThan, LessThanOrEqual, Not)
 
-from engine.errors import InvalidOption
+from engine.errors import InvalidOption, SchemaMismatch
 from engine.options import parse_bool, parse_memory_size
 from engine.read import predicate as pred
 from engine.read.scan import Split
@@ -43,19 +43,24 @@ BATCH_ROWS = 64 * 1024
 
 class SplitGroup(InputPartition):
     """The splits one Spark task reads, the snapshot they belong to and, when a zone-less timestamp chose it, that
-    timestamp's (key, value, epoch millis) as the planner read it (see tables.check_planned_zone)."""
+    timestamp's (key, value, epoch millis) as the planner read it (see tables.check_planned_zone). ``schema_id``:
+    the table schema the read was planned under, which the task reads through (None: the table's current one)."""
 
-    def __init__(self, splits, snapshot_id: int | None, planned_time: tuple[str, str, int] | None = None):
+    def __init__(self, splits, snapshot_id: int | None, planned_time: tuple[str, str, int] | None = None,
+                 schema_id: int | None = None):
         self.splits = tuple(splits)
         self.snapshot_id = snapshot_id
         self.planned_time = planned_time
+        self.schema_id = schema_id
 
 
 class LatestSnapshot(InputPartition):
-    """Option ``follow-latest``: the only partition of a read whose task resolves the latest snapshot itself."""
+    """Option ``follow-latest``: the only partition of a read whose task resolves the latest snapshot itself, read
+    through the table schema ``schema_id`` the relation was planned under."""
 
-    def __init__(self):
+    def __init__(self, schema_id: int):
         super().__init__(None)
+        self.schema_id = schema_id
 
 
 def pack_splits(splits: list[Split], target: int, open_cost: int) -> list[list[Split]]:
@@ -164,7 +169,7 @@ class MergedTableReader(DataSourceReader):
     def partitions(self):
         table = open_table(self.options.get("path"))
         if self._follow_latest(table):
-            return [LatestSnapshot()]
+            return [LatestSnapshot(table.schema.id)]
         snap = resolve_snapshot(table, self.options)
         from engine.read.split_read import batch_splits
         splits = batch_splits(table.scan().plan(snap, self._dnf(table)), table.schema)
@@ -176,7 +181,8 @@ class MergedTableReader(DataSourceReader):
         planned = None if zone_less is None else (*zone_less, timestamp_millis(*zone_less, None, table.name))
         groups = pack_splits(splits, max(1, target), cost)
         # Spark needs at least one partition; an empty group reads nothing.
-        return [SplitGroup(g, sid, planned) for g in groups] or [SplitGroup((), sid, planned)]
+        return [SplitGroup(g, sid, planned, table.schema.id) for g in groups] or [SplitGroup((), sid, planned,
+                                                                                              table.schema.id)]
 
     def read(self, partition: SplitGroup | LatestSnapshot):
         import os
@@ -192,7 +198,7 @@ class MergedTableReader(DataSourceReader):
             dnf = None
             snap = table.snapshot()
             partition = SplitGroup(() if snap is None else batch_splits(table.scan().plan(snap), table.schema),
-                                   None if snap is None else snap.id)
+                                   None if snap is None else snap.id, schema_id=partition.schema_id)
         check_planned_zone(partition.planned_time, table.name)
         if not partition.splits:
             return iter(())
@@ -200,7 +206,16 @@ class MergedTableReader(DataSourceReader):
         data_cols = [c for c in self.columns if c not in meta_cols]
         read_cols = list(dict.fromkeys(data_cols + sorted(pred.columns_of(dnf))))
         target = arrow_of_spark(self.schema)
-        reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema)
+        # read through the schema the relation was planned under (a view outlives ALTER TABLE; files written under
+        # a later schema are read by field id, as Paimon's table object of that schema reads them)
+        schema = table.schema if partition.schema_id in (None, table.schema.id) else \
+            table.schema_manager.schema(partition.schema_id)
+        missing = [c for c in read_cols if c not in schema.field_names]
+        if missing:
+            raise SchemaMismatch(f"column {missing[0]!r} of this read is not in the table's schema "
+                                 f"{schema.id}; the schema changed after the view or DataFrame was created: "
+                                 "create it again", table=table.name, column=missing[0])
+        reader = SplitReader(table.file_io, schema, table.schema_manager.schema)
 
         def append_file(split, f):
             rows, positions = read_append_positions(reader, split, f, read_cols)

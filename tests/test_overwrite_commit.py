@@ -88,3 +88,93 @@ def test_overwrite_commits_expire_snapshots(catalog):
     for i in range(5):
         t.commit_overwrite(_staged(t, pa.table({"p": pa.array([1], pa.int32()), "k": [i], "v": ["x"]})), [(1,)])
     assert [s.id for s in t.snapshots()] == [4, 5] and _rows(t) == [(1, 4, "x")]
+
+
+
+def test_deletion_vector_overwrite_is_compacted_so_reads_see_it(catalog):
+    """A deletion-vector read skips level-0 files and an overwrite publishes its files at level 0: lakemerge then
+    compacts the partitions it wrote in a COMPACT snapshot, as Paimon commits the overwrite writer's compaction
+    after the OVERWRITE (before, the overwritten partition read empty until some later compaction)."""
+    opts = {"bucket": "2", "deletion-vectors.enabled": "true"}
+    t = catalog.create_table("db.t", SCHEMA, ["p", "k"], ["p"], opts)
+    t.write(pa.table({"p": pa.array([1, 1, 2, 3], pa.int32()), "k": [1, 2, 3, 4], "v": list("abcd")}))
+    t.write(pa.table({"p": pa.array([1], pa.int32()), "k": [1], "v": ["a2"]}))
+    before = t.latest_snapshot_id()
+    sid = t.commit_overwrite(_staged(t, pa.table({"p": pa.array([1, 1, 2], pa.int32()), "k": [1, 9, 3],
+                                                 "v": ["A", "Z", "C"]})), "dynamic")
+    assert [s.commit_kind for s in t.snapshots() if s.id > before] == ["OVERWRITE", "COMPACT"]
+    assert t.snapshot(sid).commit_kind == "OVERWRITE"
+    assert _rows(t) == [(1, 1, "A"), (1, 9, "Z"), (2, 3, "C"), (3, 4, "d")]
+    assert all(f.level > 0 for split in t.plan() for f in split.files)
+    full = t.commit_overwrite(_staged(t, pa.table({"p": pa.array([5], pa.int32()), "k": [5], "v": ["e"]})))
+    assert t.snapshot(full).commit_kind == "OVERWRITE" and _rows(t) == [(5, 5, "e")]
+
+
+def _levels(t):
+    return sorted((split.partition_values, split.bucket, f.level) for split in t.plan() for f in split.files)
+
+
+@pytest.mark.parametrize("options", [{}, {"deletion-vectors.enabled": "true", "write-only": "true"}])
+def test_overwrite_upgrades_new_files_to_the_top_level(catalog, options):
+    """Paimon's FileStoreCommitImpl.tryUpgrade (overwrite-upgrade, default true): an overwrite without compaction
+    commits each bucket's new files at num-levels - 1 when they do not overlap, so a write-only deletion-vector
+    table reads them at once (before, they stayed at level 0, which its reads skip: the partition read empty)."""
+    t = catalog.create_table("db.t", SCHEMA, ["p", "k"], ["p"], {"bucket": "1", **options})
+    t.write(pa.table({"p": pa.array([1, 2], pa.int32()), "k": [1, 2], "v": ["a", "b"]}))
+    new = pa.table({"p": pa.array([1, 1], pa.int32()), "k": [1, 9], "v": ["A", "Z"]})
+    sid = t.commit_overwrite(_staged(t, new), "dynamic")
+    assert t.snapshot(sid).commit_kind == "OVERWRITE" and t.latest_snapshot_id() == sid
+    assert (((1,), 0, 5) in _levels(t)) and ((1,), 0, 0) not in _levels(t)  # 5 = trigger 5 + 1 levels - 1
+    expect = [(1, 1, "A"), (1, 9, "Z")] + ([] if options else [(2, 2, "b")])  # write-only DV: p=2 waits at level 0
+    assert _rows(t) == expect
+
+
+def test_overwrite_keeps_level_0_for_overlapping_or_retracting_files_and_without_the_option(catalog):
+    def table(name, **opts):
+        t = catalog.create_table(name, SCHEMA, ["p", "k"], ["p"], {"bucket": "1", **opts})
+        t.write(pa.table({"p": pa.array([1], pa.int32()), "k": [1], "v": ["a"]}))
+        return t
+
+    def staged(t, *batches):
+        out = []
+        for rows, kinds in batches:  # one writer per batch: files of the same bucket, same commit
+            with t.new_write(commit_user="u", commit_identifier=7) as w:
+                w.write(rows, kinds)
+                out += w.prepare_commit()
+        return out
+
+    rows = pa.table({"p": pa.array([1, 1], pa.int32()), "k": [1, 5], "v": ["x", "y"]})
+    more = pa.table({"p": pa.array([1], pa.int32()), "k": [3], "v": ["z"]})
+    t = table("db.overlap")
+    t.commit_overwrite(staged(t, (rows, None), (more, None)), "dynamic")  # [1, 5] and [3, 3] overlap
+    assert _levels(t) == [((1,), 0, 0), ((1,), 0, 0)] and _rows(t) == [(1, 1, "x"), (1, 3, "z"), (1, 5, "y")]
+    t = table("db.retract")
+    t.commit_overwrite(staged(t, (rows, ["+I", "-D"])), "dynamic")
+    assert _levels(t) == [((1,), 0, 0)] and _rows(t) == [(1, 1, "x")]
+    t = table("db.off", **{"overwrite-upgrade": "false"})
+    t.commit_overwrite(staged(t, (rows, None)), "dynamic")
+    assert _levels(t) == [((1,), 0, 0)]
+    t = table("db.disjoint")
+    t.commit_overwrite(staged(t, (rows.slice(0, 1), None), (more, None)), "dynamic")  # [1, 1] and [3, 3]
+    assert _levels(t) == [((1,), 0, 5), ((1,), 0, 5)] and _rows(t) == [(1, 1, "x"), (1, 3, "z")]
+
+
+@pytest.mark.parametrize("error", ["conflict", "corrupt"])
+def test_a_failed_compaction_after_a_deletion_vector_overwrite_leaves_the_overwrite_committed(catalog, error,
+                                                                                           monkeypatch, caplog):
+    from engine.errors import CorruptFile
+    from engine.table import Table
+    t = catalog.create_table("db.t", SCHEMA, ["p", "k"], ["p"], {"bucket": "1", "deletion-vectors.enabled": "true"})
+    t.write(pa.table({"p": pa.array([1], pa.int32()), "k": [1], "v": ["a"]}))
+    messages = _staged(t, pa.table({"p": pa.array([1], pa.int32()), "k": [2], "v": ["b"]}))
+
+    def fail(self, **kw):
+        if error == "conflict":
+            raise CommitConflict(self.name, "a concurrent compaction")
+        raise CorruptFile("some/data-file.parquet", "unreadable")
+    monkeypatch.setattr(Table, "compact", fail)
+    sid = t.commit_overwrite(messages, "dynamic")  # returns: the overwrite landed
+    assert t.snapshot().id == sid and t.snapshot(sid).commit_kind == "OVERWRITE"
+    assert "compaction after the overwrite failed" in caplog.text
+    monkeypatch.undo()
+    assert _rows(t) == [] and t.compact() is not None and _rows(t) == [(1, 2, "b")]  # level 0 until compacted

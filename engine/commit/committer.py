@@ -36,6 +36,7 @@ import time
 import uuid
 from typing import Sequence
 
+from engine.commit.overwrite_upgrade import upgrade_overwrite
 from engine.commit.sequence_guard import rebase_sequences
 from engine.crash_points import crash_point
 from engine.errors import (CommitConflict, CommitOutcomeUnknown, CommitRetriesExhausted, CorruptFile, SnapshotNotFound,
@@ -515,6 +516,7 @@ class Committer:
         self._delete_compaction_outputs(messages)
         self._check_schemas({m.schema_id for m in messages})
         adds = [ManifestEntry(ADD, m.partition, m.bucket, m.total_buckets, f) for m in messages for f in m.new_files]
+        adds = upgrade_overwrite(t, adds)  # Paimon's tryUpgrade: new files alone in their bucket go to the top
         users = {(m.commit_user, m.commit_identifier) for m in messages}
         if commit_user is not None:
             users.add((commit_user, BATCH_COMMIT_IDENTIFIER if commit_identifier is None else int(commit_identifier)))

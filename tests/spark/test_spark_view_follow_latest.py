@@ -54,3 +54,34 @@ def test_view_with_follow_latest_sees_every_commit(spark, tmp_path):
     with pytest.raises(Exception, match="follow-latest"):
         spark.read.format("lakemerge").option("follow-latest", "true").option("scan.snapshot-id", "1") \
             .load(t.root).collect()
+
+
+def test_view_reads_through_the_schema_it_was_planned_under(spark, tmp_path):
+    """ALTER TABLE after a view's first query: the view keeps its columns and reads them by field id, as Paimon's
+    table object of that schema does (a renamed column under its old name, a dropped one from the files that
+    still hold it), instead of failing
+    with a KeyError or, when a new column took an old name, returning that new column's values."""
+    spark_glue.register(spark)
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    t = cat.create_table("db.t", SCHEMA, ["k"], [], {"bucket": "2"})
+    t.write(pa.table({"k": [1, 2], "v": ["a", "b"]}, schema=SCHEMA))
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW fs_stale USING lakemerge OPTIONS (path '{t.root}')")
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW fs_t USING lakemerge OPTIONS (path '{t.root}', "
+              "`follow-latest` 'true')")
+    assert _rows(spark, "SELECT * FROM fs_t") == _rows(spark, "SELECT * FROM fs_stale") == [(1, "a"), (2, "b")]
+    t.alter().rename_column("v", "w").add_column("v", pa.string()).commit()  # v is now another column
+    t.write(pa.table({"k": [3], "w": ["c"], "v": ["new"]}))
+    assert _rows(spark, "SELECT * FROM fs_stale") == [(1, "a"), (2, "b")]
+    assert _rows(spark, "SELECT * FROM fs_t") == [(1, "a"), (2, "b"), (3, "c")]
+    t.alter().drop_column("w").commit()
+    t.write(pa.table({"k": [4], "v": ["x"]}))
+    # the dropped column still reads from the files that hold it, a file written after the drop gives null
+    assert _rows(spark, "SELECT * FROM fs_t") == [(1, "a"), (2, "b"), (3, "c"), (4, None)]
+
+    # a view whose columns are gone before its first query fails naming the column
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW fs_gone USING lakemerge OPTIONS (path '{t.root}', "
+              "`follow-latest` 'true')")
+    t.alter().rename_column("v", "z").commit()
+    with pytest.raises(Exception, match="column 'v' of this read is not in the table's schema"):
+        spark.sql("SELECT * FROM fs_gone").collect()

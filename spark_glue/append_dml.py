@@ -72,8 +72,10 @@ class AppendDmlJob:
         table = tag_files(open_table(self.path), f"{self.token}-")
         data = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
         changes: list[BucketChange] = []
-        appender = table.new_write(commit_user=self.commit_user)
-        appender.base_snapshot = self.snapshot
+        appender = None  # only UPDATE appends rows: a deletion-vector DELETE of an ORC table must not open a writer
+        if self.update:
+            appender = table.new_write(commit_user=self.commit_user)
+            appender.base_snapshot = self.snapshot
         try:
             rows = pa.concat_tables(data) if data else None
             if rows is not None and self.merge:
@@ -101,15 +103,17 @@ class AppendDmlJob:
                 for bucket_dir, files in per_bucket.items():
                     changes.append(change_bucket(table, self.splits[bucket_dir], files, base_id=self.snapshot_id,
                                                  commit_user=self.commit_user, appender=appender))
-            appended = appender.prepare_commit() if self.update else []
+            appended = appender.prepare_commit() if appender is not None else []
         except BaseException:
-            appender.abort()
+            if appender is not None:
+                appender.abort()
             for c in changes:
                 for p in c.written:
                     table.file_io.delete(p)
             raise
         finally:
-            appender.close()
+            if appender is not None:
+                appender.close()
         yield pa.RecordBatch.from_arrays([pa.array([pickle.dumps((changes, appended))], pa.binary())],
                                          names=["change"])
 

@@ -163,6 +163,28 @@ def test_the_pinned_snapshot_expiring_during_the_job_does_not_fail_it(spark, tmp
     assert t.check().ok and not job_files_left(t)
 
 
+def test_deletion_vector_delete_of_an_orc_table(spark, tmp_path):
+    """The tasks of a DV DELETE write only DV index files: an ORC append table (pypaimon writes it, lakemerge
+    writes no ORC data file) can be deleted from. Before, every task opened an append writer, which refused it."""
+    from tests.interop.pypaimon_util import (
+        pp_catalog,
+        pp_create_table,
+        pp_get_table,
+        pp_read,
+        pp_write,
+    )
+    wh = str(tmp_path / "wh")
+    schema = pa.schema([("dt", pa.string()), ("id", pa.int64())])
+    pp = pp_create_table(pp_catalog(wh), "db.orc", schema, [], ["dt"],
+                         {"file.format": "orc", "deletion-vectors.enabled": "true"})
+    pp_write(pp, pa.table({"dt": ["a"] * 5, "id": list(range(5))}, schema=schema))
+    t = Catalog(wh).get_table("db.orc")
+    assert spark_glue.delete_where(spark, t.root, "id IN (1, 3)") == 2
+    assert sorted(t.read()["id"].to_pylist()) == [0, 2, 4]
+    assert sorted(pp_read(pp_get_table(wh, "db.orc"))["id"].to_pylist()) == [0, 2, 4]
+    assert t.check().ok and not job_files_left(t)
+
+
 @pytest.mark.parametrize("options", [{}, DV], ids=["cow", "dv"])
 def test_a_failing_task_leaves_the_table_and_no_file(spark, tmp_path, options):
     """The task rewrites partition a's files, then refuses a null for partition b's NOT NULL column: the job

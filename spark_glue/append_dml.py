@@ -54,6 +54,9 @@ class AppendDmlJob:
         table = open_table(path)
         self.path = path
         self.snapshot_id = snapshot_id
+        # the pinned snapshot itself: it may expire while the job runs (a concurrent writer's commits), and the
+        # commit needs only what was read from it, as Paimon's commit does
+        self.snapshot = table.snapshot(snapshot_id)
         self.token = uuid.uuid4().hex[:16]
         self.commit_user = f"lakemerge-spark-dml-{self.token}"
         self.update = update
@@ -69,8 +72,10 @@ class AppendDmlJob:
         table = tag_files(open_table(self.path), f"{self.token}-")
         data = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
         changes: list[BucketChange] = []
-        appender = table.new_write(commit_user=self.commit_user)
-        appender.base_snapshot = table.snapshot(self.snapshot_id)
+        appender = None  # only UPDATE appends rows: a deletion-vector DELETE of an ORC table must not open a writer
+        if self.update:
+            appender = table.new_write(commit_user=self.commit_user)
+            appender.base_snapshot = self.snapshot
         try:
             rows = pa.concat_tables(data) if data else None
             if rows is not None and self.merge:
@@ -98,15 +103,17 @@ class AppendDmlJob:
                 for bucket_dir, files in per_bucket.items():
                     changes.append(change_bucket(table, self.splits[bucket_dir], files, base_id=self.snapshot_id,
                                                  commit_user=self.commit_user, appender=appender))
-            appended = appender.prepare_commit() if self.update else []
+            appended = appender.prepare_commit() if appender is not None else []
         except BaseException:
-            appender.abort()
+            if appender is not None:
+                appender.abort()
             for c in changes:
                 for p in c.written:
                     table.file_io.delete(p)
             raise
         finally:
-            appender.close()
+            if appender is not None:
+                appender.close()
         yield pa.RecordBatch.from_arrays([pa.array([pickle.dumps((changes, appended))], pa.binary())],
                                          names=["change"])
 
@@ -138,7 +145,7 @@ class AppendDmlJob:
         dirs = set(self.splits) | {table.bucket_dir(m.partition_values, m.bucket) for m in appended}
         dirs.add(index_dir(table.root))
         try:
-            sid = commit_changes(table, table.snapshot(self.snapshot_id), changes, self.commit_user, appended)
+            sid = commit_changes(table, self.snapshot, changes, self.commit_user, appended)
         except (CommitConflict, CommitRetriesExhausted):
             self.remove_files(keep=set(), dirs=dirs)
             raise

@@ -346,6 +346,26 @@ def test_drop_partitions_of_a_date_partition_by_its_text(cat):
     assert [r["id"] for r in t.read().to_pylist()] == [3]
 
 
+def test_drop_partitions_parses_a_spec_string_as_the_column_type(cat):
+    """Paimon casts a spec string to the partition column's type (TypeUtils.castFromString), so the CLI's
+    ``-p ts=2024-01-01 00:00:00`` drops that TIMESTAMP partition; before, only the exact partition-path text
+    (``2024-01-01T00:00``) matched and the drop silently did nothing."""
+    import decimal
+    schema = pa.schema([("ts", pa.timestamp("us")), ("n", pa.int32()), ("m", pa.decimal128(5, 2)),
+                        ("b", pa.bool_()), ("id", pa.int64())])
+    t = cat.create_table("db.typed", schema, partition_keys=["ts", "n", "m", "b"])
+    t.write(pa.table({"ts": [dt.datetime(2024, 1, 1), dt.datetime(2024, 1, 2, 10, 30, 5)] * 2,
+                      "n": pa.array([5, 5, 6, 6], pa.int32()),
+                      "m": [decimal.Decimal("1.50")] * 2 + [decimal.Decimal("2.00")] * 2,
+                      "b": [True, True, False, False], "id": [1, 2, 3, 4]}, schema=schema))
+    t.drop_partitions({"ts": "2024-01-01 00:00:00", "n": "05"})
+    assert sorted(r["id"] for r in t.read().to_pylist()) == [2, 3, 4]
+    t.drop_partitions([{"m": "1.5", "b": "TRUE"}, {"ts": "2024-01-02 10:30:05.000000", "m": "2"}])
+    assert [r["id"] for r in t.read().to_pylist()] == [3]
+    t.drop_partitions({"n": "6"})
+    assert t.read().num_rows == 0
+
+
 def test_drop_partitions_refuses_bad_specs(cat):
     t = _pk(cat)
     t.write(rows(["a"]))

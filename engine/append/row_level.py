@@ -310,8 +310,10 @@ def _change(table, snap, dnf, assignments) -> int | None:
     reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema)
     columns = list(table.schema.field_names)
     expr = pred.to_expression(dnf) if dnf else None
-    appender = table.new_write(commit_user=user)
-    appender.base_snapshot = snap
+    appender = None  # only UPDATE appends rows: a deletion-vector DELETE of an ORC table must not open a writer
+    if assignments is not None:
+        appender = table.new_write(commit_user=user)
+        appender.base_snapshot = snap
     results: list[BucketChange] = []
     try:
         for split in scan.plan(snap, dnf):
@@ -333,15 +335,17 @@ def _change(table, snap, dnf, assignments) -> int | None:
             if changes:
                 results.append(change_bucket(table, split, changes, base_id=snap.id, commit_user=user,
                                              appender=appender))
-        appended = appender.prepare_commit() if assignments is not None else []
+        appended = appender.prepare_commit() if appender is not None else []
     except BaseException:
-        appender.abort()
+        if appender is not None:
+            appender.abort()
         for c in results:
             for path in c.written:
                 table.file_io.delete(path)
         raise
     finally:
-        appender.close()
+        if appender is not None:
+            appender.close()
     return commit_changes(table, snap, results, user, appended)
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import uuid
 
+import pyarrow as pa
+
 from engine.errors import InvalidInput
 from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER
 from engine.options import PARTITION_DEFAULT_NAME
@@ -43,14 +45,17 @@ class PartitionMatcher:
     """Serialized partition rows (``bytes``) matching any of the specs, as a container: ``row in matcher``.
 
     A spec value matches a partition value equal to it, or whose text equals ``str(value)``: as Paimon renders it
-    in partition paths (``partition.default-name`` for null), or as its cast to STRING (a DATE as ``2024-01-31``,
-    which is how Paimon parses a spec value); None matches null."""
+    in partition paths (``partition.default-name`` for null), or as its cast to STRING (a DATE as ``2024-01-31``);
+    a string spec also matches the value it parses to as the column's type, as Paimon casts a spec string
+    (TypeUtils.castFromString: TIMESTAMP ``2024-01-01 00:00:00``, INT ``05``, DECIMAL ``1.5``, BOOLEAN ``TRUE``);
+    None matches null."""
 
     def __init__(self, table, specs: list[dict]):
         self._scan = table.scan()
         schema = table.schema
         self._keys = schema.partition_keys
         self._types = schema.types_of(self._keys)
+        self._arrow = {k: table.arrow_schema.field(k).type for k in self._keys}
         self._default = schema.table_options.get(PARTITION_DEFAULT_NAME)
         self._specs = specs
         self._memo: dict[bytes, bool] = {}
@@ -63,18 +68,32 @@ class PartitionMatcher:
 
     def matches(self, values: tuple) -> bool:
         """Whether partition ``values`` (in partition-key order) match one of the specs."""
-        by_name = {k: (v, t) for k, v, t in zip(self._keys, values, self._types)}
+        by_name = {k: (v, t, self._arrow[k]) for k, v, t in zip(self._keys, values, self._types)}
         return any(all(self._equal(by_name[k], want) for k, want in spec.items()) for spec in self._specs)
 
     def _equal(self, have, want) -> bool:
-        value, dtype = have
+        value, dtype, arrow = have
         if want is None:
             return value is None
         if value is not None and type(value) is type(want) and value == want:
             return True
+        if isinstance(want, str) and value is not None and _parses_to(want, arrow, value):
+            return True
         want = str(want)
         return want in (partition_value_text(value, dtype, self._default),
                         partition_value_text(value, dtype, self._default, legacy=False))
+
+
+def _parses_to(text: str, arrow: pa.DataType, value) -> bool:
+    """Whether ``text`` cast to ``arrow`` (not a string, binary or zoned timestamp column) equals ``value``."""
+    if pa.types.is_string(arrow) or pa.types.is_large_string(arrow) or pa.types.is_binary(arrow) \
+            or pa.types.is_large_binary(arrow) or pa.types.is_fixed_size_binary(arrow) \
+            or (pa.types.is_timestamp(arrow) and arrow.tz is not None):
+        return False
+    try:
+        return pa.scalar(text).cast(arrow).as_py() == value
+    except (pa.ArrowException, ValueError, TypeError):
+        return False
 
 
 def drop_partitions(table, partitions, *, commit_user: str | None = None,

@@ -86,3 +86,22 @@ def test_copy_on_write_of_a_table_lakemerge_cannot_write_is_refused(tmp_path):
     with pytest.raises(UnsupportedFeature, match="orc"):
         t.update_where({"v": "x"}, [("id", "=", 1)])
     assert t.latest_snapshot_id() == 1 and t.read().num_rows == 5
+
+
+def test_deletion_vector_delete_of_a_table_lakemerge_cannot_write(tmp_path):
+    """A DV DELETE writes no data file, so it works on an ORC append table pypaimon wrote (before, it opened an
+    append writer anyway, which refused file.format=orc); UPDATE, which appends rows, is still refused."""
+    from engine.errors import UnsupportedFeature
+    wh = str(tmp_path / "warehouse")
+    pp = pp_create_table(pp_catalog(wh), "db.t", SCHEMA, [], ["dt"],
+                         {"file.format": "orc", "deletion-vectors.enabled": "true"})
+    pp_write(pp, batch("a", list(range(5))))
+    t = lm_catalog(wh).get_table("db.t")
+    assert t.delete_where([("id", "in", [1, 3])]) == 2
+    expected = [("a", i, f"v{i}") for i in (0, 2, 4)]
+    assert rows(t.read()) == expected
+    assert rows(pp_read(pp_get_table(wh, "db.t"), sort_by=["id"])) == expected
+    assert all(f.file_name.endswith(".orc") for sp in t.plan() for f in sp.files)
+    assert t.check().ok
+    with pytest.raises(UnsupportedFeature, match="orc"):
+        t.update_where({"v": "x"}, [("id", "=", 2)])

@@ -142,6 +142,50 @@ def test_concurrent_compaction_makes_it_conflict_and_leave_nothing(spark, tmp_pa
 
 
 @pytest.mark.parametrize("options", [{}, DV], ids=["cow", "dv"])
+def test_the_pinned_snapshot_expiring_during_the_job_does_not_fail_it(spark, tmp_path, monkeypatch, options):
+    """A writer commits after the tasks read the pinned snapshot and expiration removes it: the job still commits
+    (Paimon's commit checks the latest snapshot, not the one read). Before, the driver re-read the pinned snapshot
+    by id to commit and the job failed with SnapshotNotFound after all its work, leaving its files behind."""
+    import spark_glue.append_dml as dml
+    t = make(tmp_path, {**options, "snapshot.num-retained.min": "1", "snapshot.num-retained.max": "1"})
+    pinned = t.latest_snapshot_id()
+    original = dml.index_dir
+
+    def racing(root):  # the driver calls it once the tasks are done, right before committing
+        t.write(batch("c", [100]))
+        t.write(batch("c", [101]))
+        assert [s.id for s in t.snapshots()] == [pinned + 2]  # the pinned snapshot expired
+        return original(root)
+    monkeypatch.setattr(dml, "index_dir", racing)
+    expected = sorted(r for r in rows(t.read()) if r[1] not in (4, 44)) + [("c", 100, "v100", None), ("c", 101, "v101", 3)]
+    spark_glue.delete_where(spark, t.root, "id IN (4, 44)")
+    assert rows(t.read()) == sorted(expected)
+    assert t.check().ok and not job_files_left(t)
+
+
+def test_deletion_vector_delete_of_an_orc_table(spark, tmp_path):
+    """The tasks of a DV DELETE write only DV index files: an ORC append table (pypaimon writes it, lakemerge
+    writes no ORC data file) can be deleted from. Before, every task opened an append writer, which refused it."""
+    from tests.interop.pypaimon_util import (
+        pp_catalog,
+        pp_create_table,
+        pp_get_table,
+        pp_read,
+        pp_write,
+    )
+    wh = str(tmp_path / "wh")
+    schema = pa.schema([("dt", pa.string()), ("id", pa.int64())])
+    pp = pp_create_table(pp_catalog(wh), "db.orc", schema, [], ["dt"],
+                         {"file.format": "orc", "deletion-vectors.enabled": "true"})
+    pp_write(pp, pa.table({"dt": ["a"] * 5, "id": list(range(5))}, schema=schema))
+    t = Catalog(wh).get_table("db.orc")
+    assert spark_glue.delete_where(spark, t.root, "id IN (1, 3)") == 2
+    assert sorted(t.read()["id"].to_pylist()) == [0, 2, 4]
+    assert sorted(pp_read(pp_get_table(wh, "db.orc"))["id"].to_pylist()) == [0, 2, 4]
+    assert t.check().ok and not job_files_left(t)
+
+
+@pytest.mark.parametrize("options", [{}, DV], ids=["cow", "dv"])
 def test_a_failing_task_leaves_the_table_and_no_file(spark, tmp_path, options):
     """The task rewrites partition a's files, then refuses a null for partition b's NOT NULL column: the job
     fails, its files are deleted and nothing is committed."""

@@ -139,3 +139,17 @@ def test_a_write_or_compaction_between_read_and_write(tmp_path, options, race):
     assert {(r["dt"], r["id"]): (r["v"], r["n"]) for r in t.read().to_pylist()} == expected
     report = t.check()
     assert report.ok, report.summary()
+
+
+def test_dv_read_skips_level_0_as_paimon(tmp_path):
+    """As Paimon's batch scan of a deletion-vector table (batchScanSkipLevel0), the UPDATE reads no level-0 file:
+    with write-only=true a committed but uncompacted write is not seen, and the newer +U of the matched key
+    overrides it at the next compaction (documented in engine.write.row_level)."""
+    t = make(tmp_path, {"bucket": "1", "deletion-vectors.enabled": "true", "write-only": "true"})
+    t.write(batch([1, 2], ["a", "b"], [1, 1], ["x", "y"]))
+    t.compact(full=True)
+    t.write(batch([1, 2], ["a", "b"], [1, 1], ["NEW", "NEW"]))  # level 0, not compacted
+    assert rows(t) == [(1, "a", 1, "x"), (2, "b", 1, "y")]
+    t.update_where({"v": "u"}, [("id", "=", 1)])
+    t.compact(full=True)
+    assert rows(t) == [(1, "u", 1, "x"), (2, "b", 1, "NEW")]

@@ -17,6 +17,9 @@ Refused up front (nothing written), as Paimon refuses (InvalidInput) or does it 
 Note as in Paimon: with ignore-delete the -D records are dropped (the DELETE changes nothing); on partial-update an
 UPDATE to NULL leaves the old value (nulls do not overwrite). A nanosecond sequence.field is fine here (the
 engine reads and writes nanoseconds exactly; spark_glue.dml refuses it because Spark floors them).
+Also as in Paimon (its batch scan skips level 0 on a deletion-vector table, CoreOptions.batchScanSkipLevel0): on
+a deletion-vector table the read does not see rows still in level-0 files (write-only=true, or a writer whose
+compaction was dropped); the newer +U / -D records then override those rows of the matched keys when compacted.
 
 Concurrency (what Paimon guarantees, plus lakemerge's base checks): Paimon's DELETE / UPDATE of a PK table is a
 plain APPEND commit with no read-set check: a change another writer commits to a matched key after the read is

@@ -237,9 +237,10 @@ class _Checker:
 
     def _check_changelogs(self) -> None:
         """Decoupled changelogs (issue 5): each ``changelog-<id>`` parses, ids are contiguous, and the changelog
-        manifests and files it references exist with their recorded sizes (and count as referenced)."""
+        manifests and files it references exist with their recorded sizes (and count as referenced): its changelog
+        files, or for a table whose changes are delta files (retention.reads_deltas) an APPEND snapshot's delta."""
         from engine.changelog import retention
-        from engine.meta.snapshot import Snapshot
+        from engine.meta.snapshot import COMMIT_KIND_APPEND, Snapshot
 
         cids = retention.ids(self.t)
         if cids and cids[-1] - cids[0] + 1 != len(cids):
@@ -254,12 +255,15 @@ class _Checker:
             except Exception as e:  # noqa: BLE001 - any decoding failure is the finding
                 self.problem("changelog-unreadable", path, str(e), cid)
                 continue
-            if not snap.changelog_manifest_list:
-                continue
-            metas = self._manifest_list(snap.changelog_manifest_list, snap.changelog_manifest_list_size, cid)
-            for meta in metas or ():
-                for e in self._manifest(meta.file_name, meta.file_size, cid) or ():
-                    self._check_changelog_file(e, cid)
+            lists = [(snap.changelog_manifest_list, snap.changelog_manifest_list_size)] \
+                if snap.changelog_manifest_list else []
+            if snap.commit_kind == COMMIT_KIND_APPEND and retention.reads_deltas(self.t):
+                # producer none / append tables: the changes are the delta's added data files (kept with it)
+                lists.append((snap.delta_manifest_list, snap.delta_manifest_list_size))
+            for name, size in lists:
+                for meta in self._manifest_list(name, size, cid) or ():
+                    for e in self._manifest(meta.file_name, meta.file_size, cid) or ():
+                        self._check_changelog_file(e, cid)
 
     def _check_changelog_file(self, e, sid: int) -> None:
         """An ADDed changelog file exists with its recorded size (its contents are not verified)."""

@@ -42,6 +42,16 @@ class Table:
     def __repr__(self) -> str:
         return f"Table({self.name!r}, {self.root!r})"
 
+    def through_schema(self, schema_id: int) -> Table:
+        """This table read through schema ``schema_id`` (as Paimon's table object of that schema reads it): a copy
+        sharing the caches whose ``schema`` is that schema and stays so (altering this table, or the copy, does not
+        change the other's). Data files written under any schema are read by field id into it. Meant for readers
+        that must keep the columns they started with; raises CorruptFile if the schema file is missing."""
+        import copy
+        pinned = copy.copy(self)
+        pinned.schema = self.schema if schema_id == self.schema.id else self.schema_manager.schema(schema_id)
+        return pinned
+
     # --- metadata -----------------------------------------------------------------------------------
     @property
     def arrow_schema(self) -> pa.Schema:

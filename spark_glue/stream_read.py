@@ -21,6 +21,9 @@ old query; the checkpoint, not the consumer, is what makes a restarted query exa
 table option or a read option, makes OVERWRITE snapshots deliver their replaced rows (-D) and new rows (+I)
 instead of nothing (engine.changelog.overwrite).
 ``Trigger.AvailableNow`` reads up to the snapshot that was latest when the query started.
+Schema: a query reads every micro-batch through the table schema matching its DataFrame's columns when it started
+(files written after an ALTER TABLE by field id), as Paimon's stream keeps the table object it was created from; a
+query restarted from its checkpoint with a new DataFrame reads through that DataFrame's (current) schema.
 """
 from __future__ import annotations
 
@@ -45,18 +48,21 @@ STREAM_MODES = ("latest-full", "latest", "from-snapshot", "from-snapshot-full", 
 
 
 class FullSplit(InputPartition):
-    """One (partition, bucket) split of the start snapshot, read in full as +I rows."""
+    """One (partition, bucket) split of the start snapshot, read in full as +I rows through table schema
+    ``schema_id``."""
 
-    def __init__(self, snapshot_id: int, split):
+    def __init__(self, snapshot_id: int, split, schema_id: int):
         self.snapshot_id = snapshot_id
         self.split = split
+        self.schema_id = schema_id
 
 
 class SnapshotChanges(InputPartition):
-    """The changes one snapshot made."""
+    """The changes one snapshot made, read through table schema ``schema_id``."""
 
-    def __init__(self, snapshot_id: int):
+    def __init__(self, snapshot_id: int, schema_id: int):
         self.snapshot_id = snapshot_id
+        self.schema_id = schema_id
 
 
 def offset(snapshot: int, full: bool = False) -> dict:
@@ -90,6 +96,7 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.read_overwrite = _reads_overwrite(table, self.options)
         self.columns = [f.name for f in schema.fields if f.name != ROW_KIND_COLUMN]
         self.with_kind = ROW_KIND_COLUMN in schema.fieldNames()
+        self.schema_id = _stream_schema_id(table, self.columns)
         self.target = None  # the AvailableNow bound
 
     # --- driver side ------------------------------------------------------------------------------------
@@ -125,18 +132,18 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict, end: dict):
         from engine.changelog.retention import earliest_change_id
-        table = open_table(self.path)
+        table = open_table(self.path).through_schema(self.schema_id)
         s, e = int(start["snapshot"]), int(end["snapshot"])
         parts: list[InputPartition] = []
         if start.get("full"):
             snap = table.snapshot(s)
-            parts += [FullSplit(s, split) for split in table.scan().plan(snap)]
+            parts += [FullSplit(s, split, self.schema_id) for split in table.scan().plan(snap)]
         if e > s:
             earliest = earliest_change_id(table)
             if earliest is not None and s + 1 < earliest:
                 raise SnapshotNotFound(table.name, s + 1)
-            parts += [SnapshotChanges(sid) for sid in range(s + 1, e + 1)]
-        return parts or [SnapshotChanges(-1)]
+            parts += [SnapshotChanges(sid, self.schema_id) for sid in range(s + 1, e + 1)]
+        return parts or [SnapshotChanges(-1, self.schema_id)]
 
     def commit(self, end: dict) -> None:
         if self.consumer_id:
@@ -148,7 +155,8 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from engine.changelog.overwrite import follow_up_changes
         from engine.changelog.retention import changes_snapshot
         from engine.changelog.streaming import full_read_split
-        table = open_table(self.path)
+        # the query's schema, whatever ALTER TABLE did since it started (files are read by field id)
+        table = open_table(self.path).through_schema(partition.schema_id)
         if isinstance(partition, FullSplit) and table.schema.is_append_only:
             rows = _full_append_split(table, partition.split, self.columns)
         elif isinstance(partition, FullSplit):
@@ -164,6 +172,26 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         names = target.names
         out = pa.Table.from_arrays([to_spark_type(rows.column(n), target.field(n).type) for n in names], schema=target)
         return iter(out.to_batches(max_chunksize=64 * 1024))
+
+
+def _stream_schema_id(table, columns: list[str]) -> int:
+    """The table schema a query over ``columns`` reads every micro-batch through, fixed when the query starts (as
+    Paimon's stream reads through the table object it was created from): the newest schema whose columns are
+    exactly ``columns`` (the DataFrame's schema; it may predate an ALTER TABLE run before the query started), else
+    the newest that has them all (option ``columns``). Raises SchemaMismatch naming the table and a column no
+    schema has."""
+    from engine.errors import SchemaMismatch
+    sm = table.schema_manager
+    candidates = [table.schema] + [sm.schema(i) for i in reversed(sm.ids()) if i != table.schema.id]
+    for schema in candidates:
+        if list(schema.field_names) == columns:
+            return schema.id
+    for schema in candidates:
+        if set(columns) <= set(schema.field_names):
+            return schema.id
+    missing = [c for c in columns if c not in table.schema.field_names]
+    raise SchemaMismatch(f"column {missing[0]!r} of this stream is in no schema of the table; create the streaming "
+                         "DataFrame again", table=table.name, column=missing[0])
 
 
 def _reads_overwrite(table, options: dict[str, str]) -> bool:

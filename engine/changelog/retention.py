@@ -6,16 +6,23 @@ manifest list, manifests and changelog files if it has them; ``read_changes`` an
 there. Those changelogs expire by the changelog options (min/max counted back from the latest snapshot, time
 against the next changelog's commit time, never past what a consumer still needs; the files of a changelog whose
 snapshot is tagged stay with the tag, as snapshot expiration keeps them). Without decoupling (the
-default) changelog files expire with their snapshots. changelog-producer=none has no changelog files: its changes
-are data files, which follow the snapshots.
+default) changelog files expire with their snapshots.
+
+changelog-producer=none (and append tables) have no changelog files: a snapshot's changes are the data files its
+APPEND commit added, read through its delta manifest list. Decoupled, such a changelog keeps that manifest list, its
+manifests and those data files (Paimon's SnapshotDeletion skips APPEND-sourced files and delays the manifest lists
+when the changelog is decoupled and no changelog is produced; ExpireChangelogImpl frees them): snapshot expiration
+and later compactions leave them alone while a changelog references them, and the changelog's expiration deletes
+those no snapshot, tag or other changelog still uses. ``normalize=True`` reads look keys up in the snapshot itself,
+so they raise SnapshotNotFound for an expired one.
 """
 from __future__ import annotations
 
 import os
 import time
 
-from engine.maintenance.references import changelog_added_files
-from engine.meta.snapshot import Snapshot
+from engine.maintenance.references import changelog_added_files, delta_added_files
+from engine.meta.snapshot import COMMIT_KIND_APPEND, Snapshot
 from engine.options import (
     CHANGELOG_NUM_RETAINED_MAX,
     CHANGELOG_NUM_RETAINED_MIN,
@@ -41,10 +48,8 @@ def retention(opts) -> tuple[int, int, int]:
 
 
 def is_decoupled(opts) -> bool:
-    """True if the changelog producer is not 'none' and changelog retention exceeds snapshot retention in any
-    bound."""
-    if opts.get(CHANGELOG_PRODUCER) == "none":
-        return False
+    """True if changelog retention exceeds snapshot retention in any bound (Paimon's ExpireConfig, whatever the
+    changelog producer)."""
     lo, hi, ms = retention(opts)
     return lo > opts.get(SNAPSHOT_NUM_RETAINED_MIN) or hi > opts.get(SNAPSHOT_NUM_RETAINED_MAX) \
         or ms > opts.get(SNAPSHOT_TIME_RETAINED)
@@ -77,23 +82,44 @@ def read(table, changelog_id: int) -> Snapshot | None:
     return Snapshot.from_json(data.decode("utf-8"), p)
 
 
+def reads_deltas(table) -> bool:
+    """True if the table's changes are its APPEND snapshots' delta data files (changelog-producer none, append
+    tables), not changelog files."""
+    return table.schema.is_append_only or table.schema.table_options.get(CHANGELOG_PRODUCER) == "none"
+
+
 def changelog_paths(table, snap: Snapshot) -> tuple[set[str], set[str]]:
-    """(changelog data files, changelog metadata files) of a snapshot."""
+    """(data files, metadata files) a changelog of ``snap`` reads its changes from: its changelog files and
+    manifests, or -- when the table reads deltas (``reads_deltas``) -- an APPEND snapshot's delta manifest list,
+    manifests and the data files they add."""
     meta = set()
     if snap.changelog_manifest_list:
         meta.add(table.paths.manifest(snap.changelog_manifest_list))
         for m in table.manifests.manifest_list(snap.changelog_manifest_list):
             meta.add(table.paths.manifest(m.file_name))
-    return changelog_added_files(table, snap), meta
+    data = changelog_added_files(table, snap)
+    if snap.commit_kind == COMMIT_KIND_APPEND and reads_deltas(table):
+        meta.add(table.paths.manifest(snap.delta_manifest_list))
+        for m in table.manifests.manifest_list(snap.delta_manifest_list):
+            meta.add(table.paths.manifest(m.file_name))
+        data |= delta_added_files(table, snap)
+    return data, meta
 
 
 def preserve(table, doomed: list[Snapshot], removal) -> None:
     """Before snapshots expire (when decoupled): write changelog/changelog-<id> for every one of them, as Paimon
     does, so the retained changelog ids stay contiguous (one without changelog files yields no changes), and keep
-    their changelog files and manifests out of ``removal``."""
+    the files they and the changelogs already there read (``changelog_paths``) out of ``removal``."""
     if not is_decoupled(table.schema.table_options):
         return
     keep_data, keep_meta = set(), set()
+    if reads_deltas(table):  # an older changelog's delta files may be what these snapshots compacted away
+        for cid in ids(table):
+            snap = read(table, cid)
+            if snap is not None:
+                data, meta = changelog_paths(table, snap)
+                keep_data |= data
+                keep_meta |= meta
     for snap in doomed:
         data, meta = changelog_paths(table, snap)
         keep_data |= data
@@ -144,8 +170,20 @@ def expire_changelogs(table, now_millis: int | None = None) -> list[int]:
             cut = cid
             break
     doomed = [cid for cid in present if cid < cut]
+    if not doomed:
+        return []
     from engine.maintenance.tags import tagged_snapshots
-    tagged = {s.id for s in tagged_snapshots(table)} if doomed else set()
+    tags = tagged_snapshots(table)
+    tagged = {s.id for s in tags}
+    in_use: set[str] = set()
+    if reads_deltas(table):
+        # a changelog's delta files may still be live (not compacted yet), in a tag, or read by a later changelog
+        from engine.maintenance.references import data_files, metadata_files
+        for snap in [sm.snapshot(sm.earliest_id())] + tags:
+            in_use |= data_files(table, snap) | metadata_files(table, snap)
+        for cid in present:
+            if cid >= cut and (snap := read(table, cid)) is not None:
+                in_use |= set().union(*changelog_paths(table, snap))
     for cid in doomed:
         snap = read(table, cid)
         if snap is None:
@@ -154,7 +192,7 @@ def expire_changelogs(table, now_millis: int | None = None) -> list[int]:
         # tags): they stay until the tag is deleted (delete_tag frees them)
         data, meta = changelog_paths(table, snap) if cid not in tagged else (set(), set())
         table.file_io.delete(path(table, cid))
-        for p in sorted(data | meta):
+        for p in sorted((data | meta) - in_use):
             table.file_io.delete(p)
     return doomed
 

@@ -28,6 +28,9 @@ stream therefore neither loses nor repeats a snapshot. Snapshot expiration keeps
 needs; with ``consumer.expiration-time`` a commit removes consumers whose file was not written for that long (a
 running stream rewrites its file at least every minute while idle). If a snapshot the stream needs has expired,
 SnapshotNotFound is raised.
+
+Schema: a stream reads every snapshot through the table schema it started with, files written after an ALTER TABLE
+included (by field id: a renamed column under its old name, a dropped column null, an added one absent).
 """
 from __future__ import annotations
 
@@ -180,6 +183,9 @@ def stream(table, mode: str = "latest-full", *, snapshot_id=None, timestamp_mill
     """See the module docstring. Arguments are checked before the first batch is produced."""
     if mode not in MODES:
         raise InvalidInput(f"unknown scan mode {mode!r}; modes are {', '.join(MODES)}", table=table.name)
+    # the stream keeps the schema it started with (Paimon's stream reads through its table object's schema): an
+    # ALTER TABLE of this table object while the generator runs must not change its columns' meaning
+    table = table.through_schema(table.schema.id)
     out_cols = check_columns(table, columns)
     if poll_interval < 0:
         raise InvalidInput("poll_interval must be >= 0", table=table.name)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import random
-from urllib.parse import unquote
 
 from engine.errors import InvalidOption, UnsupportedFeature
 
@@ -56,7 +55,7 @@ def local_file_path(location: str, what: str | None = None) -> str:
                 raise UnsupportedFeature(f"data file {what or location!r}: {location!r} is on host {host!r}; "
                                          "lakemerge reads only local files")
             rest = "/" + tail
-        return os.path.normpath(unquote(rest)) if "%" in rest else os.path.normpath(rest)
+        return os.path.normpath(rest)  # no URL decoding: partition directories hold literal %XX escapes
     if "://" in text or (":" in text.split("/", 1)[0] and not text.startswith("/")):
         raise UnsupportedFeature(f"data file {what or location!r}: {location!r} uses a file system lakemerge does not "
                                  "support (only local paths and file: URIs)")

@@ -58,6 +58,7 @@ def test_local_file_path_forms():
     assert local_file_path("file:///a/b/c.parquet") == "/a/b/c.parquet"
     assert local_file_path("file://localhost/a/b") == "/a/b"
     assert local_file_path("/a//b/./c") == "/a/b/c"
+    assert local_file_path("file:/a/dt=x%3Ay/b") == "/a/dt=x%3Ay/b"  # Paimon's escaped partition names stay
     for bad in ("s3://bucket/x.parquet", "oss://b/x", "hdfs://nn:8020/x", "file://otherhost/x"):
         with pytest.raises(UnsupportedFeature, match="x"):
             local_file_path(bad, "x.parquet")

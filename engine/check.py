@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from engine.data_paths import data_file_path
 from engine.errors import CorruptFile, SnapshotNotFound, StorageError
 from engine.meta import binary_row
 from engine.meta.manifest import ADD, DuplicateFileError, fold_entries
@@ -496,9 +497,7 @@ class _Checker:
         return entries
 
     def _data_path(self, e) -> str:
-        if e.file.external_path:
-            return e.file.external_path
-        return os.path.join(self.scan.bucket_dir(self.scan.partition_values(e.partition), e.bucket), e.file.file_name)
+        return data_file_path(self.scan.bucket_dir(self.scan.partition_values(e.partition), e.bucket), e.file)
 
     def _check_data_file(self, e, sid: int) -> None:
         path = self._data_path(e)

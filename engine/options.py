@@ -117,6 +117,14 @@ COMMIT_MAX_RETRIES = _opt("commit.max-retries", parse_int, 10, "attempts to win 
 COMMIT_MIN_RETRY_WAIT = _opt("commit.min-retry-wait", parse_duration_ms, 10, "first back-off (ms)")
 COMMIT_MAX_RETRY_WAIT = _opt("commit.max-retry-wait", parse_duration_ms, 10_000, "largest back-off (ms)")
 DATA_FILE_PREFIX = _opt("data-file.prefix", str, "data-", "data file name prefix")
+DATA_FILE_EXTERNAL_PATHS = _opt("data-file.external-paths", str, None,
+                                "comma-separated roots (with scheme) for new data files (engine.data_paths)")
+DATA_FILE_EXTERNAL_PATHS_STRATEGY = _opt("data-file.external-paths.strategy", str, "none",
+                                         "none|round-robin|specific-fs (entropy-inject, weight-robin: read only)")
+DATA_FILE_EXTERNAL_PATHS_SPECIFIC_FS = _opt("data-file.external-paths.specific-fs", str, None,
+                                            "the scheme of the external roots specific-fs keeps")
+DATA_FILE_EXTERNAL_PATHS_WEIGHTS = _opt("data-file.external-paths.weights", str, None,
+                                        "weights of the external roots for weight-robin (not written by lakemerge)")
 THIN_MODE = _opt("data-file.thin-mode", parse_bool, False, "omit the _KEY_* columns from data files")
 PK_NULLABLE = _opt("primary-key.nullable", parse_bool, False, "allow nulls in primary-key columns (not supported)")
 

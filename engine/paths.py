@@ -9,6 +9,7 @@ import uuid
 
 import numpy as np
 
+from engine.data_paths import BucketDir
 from engine.types import DataType
 
 _ESCAPED = set(range(0x00, 0x20)) | {ord(c) for c in "\"#%'*/:=?\\{}[]^"} | {0x7F}
@@ -160,6 +161,7 @@ class TablePaths:
         return "/".join(parts)
 
     def bucket_dir(self, partition_dir: str, bucket: int) -> str:
-        """Absolute path of ``bucket-<n>`` (``bucket-postpone`` for bucket -2) under ``partition_dir``."""
+        """Absolute path of ``bucket-<n>`` (``bucket-postpone`` for bucket -2) under ``partition_dir``, as a
+        ``BucketDir`` (it also knows its path relative to the table root)."""
         name = "bucket-postpone" if bucket == -2 else f"bucket-{bucket}"
-        return os.path.join(self.root, partition_dir, name) if partition_dir else os.path.join(self.root, name)
+        return BucketDir(self.root, f"{partition_dir}/{name}" if partition_dir else name)

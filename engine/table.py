@@ -8,6 +8,7 @@ from typing import Sequence
 import pyarrow as pa
 
 from engine.commit.committer import Committer
+from engine.data_paths import data_file_path
 from engine.errors import CommitConflict, CommitRetriesExhausted, CorruptFile, InvalidInput, TableNotFound
 from engine.io.file_io import FileIO
 from engine.meta.manifest import ManifestEntry
@@ -152,7 +153,7 @@ class Table:
     def _delete_uncommitted(self, messages: Sequence[CommitMessage]) -> None:
         """After a rejected commit: delete the messages' data, changelog and index files unless referenced."""
         from engine.maintenance.orphans import delete_unreferenced
-        paths = [os.path.join(self.bucket_dir(m.partition_values, m.bucket), f.file_name)
+        paths = [data_file_path(self.bucket_dir(m.partition_values, m.bucket), f)
                  for m in messages for f in m.new_files + m.changelog_files]
         paths += [p for m in messages for p in getattr(m, "index_paths", ())]  # dynamic-bucket HASH index files
         delete_unreferenced(self, paths)

@@ -34,6 +34,7 @@ from engine.append.row_level import (
     commit_changes,
     drop_partitions,
 )
+from engine.data_paths import data_file_path
 from engine.dynamic_bucket.index_files import index_dir
 from engine.errors import CommitConflict, CommitRetriesExhausted
 from spark_glue.job_files import remove_tagged_files, tag_files
@@ -63,6 +64,9 @@ class AppendDmlJob:
         self.merge = merge and update
         self.columns = list(table.schema.field_names)
         self.splits = {sp.bucket_dir: sp for sp in splits}
+        # files in data-file.external-paths: their folder is not their bucket's directory
+        self.bucket_of = {data_file_path(sp.bucket_dir, f): sp.bucket_dir for sp in splits for f in sp.files
+                          if f.external_path}
         # a bucket's vectors are written as one index file, so one task must own each bucket that has (or gets) some
         self.by_bucket = table.schema.table_options.deletion_vectors or any(sp.vectors.files for sp in splits)
 
@@ -97,7 +101,8 @@ class AppendDmlJob:
                     positions = part.column(ROW_INDEX).to_numpy()
                     updated = part.select(self.columns) if self.update else None
                     drop = part.column(DROP).to_numpy(zero_copy_only=False) if self.merge else None
-                    bucket_dir, name = os.path.split(paths[start])
+                    folder, name = os.path.split(paths[start])
+                    bucket_dir = self.bucket_of.get(paths[start], folder)
                     per_bucket.setdefault(bucket_dir, {})[name] = FileChange(positions, updated, drop)
                     start = i
                 for bucket_dir, files in per_bucket.items():
@@ -126,6 +131,10 @@ class AppendDmlJob:
         from spark_glue.compaction import wait_for_running_tasks
         spark = matched.sparkSession
         key = F.regexp_extract(F.col(FILE_PATH), r"^(.*)/[^/]*$", 1) if self.by_bucket else F.col(FILE_PATH)
+        if self.by_bucket and self.bucket_of:  # an external file's folder is not its bucket
+            pairs = [F.lit(x) for item in self.bucket_of.items() for x in item]
+            key = F.when(F.col(FILE_PATH).isin(list(self.bucket_of)), F.create_map(*pairs)[F.col(FILE_PATH)]) \
+                .otherwise(key)
         tasks = max(1, spark.sparkContext.defaultParallelism)
         if self.merge:  # rows to insert (no file) spread over the tasks by a hash of their values
             hashable = [F.col(f"`{f.name}`") for f in matched.schema.fields  # Spark cannot hash maps

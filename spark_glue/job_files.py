@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
+from engine.data_paths import external_bucket_dirs, external_twins
 from engine.dynamic_bucket.index_files import index_dir
 from engine.maintenance.orphans import delete_unreferenced
 from engine.options import CHANGELOG_FILE_PREFIX, DATA_FILE_PREFIX, DELETION_VECTORS_INDEX_PREFIX
@@ -34,8 +35,10 @@ def tag_files(table: Table, tag: str) -> Table:
 
 
 def job_dirs(table: Table, bucket_dirs) -> set[str]:
-    """The directories a job writing ``bucket_dirs`` can leave files in: those and the index directory."""
-    return set(bucket_dirs) | {index_dir(table.root)}
+    """The directories a job writing ``bucket_dirs`` can leave files in: those, their twins under the external
+    data paths, and the index directory."""
+    opts = table.schema.options
+    return {x for d in bucket_dirs for x in (d, *external_twins(d, opts))} | {index_dir(table.root)}
 
 
 def remove_tagged_files(table: Table, tag: str, keep: set[str], dirs=None) -> int:
@@ -45,7 +48,9 @@ def remove_tagged_files(table: Table, tag: str, keep: set[str], dirs=None) -> in
     files with the same tag after its snapshot expired."""
     prefixes = tagged_prefixes(table, tag)
     if dirs is None:
-        listing = ((d, names) for d, _, names in os.walk(table.root))
+        external = external_bucket_dirs(table.schema.options, len(table.schema.partition_keys))
+        listing = [*((d, names) for d, _, names in os.walk(table.root)),
+                   *((d, table.file_io.list_names(d)) for d in external)]
     else:
         listing = ((d, table.file_io.list_names(d)) for d in dirs if table.file_io.exists(d))
     candidates = [os.path.join(directory, name) for directory, names in listing for name in names

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import (DataSourceReader, EqualNullSafe, EqualTo, GreaterThan, GreaterThanOrEqual, In,
                                     InputPartition, LessThan, LessThanOrEqual, Not)
 
+from engine.data_paths import data_file_path
 from engine.errors import InvalidOption, SchemaMismatch
 from engine.options import parse_bool, parse_memory_size
 from engine.read import predicate as pred
@@ -185,7 +186,6 @@ class MergedTableReader(DataSourceReader):
                                                                                               table.schema.id)]
 
     def read(self, partition: SplitGroup | LatestSnapshot):
-        import os
 
         from engine.append.read import ordered_files, read_append_positions
         from engine.read.split_read import SplitReader, batch_splits
@@ -220,7 +220,7 @@ class MergedTableReader(DataSourceReader):
         def append_file(split, f):
             rows, positions = read_append_positions(reader, split, f, read_cols)
             if FILE_PATH in meta_cols:
-                path = f.external_path or os.path.join(split.bucket_dir, f.file_name)
+                path = data_file_path(split.bucket_dir, f)
                 rows = rows.append_column(FILE_PATH, pa.array([path] * rows.num_rows, pa.string()))
             if ROW_INDEX in meta_cols:
                 rows = rows.append_column(ROW_INDEX, pa.array(positions, pa.int64()))

@@ -14,7 +14,6 @@ it wrote and leaves the table unchanged.
 from __future__ import annotations
 
 import dataclasses
-import os
 import uuid
 
 import pyarrow as pa
@@ -23,6 +22,7 @@ from engine.append.files import target_file_size, write_append_files
 from engine.append.read import ordered_files, read_append_file
 from engine.commit.committer import Committer
 from engine.commit.conflicts import check_vectors_unchanged
+from engine.data_paths import data_file_path
 from engine.errors import (
     CommitConflict,
     CommitOutcomeUnknown,
@@ -125,7 +125,7 @@ def compact_append(table, *, full: bool = False, partitions=None, progress=None)
             raise
         for m in messages:
             for f in m.new_files:
-                table.file_io.delete(os.path.join(table.bucket_dir(m.partition_values, m.bucket), f.file_name))
+                table.file_io.delete(data_file_path(table.bucket_dir(m.partition_values, m.bucket), f))
         for path in index_files:
             table.file_io.delete(path)
         raise

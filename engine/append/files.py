@@ -12,6 +12,7 @@ import uuid
 
 import pyarrow as pa
 
+from engine.data_paths import placer_for
 from engine.io.file_io import FileIO
 from engine.meta.data_file import (
     EMPTY_ROW,
@@ -60,15 +61,16 @@ def write_append_files(io: FileIO, bucket_dir: str, rows: pa.Table, schema: Tabl
     types = schema.types_of(names)
     prefix = opts.get(DATA_FILE_PREFIX)
     file_uuid = uuid.uuid4()
-    io.mkdirs(bucket_dir)
+    placer = placer_for(bucket_dir, schema)
     written: list[str] = []
     metas: list[DataFileMeta] = []
     try:
         for i, start in enumerate(range(0, n, rows_per_file)):
             part = rows.slice(start, rows_per_file)
             name = f"{prefix}{file_uuid}-{i}.parquet"
-            path = os.path.join(bucket_dir, name)
+            path, external = placer.place(name)
             data = _parquet_bytes(part, opts.get(FILE_COMPRESSION), opts.get(ZSTD_LEVEL))
+            io.mkdirs(os.path.dirname(path))
             io.write_bytes(path, data)
             written.append(path)
             stats = simple_stats(part, names, types, opts.get(STATS_MODE))
@@ -78,7 +80,8 @@ def write_append_files(io: FileIO, bucket_dir: str, rows: pa.Table, schema: Tabl
                 key_stats=SimpleStats.EMPTY, value_stats=stats, min_sequence_number=seq0,
                 max_sequence_number=seq0 + part.num_rows - 1, schema_id=schema.id, level=0, extra_files=(),
                 creation_time_millis=local_millis_as_utc(), delete_row_count=0, embedded_index=None,
-                file_source=file_source, value_stats_cols=None if stats is not SimpleStats.EMPTY else ()))
+                file_source=file_source, value_stats_cols=None if stats is not SimpleStats.EMPTY else (),
+                external_path=external))
     except BaseException:
         for p in written:
             io.delete(p)

@@ -7,12 +7,12 @@ a file whose statistics exclude the filter is skipped. Raises SnapshotNotFound, 
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
 
+from engine.data_paths import data_file_path
 from engine.deletion_vectors.index_file import read_deletion_vector
 from engine.errors import InvalidInput
 from engine.meta.data_file import DataFileMeta
@@ -49,7 +49,7 @@ def read_append_positions(reader: SplitReader, split: Split, meta: DataFileMeta,
 
 def _file_rows(reader: SplitReader, split: Split, meta: DataFileMeta, columns: Sequence[str]) -> pa.Table:
     """Every row of one append file (deleted ones included) as the table's ``columns``."""
-    path = os.path.join(split.bucket_dir, meta.file_name) if meta.external_path is None else meta.external_path
+    path = data_file_path(split.bucket_dir, meta)
     rename = reader.file_to_table_names(meta.schema_id)
     wanted = set(columns)
     raw = read_data_file(reader.io, path, meta, lambda present: [c for c in present

@@ -24,7 +24,6 @@ append order), a rewritten file takes the place of the one it replaces, so reads
 """
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ import pyarrow as pa
 
 from engine.append.files import write_append_files
 from engine.append.read import ordered_files, read_append_positions
+from engine.data_paths import data_file_path
 from engine.errors import (
     CommitConflict,
     CommitOutcomeUnknown,
@@ -155,7 +155,7 @@ def change_bucket(table, split: Split, changes: Mapping[str, FileChange], *, bas
                 take = take[~hit | np.isin(np.arange(rows.num_rows), slots[stay])]
                 kept = pa.concat_tables([rows, updated.select(columns).cast(rows.schema)]).take(pa.array(take))
             written = write_append_files(table.file_io, split.bucket_dir, kept, schema, meta.min_sequence_number)
-            out.written += [os.path.join(split.bucket_dir, f.file_name) for f in written]
+            out.written += [data_file_path(split.bucket_dir, f) for f in written]
             new_files += written
             out.rewrites.update(f.file_name for f in written)
             out.deleted.append(ManifestEntry(DELETE, split.partition, split.bucket, split.total_buckets, meta))
@@ -213,7 +213,7 @@ def commit_changes(table, base, changes: list[BucketChange], commit_user: str, a
     from engine.maintenance.orphans import delete_unreferenced
     messages = [m for c in changes for m in c.messages] + list(appended)
     written = [p for c in changes for p in c.written]
-    written += [os.path.join(table.bucket_dir(m.partition_values, m.bucket), f.file_name)
+    written += [data_file_path(table.bucket_dir(m.partition_values, m.bucket), f)
                 for m in appended for f in m.new_files]
     committer = RowLevelCommitter(table, base, [e for c in changes for e in c.deleted],
                                   [k for c in changes for k in c.marked], {n for c in changes for n in c.rewrites})

@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from engine.append.files import write_append_files
+from engine.data_paths import data_file_path
 from engine.errors import InvalidRowKind, UnsupportedFeature
 from engine.meta import binary_row
 from engine.meta.manifest import max_sequence_numbers
@@ -122,7 +123,7 @@ class AppendWrite(WriterLifecycle):
         """Delete every data file this writer has written and drop buffered rows; nothing is committed."""
         for (p, b), files in self._files.items():
             for f in files:
-                self.table.file_io.delete(f"{self.table.bucket_dir(self._values[p], b)}/{f.file_name}")
+                self.table.file_io.delete(data_file_path(self.table.bucket_dir(self._values[p], b), f))
         self._files.clear()
         self._pending.clear()
 

@@ -147,8 +147,6 @@ def remember_written(table, bucket_dir: str, files, physical: pa.Table) -> None:
 
 def cached_rows(table, bucket_dir: str, meta) -> pa.Table | None:
     """A file's normalized rows (all table columns) if the table's cache holds them."""
-    if meta.external_path is not None:
-        return None
     held = table.__dict__.get("_changelog_lookup_cache")
     if held is None or held[0] != table.schema.id:
         return None

@@ -30,7 +30,6 @@ Guarantees (and how they are kept):
 from __future__ import annotations
 
 import logging
-import os
 import random
 import time
 import uuid
@@ -39,6 +38,7 @@ from typing import Sequence
 from engine.commit.overwrite_upgrade import upgrade_overwrite
 from engine.commit.sequence_guard import rebase_sequences
 from engine.crash_points import crash_point
+from engine.data_paths import all_file_paths, data_file_path
 from engine.errors import (CommitConflict, CommitOutcomeUnknown, CommitRetriesExhausted, CorruptFile, SnapshotNotFound,
                            StorageError)
 from engine.meta import binary_row
@@ -258,8 +258,7 @@ class Committer:
         for e in entries:
             if e.kind != ADD:
                 continue
-            path = e.file.external_path or os.path.join(
-                t.bucket_dir(scan.partition_values(e.partition), e.bucket), e.file.file_name)
+            path = data_file_path(t.bucket_dir(scan.partition_values(e.partition), e.bucket), e.file)
             if not t.file_io.exists(path):
                 raise CommitConflict(t.name, f"data file {path} of the commit being published no longer exists "
                                      "(were these messages committed before, and their files compacted away or "
@@ -274,8 +273,8 @@ class Committer:
 
     def _message_files(self, messages, skip=frozenset()) -> list[str]:
         t = self.table
-        return [os.path.join(t.bucket_dir(m.partition_values, m.bucket), f.file_name)
-                for m in messages for f in m.new_files if f.file_name not in skip]
+        return [p for m in messages for f in m.new_files if f.file_name not in skip
+                for p in all_file_paths(t.bucket_dir(m.partition_values, m.bucket), f)]
 
     def _delete_compaction_outputs(self, messages: Sequence[CommitMessage]) -> None:
         """Delete files a compaction wrote (not upgraded inputs, which stay referenced by their old entries), unless a
@@ -285,7 +284,7 @@ class Committer:
         paths = []
         for m in messages:
             old = {f.file_name for f in m.compact_before} | {f.file_name for f in m.new_files}
-            paths += [os.path.join(t.bucket_dir(m.partition_values, m.bucket), f.file_name)
+            paths += [data_file_path(t.bucket_dir(m.partition_values, m.bucket), f)
                       for f in list(m.compact_changelog) + [f for f in m.compact_after if f.file_name not in old]]
             paths += [t.scan().index_file_path(r) for r in m.dv_after]
         delete_unreferenced(t, paths)

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from engine.crash_points import crash_point
+from engine.data_paths import data_file_path, placer_for
 from engine.errors import CommitConflict, UnsupportedFeature
 from engine.meta.data_file import FILE_SOURCE_APPEND
 from engine.meta.manifest import ADD, ManifestEntry
@@ -77,7 +78,7 @@ def _rewrite(table, bucket_dir: str, meta, offset: int, written: list[str]):
         return dataclasses.replace(meta, min_sequence_number=meta.min_sequence_number + offset,
                                    max_sequence_number=meta.max_sequence_number + offset)
     io = table.file_io
-    src = os.path.join(bucket_dir, meta.file_name)
+    src = data_file_path(bucket_dir, meta)
     if not meta.file_name.endswith(".parquet"):
         raise UnsupportedFeature(f"table {table.name!r}: cannot re-sequence non-Parquet file {src} written "
                                  "concurrently into the same bucket")
@@ -99,9 +100,10 @@ def _rewrite(table, bucket_dir: str, meta, offset: int, written: list[str]):
     if stem.startswith("rebased-"):
         stem = stem[len("rebased-") + 9:]
     name = f"{prefix}rebased-{os.urandom(4).hex()}-{stem}"
-    path = os.path.join(bucket_dir, name)
+    path, external = placer_for(bucket_dir, table.schema).place(name)
+    io.mkdirs(os.path.dirname(path))
     io.write_bytes(path, body)
     written.append(path)
-    return dataclasses.replace(meta, file_name=name, file_size=len(body),
+    return dataclasses.replace(meta, file_name=name, file_size=len(body), external_path=external,
                                min_sequence_number=meta.min_sequence_number + offset,
                                max_sequence_number=meta.max_sequence_number + offset)

@@ -15,6 +15,7 @@ from typing import Iterable
 
 from engine.compact.levels import Levels
 from engine.crash_points import crash_point
+from engine.data_paths import data_file_path
 from engine.errors import CorruptFile
 from engine.compact.picker import CompactionSettings, CompactUnit, UniversalPicker
 from engine.compact.rewriter import CompactResult, CompactRewriter
@@ -125,7 +126,7 @@ class BucketCompaction:
         if self.dv is not None:
             self.dv.discard()
         for f in self.changelog:
-            self.table.file_io.delete(f"{self.where}/{f.file_name}")
+            self.table.file_io.delete(data_file_path(self.where, f))
         self.changelog.clear()
         old = {name for name, _ in self.before}
         for (name, _), f in self.after.items():
@@ -142,7 +143,7 @@ class BucketCompaction:
             if ident in self.after:  # an intermediate file of this commit
                 del self.after[ident]
                 if f.file_name not in {n for n, _ in self.before} and f.file_name not in new_after_names:
-                    self.table.file_io.delete(f"{self.where}/{f.file_name}")
+                    self.table.file_io.delete(data_file_path(self.where, f))
             else:
                 self.before[ident] = f
         self.after.update(new_after)
@@ -281,8 +282,8 @@ def discard_messages(table, messages) -> None:
         old = {f.file_name for f in m.compact_before}
         for f in m.compact_after:
             if f.file_name not in old:
-                table.file_io.delete(f"{where}/{f.file_name}")
+                table.file_io.delete(data_file_path(where, f))
         for f in m.compact_changelog:
-            table.file_io.delete(f"{where}/{f.file_name}")
+            table.file_io.delete(data_file_path(where, f))
         for r in m.dv_after:
             table.file_io.delete(table.scan().index_file_path(r))

@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from engine.crash_points import crash_point
+from engine.data_paths import placer_for
 from engine.meta import binary_row
 from engine.meta.data_file import FILE_SOURCE_COMPACT, DataFileMeta, SimpleStats
 from engine.options import (
@@ -75,11 +76,11 @@ def _serialize(stats: list[_ColumnStats], types: list[DataType]) -> SimpleStats:
 class _OpenFile:
     def __init__(self, w: RollingRunWriter, name: str, first: pa.Table):
         self.name = name
-        self.path = os.path.join(w.bucket_dir, name)
+        self.path, self.external_path = w.placer.place(name)
         open_new = getattr(w.io, "open_new", None)
         self.streamed = open_new is not None  # straight to the file; else encoded in memory, written at close
         if self.streamed:
-            w.io.mkdirs(w.bucket_dir)
+            w.io.mkdirs(os.path.dirname(self.path))
             self.sink = open_new(self.path)
             w.paths.append(self.path)
         else:
@@ -107,6 +108,7 @@ class RollingRunWriter:
         opts = schema.table_options
         self.io, self.bucket_dir, self.schema, self.level, self.file_source = io_, bucket_dir, schema, level, \
             file_source
+        self.placer = placer_for(bucket_dir, schema)
         self.target = opts.get(TARGET_FILE_SIZE)
         self.compression = opts.get(FILE_COMPRESSION)
         self.codec = None if self.compression in ("none", "uncompressed") else self.compression
@@ -200,7 +202,7 @@ class RollingRunWriter:
         else:
             data = f.sink.getbuffer()
             size = len(data)
-            self.io.mkdirs(self.bucket_dir)
+            self.io.mkdirs(os.path.dirname(f.path))
             self.io.write_bytes(f.path, data)
             self.paths.append(f.path)
         value_stats = _serialize(f.value_stats, self.value_types) if f.value_stats else SimpleStats.EMPTY
@@ -212,5 +214,5 @@ class RollingRunWriter:
             min_sequence_number=f.seq_min, max_sequence_number=f.seq_max, schema_id=self.schema.id,
             level=self.level, extra_files=(), creation_time_millis=local_millis_as_utc(), delete_row_count=f.deletes,
             embedded_index=None, file_source=self.file_source,
-            value_stats_cols=None if value_stats is not SimpleStats.EMPTY else ()))
+            value_stats_cols=None if value_stats is not SimpleStats.EMPTY else (), external_path=f.external_path))
         crash_point("compact.after-output-file")

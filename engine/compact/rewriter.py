@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.compact.levels import Levels
+from engine.data_paths import data_file_path
 from engine.deletion_vectors.maintainer import drop_deleted
 from engine.crash_points import crash_point
 from engine.compact.picker import CompactUnit, CompactionSettings
@@ -151,7 +152,7 @@ class CompactRewriter:
         except BaseException:
             self._log_parts = []
             for f in result.rewritten() + result.changelog:
-                self.table.file_io.delete(f"{self.bucket_dir}/{f.file_name}")
+                self.table.file_io.delete(data_file_path(self.bucket_dir, f))
             raise
         finally:
             self._log_parts = []

@@ -100,7 +100,10 @@ def index_dir(table_root: str) -> str:
 def index_path(table_root: str, record: dict, bucket_dir: str | None = None) -> str:
     """The path of the index file of ``record``: its ``_EXTERNAL_PATH`` if set, else the file in ``bucket_dir`` (tables
     with ``index-file-in-data-file-dir``) or in ``<table>/index``. ``TableScan.index_file_path`` decides which."""
-    return record.get("_EXTERNAL_PATH") or f"{bucket_dir or index_dir(table_root)}/{record['_FILE_NAME']}"
+    if record.get("_EXTERNAL_PATH"):
+        from engine.data_paths import local_file_path
+        return local_file_path(record["_EXTERNAL_PATH"], record["_FILE_NAME"])
+    return f"{bucket_dir or index_dir(table_root)}/{record['_FILE_NAME']}"
 
 
 def read_hashes(file_io: FileIO, path: str, record: dict) -> np.ndarray:

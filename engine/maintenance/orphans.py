@@ -14,6 +14,7 @@ import os
 import time
 
 from engine.crash_points import crash_point
+from engine.data_paths import external_bucket_dirs
 from engine.errors import LakemergeError
 from engine.maintenance.references import data_files, index_files, metadata_files
 from engine.maintenance.tags import tagged_snapshots
@@ -80,7 +81,8 @@ def delete_unreferenced(table, paths) -> list[str]:
 
 def remove_orphan_files(table, older_than=None, *, dry_run: bool = False) -> list[str]:
     """Delete orphans last modified more than ``older_than`` ago (timedelta, datetime cutoff, or milliseconds;
-    default one day). Returns the deleted (or, with ``dry_run``, deletable) paths."""
+    default one day): files under the table root and, as Paimon does, in the bucket directories under the roots of
+    ``data-file.external-paths``. Returns the deleted (or, with ``dry_run``, deletable) paths."""
     cutoff = time.time() - _older_than_ms(older_than) / 1000.0
     keep = {os.path.normpath(p) for p in referenced_files(table)}
     out = []
@@ -95,6 +97,17 @@ def remove_orphan_files(table, older_than=None, *, dry_run: bool = False) -> lis
         for name in candidates:
             path = os.path.normpath(os.path.join(directory, name))
             if path in keep:
+                continue
+            try:
+                if table.file_io.modified_millis(path) > cutoff * 1000:
+                    continue
+            except FileNotFoundError:
+                continue
+            out.append(path)
+    for directory in external_bucket_dirs(table.schema.options, len(table.schema.partition_keys)):
+        for name in table.file_io.list_names(directory):
+            path = os.path.normpath(os.path.join(directory, name))
+            if path in keep or not os.path.isfile(path):
                 continue
             try:
                 if table.file_io.modified_millis(path) > cutoff * 1000:

@@ -6,8 +6,7 @@ deciding what to delete fails closed.
 """
 from __future__ import annotations
 
-import os
-
+from engine.data_paths import all_file_paths
 from engine.meta.manifest import ADD
 from engine.meta.snapshot import Snapshot
 
@@ -34,12 +33,8 @@ def metadata_files(table, snapshot: Snapshot) -> set[str]:
 
 def entry_paths(table, entry) -> list[str]:
     """The data file of a manifest entry and its extra files."""
-    f = entry.file
-    if f.external_path:
-        return [f.external_path]
     scan = table.scan()
-    bucket_dir = scan.bucket_dir(scan.partition_values(entry.partition), entry.bucket)
-    return [os.path.join(bucket_dir, f.file_name)] + [os.path.join(bucket_dir, x) for x in f.extra_files]
+    return all_file_paths(scan.bucket_dir(scan.partition_values(entry.partition), entry.bucket), entry.file)
 
 
 def data_files(table, snapshot: Snapshot) -> set[str]:

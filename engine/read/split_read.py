@@ -11,11 +11,11 @@ unreadable file raises ``CorruptFile`` naming it (fail closed: never a partial a
 from __future__ import annotations
 
 import dataclasses
-import os
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from engine.data_paths import data_file_path
 from engine.deletion_vectors.index_file import read_deletion_vector
 from engine.deletion_vectors.maintainer import drop_deleted
 from engine.errors import CorruptFile
@@ -111,8 +111,9 @@ class SplitReader:
         return [by_table_name[c] for c in self.physical_columns(columns, set(by_table_name))]
 
     def file_path(self, split: Split, meta: DataFileMeta) -> str:
-        """Return the file's external path if set, else its path in the split's bucket directory."""
-        return os.path.join(split.bucket_dir, meta.file_name) if meta.external_path is None else meta.external_path
+        """The file's local path (engine.data_paths.data_file_path: its external path if set, else its path in the
+        split's bucket directory)."""
+        return data_file_path(split.bucket_dir, meta)
 
     def iter_file(self, split: Split, meta: DataFileMeta, columns: list[str], batch_rows: int):
         """Like ``read_file`` (live rows only), but yields the file as normalized tables of at most ``batch_rows`` rows

@@ -7,6 +7,7 @@ keys and statistics. Files are created new (never overwritten); on error, files 
 """
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import time
@@ -18,6 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from engine.crash_points import crash_point
+from engine.data_paths import placer_for
 from engine.io.file_io import FileIO
 from engine.meta import binary_row
 from engine.meta.data_file import FILE_SOURCE_APPEND, DataFileMeta, SimpleStats
@@ -72,7 +74,7 @@ def write_sorted_run(io_: FileIO, bucket_dir: str, rows: pa.Table, schema: Table
     # In-memory size overestimates the compressed file, so files come out at or below the target size.
     bytes_per_row = max(1.0, rows.nbytes / n)
     rows_per_file = max(1, int(target / bytes_per_row))
-    io_.mkdirs(bucket_dir)
+    placer = placer_for(bucket_dir, schema)
     key_names = list(schema.trimmed_primary_keys)
     key_types = schema.types_of(key_names)
     value_names = list(schema.field_names)
@@ -84,14 +86,16 @@ def write_sorted_run(io_: FileIO, bucket_dir: str, rows: pa.Table, schema: Table
         for i, start in enumerate(range(0, n, rows_per_file)):
             part = rows.slice(start, rows_per_file)
             name = f"{prefix}{file_uuid}-{i}.parquet"
-            path = os.path.join(bucket_dir, name)
+            path, external = placer.place(name)
             data = _parquet_bytes(part, compression, zstd_level, dictionary)
             crash_point("write.before-data-file")
+            io_.mkdirs(os.path.dirname(path))
             io_.write_bytes(path, data)
             written.append(path)
             crash_point("write.after-data-file")
-            metas.append(_describe(name, len(data), part, key_names, key_types, value_names, value_types,
-                                   schema.id, level, file_source, stats_mode))
+            metas.append(dataclasses.replace(
+                _describe(name, len(data), part, key_names, key_types, value_names, value_types, schema.id, level,
+                          file_source, stats_mode), external_path=external))
     except BaseException:
         for p in written:
             io_.delete(p)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
+from engine.data_paths import data_file_path
 from engine.merge import order_words, sort_dedupe
 from engine.meta import binary_row
 from engine.meta.manifest import max_sequence_numbers
@@ -133,7 +134,7 @@ class TableWrite(WriterLifecycle):
             bc.discard()
         for buf in self._buffers.values():
             for f in buf.files + buf.changelog:
-                self.table.file_io.delete(f"{self.table.bucket_dir(buf.partition_values, buf.bucket)}/{f.file_name}")
+                self.table.file_io.delete(data_file_path(self.table.bucket_dir(buf.partition_values, buf.bucket), f))
             buf.files.clear()
             buf.changelog.clear()
             buf.chunks.clear()

@@ -17,15 +17,16 @@ from engine.dynamic_bucket.index_files import HASH_INDEX, read_index_manifest, w
 from engine.errors import CommitConflict
 
 
-def next_index_manifest(table, latest, messages, *, deletion_vectors: bool,
-                        overwritten=False) -> tuple[str | None, bool]:
+def next_index_manifest(table, latest, messages, *, deletion_vectors: bool, overwritten=False,
+                        dv_operation: str = "compaction") -> tuple[str | None, bool]:
     """The index manifest for a snapshot on top of ``latest`` publishing ``messages``: the latest one when nothing
     changes, else a new one written now (the bool says so). ``deletion_vectors`` selects which changes this
     snapshot carries: the messages' DV changes (COMPACT snapshot) or their HASH changes (APPEND and OVERWRITE
     snapshots). ``overwritten`` (OVERWRITE snapshots): the serialized partitions whose files the snapshot deletes
     (any container of them), None for the whole table; their DV records go with their files, and so do their HASH
     records unless the snapshot writes the partition's HASH index (Paimon's OverwriteChangesProvider deletes every
-    index entry of an overwritten partition: a partition dropped or overwritten with nothing keeps no index). Raises CommitConflict as the module docstring
+    index entry of an overwritten partition: a partition dropped or overwritten with nothing keeps no index). ``dv_operation`` names the operation that changed the vectors in conflict
+    messages (a compaction, or an append table's row-level change). Raises CommitConflict as the module docstring
     says."""
     current = latest.index_manifest if latest is not None else None
     if deletion_vectors:
@@ -45,7 +46,7 @@ def next_index_manifest(table, latest, messages, *, deletion_vectors: bool,
                                       and (r["_INDEX_TYPE"] == DV_INDEX
                                            or (r["_INDEX_TYPE"] == HASH_INDEX and r["_PARTITION"] not in written)))]
     if dv_changes:
-        new = _apply_dv_changes(table, new, dv_changes)
+        new = _apply_dv_changes(table, new, dv_changes, dv_operation)
     if hash_changes:
         new = _apply_hash_changes(table, new, hash_changes)
     if new == records:
@@ -66,19 +67,19 @@ def _apply_hash_changes(table, records: list[dict], messages) -> list[dict]:
             ] + adds
 
 
-def _apply_dv_changes(table, records: list[dict], messages) -> list[dict]:
+def _apply_dv_changes(table, records: list[dict], messages, operation: str) -> list[dict]:
     buckets = {}
     for m in messages:
         key = (m.partition, m.bucket)
         if key in buckets:
-            raise CommitConflict(table.name, f"two compactions of bucket {m.bucket} of partition "
+            raise CommitConflict(table.name, f"two changes ({operation}) of bucket {m.bucket} of partition "
                                              f"{m.partition_values} in one commit changed its deletion vectors")
         buckets[key] = m
         now = tuple(sorted(r["_FILE_NAME"] for r in records
                            if r["_INDEX_TYPE"] == DV_INDEX and (r["_PARTITION"], r["_BUCKET"]) == key))
         if now != tuple(sorted(m.dv_before)):
             raise CommitConflict(table.name, f"another commit changed the deletion vectors of bucket {m.bucket} of "
-                                             f"partition {m.partition_values} since this compaction started")
+                                             f"partition {m.partition_values} since this {operation} started")
     kept = [r for r in records if not (r["_INDEX_TYPE"] == DV_INDEX and (r["_PARTITION"], r["_BUCKET"]) in buckets)]
     return kept + [r for m in messages for r in m.dv_after]
 

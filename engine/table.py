@@ -121,8 +121,11 @@ class Table:
         return None, []
 
     # --- writing ------------------------------------------------------------------------------------
-    def new_write(self, *, commit_user: str | None = None, commit_identifier: int | None = None) -> TableWrite:
-        """A writer for many batches committed together (use as a context manager)."""
+    def new_write(self, *, commit_user: str | None = None, commit_identifier: int | None = None,
+                  overwrite: bool = False) -> TableWrite:
+        """A writer for many batches committed together (use as a context manager). ``overwrite=True``: its
+        messages are for ``commit_overwrite`` (a dynamic-bucket writer then starts the index of every partition it
+        writes empty, as Paimon's overwrite writer does, so its messages can only be committed by an overwrite)."""
         if self.schema.is_append_only:
             from engine.append.write import AppendWrite
             return AppendWrite(self, commit_user=commit_user, commit_identifier=commit_identifier)
@@ -131,7 +134,8 @@ class Table:
             return CrossPartitionWrite(self, commit_user=commit_user, commit_identifier=commit_identifier)
         if self.schema.table_options.bucket == -1:
             from engine.dynamic_bucket.write import DynamicBucketWrite
-            return DynamicBucketWrite(self, commit_user=commit_user, commit_identifier=commit_identifier)
+            return DynamicBucketWrite(self, commit_user=commit_user, commit_identifier=commit_identifier,
+                                      overwrite=overwrite)
         return TableWrite(self, commit_user=commit_user, commit_identifier=commit_identifier)
 
     def commit(self, messages: Sequence[CommitMessage], *, properties: dict | None = None) -> int | None:
@@ -142,6 +146,12 @@ class Table:
         snapshot, tag or changelog references are deleted (files an earlier commit published stay).
         """
         messages = list(messages)
+        fresh = next((m for m in messages if getattr(m, "index_fresh", False)), None)
+        if fresh is not None:  # its HASH index lacks the partition's other keys: only an overwrite may publish it
+            self._delete_uncommitted(messages)
+            raise InvalidInput(f"the messages of an overwrite writer (new_write(overwrite=True)) for partition "
+                               f"{tuple(fresh.partition_values)} can only be committed with commit_overwrite",
+                               table=self.name)
         try:
             sid = Committer(self).commit(messages, properties=properties)
         except (CommitConflict, CommitRetriesExhausted):
@@ -426,9 +436,19 @@ class Table:
         (Paimon's dynamic partition overwrite); or an iterable of partition-value tuples, when every message must
         write one of them (else InvalidInput, the messages' files are deleted and the table is unchanged). Same
         atomicity, exactly-once, cleanup and snapshot-expiration behaviour as ``commit``; returns the snapshot id.
+        A dynamic-bucket table's messages must come from ``new_write(overwrite=True)`` (else InvalidInput, files
+        deleted): the written partitions' HASH index then holds only the keys written.
         """
+        from engine.dynamic_bucket.write import DynamicBucketCommitMessage
         from engine.meta import binary_row
         messages = list(messages)
+        stale = next((m for m in messages if isinstance(m, DynamicBucketCommitMessage) and not m.index_fresh), None)
+        if stale is not None:  # Paimon's overwrite writer starts the index fresh (SimpleHashBucketAssigner)
+            self._delete_uncommitted(messages)
+            raise InvalidInput(f"dynamic-bucket table: the messages for partition {tuple(stale.partition_values)} "
+                               "come from a writer that kept the partition's old key index (its HASH index would "
+                               "still hold the replaced keys); write the overwrite with new_write(overwrite=True)",
+                               table=self.name)
         if partitions == "dynamic":
             parts = {m.partition for m in messages}
         elif partitions is None:

@@ -254,6 +254,24 @@ def test_concurrent_deletes_of_one_bucket_conflict_in_dv_mode(catalog, monkeypat
     assert not t.check().orphan_files
 
 
+@pytest.mark.parametrize("op", ["delete", "update"])
+def test_dv_index_conflict_of_a_row_level_change_names_the_operation(catalog, monkeypatch, op):
+    """A concurrent delete marks a row of another file of the bucket: the marked file's vector is unchanged, but
+    the bucket's DV index file is not the base's any more. The conflict names the row-level change (before, it
+    said "since this compaction started")."""
+    t = make(catalog, "unaware", True)
+    _concurrently(monkeypatch, lambda: (monkeypatch.undo(), t.delete_where([("id", "=", 15)])))
+    with pytest.raises(CommitConflict, match="deletion vectors of bucket 0") as e:
+        if op == "delete":
+            t.delete_where([("id", "=", 2)])
+        else:
+            t.update_where({"v": "x"}, [("id", "=", 2)])
+    assert "row-level DELETE / UPDATE / MERGE started" in str(e.value)
+    assert "compaction" not in str(e.value)
+    assert sorted(r["id"] for r in t.read().to_pylist()) == [i for i in range(30) if i != 15]
+    assert not t.check().orphan_files
+
+
 def test_compaction_conflicts_with_a_concurrent_dv_delete(catalog, monkeypatch):
     t = make(catalog, "unaware", True)
     import engine.append.compact as compact_mod

@@ -84,7 +84,8 @@ class RowLevelCommitter(Committer):
         return moved + [e for e in entries if e.kind == ADD and e.file.file_name in self.rewrites], written
 
     def _next_index_manifest(self, latest, kind):
-        return next_index_manifest(self.table, latest, self._messages, deletion_vectors=True)
+        return next_index_manifest(self.table, latest, self._messages, deletion_vectors=True,
+                                   dv_operation="row-level DELETE / UPDATE / MERGE")
 
     def _index_records(self, commit_kind: str) -> list[dict]:
         return [r for m in self._messages for r in m.dv_after]

@@ -9,6 +9,10 @@ Contract:
   written partitions since the base snapshot: two writers could otherwise place one key in two buckets.
 - Refuses (UnsupportedFeature) a partition holding data files in a bucket without HASH index (written by a writer
   that kept no index): assignments could not be known.
+- ``overwrite=True`` (the messages go to Table.commit_overwrite): every partition's index starts empty, as Paimon's
+  overwrite writer assigns with a SimpleHashBucketAssigner and restores no previous files, so the HASH index it
+  writes holds only the keys it writes (buckets fill from 0 again; a replaced key written later is a new key). Its
+  messages are marked ``index_fresh``; the committer replaces the partition's whole HASH index with them.
 """
 from __future__ import annotations
 
@@ -39,17 +43,20 @@ from engine.write.table_write import TableWrite
 @dataclass(frozen=True)
 class DynamicBucketCommitMessage(CommitMessage):
     """A CommitMessage that also carries the bucket's new HASH index record and the partition's HASH index
-    files (bucket, file name) as the writer saw them (for conflict detection)."""
+    files (bucket, file name) as the writer saw them (for conflict detection); ``index_fresh``: written by an
+    overwrite writer, whose index of the partition started empty."""
     index_records: tuple = ()
     index_base: tuple = ()
     index_paths: tuple = ()
+    index_fresh: bool = False
 
 
 class DynamicBucketWrite(TableWrite):
     """Writer for dynamic-bucket (bucket = -1) tables: assigns buckets by key hash and writes hash index files
     with the data."""
-    def __init__(self, table, **kw):
+    def __init__(self, table, *, overwrite: bool = False, **kw):
         super().__init__(table, **kw)
+        self.overwrite = overwrite
         opts = self.options
         self.target_rows = opts.get(DYNAMIC_BUCKET_TARGET_ROW_NUM)
         self.num_assigners = opts.get(DYNAMIC_BUCKET_INITIAL_BUCKETS) or 1
@@ -79,6 +86,11 @@ class DynamicBucketWrite(TableWrite):
             return idx
         if self._max_seq is None:
             self._load_base()  # fixes the base snapshot before its index manifest is read
+        if self.overwrite:
+            idx = PartitionIndex(binary_row.hash_code(partition[4:]), np.zeros(0, np.int32), np.zeros(0, np.int32),
+                                 {}, self.target_rows, self.num_assigners, self.max_buckets)
+            self._indexes[partition] = idx
+            return idx
         records = [r for r in self._base_records() if r["_PARTITION"] == partition]
         with_index = {r["_BUCKET"] for r in records}
         missing = sorted(b for (p, b) in self._max_seq if p == partition and b not in with_index)
@@ -116,12 +128,12 @@ class DynamicBucketWrite(TableWrite):
         out = []
         for m in messages:
             key = (m.partition, m.bucket)
-            base = tuple(sorted((r["_BUCKET"], r["_FILE_NAME"]) for r in self._base_records()
-                                if r["_PARTITION"] == m.partition))
+            base = () if self.overwrite else tuple(sorted((r["_BUCKET"], r["_FILE_NAME"]) for r in self._base_records()
+                                                          if r["_PARTITION"] == m.partition))
             out.append(DynamicBucketCommitMessage(
                 **{f.name: getattr(m, f.name) for f in fields(CommitMessage)},
                 index_records=(records[key],) if key in records else (), index_base=base,
-                index_paths=(paths[key],) if key in paths else ()))
+                index_paths=(paths[key],) if key in paths else (), index_fresh=self.overwrite))
         return out
 
     def abort(self) -> None:

@@ -111,3 +111,40 @@ def test_lakemerge_reads_pypaimon_dynamic_bucket_table(tmp_path):
     assert as_rows(t.read()) == model(BATCHES)
     assert t.lookup(pa.table({"dt": ["a", "a"], "id": [3, 25]})).column("v").to_pylist() == ["w2-3", "w3-25"]
     assert as_rows(t.read(filter=[("id", "=", 12)])) == [("a", 12, "w2-12")]
+
+
+def test_after_a_lakemerge_overwrite_pypaimon_reads_it_and_continues_on_its_fresh_index(tmp_path):
+    """lakemerge's overwrite writer indexes only the keys it writes: pypaimon reads the overwritten table, and a
+    pypaimon write afterwards (which assigns through the HASH index) places keys exactly as lakemerge does: replaced
+    keys are new keys filling the overwrite's buckets, kept keys stay in theirs."""
+    from engine import Catalog
+    from tests.test_dynamic_bucket import key_buckets
+
+    first = [("a", list(range(10)), "w0-"), ("b", [1, 2, 3], "w1-")]
+    later = ("a", [0, 1, 7, 40], "w3-")  # 0, 1: replaced by the overwrite; 7: kept; 40: new
+    placements = []
+    for continue_with in ("lakemerge", "pypaimon"):
+        wh = str(tmp_path / continue_with)
+        cat = Catalog(wh)
+        cat.create_database("db")
+        t = cat.create_table("db.d", SCHEMA, ["dt", "id"], ["dt"], options=OPTIONS)
+        for b in first:
+            t.write(rows(*b))
+        with t.new_write(overwrite=True) as w:
+            w.write(rows("a", [7, 8, 9, 30, 31], "o-"))
+            t.commit_overwrite(w.prepare_commit(), "dynamic")
+        expected = model([("a", [7, 8, 9, 30, 31], "o-"), first[1]])
+        assert as_rows(pp_read(pp_get_table(wh, "db.d"), sort_by=["dt", "id"])) == expected
+        if continue_with == "pypaimon":
+            pp_write(pp_get_table(wh, "db.d"), rows(*later), SCHEMA)
+        else:
+            t.write(rows(*later))
+        expected = model([("a", [7, 8, 9, 30, 31], "o-"), first[1], later])
+        t = Catalog(wh).get_table("db.d")
+        assert as_rows(t.read()) == expected
+        assert as_rows(pp_read(pp_get_table(wh, "db.d"), sort_by=["dt", "id"])) == expected
+        placements.append(key_buckets(t))
+    assert placements[0] == placements[1]
+    # target 4: the overwrite filled bucket 0 with 7, 8, 9, 30 and opened bucket 1 for 31; later keys join 31
+    assert {k: v for k, v in placements[0].items() if k[0] == "a"} == {
+        ("a", 7): 0, ("a", 8): 0, ("a", 9): 0, ("a", 30): 0, ("a", 31): 1, ("a", 0): 1, ("a", 1): 1, ("a", 40): 1}

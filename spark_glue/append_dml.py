@@ -32,6 +32,7 @@ from engine.append.row_level import (
     FileChange,
     change_bucket,
     commit_changes,
+    discard_changes,
     drop_partitions,
 )
 from engine.data_paths import data_file_path
@@ -110,11 +111,7 @@ class AppendDmlJob:
                                                  commit_user=self.commit_user, appender=appender))
             appended = appender.prepare_commit() if appender is not None else []
         except BaseException:
-            if appender is not None:
-                appender.abort()
-            for c in changes:
-                for p in c.written:
-                    table.file_io.delete(p)
+            discard_changes(table, changes, appender)
             raise
         finally:
             if appender is not None:

@@ -205,6 +205,16 @@ def _stays(table, split: Split, rows: pa.Table) -> np.ndarray:
 
 
 # --- commit ------------------------------------------------------------------------------------------
+def discard_changes(table, changes: list[BucketChange], appender=None) -> None:
+    """Undo uncommitted work after a failure: abort ``appender`` (the rows UPDATE/MERGE append) and delete the files
+    ``changes`` wrote (rewritten data files, deletion-vector index files)."""
+    if appender is not None:
+        appender.abort()
+    for c in changes:
+        for path in c.written:
+            table.file_io.delete(path)
+
+
 def commit_changes(table, base, changes: list[BucketChange], commit_user: str, appended=()) -> int | None:
     """Publish bucket changes (and the appender's messages ``appended``) as one snapshot
     (engine.commit.row_level); its id, or None when nothing changed. If the commit fails for sure, every file the
@@ -337,11 +347,7 @@ def _change(table, snap, dnf, assignments) -> int | None:
                                              appender=appender))
         appended = appender.prepare_commit() if appender is not None else []
     except BaseException:
-        if appender is not None:
-            appender.abort()
-        for c in results:
-            for path in c.written:
-                table.file_io.delete(path)
+        discard_changes(table, results, appender)
         raise
     finally:
         if appender is not None:

@@ -249,9 +249,10 @@ class Table:
         if unknown:
             raise InvalidInput(f"unknown column(s) {unknown}", table=self.name, column=unknown[0])
         dnf = pred.normalize(filter, self.arrow_schema, self.name)
+        from engine.postpone import real_bucket_splits
         from engine.read.split_read import batch_splits, with_schema
         planned = self.scan().plan(snap, dnf, exclude=exclude)
-        splits = planned if every_level else batch_splits(planned, self.schema)
+        splits = real_bucket_splits(planned) if every_level else batch_splits(planned, self.schema)
         read_cols = list(dict.fromkeys(out_cols + sorted(pred.columns_of(dnf))))
         reader = SplitReader(self.file_io, self.schema, self.schema_manager.schema)
         parts = self._map(lambda sp: reader.read(sp, read_cols), splits)

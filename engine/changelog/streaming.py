@@ -48,6 +48,7 @@ from engine.changelog.reading import check_columns, output_schema, snapshot_chan
 from engine.changelog import retention
 from engine.changelog.retention import changes_snapshot, earliest_change_id
 from engine.errors import InvalidInput, SnapshotNotFound
+from engine.merge import VALUE_KIND
 from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER, COMMIT_KIND_COMPACT, Snapshot
 from engine.options import (
     CHANGELOG_PRODUCER,
@@ -55,6 +56,7 @@ from engine.options import (
     FULL_COMPACTION_DELTA_COMMITS,
     INCREMENTAL_BETWEEN_TAG_TO_SNAPSHOT,
 )
+from engine.postpone import POSTPONE_BUCKET
 from engine.read.split_read import SplitReader
 
 MODES = ("latest-full", "latest", "from-snapshot", "from-snapshot-full", "from-timestamp", "compacted-full",
@@ -90,6 +92,8 @@ def full_read_split(table, split, columns: list[str], reader: SplitReader | None
     """``full_read`` of one split (a scale-out reader's unit); None when the producer selects none of its files."""
     producer = table.schema.table_options.get(CHANGELOG_PRODUCER)
     files = split.files
+    if split.bucket == POSTPONE_BUCKET:  # Paimon's DataTableStreamScan: read only without a changelog producer
+        return _postponed_rows(table, split, columns, reader) if producer == "none" else None
     if producer == "lookup":
         files = tuple(f for f in files if f.level > 0)
     elif producer == "full-compaction":
@@ -103,6 +107,20 @@ def full_read_split(table, split, columns: list[str], reader: SplitReader | None
     rows = reader.read(dataclasses.replace(split, files=files), columns)
     kinds = pa.array(["+I"] * rows.num_rows, pa.string())
     return pa.Table.from_arrays(rows.cast(pa.schema(list(schema)[:-1])).columns + [kinds], schema=schema)
+
+
+def _postponed_rows(table, split, columns: list[str], reader: SplitReader | None) -> pa.Table:
+    """The postpone bucket's records as stored, each with its own row kind (Paimon reads the postpone bucket without
+    merging: MergeFileSplitRead's no-merge reader), files in sequence order."""
+    schema = output_schema(table, columns)
+    reader = reader or SplitReader(table.file_io, table.schema, table.schema_manager.schema)
+    parts = []
+    for f in sorted(split.files, key=lambda f: (f.min_sequence_number, f.file_name)):
+        rows = reader.read_file(split, f, columns)
+        kinds = row_kind_text(rows.column(VALUE_KIND).to_numpy())
+        parts.append(pa.Table.from_arrays(rows.select(columns).cast(pa.schema(list(schema)[:-1])).columns + [kinds],
+                                          schema=schema))
+    return pa.concat_tables(parts) if parts else schema.empty_table()
 
 
 def _resolve(table, ref) -> int:

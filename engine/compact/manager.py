@@ -187,7 +187,10 @@ def compaction_splits(table, partitions=None):
     snapshot = table.snapshot_manager.latest()
     if snapshot is None:
         return None, []
-    return snapshot, [sp for sp in table.scan().plan(snapshot)
+    from engine.postpone import real_bucket_splits
+
+    # postponed files move to real buckets by engine.postpone.compact only
+    return snapshot, [sp for sp in real_bucket_splits(table.scan().plan(snapshot))
                       if partition_matches(schema, sp.partition_values, partitions)]
 
 

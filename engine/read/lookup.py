@@ -43,9 +43,11 @@ def lookup_rows(table, keys, snapshot, columns=None, *, exclude: frozenset[str] 
     key_names = list(schema.trimmed_primary_keys)
     key_types = schema.types_of(key_names)
     part_types = schema.types_of(schema.partition_keys)
+    from engine.postpone import real_bucket_splits
     from engine.read.split_read import batch_splits
     planned = table.scan().plan(snapshot, exclude=exclude)
-    splits = {(sp.partition, sp.bucket): sp for sp in (planned if every_level else batch_splits(planned, schema))}
+    splits = {(sp.partition, sp.bucket): sp
+              for sp in (real_bucket_splits(planned) if every_level else batch_splits(planned, schema))}
     totals = {partition: sp.total_buckets for (partition, _), sp in splits.items()}
     reader = SplitReader(table.file_io, schema, table.schema_manager.schema)
     # Without sequence.field the newest run holding a key decides, so later (older) runs need not be searched.

@@ -271,8 +271,10 @@ def batch_view(split: Split, schema: TableSchema) -> Split:
 
 
 def batch_splits(splits, schema: TableSchema) -> list[Split]:
-    """``batch_view`` of each split, without the splits it leaves empty."""
-    views = [batch_view(sp, schema) for sp in splits]
+    """``batch_view`` of each split, without the splits it leaves empty and without the postpone bucket's (a batch
+    read of a ``bucket = -2`` table sees only real buckets, as Paimon's; engine.postpone)."""
+    from engine.postpone import real_bucket_splits
+    views = [batch_view(sp, schema) for sp in real_bucket_splits(splits)]
     return [sp for sp in views if sp.files]
 
 

@@ -328,3 +328,19 @@ def check_file_metadata(pp_table, snapshot_id: int | None = None, check_delete_c
                 assert b == split.bucket, f"{where}: row {i} belongs in bucket {b}"
             n += 1
     return n
+
+
+def pp_write_fixed_bucket(table, data, schema: pa.Schema | None = None) -> int:
+    """Write with pypaimon's postpone fixed-bucket builder (rows go to real buckets of a ``bucket = -2`` table) in
+    ONE commit; return the snapshot id."""
+    data = _as_arrow(data, schema if schema is not None else pp_arrow_schema(table))
+    wb = table.new_postpone_fixed_bucket_write_builder()
+    write = wb.new_write()
+    commit = wb.new_commit()
+    try:
+        write.write_arrow(data)
+        commit.commit(write.prepare_commit())
+    finally:
+        write.close()
+        commit.close()
+    return pp_latest_snapshot_id(table)

@@ -110,7 +110,8 @@ class Catalog:
             from engine.append.write import require_append_writable
             require_append_writable(table_schema, identifier)
         else:  # errors name the table
-            TableOptions(table_schema.options, table=identifier).require_writable(allow_dynamic_bucket=True)
+            TableOptions(table_schema.options, table=identifier).require_writable(allow_dynamic_bucket=True,
+                                                                                  allow_postpone_bucket=True)
         table_schema.table_options.warn_unknown()
         root = self.table_path(identifier)
         paths = TablePaths(root)

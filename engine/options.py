@@ -91,7 +91,7 @@ def _opt(key: str, parse: Callable[[str], Any], default: Any, doc: str) -> str:
     return key
 
 
-BUCKET = _opt("bucket", parse_int, -1, "fixed bucket count (> 0); -1 dynamic, -2 postpone (read only here)")
+BUCKET = _opt("bucket", parse_int, -1, "fixed bucket count (> 0); -1 dynamic, -2 postpone")
 BUCKET_KEY = _opt("bucket-key", _field_list, (), "bucket key fields; default: primary key minus partition keys")
 MERGE_ENGINE = _opt("merge-engine", _enum("deduplicate", "partial-update", "aggregation", "first-row"),
                     "deduplicate", "how records of one key are merged")
@@ -190,6 +190,19 @@ DYNAMIC_BUCKET_INITIAL_BUCKETS = _opt("dynamic-bucket.initial-buckets", parse_in
                                       "dynamic bucket mode: initial buckets of a partition (assigner count)")
 DYNAMIC_BUCKET_MAX_BUCKETS = _opt("dynamic-bucket.max-buckets", parse_int, -1,
                                   "dynamic bucket mode: most buckets of a partition (-1: unlimited)")
+POSTPONE_BATCH_WRITE_FIXED_BUCKET = _opt(
+    "postpone.batch-write-fixed-bucket", parse_bool, True,
+    "postpone bucket mode: batch writes go to the partition's real buckets (else to bucket-postpone)")
+POSTPONE_DEFAULT_BUCKET_NUM = _opt("postpone.default-bucket-num", parse_int, None,
+                                   "postpone bucket mode: bucket count of a partition getting real buckets first")
+POSTPONE_TARGET_ROW_NUM_PER_BUCKET = _opt("postpone.target-row-num-per-bucket", parse_int, None,
+                                          "postpone bucket mode: rows per bucket when a bucket count is estimated")
+POSTPONE_TARGET_SIZE_PER_BUCKET = _opt("postpone.target-size-per-bucket", parse_memory_size, 1 << 30,
+                                       "postpone bucket mode: bytes per bucket when a bucket count is estimated")
+POSTPONE_MAX_PARALLELISM = _opt("postpone.batch-write-fixed-bucket.max-parallelism", parse_int, 2048,
+                                "postpone bucket mode: most buckets an estimate gives a partition")
+POSTPONE_MERGE_ON_READ = _opt("postpone.merge-on-read", parse_bool, False,
+                              "postpone bucket mode: batch reads merge postponed records (not supported here)")
 CROSS_PARTITION_INDEX_TTL = _opt("cross-partition-upsert.index-ttl", parse_duration_ms, None,
                                  "cross-partition upsert: only keys of files newer than this are indexed")
 ADD_COLUMN_BEFORE_PARTITION = _opt("add-column-before-partition", parse_bool, False,
@@ -280,6 +293,7 @@ KNOWN_PAIMON_KEYS = frozenset({
     "write-buffer-spillable", "sort-spill-buffer-size", "file-index.read.enabled", "bucket-function.type",
     "sequence.snapshot-ordering", "partial-update.ignore-delete", "first-row.ignore-delete",
     "deduplicate.ignore-delete", "fields.default-aggregate-function",
+    "postpone.batch-write-fixed-bucket.rescale-load-factor",
 })
 _PER_FIELD = re.compile(r"^fields\.[^.]+\.[a-z0-9.-]+$")
 
@@ -357,6 +371,9 @@ class TableOptions:
         by a tool that skips them, such as pypaimon, still opens). Raises InvalidOption naming the option."""
         self._check_retention(SNAPSHOT_NUM_RETAINED_MIN, SNAPSHOT_NUM_RETAINED_MAX)
         self._check_retention(CHANGELOG_NUM_RETAINED_MIN, CHANGELOG_NUM_RETAINED_MAX)
+        if self.bucket == -2 and not has_primary_key:  # Paimon's SchemaValidation.validateBucket
+            raise InvalidOption(BUCKET, self.raw.get(BUCKET), "postpone bucket mode (-2) needs a primary key; an "
+                                "append table takes a positive bucket count or -1", table=self.table)
         self._check_deletion_vectors()
         self.check_streaming_read_overwrite(has_primary_key=has_primary_key)
 
@@ -402,11 +419,13 @@ class TableOptions:
             raise InvalidOption(key, self.raw.get(key), f"{min_key} ({lo}) should not be larger than {max_key} "
                                 f"({hi})", table=self.table)
 
-    def require_writable(self, *, allow_dynamic_bucket: bool = False) -> None:
+    def require_writable(self, *, allow_dynamic_bucket: bool = False, allow_postpone_bucket: bool = False) -> None:
         """Raise UnsupportedFeature for valid Paimon settings this version cannot write (``bucket=-1`` is
-        writable when ``allow_dynamic_bucket``: engine.dynamic_bucket)."""
+        writable when ``allow_dynamic_bucket``: engine.dynamic_bucket; ``bucket=-2`` when ``allow_postpone_bucket``:
+        engine.postpone)."""
         where = f"table {self.table!r}: "
-        if self.bucket <= 0 and not (allow_dynamic_bucket and self.bucket == -1):
+        if self.bucket <= 0 and not (allow_dynamic_bucket and self.bucket == -1) \
+                and not (allow_postpone_bucket and self.bucket == -2):
             raise UnsupportedFeature(
                 where + f"bucket={self.bucket} (dynamic/postpone bucket mode) cannot be written by lakemerge yet; "
                 "create the table with a fixed bucket count, e.g. options={'bucket': '4'}")

@@ -132,6 +132,9 @@ class Table:
         if self.schema.table_options.bucket == -1 and self.schema.cross_partition_update:
             from engine.dynamic_bucket.cross_partition import CrossPartitionWrite
             return CrossPartitionWrite(self, commit_user=commit_user, commit_identifier=commit_identifier)
+        if self.schema.table_options.bucket == -2:
+            from engine.postpone.write import new_postpone_write
+            return new_postpone_write(self, commit_user=commit_user, commit_identifier=commit_identifier)
         if self.schema.table_options.bucket == -1:
             from engine.dynamic_bucket.write import DynamicBucketWrite
             return DynamicBucketWrite(self, commit_user=commit_user, commit_identifier=commit_identifier,
@@ -249,8 +252,9 @@ class Table:
         if unknown:
             raise InvalidInput(f"unknown column(s) {unknown}", table=self.name, column=unknown[0])
         dnf = pred.normalize(filter, self.arrow_schema, self.name)
-        from engine.postpone import real_bucket_splits
+        from engine.postpone import real_bucket_splits, require_batch_readable
         from engine.read.split_read import batch_splits, with_schema
+        require_batch_readable(self.schema, self.name)
         planned = self.scan().plan(snap, dnf, exclude=exclude)
         splits = real_bucket_splits(planned) if every_level else batch_splits(planned, self.schema)
         read_cols = list(dict.fromkeys(out_cols + sorted(pred.columns_of(dnf))))
@@ -324,6 +328,12 @@ class Table:
         if self.schema.is_append_only:  # append tables: small-file compaction (engine.append.compact)
             from engine.append.compact import compact_append
             sid = compact_append(self, full=full, partitions=partitions, progress=progress)
+            if sid is not None:
+                self._expire_after_commit()
+            return sid
+        if self.schema.table_options.bucket == -2:  # postponed files move into real buckets (engine.postpone)
+            from engine.postpone.compact import compact_postpone_table
+            sid = compact_postpone_table(self, full=full, partitions=partitions, progress=progress)
             if sid is not None:
                 self._expire_after_commit()
             return sid

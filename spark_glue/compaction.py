@@ -80,6 +80,8 @@ class CompactionJob:
         """Plan, compact in Spark tasks, commit one COMPACT snapshot; its id, or None if nothing needed work."""
         from engine.compact.manager import compaction_splits
         table = open_table(self.path)
+        if table.schema.table_options.bucket == -2:  # postponed files move into real buckets on the driver
+            return table.compact(full=self.full, partitions=self.partitions)
         snapshot, splits = compaction_splits(table, self.partitions)
         if not splits:
             return None
@@ -119,7 +121,8 @@ def compact(spark, path: str, full: bool = False, partitions=None, *, tasks: int
 
     ``full=True`` rewrites every bucket into one run at the top level; otherwise each bucket runs what universal
     compaction picks (as ``Table.compact``). ``partitions``: a dict or list of dicts of partition column -> value.
-    ``tasks``: Spark tasks (default two per core; never more than buckets). A failed or retried task leaves no
+    ``tasks``: Spark tasks (default two per core; never more than buckets). A postpone table (``bucket = -2``) is
+    compacted by ``Table.compact`` on the driver (engine.postpone.compact). A failed or retried task leaves no
     files behind; a failed job or a conflicting concurrent commit raises with the table unchanged.
     Raises InvalidInput for a bad partition spec, CommitConflict.
     """

@@ -50,6 +50,7 @@ from engine.meta.manifest import (ADD, DELETE, ManifestEntry, ManifestFileMeta, 
 from engine.meta.snapshot import (BATCH_COMMIT_IDENTIFIER, COMMIT_KIND_APPEND, COMMIT_KIND_COMPACT,
                                   COMMIT_KIND_OVERWRITE, Snapshot)
 from engine.options import COMMIT_MAX_RETRIES, COMMIT_MAX_RETRY_WAIT, COMMIT_MIN_RETRY_WAIT
+from engine.postpone import POSTPONE_BUCKET
 from engine.write.commit_message import CommitMessage
 
 WRITER_VERSION = "lakemerge-0.1.0"
@@ -61,11 +62,12 @@ class Committer:
     def __init__(self, table):
         self.table = table
         self._messages: Sequence[CommitMessage] = ()
+        self._strict_after: int | None = None
         self._overwritten = None  # an OVERWRITE's partitions (None: every partition)
 
     # --- public -------------------------------------------------------------------------------------
     def commit(self, messages: Sequence[CommitMessage], *, commit_kind: str = COMMIT_KIND_APPEND,
-               properties: dict | None = None) -> int | None:
+               properties: dict | None = None, strict_after: int | None = None) -> int | None:
         """Publish the messages and return the id of the last snapshot published.
 
         New files become one APPEND snapshot; compaction changes (``compact_before``/``compact_after``) become a
@@ -73,11 +75,15 @@ class Committer:
         latest snapshot id (None for an empty table). If the COMPACT snapshot cannot land, the files compaction wrote
         are deleted; the error is raised when the messages held only compaction changes, otherwise the APPEND
         snapshot's id is returned (the data is committed, only the compaction was lost).
+        ``strict_after``: a snapshot id; the commit is refused (CommitConflict) if a later snapshot added or removed
+        real-bucket files of a partition the messages change (Paimon's commit.strict-mode.last-safe-snapshot, here
+        also for APPENDs, whose sequence numbers would tie with the messages'; postponed files may come and go).
         Raises CommitConflict, CommitRetriesExhausted, CommitOutcomeUnknown.
         """
         t = self.table
         messages = list(messages)
         self._messages = messages
+        self._strict_after = strict_after
         appends = self._entries(messages)
         compacts = [ManifestEntry(DELETE, m.partition, m.bucket, m.total_buckets, f)
                     for m in messages for f in m.compact_before]
@@ -344,7 +350,29 @@ class Committer:
         successor = self.table.snapshot_manager.snapshot(sid + 1)
         return added <= {e.identifier for e in self.table.manifests.base_entries(successor)}
 
+    def _check_strict(self, entries: list[ManifestEntry], latest: Snapshot | None) -> None:
+        """``strict_after`` of ``commit``: raise CommitConflict when a snapshot after it changed real-bucket files of
+        a partition ``entries`` change (an expired one counts as a change)."""
+        if self._strict_after is None or latest is None or latest.id <= self._strict_after:
+            return
+        changed = {e.partition for e in entries}
+        sm, manifests = self.table.snapshot_manager, self.table.manifests
+        for sid in range(self._strict_after + 1, latest.id + 1):
+            try:
+                snap = sm.snapshot(sid)
+                delta = [e for meta in manifests.manifest_list(snap.delta_manifest_list)
+                         for e in manifests.manifest(meta.file_name)]
+            except (CorruptFile, SnapshotNotFound):
+                raise CommitConflict(self.table.name, f"snapshot {sid}, committed since this commit's base "
+                                     f"snapshot {self._strict_after}, cannot be read to rule out a conflict") from None
+            hit = next((e for e in delta if e.bucket != POSTPONE_BUCKET and e.partition in changed), None)
+            if hit is not None:
+                raise CommitConflict(self.table.name, f"snapshot {sid} ({snap.commit_kind}), committed since this "
+                                     f"commit's base snapshot {self._strict_after}, changed bucket {hit.bucket} of "
+                                     f"partition {self.table.scan().partition_values(hit.partition)}")
+
     def _check_conflicts(self, entries: list[ManifestEntry], latest: Snapshot | None) -> None:
+        self._check_strict(entries, latest)
         if any(e.kind == DELETE for e in entries):
             live = [] if latest is None else self.table.manifests.live_entries(latest)
             check_file_changes(self.table, live, entries)
@@ -356,12 +384,15 @@ class Committer:
             live = set()
             for e in self.table.manifests.live_entries(latest):
                 if e.partition in changed:
-                    totals.setdefault(e.partition, e.total_buckets)
+                    if e.bucket != POSTPONE_BUCKET:
+                        totals.setdefault(e.partition, e.total_buckets)
                     live.add(e.identifier)
             for e in entries:
                 if e.kind == ADD and e.identifier in live:
                     raise CommitConflict(self.table.name, f"file {e.file.file_name} is already in the table")
         for e in entries:
+            if e.bucket == POSTPONE_BUCKET:  # postponed files record -2; the real buckets keep their count
+                continue
             expected = totals.setdefault(e.partition, e.total_buckets)
             if expected != e.total_buckets:
                 raise CommitConflict(
@@ -569,6 +600,6 @@ class Committer:
         """New files of one partition must agree on the bucket count (old files of it are all replaced)."""
         totals: dict[bytes, int] = {}
         for e in adds:
-            if totals.setdefault(e.partition, e.total_buckets) != e.total_buckets:
+            if e.bucket != POSTPONE_BUCKET and totals.setdefault(e.partition, e.total_buckets) != e.total_buckets:
                 raise CommitConflict(self.table.name, "files of one partition were written with different "
                                      "bucket counts")

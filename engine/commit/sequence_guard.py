@@ -27,11 +27,14 @@ from engine.errors import CommitConflict, UnsupportedFeature
 from engine.meta.data_file import FILE_SOURCE_APPEND
 from engine.meta.manifest import ADD, ManifestEntry
 from engine.options import DATA_FILE_PREFIX, FILE_COMPRESSION, ZSTD_LEVEL
+from engine.postpone import POSTPONE_BUCKET
 from engine.schema import SEQUENCE_NUMBER
 
 
 def _is_new_append(e: ManifestEntry) -> bool:
-    return e.kind == ADD and e.file.level == 0 and e.file.file_source in (None, FILE_SOURCE_APPEND)
+    """A new level-0 file of a real bucket (postponed files are never merged by sequence number: engine.postpone)."""
+    return e.kind == ADD and e.file.level == 0 and e.file.file_source in (None, FILE_SOURCE_APPEND) \
+        and e.bucket != POSTPONE_BUCKET
 
 
 def rebase_sequences(table, entries: list[ManifestEntry], latest, base_id: int | None = None

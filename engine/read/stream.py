@@ -31,6 +31,8 @@ def batch_reader(table, snapshot_id: int | None = None, columns: Sequence[str] |
     if batch_size is not None and batch_size < 1:
         raise InvalidInput(f"batch_size must be positive, got {batch_size}", table=table.name)
     dnf = pred.normalize(filter, table.arrow_schema, table.name)
+    from engine.postpone import require_batch_readable
+    require_batch_readable(table.schema, table.name)
     splits = batch_splits(table.scan().plan(table.snapshot(snapshot_id), dnf), table.schema)
     read_cols = list(dict.fromkeys(out_cols + sorted(pred.columns_of(dnf))))
     read_schema = pa.schema([table.arrow_schema.field(c) for c in read_cols])

@@ -107,7 +107,7 @@ class TableWrite(WriterLifecycle):
             bc = self._compactions.get((b.partition, b.bucket))
             before, after = bc.changes() if bc is not None else ((), ())
             dv_before, dv_after = bc.vector_changes() if bc is not None else (None, ())
-            messages.append(CommitMessage(b.partition, b.partition_values, b.bucket, self.num_buckets,
+            messages.append(CommitMessage(b.partition, b.partition_values, b.bucket, self._total_buckets(b.partition),
                                           tuple(b.files), self.commit_user, self.commit_identifier,
                                           None if self.base_snapshot is None else self.base_snapshot.id,
                                           self.schema.id, compact_before=before, compact_after=after,
@@ -193,9 +193,14 @@ class TableWrite(WriterLifecycle):
         for e in entries:
             self._base_files.setdefault((e.partition, e.bucket), []).append(e.file)
 
+    def _total_buckets(self, partition: bytes) -> int:
+        """The bucket count recorded (totalBuckets) for the partition's files: the table's ``bucket``; postpone
+        bucket mode (engine.postpone.write) keeps one per partition."""
+        return self.num_buckets
+
     def _bucket_ids(self, partition: bytes, key_cols) -> np.ndarray:
-        """Bucket of each row from its bucket-key columns: Paimon's fixed-bucket hash. Dynamic bucket mode
-        (engine.dynamic_bucket.write) overrides this."""
+        """Bucket of each row from its bucket-key columns: Paimon's fixed-bucket hash. Dynamic and postpone bucket
+        modes (engine.dynamic_bucket.write, engine.postpone.write) override this."""
         from kernels.hashing import bucket_ids
         return bucket_ids(key_cols, self.num_buckets)
 

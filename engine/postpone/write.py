@@ -1,0 +1,149 @@
+"""Writers of postpone bucket tables (``bucket = -2``).
+
+``FixedBucketPostponeWrite`` (``postpone.batch-write-fixed-bucket = true``, Paimon's default for batch writes): the
+fixed-bucket TableWrite with one bucket count per partition -- the count the partition's real-bucket files record,
+else one decided for it (engine.postpone.buckets) from the rows this writer gives it. Until every partition of the
+input has a count, input is held back in arrival order (at most ``write-buffer-size`` bytes; past that the counts
+are decided from what was seen), so sequence numbers still follow input order. Rows are then merged, compacted and
+turn into changelog exactly as in a fixed-bucket table, and each message records its partition's count.
+
+``PostponedWrite`` (``postpone.batch-write-fixed-bucket = false``; what Paimon's streaming writers always do): every
+record goes, unmerged and in arrival order, to its partition's ``bucket-postpone`` directory (bucket and
+totalBuckets -2, level 0, value statistics off, file names ``<data-file.prefix>-u-<commit user>-s-<writer id>-w-``
++ uuid, as PostponeBucketFileStoreWrite names them so a compaction can keep one writer's files in order). Nothing is
+compacted and no changelog is written (PostponeBucketWriter); engine.postpone.compact moves the records into real
+buckets later.
+"""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pyarrow as pa
+
+from engine.meta import binary_row
+from engine.options import DATA_FILE_PREFIX, TableOptions
+from engine.partitioning import partition_groups
+from engine.postpone import POSTPONE_BUCKET
+from engine.postpone.buckets import batch_write_buckets, known_bucket_counts
+from engine.write.file_writer import physical_table, write_sorted_run
+from engine.write.table_write import TableWrite, _BucketBuffer
+
+
+class FixedBucketPostponeWrite(TableWrite):
+    """Batch writer of a postpone table into real buckets (module docstring)."""
+
+    def __init__(self, table, **kw):
+        super().__init__(table, **kw)
+        self._counts: dict[bytes, int] | None = None
+        self._held: list[tuple[pa.Table, np.ndarray]] = []
+        self._held_bytes = 0
+        self._held_stats: dict[bytes, list[int]] = {}  # partition without a count -> [rows, bytes]
+
+    def _require_writable(self) -> None:
+        TableOptions(self.schema.options, table=self.table.name).require_writable(allow_postpone_bucket=True)
+
+    # --- bucket counts ------------------------------------------------------------------------------
+    def _known_counts(self) -> dict[bytes, int]:
+        if self._counts is None:
+            if self._max_seq is None:
+                self._load_base()
+            entries = [] if self.base_snapshot is None else self.table.manifests.live_entries(self.base_snapshot)
+            self._counts = known_bucket_counts(entries, self.table.root)
+        return self._counts
+
+    def _total_buckets(self, partition: bytes) -> int:
+        return self._known_counts()[partition]
+
+    def _bucket_ids(self, partition: bytes, key_cols) -> np.ndarray:
+        from kernels.hashing import bucket_ids
+        return bucket_ids(key_cols, self._total_buckets(partition))
+
+    # --- holding input back until its partitions have counts ----------------------------------------
+    def _add(self, rows: pa.Table, kinds: np.ndarray) -> None:
+        counts = self._known_counts()
+        types = self.schema.types_of(self.schema.partition_keys)
+        new = {}
+        if rows.num_rows:
+            bytes_per_row = rows.nbytes / rows.num_rows
+            for values, idx in partition_groups(rows, self.schema.partition_keys):
+                partition = binary_row.serialize_row(list(values), types)
+                if partition not in counts:
+                    n = rows.num_rows if idx is None else len(idx)
+                    new[partition] = (n, int(bytes_per_row * n))
+        if not new and not self._held:
+            super()._add(rows, kinds)
+            return
+        self._held.append((rows, kinds))
+        self._held_bytes += rows.nbytes
+        for partition, (n, nbytes) in new.items():
+            stats = self._held_stats.setdefault(partition, [0, 0])
+            stats[0] += n
+            stats[1] += nbytes
+        if self._held_bytes > self._buffer_limit:
+            self._release()
+
+    def _release(self) -> None:
+        """Decide the counts of the held partitions, then buffer the held input in arrival order."""
+        counts = self._known_counts()
+        for partition, (n, nbytes) in self._held_stats.items():
+            counts.setdefault(partition, batch_write_buckets(self.options, n, nbytes))
+        held, self._held, self._held_stats, self._held_bytes = self._held, [], {}, 0
+        for rows, kinds in held:
+            super()._add(rows, kinds)
+
+    def flush(self) -> None:
+        """Route held input, then write every bucket buffer (TableWrite.flush)."""
+        if self._held:
+            self._release()
+        super().flush()
+
+    def abort(self) -> None:
+        self._held, self._held_stats, self._held_bytes = [], {}, 0
+        super().abort()
+
+
+class PostponedWrite(TableWrite):
+    """Writer of postponed files (module docstring): TableWrite's validation, buffering and sequence numbering, with
+    every row in bucket -2 and each flush written as stored."""
+
+    def __init__(self, table, **kw):
+        super().__init__(table, **kw)
+        writer_id = random.randrange(2 ** 31 - 1)
+        self._prefix = f"{self.options.get(DATA_FILE_PREFIX)}-u-{self.commit_user}-s-{writer_id}-w-"
+
+    def _require_writable(self) -> None:
+        TableOptions(self.schema.options, table=self.table.name).require_writable(allow_postpone_bucket=True)
+
+    def _total_buckets(self, partition: bytes) -> int:
+        return POSTPONE_BUCKET
+
+    def _bucket_ids(self, partition: bytes, key_cols) -> np.ndarray:
+        return np.full(len(key_cols[0]) if key_cols else 0, POSTPONE_BUCKET, np.int32)
+
+    def _flush_bucket(self, buf: _BucketBuffer) -> None:
+        if not buf.chunks:
+            return
+        chunks, buf.chunks = buf.chunks, []
+        buf.nbytes = 0
+        rows = pa.concat_tables([r.take(pa.array(idx)) for r, idx, _, _ in chunks])
+        seq = np.concatenate([c[2] for c in chunks])
+        kinds = np.concatenate([c[3] for c in chunks])
+        files = write_sorted_run(self.table.file_io, self.table.bucket_dir(buf.partition_values, POSTPONE_BUCKET),
+                                 physical_table(rows, seq, kinds, self.schema), self.schema, level=0,
+                                 prefix=self._prefix, stats_mode="none")
+        buf.files.extend(files)
+
+
+def new_postpone_write(table, **kw) -> TableWrite:
+    """The writer ``Table.new_write`` gives a postpone table: FixedBucketPostponeWrite, or PostponedWrite with
+    ``postpone.batch-write-fixed-bucket = false``. Raises UnsupportedFeature for a primary key without every
+    partition column (cross-partition update), which lakemerge does not write in this mode."""
+    from engine.errors import UnsupportedFeature
+    from engine.options import POSTPONE_BATCH_WRITE_FIXED_BUCKET
+    if table.schema.cross_partition_update:
+        raise UnsupportedFeature(f"table {table.name!r}: bucket=-2 (postpone) with a primary key that lacks partition "
+                                 "columns (cross-partition update) cannot be written by lakemerge")
+    if table.schema.table_options.get(POSTPONE_BATCH_WRITE_FIXED_BUCKET):
+        return FixedBucketPostponeWrite(table, **kw)
+    return PostponedWrite(table, **kw)

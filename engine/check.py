@@ -39,6 +39,7 @@ from engine.meta.manifest import ADD, DuplicateFileError, fold_entries
 from engine.paths import TablePaths
 from engine.read.scan import ManifestCache, TableScan
 from engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND
+from engine.postpone import POSTPONE_BUCKET
 from engine.snapshots import SchemaManager, SnapshotManager
 
 PROBLEM_KINDS = {
@@ -522,9 +523,11 @@ class _Checker:
                          f"{meta.file_size}", sid)
             return
         if self.verify_data:
-            self._verify_contents(path, meta, sid)
+            self._verify_contents(path, meta, sid, sorted_keys=e.bucket != POSTPONE_BUCKET)
 
-    def _verify_contents(self, path: str, meta, sid: int) -> None:
+    def _verify_contents(self, path: str, meta, sid: int, *, sorted_keys: bool = True) -> None:
+        """Decode the file and check it against its metadata; ``sorted_keys``: its keys must be strictly
+        increasing (postponed files hold records as they arrived: engine.postpone)."""
         from engine.read.split_read import read_data_file
 
         key_names = list(self.t.schema.trimmed_primary_keys)
@@ -557,7 +560,7 @@ class _Checker:
             if lo < meta.min_sequence_number or hi > meta.max_sequence_number:
                 self.problem("sequence-range-mismatch", path, f"holds sequence numbers {lo}..{hi}, metadata "
                              f"records {meta.min_sequence_number}..{meta.max_sequence_number}", sid)
-        if key_cols and all(c in raw.column_names for c in key_cols):
+        if sorted_keys and key_cols and all(c in raw.column_names for c in key_cols):
             bad = _first_unsorted([raw.column(c) for c in key_cols])
             if bad is not None:
                 self.problem("data-file-not-sorted", path, f"key of row {bad + 1} is not greater than the key of "

@@ -1,0 +1,263 @@
+"""Postpone bucket mode (``bucket = -2``) on lakemerge alone: option checks, fixed-bucket batch writes with a
+bucket count per partition, postponed writes, and the compaction that moves postponed records into real buckets,
+against a dict model through several commits and compactions; conflicts and crashes leave the last snapshot.
+
+Paimon facts (Java): batch reads see real buckets only (AbstractBatchTableScan.onlyReadRealBuckets); a partition's
+bucket count is its real-bucket files' totalBuckets, else postpone.default-bucket-num, else an estimate
+(PostponeUtils.decideFixedBucketNum for fixed-bucket batch writes: power of two; createPostponeBucketNumResolver
+for compaction: ceil(rows / postpone.target-row-num-per-bucket)); postponed records are rewritten by a fixed-bucket
+writer at compaction, so they win over real-bucket data committed before the compaction.
+"""
+from __future__ import annotations
+
+import os
+import random
+
+import pyarrow as pa
+import pytest
+
+from engine.errors import CommitConflict, InvalidOption, InvalidSchema, UnsupportedFeature
+from engine.postpone import POSTPONE_BUCKET
+from engine.postpone.write import FixedBucketPostponeWrite, PostponedWrite
+from tests.conftest import list_files
+
+SCHEMA = pa.schema([("dt", pa.string()), ("id", pa.int64()), ("v", pa.string())])
+
+
+def rows(dt, ids, tag):
+    return pa.table({"dt": [dt] * len(ids), "id": list(ids), "v": [f"{tag}{i}" for i in ids]}, schema=SCHEMA)
+
+
+def keys(dt, ids):
+    return pa.table({"dt": [dt] * len(ids), "id": list(ids)})
+
+
+def as_rows(t: pa.Table) -> list[tuple]:
+    return sorted((r["dt"], r["id"], r["v"]) for r in t.to_pylist())
+
+
+def make(catalog, name="db.t", **options):
+    return catalog.create_table(name, SCHEMA, ["dt", "id"], ["dt"], options={"bucket": "-2", **options})
+
+
+def entries(t):
+    snap = t.snapshot()
+    return [] if snap is None else t.manifests.live_entries(snap)
+
+
+def bucket_counts(t) -> dict:
+    out: dict = {}
+    for e in entries(t):
+        out.setdefault(t.scan().partition_values(e.partition)[0], set()).add(e.total_buckets)
+    return out
+
+
+# --- options ------------------------------------------------------------------------------------------------
+def test_option_checks(catalog):
+    with pytest.raises(InvalidOption, match="bucket"):  # Paimon: postpone needs a primary key
+        catalog.create_table("db.a", SCHEMA, options={"bucket": "-2"})
+    t = make(catalog, "db.z", **{"postpone.default-bucket-num": "0"})
+    with pytest.raises(InvalidOption, match="postpone.default-bucket-num"):
+        t.write(rows("a", [1], "x"))
+    assert t.snapshot() is None and [f for f in list_files(t.root) if "bucket" in f] == []
+    with pytest.raises(InvalidSchema, match="partition key"):  # a cross-partition key needs bucket=-1
+        catalog.create_table("db.c", SCHEMA, ["id"], ["dt"], options={"bucket": "-2"})
+    mor = make(catalog, "db.m", **{"postpone.merge-on-read": "true"})
+    mor.write(rows("a", [1], "x"))
+    with pytest.raises(UnsupportedFeature, match="postpone.merge-on-read"):
+        mor.read()
+
+
+# --- fixed-bucket batch writes ---------------------------------------------------------------------------
+def test_fixed_bucket_writes_record_a_bucket_count_per_partition(catalog):
+    t = make(catalog, **{"postpone.default-bucket-num": "3"})
+    t.write(rows("a", range(20), "x"))
+    assert bucket_counts(t) == {"a": {3}}
+    assert all(e.bucket in (0, 1, 2) for e in entries(t))
+    # an existing partition keeps its count when the default changes; a new one takes the new default
+    t.alter().set_option("postpone.default-bucket-num", "5").commit()
+    t.write(rows("a", range(10, 30), "y") )
+    t.write(rows("b", range(5), "z"))
+    assert bucket_counts(t) == {"a": {3}, "b": {5}}
+    assert as_rows(t.read()) == sorted([("a", i, "x%d" % i) for i in range(10)] +
+                                       [("a", i, "y%d" % i) for i in range(10, 30)] +
+                                       [("b", i, "z%d" % i) for i in range(5)])
+
+
+def test_fixed_bucket_estimate_is_a_power_of_two_of_the_required_count(catalog):
+    t = make(catalog, **{"postpone.target-row-num-per-bucket": "2",
+                         "postpone.batch-write-fixed-bucket.max-parallelism": "8"})
+    with t.new_write() as w:  # the count is decided from everything the writer got for the partition
+        w.write(rows("a", range(3), "x"))
+        w.write(rows("a", range(3, 5), "x"))
+        w.write(rows("b", range(40), "x"))
+        t.commit(w.prepare_commit())
+    assert bucket_counts(t) == {"a": {4}, "b": {8}}  # ceil(5/2)=3 -> 4; ceil(40/2)=20 -> capped at 8
+    assert len(as_rows(t.read())) == 45
+
+
+def test_fixed_bucket_writes_merge_and_compact_as_a_fixed_bucket_table(catalog):
+    t = make(catalog, **{"postpone.default-bucket-num": "2", "num-sorted-run.compaction-trigger": "2",
+                         "changelog-producer": "input"})
+    for i in range(4):
+        t.write(rows("a", range(10), f"w{i}-"))
+    assert as_rows(t.read()) == [("a", i, f"w3-{i}") for i in range(10)]
+    assert any(e.file.level > 0 for e in entries(t))  # writers compacted
+    assert t.read_changes(3, 4).num_rows == 10  # input changelog of the 4th write
+
+
+# --- postponed writes ---------------------------------------------------------------------------------
+def test_postponed_files_are_named_and_recorded_as_paimon_does(catalog):
+    t = make(catalog, **{"postpone.batch-write-fixed-bucket": "false"})
+    with t.new_write(commit_user="user-1") as w:
+        assert isinstance(w, PostponedWrite)
+        w.write(rows("a", [3, 1, 2], "x"))
+        w.delete(keys("a", [1]))
+        t.commit(w.prepare_commit())
+    (e,) = entries(t)
+    assert (e.bucket, e.total_buckets, e.file.level) == (POSTPONE_BUCKET, POSTPONE_BUCKET, 0)
+    assert e.file.file_name.startswith("data--u-user-1-s-") and "-w-" in e.file.file_name
+    assert os.path.basename(os.path.dirname(os.path.join(t.root, "dt=a", "bucket-postpone", e.file.file_name)))
+    assert os.path.exists(os.path.join(t.root, "dt=a", "bucket-postpone", e.file.file_name))
+    assert (e.file.row_count, e.file.delete_row_count) == (4, 1)  # as stored: not merged
+    assert t.read().num_rows == 0  # invisible until compacted
+    assert t.snapshot().commit_kind == "APPEND"
+
+
+# --- compaction against a dict model ------------------------------------------------------------------
+def _apply(state: dict, batch: list) -> None:
+    for kind, dt, i, v in batch:
+        if kind == "+":
+            state[(dt, i)] = v
+        else:
+            state.pop((dt, i), None)
+
+
+def _write(t, writer_cls, batch) -> None:
+    with writer_cls(t) as w:
+        for kind, dt, i, v in batch:
+            if kind == "+":
+                w.write(pa.table({"dt": [dt], "id": [i], "v": [v]}, schema=SCHEMA))
+            else:
+                w.delete(keys(dt, [i]))
+        t.commit(w.prepare_commit())
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_model_of_fixed_writes_postponed_writes_and_compactions(catalog, seed):
+    rng = random.Random(seed)
+    t = make(catalog, **{"postpone.target-row-num-per-bucket": "7", "num-sorted-run.compaction-trigger": "3"})
+    visible: dict = {}  # what a batch read shows
+    pending: list = []  # postponed records, in commit order
+    for step in range(14):
+        batch = [("+" if rng.random() < 0.75 else "-", rng.choice("ab"), rng.randrange(12), f"s{step}-{n}")
+                 for n in range(rng.randrange(1, 9))]
+        action = rng.choice(["fixed", "postponed", "postponed", "compact"])
+        if action == "fixed":
+            _write(t, FixedBucketPostponeWrite, batch)
+            _apply(visible, batch)
+        elif action == "postponed":
+            _write(t, PostponedWrite, batch)
+            pending += batch
+        else:
+            t.compact(full=rng.random() < 0.3)
+            _apply(visible, pending)
+            pending = []
+            assert not any(e.bucket == POSTPONE_BUCKET for e in entries(t))
+        assert as_rows(t.read()) == sorted((k[0], k[1], v) for k, v in visible.items()), (step, action)
+        for dt, counts in bucket_counts(t).items():
+            assert len(counts - {POSTPONE_BUCKET}) <= 1, dt  # one real bucket count per partition
+    t.compact()
+    _apply(visible, pending)
+    assert as_rows(t.read()) == sorted((k[0], k[1], v) for k, v in visible.items())
+    assert t.check().ok
+
+
+def test_compaction_puts_postponed_records_after_the_real_bucket_data(catalog):
+    t = make(catalog, **{"postpone.default-bucket-num": "2"})
+    _write(t, PostponedWrite, [("+", "a", 1, "postponed"), ("+", "a", 2, "postponed")])
+    _write(t, FixedBucketPostponeWrite, [("+", "a", 1, "fixed"), ("+", "a", 3, "fixed")])
+    sid = t.compact()
+    snap = t.snapshot()
+    assert snap.id == sid and snap.commit_kind == "COMPACT"
+    assert as_rows(t.read()) == [("a", 1, "postponed"), ("a", 2, "postponed"), ("a", 3, "fixed")]
+    assert bucket_counts(t) == {"a": {2}}
+    assert t.compact() is None  # nothing postponed, no real bucket needing work
+
+
+def test_compaction_of_some_partitions_only(catalog):
+    t = make(catalog, **{"postpone.batch-write-fixed-bucket": "false", "postpone.default-bucket-num": "1"})
+    t.write(rows("a", [1, 2], "x"))
+    t.write(rows("b", [1, 2], "y"))
+    t.compact(partitions={"dt": "b"})
+    assert as_rows(t.read()) == [("b", 1, "y1"), ("b", 2, "y2")]
+    assert {t.scan().partition_values(e.partition)[0] for e in entries(t) if e.bucket == POSTPONE_BUCKET} == {"a"}
+
+
+# --- conflicts and crashes ---------------------------------------------------------------------------
+def test_a_concurrent_real_bucket_write_makes_compaction_conflict(catalog, monkeypatch):
+    import engine.postpone.compact as pc
+    t = make(catalog, **{"postpone.batch-write-fixed-bucket": "false", "postpone.default-bucket-num": "2"})
+    t.write(rows("a", [1, 2, 3], "p"))
+    other = catalog.get_table("db.t")
+    original = pc._redistribute
+
+    def racing(*args, **kw):
+        out = original(*args, **kw)
+        with FixedBucketPostponeWrite(other) as w:  # lands between the compaction's plan and its commit
+            w.write(rows("a", [2], "concurrent"))
+            other.commit(w.prepare_commit())
+        return out
+
+    monkeypatch.setattr(pc, "_redistribute", racing)
+    before_files = None
+    with pytest.raises(CommitConflict, match="changed bucket"):
+        before_files = list_files(t.root)
+        t.compact()
+    assert t.snapshot().commit_kind == "APPEND"
+    assert as_rows(t.read()) == [("a", 2, "concurrent2")]
+    referenced = {os.path.basename(p) for p in list_files(t.root)}
+    assert all(os.path.basename(f) in referenced for f in before_files)
+    assert t.remove_orphan_files(older_than=10**13, dry_run=True) == []  # the compaction's files were deleted
+    monkeypatch.setattr(pc, "_redistribute", original)
+    t.compact()  # a later compaction succeeds: the postponed records come after the concurrent write
+    assert as_rows(t.read()) == [("a", 1, "p1"), ("a", 2, "p2"), ("a", 3, "p3")]
+
+
+def test_postponed_appends_during_compaction_stay_postponed(catalog, monkeypatch):
+    import engine.postpone.compact as pc
+    t = make(catalog, **{"postpone.batch-write-fixed-bucket": "false", "postpone.default-bucket-num": "2"})
+    t.write(rows("a", [1], "p"))
+    other = catalog.get_table("db.t")
+    original = pc._redistribute
+
+    def racing(*args, **kw):
+        out = original(*args, **kw)
+        other.write(rows("a", [5], "late"))  # postponed: no conflict (Paimon's strict mode ignores it too)
+        return out
+
+    monkeypatch.setattr(pc, "_redistribute", racing)
+    t.compact()
+    assert as_rows(t.read()) == [("a", 1, "p1")]
+    assert [e.file.row_count for e in entries(t) if e.bucket == POSTPONE_BUCKET] == [1]
+
+
+def _crashing_compaction(warehouse):
+    from engine import Catalog
+    Catalog(warehouse).get_table("db.t").compact()
+
+
+@pytest.mark.parametrize("point", ["compact.before-commit", "commit.before-publish"])
+def test_a_crash_during_compaction_leaves_the_last_snapshot(catalog, warehouse, point):
+    from engine.crash_points import reopen_and_check, run_crashing
+    t = make(catalog, **{"postpone.batch-write-fixed-bucket": "false", "postpone.default-bucket-num": "2"})
+    t.write(rows("a", [1, 2], "p"))
+    t.compact()
+    t.write(rows("a", [2, 3], "q"))
+    last = t.snapshot().id
+    assert run_crashing(point, _crashing_compaction, warehouse).crashed
+    t2, report = reopen_and_check(warehouse, "db.t")
+    assert t2.snapshot().id == last and report.ok
+    assert as_rows(t2.read()) == [("a", 1, "p1"), ("a", 2, "p2")]
+    t2.compact()
+    assert as_rows(t2.read()) == [("a", 1, "p1"), ("a", 2, "q2"), ("a", 3, "q3")]

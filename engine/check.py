@@ -37,9 +37,9 @@ from engine.errors import CorruptFile, SnapshotNotFound, StorageError
 from engine.meta import binary_row
 from engine.meta.manifest import ADD, DuplicateFileError, fold_entries
 from engine.paths import TablePaths
+from engine.postpone import POSTPONE_BUCKET
 from engine.read.scan import ManifestCache, TableScan
 from engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND
-from engine.postpone import POSTPONE_BUCKET
 from engine.snapshots import SchemaManager, SnapshotManager
 
 PROBLEM_KINDS = {

@@ -16,7 +16,12 @@ import random
 import pyarrow as pa
 import pytest
 
-from engine.errors import CommitConflict, InvalidOption, InvalidSchema, UnsupportedFeature
+from engine.errors import (
+    CommitConflict,
+    InvalidOption,
+    InvalidSchema,
+    UnsupportedFeature,
+)
 from engine.postpone import POSTPONE_BUCKET
 from engine.postpone.write import FixedBucketPostponeWrite, PostponedWrite
 from tests.conftest import list_files
@@ -79,9 +84,9 @@ def test_fixed_bucket_writes_record_a_bucket_count_per_partition(catalog):
     t.write(rows("a", range(10, 30), "y") )
     t.write(rows("b", range(5), "z"))
     assert bucket_counts(t) == {"a": {3}, "b": {5}}
-    assert as_rows(t.read()) == sorted([("a", i, "x%d" % i) for i in range(10)] +
-                                       [("a", i, "y%d" % i) for i in range(10, 30)] +
-                                       [("b", i, "z%d" % i) for i in range(5)])
+    assert as_rows(t.read()) == sorted([("a", i, f"x{i}") for i in range(10)] +
+                                       [("a", i, f"y{i}") for i in range(10, 30)] +
+                                       [("b", i, f"z{i}") for i in range(5)])
 
 
 def test_fixed_bucket_estimate_is_a_power_of_two_of_the_required_count(catalog):
@@ -261,3 +266,42 @@ def test_a_crash_during_compaction_leaves_the_last_snapshot(catalog, warehouse, 
     assert as_rows(t2.read()) == [("a", 1, "p1"), ("a", 2, "p2")]
     t2.compact()
     assert as_rows(t2.read()) == [("a", 1, "p1"), ("a", 2, "q2"), ("a", 3, "q3")]
+
+
+# --- streaming and overwrite -------------------------------------------------------------------------
+def test_streaming_reads_postponed_records_as_stored_without_changelog_producer(catalog):
+    """Paimon's DataTableStreamScan: with changelog-producer none the postponed files of APPEND snapshots are
+    changes (unmerged, own row kinds); the compaction's COMPACT snapshot adds none."""
+    t = make(catalog, **{"postpone.batch-write-fixed-bucket": "false", "postpone.default-bucket-num": "2"})
+    t.write(rows("a", [1, 2], "x"))
+    t.delete(keys("a", [1]))
+    t.compact()
+    changes = [(r["id"], r["_row_kind"]) for r in t.read_changes(0).to_pylist()]
+    assert sorted(changes) == [(1, "+I"), (1, "-D"), (2, "+I")]
+    assert t.read_changes(2, 3).num_rows == 0  # the COMPACT snapshot
+
+
+def test_streaming_with_input_changelog_sees_postponed_rows_when_compacted(catalog):
+    """With changelog-producer input the postponed writer writes no changelog (PostponeBucketWriter); the
+    compaction's fixed-bucket writer does, in the COMPACT snapshot."""
+    t = make(catalog, **{"postpone.batch-write-fixed-bucket": "false", "postpone.default-bucket-num": "2",
+                         "changelog-producer": "input"})
+    t.write(rows("a", [1, 2], "x"))
+    assert t.read_changes(0).num_rows == 0
+    sid = t.compact()
+    assert sorted((r["id"], r["_row_kind"]) for r in t.read_changes(sid - 1, sid).to_pylist()) == [
+        (1, "+I"), (2, "+I")]
+
+
+def test_overwrite_replaces_postponed_and_real_files_of_the_partition(catalog):
+    t = make(catalog, **{"postpone.default-bucket-num": "2"})
+    t.write(rows("a", [1, 2], "fixed"))
+    t.alter().set_option("postpone.batch-write-fixed-bucket", "false").commit()
+    t.write(rows("a", [3], "postponed"))
+    t.alter().set_option("postpone.batch-write-fixed-bucket", "true").commit()
+    with t.new_write() as w:
+        w.write(rows("a", [7], "new"))
+        t.commit_overwrite(w.prepare_commit(), partitions="dynamic")
+    assert as_rows(t.read()) == [("a", 7, "new7")]
+    assert not any(e.bucket == POSTPONE_BUCKET for e in entries(t))
+    assert bucket_counts(t) == {"a": {2}}

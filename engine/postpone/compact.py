@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import uuid
 
-import pyarrow as pa
-
-from engine.compact.manager import compaction_splits, compact_split, discard_messages, partition_matches
+from engine.compact.manager import (
+    compact_split,
+    compaction_splits,
+    discard_messages,
+    partition_matches,
+)
 from engine.crash_points import crash_point
 from engine.data_paths import data_file_path
 from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER

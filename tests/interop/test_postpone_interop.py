@@ -93,7 +93,7 @@ def test_both_engines_write_fixed_buckets_of_one_table_with_the_same_hash(tmp_pa
     would show a key twice otherwise), and pypaimon reads lakemerge's postponed-then-compacted data."""
     from engine import Catalog
     pp = pp_table(tmp_path, {"postpone.default-bucket-num": "4"})
-    pp_write_fixed_bucket(pp, rows("a", range(0, 40), "pp-"), SCHEMA)
+    pp_write_fixed_bucket(pp, rows("a", range(40), "pp-"), SCHEMA)
     t = Catalog(str(tmp_path)).get_table("db.t")
     t.write(rows("a", range(20, 60), "lm-"))
     pp_write_fixed_bucket(pp_get_table(str(tmp_path), "db.t"), rows("a", range(50, 70), "pp2-"), SCHEMA)

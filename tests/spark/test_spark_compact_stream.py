@@ -220,3 +220,17 @@ def test_system_tables_through_spark(spark, tmp_path):
         spark.read.format("lakemerge").load(t.root + "$nope").collect()
     with pytest.raises(Exception, match="read-only"):
         spark.createDataFrame([(1,)], "x long").write.format("lakemerge").mode("append").save(t.root + "$files")
+
+
+def test_spark_compaction_of_a_postpone_table_moves_postponed_records_into_real_buckets(spark, tmp_path):
+    cat = Catalog(str(tmp_path / "wh_postpone"))
+    cat.create_database("db")
+    t = cat.create_table("db.p", SCHEMA, ["region", "id"], ["region"],
+                         {"bucket": "-2", "postpone.batch-write-fixed-bucket": "false",
+                          "postpone.default-bucket-num": "2"})
+    t.write(pa.table({"region": ["eu", "us"], "id": [1, 2], "qty": [5, 6]}, schema=SCHEMA))
+    assert t.read().num_rows == 0  # postponed
+    sid = spark_glue.compact(spark, t.root)
+    assert t.snapshot(sid).commit_kind == COMMIT_KIND_COMPACT
+    assert _rows(t.read()) == [{"region": "eu", "id": 1, "qty": 5}, {"region": "us", "id": 2, "qty": 6}]
+    assert {e.total_buckets for e in t.manifests.live_entries(t.snapshot())} == {2}

@@ -877,7 +877,7 @@ def bad_input_cases():
         ("bad sort order", _create({"sequence.field": "ts", "sequence.field.sort-order": "up"}), E.InvalidOption),
         ("primary key not a column", _create(pk=("p", "nope")), E.InvalidSchema),
         ("partition key outside the primary key", _create(partition=("v",)), E.InvalidSchema),
-        ("postpone bucket mode", _create({"bucket": "-2"}), E.UnsupportedFeature),
+        ("postpone bucket mode without primary key", _create({"bucket": "-2"}, pk=()), E.InvalidOption),
     ]
 
 

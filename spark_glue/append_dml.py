@@ -8,10 +8,10 @@ Protocol (one call = at most one snapshot, semantics of engine.append.row_level)
   the metadata columns ``__paimon_file_path`` / ``__paimon_row_index`` (data source option ``metadata-columns``),
   filters by the condition (rows where it is NULL are untouched), computes the new values for UPDATE, and
   repartitions the matching rows by data file (by bucket in deletion-vector mode: a bucket's vectors are one
-  index file). Each task applies its files' changes with ``engine.append.row_level.change_bucket``: it rewrites
+  index file). Each task applies its files' changes with ``engine.write.file_changes.change_bucket``: it rewrites
   them (copy-on-write) or writes the bucket's new deletion-vector index file, appends updated rows that must be
   appended, and returns the pickled changes. Its files carry the job token (job_files).
-- The driver commits all changes as ONE OVERWRITE snapshot (engine.append.row_level.commit_changes), then
+- The driver commits all changes as ONE OVERWRITE snapshot (engine.write.file_changes.commit_changes), then
   deletes the job's files the snapshot does not list (leftovers of failed or speculative attempts). If the job or
   the commit fails (CommitConflict: a concurrent commit removed a touched file or changed its vector), every file
   of the job is deleted and the table stays at its last snapshot. Nothing matched: no snapshot.
@@ -27,17 +27,17 @@ import uuid
 
 import pyarrow as pa
 
-from engine.append.row_level import (
+from engine.append.row_level import drop_partitions
+from engine.data_paths import data_file_path
+from engine.dynamic_bucket.index_files import index_dir
+from engine.errors import CommitConflict, CommitRetriesExhausted
+from engine.write.file_changes import (
     BucketChange,
     FileChange,
     change_bucket,
     commit_changes,
     discard_changes,
-    drop_partitions,
 )
-from engine.data_paths import data_file_path
-from engine.dynamic_bucket.index_files import index_dir
-from engine.errors import CommitConflict, CommitRetriesExhausted
 from spark_glue.job_files import remove_tagged_files, tag_files
 from spark_glue.source import FILE_PATH, ROW_INDEX
 from spark_glue.tables import open_table

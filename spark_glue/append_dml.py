@@ -124,8 +124,6 @@ class AppendDmlJob:
         """Apply the matching rows ``matched`` (file path, row index, [new values of every column], [DROP]) in
         Spark tasks and commit them as one snapshot; its id, or None when no row matched."""
         from pyspark.sql import functions as F
-
-        from spark_glue.compaction import wait_for_running_tasks
         spark = matched.sparkSession
         key = F.regexp_extract(F.col(FILE_PATH), r"^(.*)/[^/]*$", 1) if self.by_bucket else F.col(FILE_PATH)
         if self.by_bucket and self.bucket_of:  # an external file's folder is not its bucket
@@ -138,7 +136,14 @@ class AppendDmlJob:
                         if f.name in self.columns and "map<" not in f.dataType.simpleString()]
             spread = (F.abs(F.hash(*hashable)) % tasks) if hashable else F.lit(0)
             key = F.coalesce(key, F.concat(F.lit("+"), spread.cast("string")))
-        placed = matched.withColumn(KEY, key).repartition(tasks, KEY).drop(KEY)
+        return self.apply(matched.withColumn(KEY, key).repartition(tasks, KEY).drop(KEY))
+
+    def apply(self, placed) -> int | None:
+        """Run ``task`` over the rows of ``placed`` (each bucket's rows in one Spark partition), commit every
+        task's changes as one snapshot and delete the job's other files; the snapshot id, or None when nothing
+        changed. On failure every file of the job is deleted."""
+        from spark_glue.compaction import wait_for_running_tasks
+        spark = placed.sparkSession
         try:
             results = [pickle.loads(bytes(r.change)) for r in placed.mapInArrow(self.task, "change binary").collect()]
         except BaseException:

@@ -78,7 +78,6 @@ def change_bucket(table, split: Split, changes: Mapping[str, FileChange], *, bas
                                     bitmap64=opts.get(DELETION_VECTORS_BITMAP64),
                                     prefix=opts.get(DELETION_VECTORS_INDEX_PREFIX))
     reader = SplitReader(table.file_io, schema, table.schema_manager.schema)
-    columns = list(schema.field_names)
     new_files = []
     try:
         for meta in ordered_files(split):

@@ -53,7 +53,12 @@ from engine.read import predicate as pred
 from engine.read.scan import Split
 from engine.read.split_read import SplitReader, batch_splits
 from engine.schema import VALUE_KIND
-from engine.write.file_changes import FileChange, change_bucket, commit_changes, discard_changes
+from engine.write.file_changes import (
+    FileChange,
+    change_bucket,
+    commit_changes,
+    discard_changes,
+)
 
 COMPACT_FIRST = "Only compacted table can generate touched files, please use 'COMPACT' procedure first"
 POSITION = "__lakemerge_position"
@@ -141,41 +146,75 @@ def delete_by_rewrite(table, filter) -> int | None:
     return commit_changes(table, snap, results, user)
 
 
-def key_positions(table, split: Split, keys: pa.Table) -> dict[str, np.ndarray]:
-    """Where the rows with primary keys ``keys`` (the table's primary-key columns, each key once, all of them rows
-    the table's read shows in the bucket of ``split``) are: data file name -> sorted positions. ``split`` is the
-    bucket as its batch read sees it (``considered_splits``). The files whose key range holds one of the keys must
-    be raw convertible among themselves (InvalidInput otherwise, as ``require_raw_convertible``); a key found in no
-    file raises InvalidInput."""
+def locate_keys(table, splits: list[Split], keys: pa.Table) -> list[tuple[Split, dict[str, np.ndarray]]]:
+    """Where the rows with primary keys ``keys`` are (for spark_glue.dml, whose merged read found them): ``keys``
+    holds the table's partition and primary-key columns, each key once, every one a row the table's read shows in
+    one of ``splits`` (the buckets of its partitions, as ``considered_splits`` gives them). Returns per touched split
+    its data file name -> sorted positions. The files whose key range holds one of the keys must be raw convertible
+    among their bucket's such files (InvalidInput as ``require_raw_convertible``); a key found in no file raises
+    InvalidInput. Fixed buckets are found by the bucket function, dynamic ones by looking in each bucket."""
+    from engine.partitioning import partition_groups
+    schema = table.schema
+    types = schema.types_of(schema.partition_keys)
+    by_partition: dict[bytes, list[Split]] = {}
+    for sp in splits:
+        by_partition.setdefault(sp.partition, []).append(sp)
+    out = []
+    for values, idx in partition_groups(keys, schema.partition_keys):
+        part = keys if idx is None else keys.take(pa.array(idx))
+        found = 0
+        for split, mine in _by_bucket(schema, by_partition.get(binary_row.serialize_row(list(values), types), []),
+                                      part):
+            positions, n = _key_positions(table, split, mine)
+            found += n
+            if positions:
+                out.append((split, positions))
+        if found != part.num_rows:
+            raise InvalidInput(f"{part.num_rows - found} matched key(s) of partition {values} are not live rows of "
+                               "the snapshot read", table=table.name)
+    return out
+
+
+def _by_bucket(schema, splits: list[Split], keys: pa.Table):
+    """(split, its keys) for the buckets of one partition that may hold ``keys``."""
+    if splits and all(sp.total_buckets > 0 for sp in splits):
+        from kernels.hashing import bucket_ids
+        ids = np.asarray(bucket_ids([keys.column(k) for k in schema.bucket_keys], splits[0].total_buckets))
+        for sp in splits:
+            hit = np.flatnonzero(ids == sp.bucket)
+            if len(hit):
+                yield sp, keys.take(pa.array(hit))
+        return
+    for sp in splits:
+        yield sp, keys
+
+
+def _key_positions(table, split: Split, keys: pa.Table) -> tuple[dict[str, np.ndarray], int]:
+    """The positions of ``keys`` in the files of ``split`` (file name -> sorted positions) and how many were
+    found. The files whose key range holds a key must be raw convertible among themselves."""
     import dataclasses
     schema = table.schema
     names = list(schema.trimmed_primary_keys)
     types = schema.types_of(names)
     decode = key_decoder(types)
     wanted = sorted(binary_row.order_key(list(k.values()), types) for k in keys.select(names).to_pylist())
-    if not wanted:
-        return {}
 
     def holds_one(f) -> bool:
         i = bisect_left(wanted, decode(f.min_key))
         return i < len(wanted) and wanted[i] <= decode(f.max_key)
     split = dataclasses.replace(split, files=tuple(f for f in split.files if holds_one(f)))
     if not split.files:
-        raise InvalidInput(f"{len(wanted)} matched key(s) are in no data file of bucket {split.bucket} of partition "
-                           f"{split.partition_values}", table=table.name)
+        return {}, 0
     require_raw_convertible(table, split)
     reader = SplitReader(table.file_io, schema, table.schema_manager.schema)
-    probe = keys.select(names).rename_columns([KEY_COLUMN_PREFIX + k for k in names])
+    renamed = [KEY_COLUMN_PREFIX + k for k in names]
+    probe = keys.select(names).rename_columns(renamed)
     out: dict[str, np.ndarray] = {}
     found = 0
     for meta in split.files:
-        rows = visible_rows(table, reader, split, meta)
-        rows = rows.select(names + [POSITION]).rename_columns([KEY_COLUMN_PREFIX + k for k in names] + [POSITION])
-        hit = rows.join(probe, keys=[KEY_COLUMN_PREFIX + k for k in names], join_type="inner")
+        rows = visible_rows(table, reader, split, meta).select(names + [POSITION])
+        hit = rows.rename_columns(renamed + [POSITION]).join(probe, keys=renamed, join_type="inner")
         if hit.num_rows:
             out[meta.file_name] = np.sort(hit.column(POSITION).to_numpy())
             found += hit.num_rows
-    if found != keys.num_rows:
-        raise InvalidInput(f"{keys.num_rows - found} matched key(s) are not live rows of bucket {split.bucket} of "
-                           f"partition {split.partition_values}", table=table.name)
-    return out
+    return out, found

@@ -91,7 +91,9 @@ class PkDeleteJob(AppendDmlJob):
         from pyspark.sql import functions as F
         spark = matched.sparkSession
         tasks = max(1, spark.sparkContext.defaultParallelism)
-        with_bucket = matched.mapInArrow(self.with_bucket, matched.schema.add(KEY, "int"))
+        from pyspark.sql.types import IntegerType, StructField, StructType
+        schema = StructType([*matched.schema.fields, StructField(KEY, IntegerType())])
+        with_bucket = matched.mapInArrow(self.with_bucket, schema)
         placed = with_bucket.repartition(tasks, *[F.col(f"`{c}`") for c in self.partition_columns], F.col(KEY))
         try:
             return self.apply(placed.drop(KEY))

@@ -17,7 +17,8 @@ DeleteFromPaimonTableCommand / UpdatePaimonTableCommand.
 
 Conditions are the filters of ``Table.read(filter=...)`` (engine.read.predicate: a row whose tested value is null
 matches no term, so it is never deleted or updated). Spark evaluates SQL conditions itself and hands the matching
-positions to ``change_bucket`` (spark_glue.dml).
+positions to ``change_bucket`` (engine.write.file_changes, shared with the file-rewrite DELETE of primary-key
+tables; spark_glue.append_dml).
 
 Unlike Paimon, whose rewrite appends the kept rows with new sequence numbers (after the bucket's other files in
 append order), a rewritten file takes the place of the one it replaces, so reads keep the table's row order.

@@ -1,8 +1,8 @@
 """Row-level changes of data files, shared by the DELETE / UPDATE / MERGE of append tables (engine.append.row_level,
-spark_glue.append_dml) and the file-rewrite DELETE of primary-key tables (engine.write.pk_rewrite, spark_glue.dml):
-the positions to change per data file (FileChange), applied bucket by bucket (change_bucket: copy-on-write rewrite
-or deletion-vector marks), then published as ONE snapshot (commit_changes, engine.commit.row_level) or undone
-(discard_changes).
+spark_glue.append_dml) and the file-rewrite DELETE of primary-key tables (engine.write.pk_rewrite,
+spark_glue.pk_delete): the positions to change per data file (FileChange), applied bucket by bucket (change_bucket:
+copy-on-write rewrite or deletion-vector marks), then published as ONE snapshot (commit_changes,
+engine.commit.row_level) or undone (discard_changes).
 
 A rewritten file takes the place of the one it replaces: an append file keeps its first sequence number (its place
 in append order); a key-value file keeps its level and its kept rows keep their own sequence numbers and row kinds

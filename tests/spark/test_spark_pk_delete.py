@@ -55,3 +55,26 @@ def test_uncompacted_buckets_are_refused(spark, tmp_path):
         spark_glue.delete_where(spark, t.root, "n > 20")
     assert t.latest_snapshot_id() == sid and state(t) == before
     assert not t.check(verify_data=False).orphan_files
+
+
+def test_a_compaction_before_the_commit_conflicts(spark, tmp_path, monkeypatch):
+    """A compaction published between the tasks' rewrite and the driver's commit: CommitConflict, the table
+    unchanged and no file of the job left behind."""
+    from engine.errors import CommitConflict
+    from spark_glue import append_dml
+    t = make(tmp_path, "t", {"bucket": "2", **AGG})
+    t.compact(full=True)
+    other = Catalog(str(tmp_path)).get_table("db.t")
+    original = append_dml.commit_changes
+
+    def racing(*args, **kwargs):
+        other.write(pa.table({"dt": ["a"], "id": [1], "v": ["z"], "n": [1]}, schema=SCHEMA))
+        other.compact(full=True)
+        return original(*args, **kwargs)
+    monkeypatch.setattr(append_dml, "commit_changes", racing)
+    with pytest.raises(CommitConflict):
+        spark_glue.delete_where(spark, t.root, "n > 20")
+    monkeypatch.undo()
+    assert any(n > 20 for _, n in state(t).values())  # nothing deleted
+    report = t.check()
+    assert report.ok and not report.orphan_files, report.summary()

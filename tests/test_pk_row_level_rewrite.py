@@ -211,3 +211,21 @@ def test_update_is_still_refused(tmp_path):
         t.write(batch({("a", 1): ("x", 1)}))
         with pytest.raises(InvalidInput, match="merge-engine"):
             t.update_where({"n": 5})
+
+
+def test_rewritten_file_keeps_level_and_sequence_numbers_and_evolves_schema(tmp_path):
+    """A file written under an older schema (before a rename and an added column) is rewritten in the current
+    layout, at its level, its kept rows with their own sequence numbers."""
+    t = make(tmp_path, AGG, bucket="1")
+    t.write(batch({("a", i): ("x", i) for i in range(6)}))
+    t.compact(full=True)
+    (old,) = [f for sp in t.plan() for f in sp.files]
+    t.alter().rename_column("v", "label").add_column("extra", pa.int32()).commit()
+    t = Catalog(str(tmp_path / "wh")).get_table("db.t")
+    sid = t.delete_where([("n", "in", [1, 4])])
+    (new,) = [f for sp in t.plan() for f in sp.files]
+    assert new.level == old.level and new.schema_id == t.schema.id != old.schema_id
+    assert old.min_sequence_number <= new.min_sequence_number <= new.max_sequence_number <= old.max_sequence_number
+    assert new.row_count == 4 and t.snapshot(sid).commit_kind == "OVERWRITE"
+    assert sorted((r["id"], r["label"], r["n"], r["extra"]) for r in t.read().to_pylist()) == \
+        [(i, "x", i, None) for i in (0, 2, 3, 5)]

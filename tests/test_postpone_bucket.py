@@ -129,6 +129,18 @@ def test_postponed_files_are_named_and_recorded_as_paimon_does(catalog):
     assert t.snapshot().commit_kind == "APPEND"
 
 
+def test_streaming_writes_are_postponed_whatever_the_batch_option(catalog):
+    """Paimon's FlinkSinkBuilder postpones streaming input even with postpone.batch-write-fixed-bucket=true;
+    lakemerge's streaming commits are those with an explicit commit identifier."""
+    t = make(catalog, **{"postpone.default-bucket-num": "2"})
+    assert isinstance(t.new_write(), FixedBucketPostponeWrite)
+    with t.new_write(commit_identifier=7) as w:
+        assert isinstance(w, PostponedWrite)
+        w.write(rows("a", [1], "s"))
+        t.commit(w.prepare_commit())
+    assert [e.bucket for e in entries(t)] == [POSTPONE_BUCKET] and t.snapshot().commit_identifier == 7
+
+
 # --- compaction against a dict model ------------------------------------------------------------------
 def _apply(state: dict, batch: list) -> None:
     for kind, dt, i, v in batch:

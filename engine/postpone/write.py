@@ -7,7 +7,8 @@ input has a count, input is held back in arrival order (at most ``write-buffer-s
 are decided from what was seen), so sequence numbers still follow input order. Rows are then merged, compacted and
 turn into changelog exactly as in a fixed-bucket table, and each message records its partition's count.
 
-``PostponedWrite`` (``postpone.batch-write-fixed-bucket = false``; what Paimon's streaming writers always do): every
+``PostponedWrite`` (``postpone.batch-write-fixed-bucket = false``, and streaming writes, which Paimon always
+postpones): every
 record goes, unmerged and in arrival order, to its partition's ``bucket-postpone`` directory (bucket and
 totalBuckets -2, level 0, value statistics off, file names ``<data-file.prefix>-u-<commit user>-s-<writer id>-w-``
 + uuid, as PostponeBucketFileStoreWrite names them so a compaction can keep one writer's files in order). Nothing is
@@ -136,14 +137,16 @@ class PostponedWrite(TableWrite):
 
 
 def new_postpone_write(table, **kw) -> TableWrite:
-    """The writer ``Table.new_write`` gives a postpone table: FixedBucketPostponeWrite, or PostponedWrite with
-    ``postpone.batch-write-fixed-bucket = false``. Raises UnsupportedFeature for a primary key without every
-    partition column (cross-partition update), which lakemerge does not write in this mode."""
+    """The writer ``Table.new_write`` gives a postpone table: FixedBucketPostponeWrite for a batch write, or
+    PostponedWrite with ``postpone.batch-write-fixed-bucket = false`` or for a streaming write (an explicit
+    ``commit_identifier``, as lakemerge marks streaming commits), as Paimon's FlinkSinkBuilder picks its postpone
+    sinks. Raises UnsupportedFeature for a primary key without every partition column (cross-partition update),
+    which lakemerge does not write in this mode."""
     from engine.errors import UnsupportedFeature
     from engine.options import POSTPONE_BATCH_WRITE_FIXED_BUCKET
     if table.schema.cross_partition_update:
         raise UnsupportedFeature(f"table {table.name!r}: bucket=-2 (postpone) with a primary key that lacks partition "
                                  "columns (cross-partition update) cannot be written by lakemerge")
-    if table.schema.table_options.get(POSTPONE_BATCH_WRITE_FIXED_BUCKET):
+    if table.schema.table_options.get(POSTPONE_BATCH_WRITE_FIXED_BUCKET) and kw.get("commit_identifier") is None:
         return FixedBucketPostponeWrite(table, **kw)
     return PostponedWrite(table, **kw)

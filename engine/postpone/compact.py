@@ -76,7 +76,7 @@ def compact_postpone_table(table, *, full: bool = False, partitions=None, progre
     commit_user = str(uuid.uuid4())
     messages: list[CommitMessage] = []
     try:
-        messages += _redistribute(table, base, postponed, counts, full, commit_user)
+        messages += _redistribute(table, base, postponed, counts, full, commit_user, progress)
         touched = {(m.partition, m.bucket) for m in messages}
         for sp in splits:
             if (sp.partition, sp.bucket) in touched:
@@ -99,9 +99,10 @@ def compact_postpone_table(table, *, full: bool = False, partitions=None, progre
         raise
 
 
-def _redistribute(table, base, postponed, counts, full: bool, commit_user: str) -> list[CommitMessage]:
+def _redistribute(table, base, postponed, counts, full: bool, commit_user: str, progress=None
+                  ) -> list[CommitMessage]:
     """Write the postponed records into real buckets; the messages (one per real bucket written, one per partition
-    removing its postponed files), all as compaction changes."""
+    removing its postponed files), all as compaction changes. ``progress(rows=, bytes=)`` after each file read."""
     if not postponed:
         return []
     scan = table.scan()
@@ -116,6 +117,8 @@ def _redistribute(table, base, postponed, counts, full: bool, commit_user: str) 
             rows = reader.read_file(split, e.file, names)
             kinds = rows.column("_VALUE_KIND").to_numpy().astype("int8")
             writer._add(rows.select(names).cast(table.arrow_schema), kinds)
+            if progress is not None:
+                progress(rows=e.file.row_count, bytes=e.file.file_size)
         written = writer.prepare_commit()
     except BaseException:
         writer.abort()

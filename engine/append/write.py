@@ -18,14 +18,15 @@ import pyarrow as pa
 
 from engine.append.files import write_append_files
 from engine.data_paths import data_file_path
-from engine.errors import InvalidRowKind, UnsupportedFeature
+from engine.errors import InvalidOption, InvalidRowKind, UnsupportedFeature
 from engine.meta import binary_row
 from engine.meta.manifest import max_sequence_numbers
 from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER
-from engine.options import FILE_FORMAT, WRITE_BUFFER_SIZE
+from engine.options import FILE_COMPRESSION, FILE_FORMAT, WRITE_BUFFER_SIZE
 from engine.partitioning import bucket_groups, partition_groups
 from engine.schema import TableSchema
 from engine.write.commit_message import CommitMessage
+from engine.write.formats import CODECS, WRITABLE_FORMATS
 from engine.write.lifecycle import WriterLifecycle
 from engine.write.validate import conform
 
@@ -37,9 +38,12 @@ def require_append_writable(schema: TableSchema, table: str) -> None:
     opts = schema.table_options
     if opts.bucket == -2:
         raise UnsupportedFeature(f"table {table!r}: bucket=-2 (postpone) cannot be written by lakemerge")
-    if opts.get(FILE_FORMAT) != "parquet":
-        raise UnsupportedFeature(f"table {table!r}: writing file.format={opts.get(FILE_FORMAT)} is not supported; "
-                                 "use parquet (orc and avro files are readable)")
+    if opts.get(FILE_FORMAT) not in WRITABLE_FORMATS:
+        raise UnsupportedFeature(f"table {table!r}: file.format={opts.get(FILE_FORMAT)}: lakemerge cannot write "
+                                 f"{opts.get(FILE_FORMAT)} data files (it writes {', '.join(WRITABLE_FORMATS)})")
+    if opts.get(FILE_COMPRESSION) not in CODECS[opts.get(FILE_FORMAT)]:
+        raise InvalidOption(FILE_COMPRESSION, opts.get(FILE_COMPRESSION), f"not a {opts.get(FILE_FORMAT)} codec "
+                            f"(use one of {', '.join(CODECS[opts.get(FILE_FORMAT)])})", table=table)
 
 
 class AppendWrite(WriterLifecycle):

@@ -143,7 +143,7 @@ class CompactRewriter:
             if self._log_parts:
                 from engine.changelog.files import write_changelog
                 log = pa.concat_tables(self._log_parts)
-                result.changelog.extend(write_changelog(self.table, self.bucket_dir, log))
+                result.changelog.extend(write_changelog(self.table, self.bucket_dir, log, out))
             result.deletions = self._deletions
             if self._changelog is not None and self._changelog.index is not None \
                     and self._changelog.index.positions_only:

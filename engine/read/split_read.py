@@ -165,10 +165,10 @@ class SplitReader:
             if src not in raw.column_names:
                 raise CorruptFile(path, f"has neither {KEY_FIELD_PREFIX + k} nor {k}")
             out[KEY_COLUMN_PREFIX + k] = _as_type(raw.column(src), arrow.field(k).type)
-        for sys_col in (SEQUENCE_NUMBER, VALUE_KIND):
+        for sys_col, sys_type in ((SEQUENCE_NUMBER, pa.int64()), (VALUE_KIND, pa.int8())):
             if sys_col not in raw.column_names:
                 raise CorruptFile(path, f"has no {sys_col} column")
-            out[sys_col] = raw.column(sys_col)
+            out[sys_col] = _as_type(raw.column(sys_col), sys_type)  # Avro stores TINYINT as int
         for c in dict.fromkeys(self.seq_fields + list(columns)):
             if c in raw.column_names:
                 out[c] = self.as_table_type(raw.column(c), c, schema_id)

@@ -30,9 +30,13 @@ from engine.types import evolve_nested
 RETRACT_KINDS = pa.array([1, 3], pa.int8())
 
 
-def read_data_file(io: FileIO, path: str, meta: DataFileMeta, choose_columns) -> pa.Table:
-    """Read a data file (parquet, orc or avro) through ``io``; ``choose_columns(names in file)`` picks the columns.
+def read_data_file(io: FileIO, path: str, meta: DataFileMeta, choose_columns=None) -> pa.Table:
+    """Read a data file (parquet, orc or avro) through ``io``; ``choose_columns(names in file)`` picks the columns
+    (None: every column, in file order).
     Raises CorruptFile (missing, size differs from the manifest, undecodable); StorageError for I/O failures."""
+    if choose_columns is None:
+        def choose_columns(_present):
+            return None
     try:
         data = io.read_bytes(path)
     except FileNotFoundError:
@@ -51,9 +55,13 @@ def read_data_file(io: FileIO, path: str, meta: DataFileMeta, choose_columns) ->
         elif fmt == "avro":
             import io as _io
             import fastavro
-            records = list(fastavro.reader(_io.BytesIO(data)))
+            try:
+                records = list(fastavro.reader(_io.BytesIO(data)))
+            except Exception as e:  # noqa: BLE001 - fastavro reports damage as IndexError, EOFError, codec errors...
+                raise CorruptFile(path, f"undecodable Avro data: {type(e).__name__}: {e}") from None
             table = pa.Table.from_pylist(records) if records else pa.table({})
-            table = table.select(choose_columns(set(table.column_names)))
+            chosen = choose_columns(set(table.column_names))
+            table = table if chosen is None else table.select(chosen)
         else:
             raise CorruptFile(path, f"unknown data file format {fmt!r}")
     except CorruptFile:

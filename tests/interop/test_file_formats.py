@@ -108,3 +108,71 @@ def test_append_table_of_each_format(tmp_path, fmt):
     expected = _batch(list(range(1, 10))).to_pylist()
     assert t.read().sort_by("id").to_pylist() == expected
     assert pp_read(pp_get_table(wh, "db.a"), sort_by=["id"]).to_pylist() == expected
+
+
+# --- per-level formats ------------------------------------------------------------------------------------------
+def _codec_of(path: str) -> str:
+    if path.endswith(".parquet"):
+        import pyarrow.parquet as pq
+        return pq.ParquetFile(path).metadata.row_group(0).column(0).compression
+    if path.endswith(".orc"):
+        import pyarrow.orc as orc
+        return orc.ORCFile(path).compression
+    import fastavro
+    with open(path, "rb") as fo:
+        return fastavro.reader(fo).metadata["avro.codec"]
+
+
+@pytest.mark.parametrize("options", [{}, {"changelog-producer": "lookup"}], ids=["default", "lookup"])
+def test_level_0_avro_then_parquet_after_compaction(tmp_path, options):
+    """file.format.per.level '0:avro': writes are Avro files at level 0; compaction output at the max level is
+    Parquet (file.format), with the per-level codecs; lakemerge and pypaimon read the same rows throughout. With
+    changelog-producer=lookup, a single level-0 file is rewritten (not upgraded) because its output level has another
+    format, as Paimon's LookupMergeTreeCompactRewriter does."""
+    from engine.data_paths import data_file_path
+    wh = str(tmp_path / "wh")
+    cat = Catalog(wh)
+    cat.create_database("db", ignore_if_exists=True)
+    t = cat.create_table("db.t", SCHEMA, primary_key=["id"], options={
+        "bucket": "1", "file.format": "parquet", "file.format.per.level": "0:avro",
+        "file.compression.per.level": "0:snappy,5:gzip", "write-only": "true", **options})
+    t.write(_batch([1, 2, 3]))
+    files = [(f, data_file_path(sp.bucket_dir, f)) for sp in t.plan() for f in sp.files]
+    assert [(f.level, f.file_name.rsplit(".", 1)[1], _codec_of(p)) for f, p in files] == [(0, "avro", "snappy")]
+    assert pp_read(pp_get_table(wh, "db.t"), sort_by=["id"]).to_pylist() == _batch([1, 2, 3]).to_pylist()
+    if options:  # lookup compacts a lone level-0 file; it would upgrade it by metadata, but not into another format
+        t.compact()
+        [f] = [f for sp in t.plan() for f in sp.files]
+        assert f.level == 5 and f.file_name.endswith(".parquet")
+    else:
+        t.compact(full=True)
+    t.write(_batch([3, 4]))
+    expected = _expected(_batch([1, 2, 3]), _batch([3, 4]))
+    assert t.read().sort_by("id").to_pylist() == expected
+    assert pp_read(pp_get_table(wh, "db.t"), sort_by=["id"]).to_pylist() == expected
+    t.compact(full=True)
+    files = [(f, data_file_path(sp.bucket_dir, f)) for sp in t.plan() for f in sp.files]
+    assert {(f.level, f.file_name.rsplit(".", 1)[1], _codec_of(p)) for f, p in files} == {(5, "parquet", "GZIP")}
+    assert t.read().sort_by("id").to_pylist() == expected
+    assert pp_read(pp_get_table(wh, "db.t"), sort_by=["id"]).to_pylist() == expected
+
+
+@pytest.mark.parametrize("producer", ["input", "lookup"])
+def test_changelog_file_format(tmp_path, producer):
+    """changelog-file.format / changelog-file.compression apply to changelog files only; lakemerge reads the
+    changes back from them."""
+    wh = str(tmp_path / "wh")
+    cat = Catalog(wh)
+    cat.create_database("db", ignore_if_exists=True)
+    t = cat.create_table("db.t", SCHEMA, primary_key=["id"], options={
+        "bucket": "1", "changelog-producer": producer, "changelog-file.format": "orc",
+        "changelog-file.compression": "zlib"})
+    t.write(_batch([1, 2]))
+    t.write(_batch([2, 3]))
+    t.compact(full=True)
+    logs = glob.glob(f"{wh}/db.db/t/bucket-0/changelog-*")
+    data = glob.glob(f"{wh}/db.db/t/bucket-0/data-*")
+    assert logs and all(p.endswith(".orc") and _codec_of(p) == "ZLIB" for p in logs)
+    assert data and all(p.endswith(".parquet") for p in data)
+    changes = t.read_changes(columns=["id"]).to_pylist()
+    assert {r["id"] for r in changes} == {1, 2, 3} and {r["_row_kind"] for r in changes} <= {"+I", "-U", "+U"}

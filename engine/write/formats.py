@@ -49,6 +49,7 @@ CODECS: dict[str, dict[str, str | None]] = {
 ALL_CODECS = tuple(dict.fromkeys(c for codecs in CODECS.values() for c in codecs))
 
 AVRO_RECORD_NAME = "org.apache.paimon.avro.generated.record"
+ORC_STRIPE_SIZE = 64 << 20  # ORC's default stripe size (orc.stripe.size), as Paimon writes
 _SYSTEM_TYPES = {SEQUENCE_NUMBER: DataType("BIGINT", False), VALUE_KIND: DataType("TINYINT", False)}
 
 
@@ -60,10 +61,12 @@ def codec_of(fmt: str, compression: str) -> str | None:
 @dataclass(frozen=True)
 class DataFileFormat:
     """How one data file is encoded: ``name`` (parquet, orc or avro; also the file name extension), the
-    ``file.compression`` value and the zstd level."""
+    ``file.compression`` value, the zstd level and the ORC stripe size (an ORC file grows on disk a stripe at a
+    time, so rolling files near a target size smaller than a stripe needs smaller stripes)."""
     name: str
     compression: str
     zstd_level: int
+    orc_stripe_size: int = ORC_STRIPE_SIZE
 
     def encode(self, rows: pa.Table, schema: TableSchema, *, dictionary: bool = True) -> bytes:
         """The bytes of one file holding ``rows`` (a data-file layout of ``schema``). ``dictionary=False`` writes
@@ -94,10 +97,11 @@ def data_file_format(schema: TableSchema, level: int, *, changelog: bool = False
                      compression: str | None = None) -> DataFileFormat:
     """The format of a primary-key table's data file at ``level`` (a changelog file when ``changelog``);
     ``compression`` overrides the chosen codec."""
+    from engine.options import TARGET_FILE_SIZE, ZSTD_LEVEL
     opts = schema.table_options
     fmt, codec = opts.file_format_of(level, changelog=changelog)
-    from engine.options import ZSTD_LEVEL
-    return DataFileFormat(fmt, compression or codec, opts.get(ZSTD_LEVEL))
+    return DataFileFormat(fmt, compression or codec, opts.get(ZSTD_LEVEL),
+                          min(ORC_STRIPE_SIZE, opts.get(TARGET_FILE_SIZE)))
 
 
 def append_file_format(schema: TableSchema) -> DataFileFormat:
@@ -163,7 +167,8 @@ class _OrcStream:
         for f, t in zip(file_schema, types):
             _check_orc(f.name, t)
         self._time = [i for i, t in enumerate(types) if t.root == "TIME"]
-        self._writer = orc.ORCWriter(sink, compression=codec_of("orc", fmt.compression))
+        self._writer = orc.ORCWriter(sink, compression=codec_of("orc", fmt.compression),
+                                     stripe_size=fmt.orc_stripe_size)
 
     def write(self, rows: pa.Table) -> None:
         for i in self._time:  # Paimon's ORC TIME: int milliseconds of the day (pyarrow has no ORC time type)

@@ -174,7 +174,7 @@ ID_V = pa.schema([pa.field("id", pa.int64(), False), ("v", pa.string())])
 @pytest.mark.parametrize("codec,orc_name", [("zstd", "ZSTD"), ("snappy", "SNAPPY"), ("lz4", "LZ4"),
                                             ("zlib", "ZLIB"), ("none", "UNCOMPRESSED")])
 def test_orc_codecs(tmp_path, codec, orc_name):
-    import pyarrow.orc as orc
+    from pyarrow import orc
     t = _fmt_table(tmp_path, ID_V, {"file.format": "orc", "file.compression": codec})
     t.write(pa.table({"id": [1, 2], "v": ["a", None]}, schema=ID_V))
     [(meta, path)] = _data_paths(t)

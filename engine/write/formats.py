@@ -35,7 +35,7 @@ from engine.types import DataType
 
 WRITABLE_FORMATS = ("parquet", "orc", "avro")
 # Data file formats Paimon knows; lakemerge writes WRITABLE_FORMATS and refuses to write the others.
-PAIMON_FORMATS = WRITABLE_FORMATS + ("csv", "json", "text", "lance", "mosaic", "vortex", "blob")
+PAIMON_FORMATS = WRITABLE_FORMATS + ("csv", "json", "text", "lance", "mosaic", "vortex", "blob", "row")
 
 # file.compression value -> the codec name of each format's writer (None: no compression). A value missing for a
 # format is not a codec of that format (Paimon's writer refuses it too: ORC CompressionKind, Avro CodecFactory).

@@ -1,4 +1,5 @@
-"""Data files in ORC and Avro (written by pypaimon) are readable by lakemerge with the same rows."""
+"""Data files in ORC and Avro: pypaimon's are read, upserted and compacted by lakemerge, lakemerge's (including
+per-level and changelog formats) are read by pypaimon, with the same rows."""
 from __future__ import annotations
 
 import datetime as dt
@@ -9,7 +10,13 @@ import pyarrow as pa
 import pytest
 
 from engine import Catalog
-from tests.interop.pypaimon_util import pp_catalog, pp_create_table, pp_get_table, pp_read, pp_write
+from tests.interop.pypaimon_util import (
+    pp_catalog,
+    pp_create_table,
+    pp_get_table,
+    pp_read,
+    pp_write,
+)
 
 pytestmark = pytest.mark.interop
 
@@ -116,7 +123,7 @@ def _codec_of(path: str) -> str:
         import pyarrow.parquet as pq
         return pq.ParquetFile(path).metadata.row_group(0).column(0).compression
     if path.endswith(".orc"):
-        import pyarrow.orc as orc
+        from pyarrow import orc
         return orc.ORCFile(path).compression
     import fastavro
     with open(path, "rb") as fo:

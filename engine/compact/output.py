@@ -26,8 +26,8 @@ from engine.meta.data_file import FILE_SOURCE_COMPACT, DataFileMeta, SimpleStats
 from engine.options import DATA_FILE_PREFIX, STATS_MODE, TARGET_FILE_SIZE
 from engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, TableSchema
 from engine.types import DataType
-from engine.write.file_writer import ROW_GROUP_ROWS, local_millis_as_utc
-from engine.write.formats import data_file_format
+from engine.write.file_writer import local_millis_as_utc
+from engine.write.formats import ROW_GROUP_ROWS, data_file_format
 from engine.write.stats import column_min_max
 
 

@@ -9,7 +9,6 @@ keys and statistics. Files are created new (never overwritten); on error, files 
 from __future__ import annotations
 
 import dataclasses
-import io
 import os
 import time
 import uuid
@@ -17,7 +16,6 @@ import uuid
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from engine.crash_points import crash_point
 from engine.data_paths import placer_for
@@ -26,30 +24,14 @@ from engine.meta import binary_row
 from engine.meta.data_file import FILE_SOURCE_APPEND, DataFileMeta, SimpleStats
 from engine.options import DATA_FILE_PREFIX, STATS_MODE, TARGET_FILE_SIZE
 from engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, TableSchema
-from engine.write.encodings import parquet_encodings
 from engine.write.formats import DataFileFormat, data_file_format
 from engine.write.stats import simple_stats
-
-# Row groups small enough for point lookups and file skipping, large enough for scan speed.
-ROW_GROUP_ROWS = 256 * 1024
 
 
 def local_millis_as_utc() -> int:
     """Paimon's _CREATION_TIME: local wall-clock time encoded as if it were UTC."""
     now = time.time()
     return int((now + time.localtime(now).tm_gmtoff) * 1000)
-
-
-def _parquet_bytes(table: pa.Table, compression: str, level: int, dictionary: bool = True) -> bytes:
-    """Parquet bytes of ``table`` with encodings chosen from its data (``engine.write.encodings``);
-    ``dictionary=False`` uses no dictionaries (write-once, scan-once files such as changelog files)."""
-    sink = io.BytesIO()
-    kwargs = parquet_encodings(table, dictionary=dictionary)
-    if compression == "zstd":
-        kwargs["compression_level"] = level
-    pq.write_table(table, sink, compression=None if compression in ("none", "uncompressed") else compression,
-                   row_group_size=ROW_GROUP_ROWS, write_page_checksum=True, store_schema=False, **kwargs)
-    return sink.getvalue()
 
 
 def write_sorted_run(io_: FileIO, bucket_dir: str, rows: pa.Table, schema: TableSchema, level: int = 0,

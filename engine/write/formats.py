@@ -8,7 +8,8 @@ Contract:
   ``file.compression``, no per-level settings, as Paimon's append writer).
 - ``encode(rows)`` returns the bytes of one complete file; ``open_writer(sink, file_schema)`` streams a file in
   pieces (``write(rows)`` in order, ``close()``). The file name extension is ``DataFileFormat.name``.
-- Parquet files are written exactly as before this module (``_parquet_bytes`` settings, field ids, encodings).
+- Parquet files: page checksums, no stored Arrow schema, field ids from the file schema, encodings chosen from the
+  data (``engine.write.encodings``), row groups of ROW_GROUP_ROWS rows.
 - ORC files carry the column names (Paimon's ORC reader matches columns by name; the ``paimon.id`` type attributes
   Paimon's writer adds are never read back, and pyarrow cannot set them). TIME is stored as an int of milliseconds,
   as Paimon does; ORC has no codec level, so ``file.compression.zstd-level`` does not apply.
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.errors import UnsupportedFeature
+from engine.errors import InvalidOption, UnsupportedFeature
 from engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, TableSchema
 from engine.types import DataType
 
@@ -54,8 +55,12 @@ _SYSTEM_TYPES = {SEQUENCE_NUMBER: DataType("BIGINT", False), VALUE_KIND: DataTyp
 
 
 def codec_of(fmt: str, compression: str) -> str | None:
-    """The writer codec name of ``compression`` in format ``fmt``. Raises KeyError when ``fmt`` has no such codec."""
-    return CODECS[fmt][compression]
+    """The writer codec name of ``compression`` in format ``fmt``. Raises InvalidOption when ``fmt`` has no such
+    codec (``TableOptions.check_file_formats`` names the option first on every write path that checks)."""
+    try:
+        return CODECS[fmt][compression]
+    except KeyError:
+        raise InvalidOption("file.compression", compression, f"not a {fmt} codec") from None
 
 
 @dataclass(frozen=True)
@@ -72,8 +77,7 @@ class DataFileFormat:
         """The bytes of one file holding ``rows`` (a data-file layout of ``schema``). ``dictionary=False`` writes
         Parquet without dictionaries. Raises UnsupportedFeature for a column the format cannot hold."""
         if self.name == "parquet":
-            from engine.write.file_writer import _parquet_bytes
-            return _parquet_bytes(rows, self.compression, self.zstd_level, dictionary)
+            return parquet_bytes(rows, self.compression, self.zstd_level, dictionary)
         sink = io.BytesIO()
         writer = self.open_writer(sink, rows.schema, schema, rows)
         writer.write(rows)
@@ -131,6 +135,25 @@ def physical_types(file_schema: pa.Schema, schema: TableSchema) -> list[DataType
 
 
 # --- Parquet ---------------------------------------------------------------------------------------------------
+# Row groups small enough for point lookups and file skipping, large enough for scan speed.
+ROW_GROUP_ROWS = 256 * 1024
+
+
+def parquet_bytes(table: pa.Table, compression: str, level: int, dictionary: bool = True) -> bytes:
+    """Parquet bytes of ``table`` with encodings chosen from its data (``engine.write.encodings``);
+    ``dictionary=False`` uses no dictionaries (write-once, scan-once files such as changelog files)."""
+    import pyarrow.parquet as pq
+
+    from engine.write.encodings import parquet_encodings
+    sink = io.BytesIO()
+    kwargs = parquet_encodings(table, dictionary=dictionary)
+    if compression == "zstd":
+        kwargs["compression_level"] = level
+    pq.write_table(table, sink, compression=codec_of("parquet", compression), row_group_size=ROW_GROUP_ROWS,
+                   write_page_checksum=True, store_schema=False, **kwargs)
+    return sink.getvalue()
+
+
 class _ParquetStream:
     def __init__(self, sink, file_schema: pa.Schema, fmt: DataFileFormat, first: pa.Table):
         import pyarrow.parquet as pq

@@ -293,3 +293,30 @@ def test_concurrent_writers_of_a_bucket_rebase_files_of_each_format(tmp_path, fm
     assert t.read().sort_by("id").to_pylist() == [{"id": 0, "v": "base"}, {"id": 1, "v": "second"}]
     names = [m.file_name for m, _ in _data_paths(t)]
     assert any("rebased-" in n for n in names) and all(n.endswith("." + fmt) for n in names)
+
+
+def test_schema_v2_without_file_format_is_written_as_orc(tmp_path):
+    """Paimon's default for a version <= 2 schema without file.format is ORC (spec paimon-format.md section 8)."""
+    import glob
+    t = _fmt_table(tmp_path, ID_V, {})
+    [path] = glob.glob(str(tmp_path / "wh" / "db.db" / "f" / "schema" / "schema-0"))
+    obj = json.loads(_read(path))
+    obj["version"] = 2
+    obj["options"].pop("file.format", None)
+    with open(path, "w") as f:
+        json.dump(obj, f)
+    t = Catalog(str(tmp_path / "wh")).get_table("db.f")
+    t.write(pa.table({"id": [1], "v": ["a"]}, schema=ID_V))
+    [(meta, _)] = _data_paths(t)
+    assert meta.file_name.endswith(".orc") and t.read().to_pylist() == [{"id": 1, "v": "a"}]
+
+
+def test_avro_zstd_level_is_honoured(tmp_path):
+    sizes = []
+    for level in ("1", "19"):
+        t = _fmt_table(tmp_path / level, ID_V, {"file.format": "avro", "file.compression.zstd-level": level})
+        t.write(pa.table({"id": list(range(5000)), "v": [f"value {i * 7919 % 1000}" for i in range(5000)]},
+                         schema=ID_V))
+        [(meta, _)] = _data_paths(t)
+        sizes.append(meta.file_size)
+    assert sizes[1] < sizes[0]

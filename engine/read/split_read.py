@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 from engine.data_paths import data_file_path
 from engine.deletion_vectors.index_file import read_deletion_vector
 from engine.deletion_vectors.maintainer import drop_deleted
-from engine.errors import CorruptFile
+from engine.errors import CorruptFile, UnsupportedFeature
 from engine.io.file_io import FileIO
 from engine.merge import KEY_COLUMN_PREFIX, merge_runs
 from engine.meta import binary_row
@@ -26,6 +26,7 @@ from engine.meta.data_file import DataFileMeta
 from engine.read.scan import Split
 from engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, TableSchema
 from engine.types import evolve_nested
+from engine.write.formats import PAIMON_FORMATS
 
 RETRACT_KINDS = pa.array([1, 3], pa.int8())
 
@@ -62,9 +63,11 @@ def read_data_file(io: FileIO, path: str, meta: DataFileMeta, choose_columns=Non
             table = pa.Table.from_pylist(records) if records else pa.table({})
             chosen = choose_columns(set(table.column_names))
             table = table if chosen is None else table.select(chosen)
+        elif fmt in PAIMON_FORMATS:
+            raise UnsupportedFeature(f"data file {path}: lakemerge cannot read {fmt} data files")
         else:
             raise CorruptFile(path, f"unknown data file format {fmt!r}")
-    except CorruptFile:
+    except (CorruptFile, UnsupportedFeature):
         raise
     except (OSError, pa.ArrowException, ValueError) as e:
         raise CorruptFile(path, str(e)) from None

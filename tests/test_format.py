@@ -247,7 +247,6 @@ def test_per_level_options_parse_as_paimon():
 
 @pytest.mark.parametrize("fmt,typ,word", [
     ("avro", pa.timestamp("ns"), "precision"),                      # Paimon's Avro holds timestamps up to micros
-    ("avro", pa.map_(pa.string(), pa.int64()), "MAP"),
     ("orc", pa.struct([("t", pa.time32("ms"))]), "TIME"),
 ])
 def test_types_a_format_cannot_hold_are_refused_naming_the_column(tmp_path, fmt, typ, word):

@@ -54,15 +54,11 @@ def read_data_file(io: FileIO, path: str, meta: DataFileMeta, choose_columns=Non
             f = orc.ORCFile(pa.BufferReader(data))
             table = f.read(columns=choose_columns(set(f.schema.names)))
         elif fmt == "avro":
-            import io as _io
-            import fastavro
+            from engine.read.avro_file import read_avro
             try:
-                records = list(fastavro.reader(_io.BytesIO(data)))
+                table = read_avro(data, choose_columns)
             except Exception as e:  # noqa: BLE001 - fastavro reports damage as IndexError, EOFError, codec errors...
                 raise CorruptFile(path, f"undecodable Avro data: {type(e).__name__}: {e}") from None
-            table = pa.Table.from_pylist(records) if records else pa.table({})
-            chosen = choose_columns(set(table.column_names))
-            table = table if chosen is None else table.select(chosen)
         elif fmt in PAIMON_FORMATS:
             raise UnsupportedFeature(f"data file {path}: lakemerge cannot read {fmt} data files")
         else:

@@ -17,9 +17,9 @@ Contract:
   rows named ``<parent>_<field>``, nullable types as ``["null", t]`` unions with a null default, logical types for
   decimal (bytes), date, time-millis, timestamp-millis/micros (TIMESTAMP) and local-timestamp-millis/micros
   (TIMESTAMP_LTZ). Codec names: zstd -> zstandard (with the zstd level), snappy, deflate, null.
+  Maps with string keys are Avro maps, other maps arrays of ``key`` / ``value`` records with logical type ``map``.
 - A column a format cannot hold faithfully raises UnsupportedFeature naming it (nothing is written): MULTISET in ORC
-  and Avro, MAP in Avro (lakemerge's Avro reader cannot read it back), TIME nested in ORC, TIMESTAMP precision > 6
-  and TIME precision > 3 in Avro (Paimon refuses those too).
+  and Avro, TIME nested in ORC, TIMESTAMP precision > 6 and TIME precision > 3 in Avro (Paimon refuses those too).
 """
 from __future__ import annotations
 
@@ -256,8 +256,18 @@ def _avro_type(column: str, t: DataType, row_name: str):
                 field["default"] = None
             fields.append(field)
         s = {"type": "record", "name": row_name, "fields": fields}
-    else:  # MAP, MULTISET
-        raise UnsupportedFeature(f"column {column!r}: lakemerge cannot write {r} columns to Avro files")
+    elif r == "MAP" and t.key.is_string:
+        s = {"type": "map", "values": _avro_type(column, t.value, row_name)}
+    elif r == "MAP":  # Avro maps have string keys: Paimon writes an array of key/value records marked "map"
+        value = {"name": "value", "type": _avro_type(column, t.value, f"{row_name}_value")}
+        if t.value.nullable:
+            value["default"] = None
+        entry = {"type": "record", "name": row_name,
+                 "fields": [{"name": "key", "type": _avro_type(column, t.key, f"{row_name}_key")}, value]}
+        s = {"type": "array", "items": entry, "logicalType": "map"}
+    else:  # MULTISET
+        raise UnsupportedFeature(f"column {column!r}: lakemerge cannot write {r} columns to Avro files "
+                                 "(Paimon stores them as maps of counts)")
     return ["null", s] if t.nullable else s
 
 
@@ -285,13 +295,14 @@ def _avro_column(col, t: DataType) -> list:
     if t.root in ("DATE", "TIME"):
         return pc.cast(col, pa.int32()).to_pylist()
     values = col.to_pylist()
-    if t.is_nested and _has_temporal(t):
+    if t.is_nested and _needs_conversion(t):
         return [_avro_value(v, t) for v in values]
     return values
 
 
-def _has_temporal(t: DataType) -> bool:
-    return t.root in ("TIMESTAMP", "TIMESTAMP_LTZ", "DATE", "TIME") or any(_has_temporal(c) for c in _children(t))
+def _needs_conversion(t: DataType) -> bool:
+    return t.root in ("TIMESTAMP", "TIMESTAMP_LTZ", "DATE", "TIME", "MAP") \
+        or any(_needs_conversion(c) for c in _children(t))
 
 
 def _avro_value(v, t: DataType):
@@ -310,6 +321,10 @@ def _avro_value(v, t: DataType):
         return [_avro_value(x, t.element) for x in v]
     if r == "ROW":
         return {f.name: _avro_value(v.get(f.name), f.type) for f in t.fields}
+    if r == "MAP" and t.key.is_string:
+        return {k: _avro_value(x, t.value) for k, x in v}
+    if r == "MAP":
+        return [{"key": _avro_value(k, t.key), "value": _avro_value(x, t.value)} for k, x in v]
     return v
 
 

@@ -31,11 +31,7 @@ def read_avro(data: bytes, choose_columns=None) -> pa.Table:
     wanted = names if chosen is None else list(chosen)
     types = {f["name"]: arrow_type(f["type"]) for f in fields if f["name"] in wanted}
     records = list(reader)
-    columns = []
-    for name in wanted:
-        t, nullable = types[name]
-        values = [r[name] for r in records]
-        columns.append(pa.array(values, type=t))
+    columns = [pa.array([r[name] for r in records], type=types[name][0]) for name in wanted]
     return pa.Table.from_arrays(columns, schema=pa.schema([pa.field(n, types[n][0], types[n][1]) for n in wanted]))
 
 

@@ -61,8 +61,10 @@ def _expected(*batches) -> list[dict]:
 
 @pytest.mark.parametrize("fmt", ["orc", "avro"])
 @pytest.mark.parametrize("options", [{}, {"changelog-producer": "lookup"}, {"changelog-producer": "input"},
-                                     {"merge-engine": "partial-update"}, {"deletion-vectors.enabled": "true"}],
-                         ids=["dedup", "lookup", "input", "partial-update", "dv"])
+                                     {"merge-engine": "partial-update"}, {"deletion-vectors.enabled": "true"},
+                                     {"merge-engine": "aggregation", "fields.x.aggregate-function": "max"},
+                                     {"merge-engine": "first-row", "changelog-producer": "lookup"}],
+                         ids=["dedup", "lookup", "input", "partial-update", "dv", "aggregation", "first-row"])
 def test_lakemerge_writes_and_compacts_files_of_each_format(tmp_path, fmt, options):
     """Writes, compaction and changelog files of a table created with file.format orc/avro are files of that format
     (name and content), and pypaimon reads the rows lakemerge reads."""

@@ -190,9 +190,10 @@ class Table:
         Append table (engine.append.row_level): a condition on partition columns only drops the matching
         partitions; otherwise the files holding matching rows are rewritten without them, or with
         ``deletion-vectors.enabled`` the rows are marked in deletion vectors. Primary-key table
-        (engine.write.row_level): the matching rows are read at the latest snapshot and written back as -D records.
-        Raises InvalidInput (bad filter), UnsupportedFeature (a merge engine that cannot take deletes, an append
-        table lakemerge cannot rewrite), CommitConflict (nothing changed then)."""
+        (engine.write.row_level): the matching rows are read at the latest snapshot and written back as -D records;
+        a merge engine that cannot take a delete record has the rows deleted from its files instead, as Paimon
+        (engine.write.pk_rewrite). Raises InvalidInput (bad filter; a bucket that must be compacted first),
+        UnsupportedFeature (an append table lakemerge cannot rewrite), CommitConflict (nothing changed then)."""
         if self.schema.is_append_only:
             from engine.append.row_level import delete_where
         else:

@@ -8,10 +8,10 @@ Protocol (one call = at most one snapshot, semantics of engine.append.row_level)
   the metadata columns ``__paimon_file_path`` / ``__paimon_row_index`` (data source option ``metadata-columns``),
   filters by the condition (rows where it is NULL are untouched), computes the new values for UPDATE, and
   repartitions the matching rows by data file (by bucket in deletion-vector mode: a bucket's vectors are one
-  index file). Each task applies its files' changes with ``engine.append.row_level.change_bucket``: it rewrites
+  index file). Each task applies its files' changes with ``engine.write.file_changes.change_bucket``: it rewrites
   them (copy-on-write) or writes the bucket's new deletion-vector index file, appends updated rows that must be
   appended, and returns the pickled changes. Its files carry the job token (job_files).
-- The driver commits all changes as ONE OVERWRITE snapshot (engine.append.row_level.commit_changes), then
+- The driver commits all changes as ONE OVERWRITE snapshot (engine.write.file_changes.commit_changes), then
   deletes the job's files the snapshot does not list (leftovers of failed or speculative attempts). If the job or
   the commit fails (CommitConflict: a concurrent commit removed a touched file or changed its vector), every file
   of the job is deleted and the table stays at its last snapshot. Nothing matched: no snapshot.
@@ -27,17 +27,17 @@ import uuid
 
 import pyarrow as pa
 
-from engine.append.row_level import (
+from engine.append.row_level import drop_partitions
+from engine.data_paths import data_file_path
+from engine.dynamic_bucket.index_files import index_dir
+from engine.errors import CommitConflict, CommitRetriesExhausted
+from engine.write.file_changes import (
     BucketChange,
     FileChange,
     change_bucket,
     commit_changes,
     discard_changes,
-    drop_partitions,
 )
-from engine.data_paths import data_file_path
-from engine.dynamic_bucket.index_files import index_dir
-from engine.errors import CommitConflict, CommitRetriesExhausted
 from spark_glue.job_files import remove_tagged_files, tag_files
 from spark_glue.source import FILE_PATH, ROW_INDEX
 from spark_glue.tables import open_table
@@ -124,8 +124,6 @@ class AppendDmlJob:
         """Apply the matching rows ``matched`` (file path, row index, [new values of every column], [DROP]) in
         Spark tasks and commit them as one snapshot; its id, or None when no row matched."""
         from pyspark.sql import functions as F
-
-        from spark_glue.compaction import wait_for_running_tasks
         spark = matched.sparkSession
         key = F.regexp_extract(F.col(FILE_PATH), r"^(.*)/[^/]*$", 1) if self.by_bucket else F.col(FILE_PATH)
         if self.by_bucket and self.bucket_of:  # an external file's folder is not its bucket
@@ -138,7 +136,14 @@ class AppendDmlJob:
                         if f.name in self.columns and "map<" not in f.dataType.simpleString()]
             spread = (F.abs(F.hash(*hashable)) % tasks) if hashable else F.lit(0)
             key = F.coalesce(key, F.concat(F.lit("+"), spread.cast("string")))
-        placed = matched.withColumn(KEY, key).repartition(tasks, KEY).drop(KEY)
+        return self.apply(matched.withColumn(KEY, key).repartition(tasks, KEY).drop(KEY))
+
+    def apply(self, placed) -> int | None:
+        """Run ``task`` over the rows of ``placed`` (each bucket's rows in one Spark partition), commit every
+        task's changes as one snapshot and delete the job's other files; the snapshot id, or None when nothing
+        changed. On failure every file of the job is deleted."""
+        from spark_glue.compaction import wait_for_running_tasks
+        spark = placed.sparkSession
         try:
             results = [pickle.loads(bytes(r.change)) for r in placed.mapInArrow(self.task, "change binary").collect()]
         except BaseException:

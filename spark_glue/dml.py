@@ -9,6 +9,8 @@ On a primary-key table every operation is a write of changed rows in ONE snapsho
 (with filter pushdown), computes the changes in Spark and writes them bucket-parallel (``write_table``); it
 returns the id of the snapshot it wrote (the latest id if there was nothing to change). As with Paimon, a
 concurrent commit to the same keys between the read and the write is overwritten by the newer sequence numbers.
+A DELETE from a primary-key table whose merge engine cannot take a delete record changes the data files instead,
+as Paimon does (spark_glue.pk_delete); it returns None when nothing matched.
 """
 from __future__ import annotations
 
@@ -40,12 +42,21 @@ def delete_where(spark, path: str, condition) -> int | None:
     On an append table (spark_glue.append_dml, Paimon's semantics): a condition over partition columns only, or
     None, drops the matching partitions; otherwise the files holding matching rows are rewritten without them, or
     with deletion vectors the rows are marked deleted. Returns the new snapshot id, None when nothing matched.
-    Raises CommitConflict (table unchanged) when a concurrent commit removed a touched file or changed its vector."""
+    Raises CommitConflict (table unchanged) when a concurrent commit removed a touched file or changed its vector.
+
+    On a primary-key table whose merge engine cannot take a delete record (first-row, aggregation / partial-update
+    without remove-record-on-delete) the rows are deleted from the data files as Paimon does (spark_glue.pk_delete):
+    InvalidInput asking to compact first when a touched bucket's files overlap; None when nothing matched;
+    CommitConflict as above."""
     from pyspark.sql import functions as F
     table = open_table(path)
     if table.schema.is_append_only:
         from spark_glue.append_dml import delete_append
         return delete_append(spark, path, None if condition is None else _expr(condition))
+    from engine.write.row_level import upsert_deletable
+    if not upsert_deletable(table):  # no row is written: a nanosecond sequence.field is fine
+        from spark_glue.pk_delete import delete_rewrite
+        return delete_rewrite(spark, path, None if condition is None else _expr(condition))
     _check_row_level(table, "delete_where")
     rows = read_table(spark, path, prune=True, **_pinned(table)).where(_expr(condition))
     return _write_changes(rows.withColumn(KIND, F.lit("-D")), path)
@@ -232,8 +243,8 @@ def _check_cardinality(table, matched, on: list[str]) -> None:
 def _check_row_level(table, op: str) -> None:
     """Refuse what these helpers cannot do on a primary-key table, before any Spark job runs: tables ordered by a
     nanosecond sequence.field, and what engine.write.row_level.check_row_level refuses as Paimon does: updates of
-    aggregation and first-row tables (their merge engine would fold the new value into the old one, or ignore it),
-    deletes from tables that cannot take a delete record. Append tables pass."""
+    aggregation and first-row tables (their merge engine would fold the new value into the old one, or ignore it).
+    Append tables pass."""
     if table.schema.is_append_only:
         return
     arrow = table.arrow_schema

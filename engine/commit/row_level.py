@@ -1,4 +1,5 @@
-"""Committing a row-level DELETE / UPDATE / MERGE of an append table as ONE snapshot, as Paimon's FileStoreCommitImpl does:
+"""Committing a row-level DELETE / UPDATE / MERGE of an append table (or the file-rewrite DELETE of a primary-key
+table, engine.write.pk_rewrite) as ONE snapshot, as Paimon's FileStoreCommitImpl does:
 an append commit that deletes data files or changes deletion vectors is an OVERWRITE snapshot (ConflictDetection.
 shouldBeOverwriteCommit) and is conflict-checked; one that only adds files (a MERGE that only inserted) is an
 APPEND snapshot.
@@ -12,8 +13,8 @@ Refused with CommitConflict (nothing published) when, since the base snapshot th
 - a file given new deletion marks is no longer live;
 - the deletion vector of a rewritten or marked file changed, or the DV index files of a touched bucket are not the
   base's any more (engine.commit.index_changes).
-Rewritten files keep the sequence numbers of the file they replace (they take its place in append order); only
-appended rows go through the sequence guard.
+Rewritten files keep the sequence numbers of the file they replace (they take its place in append order, or its
+rows keep theirs at its level); only appended rows go through the sequence guard.
 """
 from __future__ import annotations
 

@@ -5,15 +5,18 @@ carrying the whole new row (UPDATE). The table's merge engine and changelog prod
 -D / +U record (changelog-producer=input: exactly these rows; lookup / full-compaction: -D / -U,+U against the old
 values when compacted).
 
-Refused up front (nothing written), as Paimon refuses (InvalidInput) or does it otherwise (UnsupportedFeature):
+DELETE from a table that cannot take a delete record (PrimaryKeyTableUtils.validatePKUpsertDeletable:
+partial-update without partial-update.remove-record-on-delete / remove-record-on-sequence-group, aggregation
+without aggregation.remove-record-on-delete, first-row) does not write -D records: as Paimon, it deletes the rows
+from the data files instead (engine.write.pk_rewrite: deletion-vector marks or a copy-on-write rewrite of
+compacted files; InvalidInput asking to compact first otherwise).
+
+Refused up front (nothing written), as Paimon refuses (InvalidInput):
 - UPDATE of a primary-key column ("Can't update the primary key column"); a partition column of an ordinary
   primary-key table is part of its key. A cross-partition table (bucket=-1, key without the partition columns) may
   move a row to another partition, as in Paimon.
 - UPDATE of a table whose merge engine is not deduplicate or partial-update (RowLevelOp.Update): aggregation
   would fold the new value into the old one, first-row would ignore it.
-- DELETE of a table that cannot take a delete record (PrimaryKeyTableUtils.validatePKUpsertDeletable:
-  partial-update without partial-update.remove-record-on-delete / remove-record-on-sequence-group, aggregation
-  without aggregation.remove-record-on-delete, first-row): Paimon rewrites the data files there, lakemerge does not.
 Note as in Paimon: with ignore-delete the -D records are dropped (the DELETE changes nothing); on partial-update an
 UPDATE to NULL leaves the old value (nulls do not overwrite). A nanosecond sequence.field is fine here (the
 engine reads and writes nanoseconds exactly; spark_glue.dml refuses it because Spark floors them).
@@ -37,7 +40,7 @@ from collections.abc import Mapping
 
 import pyarrow as pa
 
-from engine.errors import InvalidInput, UnsupportedFeature
+from engine.errors import InvalidInput
 from engine.options import (
     AGGREGATION_REMOVE_ON_DELETE,
     PARTIAL_UPDATE_REMOVE_ON_DELETE,
@@ -45,31 +48,31 @@ from engine.options import (
 )
 
 
-def check_row_level(table, op: str, *, update: bool) -> None:
-    """Raise InvalidInput (UPDATE) or UnsupportedFeature (DELETE) when the merge engine of primary-key ``table``
-    cannot take the records a row-level ``op`` writes (module docstring). Append tables pass."""
-    schema = table.schema
-    if schema.is_append_only:
-        return
-    opts = schema.table_options
+def upsert_deletable(table) -> bool:
+    """Whether primary-key ``table``'s merge engine takes delete records (Paimon's
+    PrimaryKeyTableUtils.validatePKUpsertDeletable): deduplicate; partial-update with
+    partial-update.remove-record-on-delete or remove-record-on-sequence-group; aggregation with
+    aggregation.remove-record-on-delete. Not first-row."""
+    opts = table.schema.table_options
     engine = opts.merge_engine
-    if update:
-        if engine not in ("deduplicate", "partial-update"):
-            raise InvalidInput(f"{op} cannot update a table with merge-engine={engine} (only deduplicate and "
-                               "partial-update, as Paimon's UPDATE / MERGE INTO)", table=table.name)
+    if engine == "partial-update":
+        return bool(opts.get(PARTIAL_UPDATE_REMOVE_ON_DELETE) or opts.get(PARTIAL_UPDATE_REMOVE_ON_SEQUENCE_GROUP))
+    if engine == "aggregation":
+        return bool(opts.get(AGGREGATION_REMOVE_ON_DELETE))
+    return engine == "deduplicate"
+
+
+def check_row_level(table, op: str, *, update: bool) -> None:
+    """Raise InvalidInput when a row-level UPDATE ``op`` cannot be done on primary-key ``table`` (a merge engine
+    other than deduplicate and partial-update, module docstring). DELETE and append tables pass: a table whose
+    merge engine cannot take delete records deletes by rewriting its files (engine.write.pk_rewrite)."""
+    schema = table.schema
+    if schema.is_append_only or not update:
         return
-    if engine == "deduplicate":
-        return
-    if engine == "partial-update" and (opts.get(PARTIAL_UPDATE_REMOVE_ON_DELETE)
-                                       or opts.get(PARTIAL_UPDATE_REMOVE_ON_SEQUENCE_GROUP)):
-        return
-    if engine == "aggregation" and opts.get(AGGREGATION_REMOVE_ON_DELETE):
-        return
-    need = {"partial-update": " without partial-update.remove-record-on-delete or "
-                              "partial-update.remove-record-on-sequence-group",
-            "aggregation": " without aggregation.remove-record-on-delete"}.get(engine, "")
-    raise UnsupportedFeature(f"table {table.name!r}: {op} of a table with merge-engine={engine}{need} cannot write "
-                             "delete records (Paimon rewrites its data files instead, which lakemerge does not do)")
+    engine = schema.table_options.merge_engine
+    if engine not in ("deduplicate", "partial-update"):
+        raise InvalidInput(f"{op} cannot update a table with merge-engine={engine} (only deduplicate and "
+                           "partial-update, as Paimon's UPDATE / MERGE INTO)", table=table.name)
 
 
 def _check_assignments(table, assignments: Mapping[str, object]) -> None:
@@ -86,9 +89,12 @@ def _check_assignments(table, assignments: Mapping[str, object]) -> None:
 
 def delete_where(table, filter) -> int | None:
     """DELETE FROM primary-key ``table`` WHERE ``filter`` (Table.read's filter forms; None: every row) in one
-    commit; the new snapshot id, or None when no row matched. Raises InvalidInput (bad filter), UnsupportedFeature
-    (a merge engine that cannot take deletes), CommitConflict (module docstring)."""
-    check_row_level(table, "delete_where", update=False)
+    commit; the new snapshot id, or None when no row matched. A table whose merge engine takes delete records gets
+    -D records (module docstring), any other has its files rewritten or marked (engine.write.pk_rewrite). Raises
+    InvalidInput (bad filter; with rewriting, a file that must be compacted first), CommitConflict."""
+    if not upsert_deletable(table):
+        from engine.write.pk_rewrite import delete_by_rewrite
+        return delete_by_rewrite(table, filter)
     return _write(table, filter, None)
 
 

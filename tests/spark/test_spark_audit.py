@@ -91,9 +91,9 @@ def test_row_level_helpers_refuse_tables_they_cannot_change(spark, tmp_path):
     """UPDATE of an aggregation table folded the new value into the old one (SET s = 100 gave 105), of a first-row
     table was ignored; on an append table every helper failed inside Spark tasks. Paimon's Spark UPDATE / MERGE
     INTO refuse aggregation and first-row tables; the helpers now refuse all of these before running a job.
-    DELETE wrote -D rows the aggregation folded as retractions (sum 5 - 5 = 0, the row stayed): Paimon rewrites the
-    files of tables that cannot take deletes, lakemerge refuses them (append tables: test_spark_append_merge.py)."""
-    from engine.errors import InvalidInput, UnsupportedFeature
+    DELETE wrote -D rows the aggregation folded as retractions (sum 5 - 5 = 0, the row stayed): like Paimon it now
+    deletes the rows from the files of tables that cannot take deletes (tests/spark/test_spark_pk_delete.py)."""
+    from engine.errors import InvalidInput
     cat = _catalog(tmp_path)
     schema = pa.schema([("id", pa.int64()), ("s", pa.int64())])
     agg = cat.create_table("db.agg", schema, ["id"], None, {"bucket": "1", "merge-engine": "aggregation",
@@ -101,13 +101,16 @@ def test_row_level_helpers_refuse_tables_they_cannot_change(spark, tmp_path):
     first = cat.create_table("db.first", schema, ["id"], None, {"bucket": "1", "merge-engine": "first-row"})
     source = spark.createDataFrame([(1, 100)], "id long, s long")
     for t, calls, match in [
-            (agg, ["update", "merge", "delete"], "merge-engine=aggregation"),
-            (first, ["update", "merge", "delete"], "merge-engine=first-row")]:
+            (agg, ["update", "merge"], "merge-engine=aggregation"),
+            (first, ["update", "merge"], "merge-engine=first-row")]:
         for call in calls:
-            with pytest.raises(UnsupportedFeature if call == "delete" else InvalidInput, match=match):
-                {"delete": lambda: spark_glue.delete_where(spark, t.root, "id = 1"),
-                 "update": lambda: spark_glue.update_where(spark, t.root, {"s": "100"}, "id = 1"),
+            with pytest.raises(InvalidInput, match=match):
+                {"update": lambda: spark_glue.update_where(spark, t.root, {"s": "100"}, "id = 1"),
                  "merge": lambda: spark_glue.merge_into(spark, t.root, source, on="id")}[call]()
+    for t in (agg, first):
+        t.write(pa.table({"id": [1, 2], "s": [5, 6]}, schema=schema))
+        assert spark_glue.delete_where(spark, t.root, "id = 1") is not None
+        assert t.read().to_pylist() == [{"id": 2, "s": 6}]
 
 
 def test_write_schema_is_checked_before_any_task_runs(spark, orders):

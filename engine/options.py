@@ -318,6 +318,10 @@ KNOWN_PAIMON_KEYS = frozenset({
     "deduplicate.ignore-delete", "fields.default-aggregate-function",
 })
 _PER_FIELD = re.compile(r"^fields\.[^.]+\.[a-z0-9.-]+$")
+# Options of a data file format, passed to its writer by Paimon (``orc.*``, ``parquet.*``, ``avro.*``). lakemerge
+# honours the codec ones (FORMAT_CODEC_KEYS) and keeps the others without a warning.
+_FORMAT_OPTION = re.compile(r"^(orc|parquet|avro)\.")
+FORMAT_CODEC_KEYS = {"orc": "orc.compress", "avro": "avro.codec"}
 
 # Merge engines / producers this version implements; the others are valid Paimon values but unsupported here.
 SUPPORTED_MERGE_ENGINES = ("deduplicate", "partial-update", "aggregation", "first-row")
@@ -350,7 +354,7 @@ class TableOptions:
         (``fields.<name>.*``).
         """
         return sorted(k for k in self.raw if k not in _REGISTRY and k not in KNOWN_PAIMON_KEYS
-                      and not _PER_FIELD.match(k))
+                      and not _PER_FIELD.match(k) and not _FORMAT_OPTION.match(k))
 
     def warn_unknown(self) -> None:
         """Log one warning per key of ``unknown_keys()``; the options are kept as given."""
@@ -455,15 +459,20 @@ class TableOptions:
         self._check_deletion_vectors()
         self.check_file_formats()
 
-    def file_format_of(self, level: int, *, changelog: bool = False) -> tuple[str, str]:
+    def file_format_of(self, level: int, *, changelog: bool = False, per_level: bool = True) -> tuple[str, str]:
         """(format, compression) of a primary-key table's file at ``level``, as Paimon's KeyValueFileWriterFactory
         picks them: a changelog file takes ``changelog-file.format`` / ``changelog-file.compression`` when set;
-        otherwise ``file.format.per.level`` / ``file.compression.per.level`` for the level, else ``file.format`` /
-        ``file.compression``."""
+        otherwise ``file.format.per.level`` / ``file.compression.per.level`` for the level (not with
+        ``per_level=False``: append tables), else ``file.format`` / ``file.compression``. The format's own codec
+        option (``orc.compress``, ``avro.codec``) overrides the compression, as in Paimon's ORC and Avro writers."""
         fmt = self.get(CHANGELOG_FILE_FORMAT) if changelog else None
         codec = self.get(CHANGELOG_FILE_COMPRESSION) if changelog else None
-        fmt = fmt or self.get(FILE_FORMAT_PER_LEVEL).get(level, self.get(FILE_FORMAT))
-        codec = codec or self.get(FILE_COMPRESSION_PER_LEVEL).get(level, self.get(FILE_COMPRESSION))
+        fmt = fmt or (self.get(FILE_FORMAT_PER_LEVEL).get(level) if per_level else None) or self.get(FILE_FORMAT)
+        codec = codec or (self.get(FILE_COMPRESSION_PER_LEVEL).get(level) if per_level else None) \
+            or self.get(FILE_COMPRESSION)
+        own = FORMAT_CODEC_KEYS.get(fmt)
+        if own in self.raw:
+            codec = self.raw[own].strip().lower()
         return fmt, codec
 
     def check_file_formats(self) -> None:
@@ -471,7 +480,8 @@ class TableOptions:
         option otherwise) and its compression is a codec of that format (InvalidOption naming the option)."""
         from engine.write.formats import CODECS, WRITABLE_FORMATS
         per_fmt, per_codec = self.get(FILE_FORMAT_PER_LEVEL), self.get(FILE_COMPRESSION_PER_LEVEL)
-        choices = [(FILE_FORMAT, self.get(FILE_FORMAT), FILE_COMPRESSION, self.get(FILE_COMPRESSION))]
+        fmt, codec = self.file_format_of(0, per_level=False)
+        choices = [(FILE_FORMAT, fmt, FILE_COMPRESSION, codec)]
         for level in sorted(set(per_fmt) | set(per_codec)):
             fmt, codec = self.file_format_of(level)
             choices.append((FILE_FORMAT_PER_LEVEL if level in per_fmt else FILE_FORMAT, fmt,
@@ -483,6 +493,7 @@ class TableOptions:
                                 CHANGELOG_FILE_COMPRESSION if self.get(CHANGELOG_FILE_COMPRESSION)
                                 else FILE_COMPRESSION, codec))
         for fmt_key, fmt, codec_key, codec in choices:
+            codec_key = FORMAT_CODEC_KEYS[fmt] if FORMAT_CODEC_KEYS.get(fmt) in self.raw else codec_key
             if fmt not in WRITABLE_FORMATS:
                 raise UnsupportedFeature(f"table {self.table!r}: {fmt_key}={self.raw.get(fmt_key)}: lakemerge "
                                          f"cannot write {fmt} data files (it writes {', '.join(WRITABLE_FORMATS)})")

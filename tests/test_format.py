@@ -319,3 +319,32 @@ def test_avro_zstd_level_is_honoured(tmp_path):
         [(meta, _)] = _data_paths(t)
         sizes.append(meta.file_size)
     assert sizes[1] < sizes[0]
+
+
+@pytest.mark.parametrize("options,expected", [
+    ({"file.format": "orc", "orc.compress": "SNAPPY"}, "SNAPPY"),
+    ({"file.format": "avro", "avro.codec": "deflate", "file.compression": "zstd"}, "deflate"),
+])
+def test_format_codec_options_override_file_compression(tmp_path, options, expected, caplog):
+    """Paimon's ORC / Avro writers take orc.compress / avro.codec over file.compression; such format options are
+    known Paimon options (no warning)."""
+    import logging
+
+    import fastavro
+    from pyarrow import orc
+    with caplog.at_level(logging.WARNING, logger="lakemerge.options"):
+        t = _fmt_table(tmp_path, ID_V, options)
+        t.write(pa.table({"id": [1], "v": ["a"]}, schema=ID_V))
+    [(_, path)] = _data_paths(t)
+    if path.endswith(".orc"):
+        assert orc.ORCFile(path).compression == expected
+    else:
+        with open(path, "rb") as fo:
+            assert fastavro.reader(fo).metadata["avro.codec"] == expected
+    assert not [r for r in caplog.records if "orc.compress" in r.getMessage() or "avro.codec" in r.getMessage()]
+
+
+def test_bad_format_codec_option_is_named(tmp_path):
+    from engine.errors import InvalidOption
+    with pytest.raises(InvalidOption, match="avro.codec"):
+        _fmt_table(tmp_path, ID_V, {"file.format": "avro", "avro.codec": "lz4"})

@@ -97,22 +97,22 @@ class DataFileFormat:
         raise UnsupportedFeature(f"lakemerge cannot write {self.name} data files")
 
 
-def data_file_format(schema: TableSchema, level: int, *, changelog: bool = False,
-                     compression: str | None = None) -> DataFileFormat:
-    """The format of a primary-key table's data file at ``level`` (a changelog file when ``changelog``);
-    ``compression`` overrides the chosen codec."""
-    from engine.options import TARGET_FILE_SIZE, ZSTD_LEVEL
-    opts = schema.table_options
-    fmt, codec = opts.file_format_of(level, changelog=changelog)
-    return DataFileFormat(fmt, compression or codec, opts.get(ZSTD_LEVEL),
-                          min(ORC_STRIPE_SIZE, opts.get(TARGET_FILE_SIZE)))
+def data_file_format(schema: TableSchema, level: int, *, changelog: bool = False) -> DataFileFormat:
+    """The format of a primary-key table's data file at ``level`` (a changelog file when ``changelog``):
+    ``TableOptions.file_format_of``."""
+    return _format(schema, *schema.table_options.file_format_of(level, changelog=changelog))
 
 
 def append_file_format(schema: TableSchema) -> DataFileFormat:
-    """The format of an append table's data files: ``file.format`` and ``file.compression``."""
-    from engine.options import FILE_COMPRESSION, FILE_FORMAT, ZSTD_LEVEL
+    """The format of an append table's data files: ``file.format`` and ``file.compression`` (no per-level
+    settings, as Paimon's append writer)."""
+    return _format(schema, *schema.table_options.file_format_of(0, per_level=False))
+
+
+def _format(schema: TableSchema, fmt: str, codec: str) -> DataFileFormat:
+    from engine.options import TARGET_FILE_SIZE, ZSTD_LEVEL
     opts = schema.table_options
-    return DataFileFormat(opts.get(FILE_FORMAT), opts.get(FILE_COMPRESSION), opts.get(ZSTD_LEVEL))
+    return DataFileFormat(fmt, codec, opts.get(ZSTD_LEVEL), min(ORC_STRIPE_SIZE, opts.get(TARGET_FILE_SIZE)))
 
 
 def format_of_file(file_name: str) -> str:

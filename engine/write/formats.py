@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.errors import InvalidOption, UnsupportedFeature
+from engine.options import TARGET_FILE_SIZE, ZSTD_LEVEL
 from engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, TableSchema
 from engine.types import DataType
 
@@ -110,7 +111,6 @@ def append_file_format(schema: TableSchema) -> DataFileFormat:
 
 
 def _format(schema: TableSchema, fmt: str, codec: str) -> DataFileFormat:
-    from engine.options import TARGET_FILE_SIZE, ZSTD_LEVEL
     opts = schema.table_options
     return DataFileFormat(fmt, codec, opts.get(ZSTD_LEVEL), min(ORC_STRIPE_SIZE, opts.get(TARGET_FILE_SIZE)))
 
@@ -336,7 +336,9 @@ class _AvroStream:
         self._types = physical_types(file_schema, schema)
         parsed = fastavro.parse_schema(avro_schema(self._names, self._types))
         codec = codec_of("avro", fmt.compression)
-        level = {"compression_level": fmt.zstd_level} if codec == "zstandard" else {}
+        # Paimon: file.compression zstd -> zstandard at file.compression.zstd-level; "zstandard" itself (e.g. from
+        # avro.codec) -> Avro's default level
+        level = {"compression_level": fmt.zstd_level} if fmt.compression == "zstd" else {}
         self._writer = Writer(sink, parsed, codec, **level)
 
     def write(self, rows: pa.Table) -> None:

@@ -95,9 +95,44 @@ BUCKET = _opt("bucket", parse_int, -1, "fixed bucket count (> 0); -1 dynamic, -2
 BUCKET_KEY = _opt("bucket-key", _field_list, (), "bucket key fields; default: primary key minus partition keys")
 MERGE_ENGINE = _opt("merge-engine", _enum("deduplicate", "partial-update", "aggregation", "first-row"),
                     "deduplicate", "how records of one key are merged")
-FILE_FORMAT = _opt("file.format", _enum("parquet", "orc", "avro"), "parquet", "data file format")
-FILE_COMPRESSION = _opt("file.compression", _enum("zstd", "snappy", "lz4", "gzip", "none", "uncompressed"),
-                        "zstd", "data file compression")
+def _file_format(v: str) -> str:
+    """A Paimon data file format name, lower-cased as Paimon normalizes it (lakemerge writes parquet, orc, avro)."""
+    from engine.write.formats import PAIMON_FORMATS
+    return _enum(*PAIMON_FORMATS)(v)
+
+
+def _compression(v: str) -> str:
+    """A codec name of some data file format (which format has it is checked when writing)."""
+    from engine.write.formats import ALL_CODECS
+    return _enum(*ALL_CODECS)(v)
+
+
+def _per_level(parse_value: Callable[[str], Any]) -> Callable[[str], dict[int, Any]]:
+    """Paimon's map option form ``'0:avro,5:parquet'``: level -> parsed value (blanks around parts ignored)."""
+    def parse(v: str) -> dict[int, Any]:
+        out: dict[int, Any] = {}
+        for entry in v.split(","):
+            if not entry.strip():
+                continue
+            level, sep, value = entry.partition(":")
+            if not sep or not level.strip() or not value.strip():
+                raise ValueError(f"entry {entry.strip()!r} is not of the form '<level>:<value>', e.g. '0:avro'")
+            try:
+                out[int(level.strip())] = parse_value(value)
+            except ValueError as e:
+                raise ValueError(f"entry {entry.strip()!r}: {e}") from None
+        return out
+    return parse
+
+
+FILE_FORMAT = _opt("file.format", _file_format, "parquet", "data file format (lakemerge writes parquet, orc, avro)")
+FILE_COMPRESSION = _opt("file.compression", _compression, "zstd",
+                        "data file compression (parquet: zstd snappy lz4 gzip none; orc: zstd snappy lz4 zlib none; "
+                        "avro: zstd snappy deflate null)")
+FILE_FORMAT_PER_LEVEL = _opt("file.format.per.level", _per_level(_file_format), {},
+                             "primary-key tables: data file format by LSM level, e.g. '0:avro,5:parquet'")
+FILE_COMPRESSION_PER_LEVEL = _opt("file.compression.per.level", _per_level(_compression), {},
+                                  "primary-key tables: data file compression by LSM level, e.g. '0:lz4,1:zstd'")
 ZSTD_LEVEL = _opt("file.compression.zstd-level", parse_int, 1, "zstd level of data files")
 TARGET_FILE_SIZE = _opt("target-file-size", parse_memory_size, 128 << 20, "rolling size of data files")
 WRITE_BUFFER_SIZE = _opt("write-buffer-size", parse_memory_size, 256 << 20, "in-memory write buffer per writer")
@@ -229,9 +264,10 @@ CONSUMER_EXPIRATION_TIME = _opt("consumer.expiration-time", _optional(parse_dura
 CONSUMER_IGNORE_PROGRESS = _opt("consumer.ignore-progress", parse_bool, False,
                                 "a stream with a consumer id starts from its scan mode, not the saved progress")
 # --- issue 5 (round 2): changelog file settings, Paimon's names; unset -> the data-file settings ---
-CHANGELOG_FILE_COMPRESSION = _opt("changelog-file.compression",
-                                  _enum("zstd", "snappy", "lz4", "gzip", "none", "uncompressed"), None,
-                                  "changelog file compression (default: file.compression)")
+CHANGELOG_FILE_COMPRESSION = _opt("changelog-file.compression", _compression, None,
+                                  "changelog file compression (default: the data files' of level 0)")
+CHANGELOG_FILE_FORMAT = _opt("changelog-file.format", _file_format, None,
+                             "changelog file format (default: the data files' of level 0)")
 CHANGELOG_FILE_STATS_MODE = _opt("changelog-file.stats-mode", str.strip, None,
                                  "changelog file value statistics: none|counts|truncate(N)|full "
                                  "(default: metadata.stats-mode)")
@@ -296,6 +332,10 @@ KNOWN_PAIMON_KEYS = frozenset({
     "postpone.batch-write-fixed-bucket.rescale-load-factor",
 })
 _PER_FIELD = re.compile(r"^fields\.[^.]+\.[a-z0-9.-]+$")
+# Options of a data file format, passed to its writer by Paimon (``orc.*``, ``parquet.*``, ``avro.*``). lakemerge
+# honours the codec ones (FORMAT_CODEC_KEYS) and keeps the others without a warning.
+_FORMAT_OPTION = re.compile(r"^(orc|parquet|avro)\.")
+FORMAT_CODEC_KEYS = {"orc": "orc.compress", "avro": "avro.codec"}
 
 # Merge engines / producers this version implements; the others are valid Paimon values but unsupported here.
 SUPPORTED_MERGE_ENGINES = ("deduplicate", "partial-update", "aggregation", "first-row")
@@ -328,7 +368,7 @@ class TableOptions:
         (``fields.<name>.*``).
         """
         return sorted(k for k in self.raw if k not in _REGISTRY and k not in KNOWN_PAIMON_KEYS
-                      and not _PER_FIELD.match(k))
+                      and not _PER_FIELD.match(k) and not _FORMAT_OPTION.match(k))
 
     def warn_unknown(self) -> None:
         """Log one warning per key of ``unknown_keys()``; the options are kept as given."""
@@ -436,9 +476,49 @@ class TableOptions:
         if self.get(PK_NULLABLE):
             raise UnsupportedFeature(where + "primary-key.nullable=true is not supported")
         self._check_deletion_vectors()
-        if self.get(FILE_FORMAT) != "parquet":
-            raise UnsupportedFeature(where + f"writing file.format={self.get(FILE_FORMAT)} is not supported; "
-                                     "use parquet (orc and avro files are readable)")
+        self.check_file_formats()
+
+    def file_format_of(self, level: int, *, changelog: bool = False, per_level: bool = True) -> tuple[str, str]:
+        """(format, compression) of a primary-key table's file at ``level``, as Paimon's KeyValueFileWriterFactory
+        picks them: a changelog file takes ``changelog-file.format`` / ``changelog-file.compression`` when set;
+        otherwise ``file.format.per.level`` / ``file.compression.per.level`` for the level (not with
+        ``per_level=False``: append tables), else ``file.format`` / ``file.compression``. The format's own codec
+        option (``orc.compress``, ``avro.codec``) overrides the compression, as in Paimon's ORC and Avro writers."""
+        fmt = self.get(CHANGELOG_FILE_FORMAT) if changelog else None
+        codec = self.get(CHANGELOG_FILE_COMPRESSION) if changelog else None
+        fmt = fmt or (self.get(FILE_FORMAT_PER_LEVEL).get(level) if per_level else None) or self.get(FILE_FORMAT)
+        codec = codec or (self.get(FILE_COMPRESSION_PER_LEVEL).get(level) if per_level else None) \
+            or self.get(FILE_COMPRESSION)
+        own = FORMAT_CODEC_KEYS.get(fmt)
+        if own in self.raw:
+            codec = self.raw[own].strip().lower()
+        return fmt, codec
+
+    def check_file_formats(self) -> None:
+        """Every format the options choose for some file is one lakemerge writes (UnsupportedFeature naming the
+        option otherwise) and its compression is a codec of that format (InvalidOption naming the option)."""
+        from engine.write.formats import CODECS, WRITABLE_FORMATS
+        per_fmt, per_codec = self.get(FILE_FORMAT_PER_LEVEL), self.get(FILE_COMPRESSION_PER_LEVEL)
+        fmt, codec = self.file_format_of(0, per_level=False)
+        choices = [(FILE_FORMAT, fmt, FILE_COMPRESSION, codec)]
+        for level in sorted(set(per_fmt) | set(per_codec)):
+            fmt, codec = self.file_format_of(level)
+            choices.append((FILE_FORMAT_PER_LEVEL if level in per_fmt else FILE_FORMAT, fmt,
+                            FILE_COMPRESSION_PER_LEVEL if level in per_codec else FILE_COMPRESSION, codec))
+        if self.get(CHANGELOG_FILE_FORMAT) or self.get(CHANGELOG_FILE_COMPRESSION):
+            for level in sorted(set(per_fmt) | set(per_codec) | {0}):
+                fmt, codec = self.file_format_of(level, changelog=True)
+                choices.append((CHANGELOG_FILE_FORMAT if self.get(CHANGELOG_FILE_FORMAT) else FILE_FORMAT, fmt,
+                                CHANGELOG_FILE_COMPRESSION if self.get(CHANGELOG_FILE_COMPRESSION)
+                                else FILE_COMPRESSION, codec))
+        for fmt_key, fmt, codec_key, codec in choices:
+            codec_key = FORMAT_CODEC_KEYS[fmt] if FORMAT_CODEC_KEYS.get(fmt) in self.raw else codec_key
+            if fmt not in WRITABLE_FORMATS:
+                raise UnsupportedFeature(f"table {self.table!r}: {fmt_key}={self.raw.get(fmt_key)}: lakemerge "
+                                         f"cannot write {fmt} data files (it writes {', '.join(WRITABLE_FORMATS)})")
+            if codec not in CODECS[fmt]:
+                raise InvalidOption(codec_key, self.raw.get(codec_key, codec), f"{codec} is not a {fmt} codec "
+                                    f"(use one of {', '.join(CODECS[fmt])})", table=self.table)
 
     # Frequently used, typed.
     @property

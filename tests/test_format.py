@@ -154,3 +154,197 @@ def test_pypaimon_reads_thin_mode_tables(tmp_path):
     rb = pt.new_read_builder()
     theirs = rb.new_read().to_arrow(rb.new_scan().plan().splits())
     assert sorted(theirs.to_pylist(), key=lambda r: r["id"]) == sorted(t.read().to_pylist(), key=lambda r: r["id"])
+
+
+# --- data file formats (engine.write.formats): ORC and Avro as Paimon writes them --------------------------------
+def _fmt_table(tmp_path, schema, options, pk=("id",)):
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db", ignore_if_exists=True)
+    return cat.create_table("db.f", schema, primary_key=list(pk) or None, options={"bucket": "1", **options})
+
+
+def _data_paths(t):
+    from engine.data_paths import data_file_path
+    return [(f, data_file_path(sp.bucket_dir, f)) for sp in t.plan() for f in sp.files]
+
+
+ID_V = pa.schema([pa.field("id", pa.int64(), False), ("v", pa.string())])
+
+
+@pytest.mark.parametrize("codec,orc_name", [("zstd", "ZSTD"), ("snappy", "SNAPPY"), ("lz4", "LZ4"),
+                                            ("zlib", "ZLIB"), ("none", "UNCOMPRESSED")])
+def test_orc_codecs(tmp_path, codec, orc_name):
+    from pyarrow import orc
+    t = _fmt_table(tmp_path, ID_V, {"file.format": "orc", "file.compression": codec})
+    t.write(pa.table({"id": [1, 2], "v": ["a", None]}, schema=ID_V))
+    [(meta, path)] = _data_paths(t)
+    f = orc.ORCFile(path)
+    assert meta.file_name.endswith(".orc") and f.compression == orc_name
+    assert f.schema.names == ["_KEY_id", "_SEQUENCE_NUMBER", "_VALUE_KIND", "id", "v"]
+
+
+@pytest.mark.parametrize("codec,avro_name", [("zstd", "zstandard"), ("snappy", "snappy"), ("deflate", "deflate"),
+                                             ("null", "null"), ("none", "null")])
+def test_avro_codecs_and_paimon_schema(tmp_path, codec, avro_name):
+    import fastavro
+    schema = pa.schema([pa.field("id", pa.int64(), False), ("ts", pa.timestamp("ms")),
+                        ("ltz", pa.timestamp("us", tz="UTC")), ("d", pa.decimal128(10, 2)), ("day", pa.date32()),
+                        ("r", pa.struct([("a", pa.int32())]))])
+    t = _fmt_table(tmp_path, schema, {"file.format": "avro", "file.compression": codec})
+    t.write(pa.table({"id": [1], "ts": [dt.datetime(2024, 1, 1)], "ltz": [dt.datetime(2024, 1, 1, tzinfo=dt.UTC)],
+                      "d": [None], "day": [dt.date(2024, 1, 1)], "r": [{"a": 1}]}, schema=schema))
+    [(meta, path)] = _data_paths(t)
+    with open(path, "rb") as fo:
+        reader = fastavro.reader(fo)
+        ws = reader.writer_schema
+        assert reader.metadata["avro.codec"] == avro_name
+    assert meta.file_name.endswith(".avro")
+    assert ws["name"] == "org.apache.paimon.avro.generated.record"
+    types = {f["name"]: f["type"] for f in ws["fields"]}
+    assert types["_KEY_id"] == "long" and types["_VALUE_KIND"] == "int"
+    assert types["ts"][0] == "null" and types["ts"][1]["logicalType"] == "timestamp-millis"
+    assert types["ltz"][1]["logicalType"] == "local-timestamp-micros"
+    assert types["d"][1] == {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}
+    assert types["day"][1]["logicalType"] == "date"
+    assert types["r"][1]["name"] == "org.apache.paimon.avro.generated.record_r"
+
+
+@pytest.mark.parametrize("options,key", [
+    ({"file.format": "orc", "file.compression": "gzip"}, "file.compression"),      # ORC has zlib, not gzip
+    ({"file.format": "avro", "file.compression": "lz4"}, "file.compression"),      # Avro has no lz4 codec
+    ({"file.format.per.level": "0avro"}, "file.format.per.level"),
+    ({"file.format.per.level": "x:avro"}, "file.format.per.level"),
+    ({"file.format.per.level": "0:xml"}, "file.format.per.level"),
+    ({"file.compression.per.level": "0:brotli9"}, "file.compression.per.level"),
+    ({"file.compression.per.level": "0:zlib"}, "file.compression.per.level"),     # zlib is not a parquet codec
+    ({"changelog-file.format": "xml"}, "changelog-file.format"),
+    ({"changelog-file.format": "avro", "changelog-file.compression": "gzip"}, "changelog-file.compression"),
+])
+def test_bad_file_format_options_name_the_option(tmp_path, options, key):
+    from engine.errors import InvalidOption
+    with pytest.raises(InvalidOption, match=key.replace(".", r"\.")):
+        _fmt_table(tmp_path, ID_V, options)
+
+
+@pytest.mark.parametrize("options", [{"file.format": "csv"}, {"file.format.per.level": "1:json"},
+                                     {"changelog-file.format": "lance"}])
+def test_formats_lakemerge_cannot_write_are_refused(tmp_path, options):
+    from engine.errors import UnsupportedFeature
+    with pytest.raises(UnsupportedFeature, match="cannot write"):
+        _fmt_table(tmp_path, ID_V, options)
+
+
+def test_per_level_options_parse_as_paimon():
+    from engine.options import TableOptions
+    opts = TableOptions({"file.format": "orc", "file.format.per.level": "0:AVRO, 5:parquet",
+                         "file.compression.per.level": "0:lz4,5:zstd", "changelog-file.format": "avro",
+                         "changelog-file.compression": "snappy"})
+    assert opts.file_format_of(0) == ("avro", "lz4")
+    assert opts.file_format_of(3) == ("orc", "zstd")
+    assert opts.file_format_of(5) == ("parquet", "zstd")
+    assert opts.file_format_of(5, changelog=True) == ("avro", "snappy")
+
+
+@pytest.mark.parametrize("fmt,typ,word", [
+    ("avro", pa.timestamp("ns"), "precision"),                      # Paimon's Avro holds timestamps up to micros
+    ("orc", pa.struct([("t", pa.time32("ms"))]), "TIME"),
+])
+def test_types_a_format_cannot_hold_are_refused_naming_the_column(tmp_path, fmt, typ, word):
+    from engine.errors import UnsupportedFeature
+    schema = pa.schema([pa.field("id", pa.int64(), False), ("col_x", typ)])
+    t = _fmt_table(tmp_path, schema, {"file.format": fmt})
+    with pytest.raises(UnsupportedFeature, match=f"col_x.*{word}|{word}.*col_x"):
+        t.write(pa.table({"id": [1], "col_x": pa.nulls(1, typ)}, schema=schema))
+    assert t.latest_snapshot_id() is None
+    assert not [p for _, _, files in os.walk(str(tmp_path / "wh" / "db.db" / "f")) for p in files
+                if p.startswith("data-")]
+
+
+@pytest.mark.parametrize("fmt,where", [("orc", -12), ("avro", 0.5)], ids=["orc-postscript", "avro-block"])
+def test_corrupt_orc_and_avro_files_are_reported_naming_the_file(tmp_path, fmt, where):
+    """Damaged ORC postscript / Avro data block -> CorruptFile naming the file. (ORC streams carry no checksums:
+    pyarrow 19 decodes some damaged stripes silently and crashes on others, so only structural damage is tested.)"""
+    from engine.errors import CorruptFile
+    t = _fmt_table(tmp_path, ID_V, {"file.format": fmt})
+    t.write(pa.table({"id": list(range(100)), "v": [str(i) for i in range(100)]}, schema=ID_V))
+    [(meta, path)] = _data_paths(t)
+    data = bytearray(_read(path))
+    at = int(len(data) * where) if where > 0 else len(data) + where
+    data[at: at + 11] = b"\xff" * 11
+    with open(path, "wb") as f:
+        f.write(bytes(data))
+    with pytest.raises(CorruptFile, match=meta.file_name):
+        t.read()
+
+
+@pytest.mark.parametrize("fmt", ["orc", "avro", "parquet"])
+def test_concurrent_writers_of_a_bucket_rebase_files_of_each_format(tmp_path, fmt):
+    """Two writers started from the same snapshot write the same key: the later commit wins, its level-0 file
+    rewritten (re-sequenced) in the table's format."""
+    t = _fmt_table(tmp_path, ID_V, {"file.format": fmt})
+    t.write(pa.table({"id": [0], "v": ["base"]}, schema=ID_V))
+    w1, w2 = t.new_write(), t.new_write()
+    w1.write(pa.table({"id": [1], "v": ["first"]}, schema=ID_V))
+    w2.write(pa.table({"id": [1], "v": ["second"]}, schema=ID_V))
+    m1, m2 = w1.prepare_commit(), w2.prepare_commit()
+    t.commit(m1)
+    t.commit(m2)
+    assert t.read().sort_by("id").to_pylist() == [{"id": 0, "v": "base"}, {"id": 1, "v": "second"}]
+    names = [m.file_name for m, _ in _data_paths(t)]
+    assert any("rebased-" in n for n in names) and all(n.endswith("." + fmt) for n in names)
+
+
+def test_schema_v2_without_file_format_is_written_as_orc(tmp_path):
+    """Paimon's default for a version <= 2 schema without file.format is ORC (spec paimon-format.md section 8)."""
+    import glob
+    t = _fmt_table(tmp_path, ID_V, {})
+    [path] = glob.glob(str(tmp_path / "wh" / "db.db" / "f" / "schema" / "schema-0"))
+    obj = json.loads(_read(path))
+    obj["version"] = 2
+    obj["options"].pop("file.format", None)
+    with open(path, "w") as f:
+        json.dump(obj, f)
+    t = Catalog(str(tmp_path / "wh")).get_table("db.f")
+    t.write(pa.table({"id": [1], "v": ["a"]}, schema=ID_V))
+    [(meta, _)] = _data_paths(t)
+    assert meta.file_name.endswith(".orc") and t.read().to_pylist() == [{"id": 1, "v": "a"}]
+
+
+def test_avro_zstd_level_is_honoured(tmp_path):
+    sizes = []
+    for level in ("1", "19"):
+        t = _fmt_table(tmp_path / level, ID_V, {"file.format": "avro", "file.compression.zstd-level": level})
+        t.write(pa.table({"id": list(range(5000)), "v": [f"value {i * 7919 % 1000}" for i in range(5000)]},
+                         schema=ID_V))
+        [(meta, _)] = _data_paths(t)
+        sizes.append(meta.file_size)
+    assert sizes[1] < sizes[0]
+
+
+@pytest.mark.parametrize("options,expected", [
+    ({"file.format": "orc", "orc.compress": "SNAPPY"}, "SNAPPY"),
+    ({"file.format": "avro", "avro.codec": "deflate", "file.compression": "zstd"}, "deflate"),
+])
+def test_format_codec_options_override_file_compression(tmp_path, options, expected, caplog):
+    """Paimon's ORC / Avro writers take orc.compress / avro.codec over file.compression; such format options are
+    known Paimon options (no warning)."""
+    import logging
+
+    import fastavro
+    from pyarrow import orc
+    with caplog.at_level(logging.WARNING, logger="lakemerge.options"):
+        t = _fmt_table(tmp_path, ID_V, options)
+        t.write(pa.table({"id": [1], "v": ["a"]}, schema=ID_V))
+    [(_, path)] = _data_paths(t)
+    if path.endswith(".orc"):
+        assert orc.ORCFile(path).compression == expected
+    else:
+        with open(path, "rb") as fo:
+            assert fastavro.reader(fo).metadata["avro.codec"] == expected
+    assert not [r for r in caplog.records if "orc.compress" in r.getMessage() or "avro.codec" in r.getMessage()]
+
+
+def test_bad_format_codec_option_is_named(tmp_path):
+    from engine.errors import InvalidOption
+    with pytest.raises(InvalidOption, match="avro.codec"):
+        _fmt_table(tmp_path, ID_V, {"file.format": "avro", "avro.codec": "lz4"})

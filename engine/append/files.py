@@ -1,5 +1,5 @@
-"""Writing append-table data files: only the table's columns (Parquet field ids = Paimon field ids), no key or
-system columns. Each file records the sequence-number range of its rows and full value statistics.
+"""Writing append-table data files in the table's ``file.format`` / ``file.compression`` (``engine.write.formats``):
+only the table's columns (Parquet field ids = Paimon field ids), no key or system columns. Each file records the sequence-number range of its rows and full value statistics.
 
 Contract: ``write_append_files`` writes ``rows`` (in order) as new files rolled near ``target-file-size`` with
 consecutive sequence numbers from ``first_sequence``; it returns their ``DataFileMeta`` in order. On error the
@@ -20,15 +20,10 @@ from engine.meta.data_file import (
     DataFileMeta,
     SimpleStats,
 )
-from engine.options import (
-    DATA_FILE_PREFIX,
-    FILE_COMPRESSION,
-    STATS_MODE,
-    TARGET_FILE_SIZE,
-    ZSTD_LEVEL,
-)
+from engine.options import DATA_FILE_PREFIX, STATS_MODE, TARGET_FILE_SIZE
 from engine.schema import TableSchema
-from engine.write.file_writer import _parquet_bytes, local_millis_as_utc
+from engine.write.file_writer import local_millis_as_utc
+from engine.write.formats import append_file_format
 from engine.write.stats import simple_stats
 
 APPEND_TARGET_FILE_SIZE = 256 << 20  # Paimon's default target-file-size for append tables
@@ -60,6 +55,7 @@ def write_append_files(io: FileIO, bucket_dir: str, rows: pa.Table, schema: Tabl
     names = list(schema.field_names)
     types = schema.types_of(names)
     prefix = opts.get(DATA_FILE_PREFIX)
+    fmt = append_file_format(schema)
     file_uuid = uuid.uuid4()
     placer = placer_for(bucket_dir, schema)
     written: list[str] = []
@@ -67,9 +63,9 @@ def write_append_files(io: FileIO, bucket_dir: str, rows: pa.Table, schema: Tabl
     try:
         for i, start in enumerate(range(0, n, rows_per_file)):
             part = rows.slice(start, rows_per_file)
-            name = f"{prefix}{file_uuid}-{i}.parquet"
+            name = f"{prefix}{file_uuid}-{i}.{fmt.name}"
             path, external = placer.place(name)
-            data = _parquet_bytes(part, opts.get(FILE_COMPRESSION), opts.get(ZSTD_LEVEL))
+            data = fmt.encode(part, schema)
             io.mkdirs(os.path.dirname(path))
             io.write_bytes(path, data)
             written.append(path)

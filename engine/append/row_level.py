@@ -102,7 +102,7 @@ def update_where(table, assignments: Mapping[str, object], filter=None) -> int |
     matching rows (pa.Table) and returning an array (or a scalar) of their new values. The values are cast safely to
     the column's type. Returns the new snapshot id, or None when no row matched. Raises InvalidInput (unknown
     column, a value that does not fit, null in a NOT NULL column, a primary-key table), UnsupportedFeature (a table
-lakemerge cannot write data files for, e.g. file.format=orc), CommitConflict."""
+lakemerge cannot write data files for, e.g. file.format=csv), CommitConflict."""
     require_append_table(table, "update_where")
     unknown = [c for c in assignments if c not in table.schema.field_names]
     if unknown or not assignments:

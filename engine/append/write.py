@@ -18,14 +18,15 @@ import pyarrow as pa
 
 from engine.append.files import write_append_files
 from engine.data_paths import data_file_path
-from engine.errors import InvalidRowKind, UnsupportedFeature
+from engine.errors import InvalidOption, InvalidRowKind, UnsupportedFeature
 from engine.meta import binary_row
 from engine.meta.manifest import max_sequence_numbers
 from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER
-from engine.options import FILE_FORMAT, WRITE_BUFFER_SIZE
+from engine.options import FILE_COMPRESSION, FORMAT_CODEC_KEYS, WRITE_BUFFER_SIZE
 from engine.partitioning import bucket_groups, partition_groups
 from engine.schema import TableSchema
 from engine.write.commit_message import CommitMessage
+from engine.write.formats import CODECS, WRITABLE_FORMATS
 from engine.write.lifecycle import WriterLifecycle
 from engine.write.validate import conform
 
@@ -37,9 +38,13 @@ def require_append_writable(schema: TableSchema, table: str) -> None:
     opts = schema.table_options
     if opts.bucket == -2:
         raise UnsupportedFeature(f"table {table!r}: bucket=-2 (postpone) cannot be written by lakemerge")
-    if opts.get(FILE_FORMAT) != "parquet":
-        raise UnsupportedFeature(f"table {table!r}: writing file.format={opts.get(FILE_FORMAT)} is not supported; "
-                                 "use parquet (orc and avro files are readable)")
+    fmt, codec = opts.file_format_of(0, per_level=False)
+    if fmt not in WRITABLE_FORMATS:
+        raise UnsupportedFeature(f"table {table!r}: file.format={fmt}: lakemerge cannot write {fmt} data files (it "
+                                 f"writes {', '.join(WRITABLE_FORMATS)})")
+    if codec not in CODECS[fmt]:
+        key = FORMAT_CODEC_KEYS[fmt] if FORMAT_CODEC_KEYS.get(fmt) in opts.raw else FILE_COMPRESSION
+        raise InvalidOption(key, codec, f"not a {fmt} codec (use one of {', '.join(CODECS[fmt])})", table=table)
 
 
 class AppendWrite(WriterLifecycle):

@@ -2,7 +2,7 @@
 
 Contract: ``write_changelog`` takes a *normalized* table (``__key_<k>`` columns, _SEQUENCE_NUMBER, _VALUE_KIND,
 then every table column) already in key order (a key may repeat) and returns the files' metadata (empty input ->
-no file). Row kinds are kept as given. ``changelog-file.compression`` /
+no file). Row kinds are kept as given. ``changelog-file.format`` / ``changelog-file.compression`` /
 ``changelog-file.stats-mode`` apply when set (else the data-file settings).
 """
 from __future__ import annotations
@@ -10,16 +10,18 @@ from __future__ import annotations
 import pyarrow as pa
 
 from engine.merge import SEQUENCE_NUMBER, VALUE_KIND
-from engine.options import CHANGELOG_FILE_COMPRESSION, CHANGELOG_FILE_PREFIX, CHANGELOG_FILE_STATS_MODE
+from engine.options import CHANGELOG_FILE_PREFIX, CHANGELOG_FILE_STATS_MODE
 from engine.write.file_writer import physical_table, write_sorted_run
+from engine.write.formats import data_file_format
 
 ROW_KIND_COLUMN = "_row_kind"
 ROW_KIND_TEXT = ("+I", "-U", "+U", "-D")
 
 
-def write_changelog(table, bucket_dir: str, rows: pa.Table) -> list:
-    """Write ``rows`` as level-0 changelog files in ``bucket_dir`` using the changelog file options.
-    Returns the written file metas; None or empty input writes nothing and returns []."""
+def write_changelog(table, bucket_dir: str, rows: pa.Table, level: int = 0) -> list:
+    """Write ``rows`` as level-0 changelog files in ``bucket_dir`` using the changelog file options; ``level`` is the
+    level whose format they take when ``changelog-file.format`` is not set (a compaction's output level, as in
+    Paimon). Returns the written file metas; None or empty input writes nothing and returns []."""
     if rows is None or rows.num_rows == 0:
         return []
     schema = table.schema
@@ -29,7 +31,8 @@ def write_changelog(table, bucket_dir: str, rows: pa.Table) -> list:
     # Changelog files are written once and scanned in order: plain encodings (no dictionary attempt on the
     # mostly high-cardinality columns) cost a third of the default's write time; any Parquet reader reads them.
     return write_sorted_run(table.file_io, bucket_dir, physical, schema, level=0,
-                            prefix=opts.get(CHANGELOG_FILE_PREFIX), compression=opts.get(CHANGELOG_FILE_COMPRESSION),
+                            prefix=opts.get(CHANGELOG_FILE_PREFIX),
+                            file_format=data_file_format(schema, level, changelog=True),
                             stats_mode=opts.get(CHANGELOG_FILE_STATS_MODE), dictionary=False)
 
 

@@ -19,16 +19,17 @@ import os
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from engine.crash_points import crash_point
 from engine.data_paths import data_file_path, placer_for
-from engine.errors import CommitConflict, UnsupportedFeature
+from engine.errors import CommitConflict
 from engine.meta.data_file import FILE_SOURCE_APPEND
 from engine.meta.manifest import ADD, ManifestEntry
-from engine.options import DATA_FILE_PREFIX, FILE_COMPRESSION, ZSTD_LEVEL
+from engine.options import DATA_FILE_PREFIX
 from engine.postpone import POSTPONE_BUCKET
+from engine.read.split_read import read_data_file
 from engine.schema import SEQUENCE_NUMBER
+from engine.write.formats import DataFileFormat, data_file_format, format_of_file
 
 
 def _is_new_append(e: ManifestEntry) -> bool:
@@ -82,23 +83,18 @@ def _rewrite(table, bucket_dir: str, meta, offset: int, written: list[str]):
                                    max_sequence_number=meta.max_sequence_number + offset)
     io = table.file_io
     src = data_file_path(bucket_dir, meta)
-    if not meta.file_name.endswith(".parquet"):
-        raise UnsupportedFeature(f"table {table.name!r}: cannot re-sequence non-Parquet file {src} written "
-                                 "concurrently into the same bucket")
-    try:
-        data = io.read_bytes(src)
-    except FileNotFoundError:  # e.g. a replay of messages committed before, whose files were compacted away
+    if not io.exists(src):  # e.g. a replay of messages committed before, whose files were compacted away
         raise CommitConflict(table.name, f"data file {src} of the commit being published no longer exists (were "
                              "these messages committed before, and their files compacted away?); nothing was "
-                             "committed") from None
-    rows = pq.ParquetFile(pa.BufferReader(data), page_checksum_verification=True).read()
+                             "committed")
+    rows = read_data_file(io, src, meta)
     idx = rows.column_names.index(SEQUENCE_NUMBER)
     rows = rows.set_column(idx, rows.schema.field(idx), pc.add(rows.column(idx), pa.scalar(offset, pa.int64())))
-    from engine.write.file_writer import _parquet_bytes  # the writer's own encoding settings
-
-    opts = table.schema.table_options
-    body = _parquet_bytes(rows, opts.get(FILE_COMPRESSION), opts.get(ZSTD_LEVEL))
-    prefix = opts.get(DATA_FILE_PREFIX)
+    fmt = data_file_format(table.schema, 0)  # the writer's own settings, in the file's format
+    if fmt.name != format_of_file(meta.file_name):
+        fmt = DataFileFormat(format_of_file(meta.file_name), "zstd", fmt.zstd_level)
+    body = fmt.encode(rows, table.schema)
+    prefix = table.schema.table_options.get(DATA_FILE_PREFIX)
     stem = meta.file_name[len(prefix):] if meta.file_name.startswith(prefix) else meta.file_name
     if stem.startswith("rebased-"):
         stem = stem[len("rebased-") + 9:]

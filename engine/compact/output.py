@@ -1,4 +1,5 @@
-"""Streaming output of a compaction: sorted physical rows in, rolling Parquet data files out.
+"""Streaming output of a compaction: sorted physical rows in, rolling data files out (in the format of the output
+level, ``engine.write.formats``: Parquet row groups, ORC stripes, Avro blocks).
 
 ``RollingRunWriter.add(rows)`` takes consecutive pieces of one sorted run (physical data-file layout, see
 ``engine.write.file_writer.physical_table``); rows are buffered only up to one Parquet row group, encoded into the
@@ -6,7 +7,7 @@ current file as they come (streamed to disk when the FileIO can ``open_new``), a
 ``target-file-size`` of *encoded* bytes (as Paimon rolls).
 File metadata (keys, sequence range, delete count, key and value statistics) is accumulated piece by piece and is
 exactly what ``write_sorted_run`` records for the same rows. Memory: one row group of rows (plus the encoded file
-for FileIOs that cannot stream).
+for FileIOs that cannot stream, and for ORC the stripe pyarrow's ORC writer buffers, 64 MB at most).
 On ``abort`` (or an error) the files written so far are deleted.
 """
 from __future__ import annotations
@@ -17,23 +18,16 @@ import uuid
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from engine.crash_points import crash_point
 from engine.data_paths import placer_for
 from engine.meta import binary_row
 from engine.meta.data_file import FILE_SOURCE_COMPACT, DataFileMeta, SimpleStats
-from engine.options import (
-    DATA_FILE_PREFIX,
-    FILE_COMPRESSION,
-    STATS_MODE,
-    TARGET_FILE_SIZE,
-    ZSTD_LEVEL,
-)
+from engine.options import DATA_FILE_PREFIX, STATS_MODE, TARGET_FILE_SIZE
 from engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, TableSchema
 from engine.types import DataType
-from engine.write.encodings import parquet_encodings
-from engine.write.file_writer import ROW_GROUP_ROWS, local_millis_as_utc
+from engine.write.file_writer import local_millis_as_utc
+from engine.write.formats import ROW_GROUP_ROWS, data_file_format
 from engine.write.stats import column_min_max
 
 
@@ -85,11 +79,11 @@ class _OpenFile:
             w.paths.append(self.path)
         else:
             self.sink = io.BytesIO()
-        kwargs = parquet_encodings(first)  # chosen from the file's first row group
-        if w.compression == "zstd":
-            kwargs["compression_level"] = w.zstd_level
-        self.writer = pq.ParquetWriter(self.sink, w.schema.file_arrow_schema, compression=w.codec,
-                                       write_page_checksum=True, store_schema=False, **kwargs)
+        try:
+            self.writer = w.format.open_writer(self.sink, w.schema.file_arrow_schema, w.schema, first)
+        except BaseException:
+            self.sink.close()
+            raise
         self.rows = 0
         self.first_key = None
         self.last_key = None
@@ -100,7 +94,7 @@ class _OpenFile:
 
 
 class RollingRunWriter:
-    """Writes one sorted run to level ``level`` of a bucket as rolling Parquet data files (see the module docstring):
+    """Writes one sorted run to level ``level`` of a bucket as rolling data files (see the module docstring):
     ``add`` pieces in key order, then ``finish`` for the files' metadata, or ``abort`` to delete them.
     """
 
@@ -110,9 +104,7 @@ class RollingRunWriter:
             file_source
         self.placer = placer_for(bucket_dir, schema)
         self.target = opts.get(TARGET_FILE_SIZE)
-        self.compression = opts.get(FILE_COMPRESSION)
-        self.codec = None if self.compression in ("none", "uncompressed") else self.compression
-        self.zstd_level = opts.get(ZSTD_LEVEL)
+        self.format = data_file_format(schema, level)
         self.stats_mode = opts.get(STATS_MODE)
         self.prefix = opts.get(DATA_FILE_PREFIX)
         self.key_names = list(schema.trimmed_primary_keys)
@@ -169,9 +161,9 @@ class RollingRunWriter:
         group = pa.concat_tables(self.pending).combine_chunks()
         self.pending, self.pending_rows = [], 0
         if self.current is None:
-            self.current = _OpenFile(self, f"{self.prefix}{self.uuid}-{len(self.files)}.parquet", group)
+            self.current = _OpenFile(self, f"{self.prefix}{self.uuid}-{len(self.files)}.{self.format.name}", group)
         f = self.current
-        f.writer.write_table(group, row_group_size=group.num_rows)
+        f.writer.write(group)
         self._track(f, group)
         if f.sink.tell() >= self.target:
             self._close()

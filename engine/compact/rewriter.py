@@ -143,7 +143,7 @@ class CompactRewriter:
             if self._log_parts:
                 from engine.changelog.files import write_changelog
                 log = pa.concat_tables(self._log_parts)
-                result.changelog.extend(write_changelog(self.table, self.bucket_dir, log))
+                result.changelog.extend(write_changelog(self.table, self.bucket_dir, log, out))
             result.deletions = self._deletions
             if self._changelog is not None and self._changelog.index is not None \
                     and self._changelog.index.positions_only:
@@ -185,10 +185,13 @@ class CompactRewriter:
         """Lookup on a deduplicate table without sequence fields: merge(before, level-0 records) is the level-0
         record itself, so an isolated level-0 file can be upgraded and only its lookups run (changelog, deletion
         vector marks; Paimon's CHANGELOG_NO_REWRITE upgrade). Not when the upgrade must rewrite to drop deletes:
-        at the max level, or at any level in deletion-vector mode."""
+        at the max level, or at any level in deletion-vector mode; nor when the output level has another file format
+        (``file.format.per.level``: Paimon's lookup rewriter then rewrites)."""
         opts = self.schema.table_options
         if self._changelog is None or self._changelog.mode != "lookup" or opts.merge_engine != "deduplicate" \
                 or opts.sequence_fields:
+            return False
+        if any(opts.file_format_of(f.level)[0] != opts.file_format_of(out)[0] for f in files):
             return False
         deletes = any(f.delete_row_count != 0 for f in files)
         return not (deletes and (out == self._max_level or self.dv is not None))

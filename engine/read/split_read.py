@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 from engine.data_paths import data_file_path
 from engine.deletion_vectors.index_file import read_deletion_vector
 from engine.deletion_vectors.maintainer import drop_deleted
-from engine.errors import CorruptFile
+from engine.errors import CorruptFile, UnsupportedFeature
 from engine.io.file_io import FileIO
 from engine.merge import KEY_COLUMN_PREFIX, merge_runs
 from engine.meta import binary_row
@@ -26,13 +26,18 @@ from engine.meta.data_file import DataFileMeta
 from engine.read.scan import Split
 from engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, TableSchema
 from engine.types import evolve_nested
+from engine.write.formats import PAIMON_FORMATS
 
 RETRACT_KINDS = pa.array([1, 3], pa.int8())
 
 
-def read_data_file(io: FileIO, path: str, meta: DataFileMeta, choose_columns) -> pa.Table:
-    """Read a data file (parquet, orc or avro) through ``io``; ``choose_columns(names in file)`` picks the columns.
+def read_data_file(io: FileIO, path: str, meta: DataFileMeta, choose_columns=None) -> pa.Table:
+    """Read a data file (parquet, orc or avro) through ``io``; ``choose_columns(names in file)`` picks the columns
+    (None: every column, in file order).
     Raises CorruptFile (missing, size differs from the manifest, undecodable); StorageError for I/O failures."""
+    if choose_columns is None:
+        def choose_columns(_present):
+            return None
     try:
         data = io.read_bytes(path)
     except FileNotFoundError:
@@ -49,14 +54,16 @@ def read_data_file(io: FileIO, path: str, meta: DataFileMeta, choose_columns) ->
             f = orc.ORCFile(pa.BufferReader(data))
             table = f.read(columns=choose_columns(set(f.schema.names)))
         elif fmt == "avro":
-            import io as _io
-            import fastavro
-            records = list(fastavro.reader(_io.BytesIO(data)))
-            table = pa.Table.from_pylist(records) if records else pa.table({})
-            table = table.select(choose_columns(set(table.column_names)))
+            from engine.read.avro_file import read_avro
+            try:
+                table = read_avro(data, choose_columns)
+            except Exception as e:  # noqa: BLE001 - fastavro reports damage as IndexError, EOFError, codec errors...
+                raise CorruptFile(path, f"undecodable Avro data: {type(e).__name__}: {e}") from None
+        elif fmt in PAIMON_FORMATS:
+            raise UnsupportedFeature(f"data file {path}: lakemerge cannot read {fmt} data files")
         else:
             raise CorruptFile(path, f"unknown data file format {fmt!r}")
-    except CorruptFile:
+    except (CorruptFile, UnsupportedFeature):
         raise
     except (OSError, pa.ArrowException, ValueError) as e:
         raise CorruptFile(path, str(e)) from None
@@ -165,10 +172,10 @@ class SplitReader:
             if src not in raw.column_names:
                 raise CorruptFile(path, f"has neither {KEY_FIELD_PREFIX + k} nor {k}")
             out[KEY_COLUMN_PREFIX + k] = _as_type(raw.column(src), arrow.field(k).type)
-        for sys_col in (SEQUENCE_NUMBER, VALUE_KIND):
+        for sys_col, sys_type in ((SEQUENCE_NUMBER, pa.int64()), (VALUE_KIND, pa.int8())):
             if sys_col not in raw.column_names:
                 raise CorruptFile(path, f"has no {sys_col} column")
-            out[sys_col] = raw.column(sys_col)
+            out[sys_col] = _as_type(raw.column(sys_col), sys_type)  # Avro stores TINYINT as int
         for c in dict.fromkeys(self.seq_fields + list(columns)):
             if c in raw.column_names:
                 out[c] = self.as_table_type(raw.column(c), c, schema_id)

@@ -1,4 +1,5 @@
-"""Write one sorted run of a bucket as Paimon data files (format spec §10.1) and describe them.
+"""Write one sorted run of a bucket as Paimon data files (format spec §10.1; Parquet, ORC or Avro as the table's
+``file.format`` options choose, ``engine.write.formats``) and describe them.
 
 Contract: ``write_sorted_run`` receives rows already sorted by key with at most one row per key, in the physical
 data-file layout (``_KEY_*``, ``_SEQUENCE_NUMBER``, ``_VALUE_KIND``, table columns). It rolls files near
@@ -8,7 +9,6 @@ keys and statistics. Files are created new (never overwritten); on error, files 
 from __future__ import annotations
 
 import dataclasses
-import io
 import os
 import time
 import uuid
@@ -16,26 +16,16 @@ import uuid
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from engine.crash_points import crash_point
 from engine.data_paths import placer_for
 from engine.io.file_io import FileIO
 from engine.meta import binary_row
 from engine.meta.data_file import FILE_SOURCE_APPEND, DataFileMeta, SimpleStats
-from engine.options import (
-    DATA_FILE_PREFIX,
-    FILE_COMPRESSION,
-    STATS_MODE,
-    TARGET_FILE_SIZE,
-    ZSTD_LEVEL,
-)
+from engine.options import DATA_FILE_PREFIX, STATS_MODE, TARGET_FILE_SIZE
 from engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, TableSchema
-from engine.write.encodings import parquet_encodings
+from engine.write.formats import DataFileFormat, data_file_format
 from engine.write.stats import simple_stats
-
-# Row groups small enough for point lookups and file skipping, large enough for scan speed.
-ROW_GROUP_ROWS = 256 * 1024
 
 
 def local_millis_as_utc() -> int:
@@ -44,28 +34,17 @@ def local_millis_as_utc() -> int:
     return int((now + time.localtime(now).tm_gmtoff) * 1000)
 
 
-def _parquet_bytes(table: pa.Table, compression: str, level: int, dictionary: bool = True) -> bytes:
-    """Parquet bytes of ``table`` with encodings chosen from its data (``engine.write.encodings``);
-    ``dictionary=False`` uses no dictionaries (write-once, scan-once files such as changelog files)."""
-    sink = io.BytesIO()
-    kwargs = parquet_encodings(table, dictionary=dictionary)
-    if compression == "zstd":
-        kwargs["compression_level"] = level
-    pq.write_table(table, sink, compression=None if compression in ("none", "uncompressed") else compression,
-                   row_group_size=ROW_GROUP_ROWS, write_page_checksum=True, store_schema=False, **kwargs)
-    return sink.getvalue()
-
-
 def write_sorted_run(io_: FileIO, bucket_dir: str, rows: pa.Table, schema: TableSchema, level: int = 0,
                      file_source: int = FILE_SOURCE_APPEND, prefix: str | None = None, *,
-                     compression: str | None = None, stats_mode: str | None = None,
+                     file_format: DataFileFormat | None = None, stats_mode: str | None = None,
                      dictionary: bool = True) -> list[DataFileMeta]:
-    """``compression`` / ``stats_mode`` override the table's ``file.compression`` / ``metadata.stats-mode``
-    (changelog files use their own options); ``dictionary=False`` writes plain Parquet encodings."""
+    """Files are written in ``file_format`` (default: the format of ``level``, ``engine.write.formats``);
+    ``stats_mode`` overrides ``metadata.stats-mode`` (changelog files use their own options);
+    ``dictionary=False`` writes plain Parquet encodings. Raises UnsupportedFeature (nothing written) for a column
+    the format cannot hold."""
     opts = schema.table_options
     target = opts.get(TARGET_FILE_SIZE)
-    compression = opts.get(FILE_COMPRESSION) if compression is None else compression
-    zstd_level = opts.get(ZSTD_LEVEL)
+    fmt = data_file_format(schema, level) if file_format is None else file_format
     stats_mode = opts.get(STATS_MODE) if stats_mode is None else stats_mode
     prefix = opts.get(DATA_FILE_PREFIX) if prefix is None else prefix
     n = rows.num_rows
@@ -85,9 +64,9 @@ def write_sorted_run(io_: FileIO, bucket_dir: str, rows: pa.Table, schema: Table
     try:
         for i, start in enumerate(range(0, n, rows_per_file)):
             part = rows.slice(start, rows_per_file)
-            name = f"{prefix}{file_uuid}-{i}.parquet"
+            name = f"{prefix}{file_uuid}-{i}.{fmt.name}"
             path, external = placer.place(name)
-            data = _parquet_bytes(part, compression, zstd_level, dictionary)
+            data = fmt.encode(part, schema, dictionary=dictionary)
             crash_point("write.before-data-file")
             io_.mkdirs(os.path.dirname(path))
             io_.write_bytes(path, data)

@@ -73,25 +73,24 @@ def test_lakemerge_deletes_rows_pypaimon_wrote(tmp_path):
     assert rows(pp_read(pp_get_table(wh, "db.t"), sort_by=["id"])) == expected
 
 
-def test_copy_on_write_of_a_table_lakemerge_cannot_write_is_refused(tmp_path):
-    """An ORC append table (pypaimon writes it, lakemerge only reads ORC): rewriting its files would put Parquet
-    files in it, so copy-on-write DELETE / UPDATE are refused before anything is written."""
-    from engine.errors import UnsupportedFeature
+def test_copy_on_write_of_an_orc_table(tmp_path):
+    """An ORC append table (pypaimon writes it): copy-on-write DELETE / UPDATE rewrite its files as ORC files, and
+    pypaimon reads the result. (Before lakemerge wrote ORC, both were refused.)"""
     wh = str(tmp_path / "warehouse")
     pp = pp_create_table(pp_catalog(wh), "db.t", SCHEMA, [], ["dt"], {"file.format": "orc"})
     pp_write(pp, batch("a", list(range(5))))
     t = lm_catalog(wh).get_table("db.t")
-    with pytest.raises(UnsupportedFeature, match="orc"):
-        t.delete_where([("id", "=", 1)])
-    with pytest.raises(UnsupportedFeature, match="orc"):
-        t.update_where({"v": "x"}, [("id", "=", 1)])
-    assert t.latest_snapshot_id() == 1 and t.read().num_rows == 5
+    t.delete_where([("id", "=", 1)])
+    t.update_where({"v": "x"}, [("id", "=", 2)])
+    expected = [("a", 0, "v0"), ("a", 2, "x"), ("a", 3, "v3"), ("a", 4, "v4")]
+    assert rows(t.read()) == expected
+    assert rows(pp_read(pp_get_table(wh, "db.t"), sort_by=["id"])) == expected
+    assert all(f.file_name.endswith(".orc") for sp in t.plan() for f in sp.files)
 
 
-def test_deletion_vector_delete_of_a_table_lakemerge_cannot_write(tmp_path):
-    """A DV DELETE writes no data file, so it works on an ORC append table pypaimon wrote (before, it opened an
-    append writer anyway, which refused file.format=orc); UPDATE, which appends rows, is still refused."""
-    from engine.errors import UnsupportedFeature
+def test_deletion_vector_delete_and_update_of_an_orc_table(tmp_path):
+    """A DV DELETE writes no data file; an UPDATE appends its new rows as ORC files. Both work on an ORC append table
+    pypaimon wrote, and pypaimon reads the result."""
     wh = str(tmp_path / "warehouse")
     pp = pp_create_table(pp_catalog(wh), "db.t", SCHEMA, [], ["dt"],
                          {"file.format": "orc", "deletion-vectors.enabled": "true"})
@@ -103,5 +102,8 @@ def test_deletion_vector_delete_of_a_table_lakemerge_cannot_write(tmp_path):
     assert rows(pp_read(pp_get_table(wh, "db.t"), sort_by=["id"])) == expected
     assert all(f.file_name.endswith(".orc") for sp in t.plan() for f in sp.files)
     assert t.check().ok
-    with pytest.raises(UnsupportedFeature, match="orc"):
-        t.update_where({"v": "x"}, [("id", "=", 2)])
+    t.update_where({"v": "x"}, [("id", "=", 2)])
+    expected = [("a", 0, "v0"), ("a", 2, "x"), ("a", 4, "v4")]
+    assert rows(t.read()) == expected
+    assert rows(pp_read(pp_get_table(wh, "db.t"), sort_by=["id"])) == expected
+    assert all(f.file_name.endswith(".orc") for sp in t.plan() for f in sp.files) and t.check().ok

@@ -164,8 +164,8 @@ def test_the_pinned_snapshot_expiring_during_the_job_does_not_fail_it(spark, tmp
 
 
 def test_deletion_vector_delete_of_an_orc_table(spark, tmp_path):
-    """The tasks of a DV DELETE write only DV index files: an ORC append table (pypaimon writes it, lakemerge
-    writes no ORC data file) can be deleted from. Before, every task opened an append writer, which refused it."""
+    """The tasks of a DV DELETE write only DV index files: an ORC append table pypaimon wrote can be deleted from
+    and keeps only ORC data files."""
     from tests.interop.pypaimon_util import (
         pp_catalog,
         pp_create_table,
@@ -182,6 +182,7 @@ def test_deletion_vector_delete_of_an_orc_table(spark, tmp_path):
     assert spark_glue.delete_where(spark, t.root, "id IN (1, 3)") == 2
     assert sorted(t.read()["id"].to_pylist()) == [0, 2, 4]
     assert sorted(pp_read(pp_get_table(wh, "db.orc"))["id"].to_pylist()) == [0, 2, 4]
+    assert all(f.file_name.endswith(".orc") for sp in t.plan() for f in sp.files)
     assert t.check().ok and not job_files_left(t)
 
 

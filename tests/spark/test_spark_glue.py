@@ -625,3 +625,21 @@ def test_first_write_creates_the_table_from_options(spark, tmp_path):
     spark_glue.write_table(df.limit(1), str(tmp_path / "wh" / "sales.db" / "other"), **{"primary-key": "id",
                                                                                        "bucket": "1"})
     assert Catalog(str(tmp_path / "wh")).get_table("sales.other").read().num_rows == 1
+
+
+@pytest.mark.parametrize("fmt", ["orc", "avro"])
+def test_spark_upsert_and_compaction_of_orc_and_avro_tables(spark, tmp_path, fmt):
+    """Spark tasks write and compact a pypaimon-created ORC / Avro table in its format; pypaimon reads the result."""
+    from tests.interop.pypaimon_util import pp_catalog, pp_create_table, pp_get_table, pp_read, pp_write
+    wh = str(tmp_path / "wh")
+    schema = pa.schema([pa.field("id", pa.int64(), False), ("v", pa.string())])
+    pp = pp_create_table(pp_catalog(wh), "db.t", schema, ["id"], options={"bucket": "2", "file.format": fmt})
+    pp_write(pp, pa.table({"id": [1, 2, 3], "v": ["a", "b", "c"]}, schema=schema))
+    t = Catalog(wh).get_table("db.t")
+    spark_glue.write_table(spark.createDataFrame([(2, "B"), (4, "D")], "id long, v string"), t.root)
+    spark_glue.compact(spark, t.root, full=True)
+    expected = [(1, "a"), (2, "B"), (3, "c"), (4, "D")]
+    t = Catalog(wh).get_table("db.t")
+    assert sorted((r["id"], r["v"]) for r in t.read().to_pylist()) == expected
+    assert sorted((r["id"], r["v"]) for r in pp_read(pp_get_table(wh, "db.t")).to_pylist()) == expected
+    assert all(f.file_name.endswith("." + fmt) for sp in t.plan() for f in sp.files)

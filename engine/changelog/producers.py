@@ -11,6 +11,11 @@ level). ``after`` = merge(before, the key's level-0 records), where a lone retra
 a key's full state, which is why reads of lookup tables take only the newest level > 0 record, as Paimon's
 LookupMergeFunction does). Changelog only for keys with level-0 records; the first-row engine emits +I only.
 
+first-row (Paimon's FirstRowMergeFunctionWrapper, which Paimon's first-row tables always compact with, with or
+without changelog): a level-0 key absent from the unit's higher levels but present in a level below the output
+level is dropped from the output (its first row stays where it is), so a key lives in at most one file above level
+0 and Paimon's batch read, which takes those files without merging, sees it once.
+
 full-compaction (Paimon's FullChangelogMergeFunctionWrapper), only when the output is the max level: ``before`` =
 the key's max-level record, ``after`` = the merge of all its records; changelog for keys having a record outside
 the max level (a key found only at the max level emits nothing).
@@ -103,6 +108,8 @@ class ChangelogMerger:
 
     def _lookup(self, parts, run_levels, drop_delete):
         schema = self.schema
+        if schema.table_options.merge_engine == "first-row":
+            return self._first_row(parts, run_levels, drop_delete)
         high = newest_per_key([p for p, lv in zip(parts, run_levels) if lv > 0], schema)
         level0 = [p for p, lv in zip(parts, run_levels) if lv == 0 and p.num_rows]
         if not level0:
@@ -121,6 +128,31 @@ class ChangelogMerger:
         if not self.produce_changelog:
             return _drop(after, drop_delete), None
         log = changelog_rows(before, positions(before, keys, schema), after, positions(after, keys, schema), schema)
+        return _drop(after, drop_delete), log
+
+    def _first_row(self, parts, run_levels, drop_delete):
+        """First-row lookup compaction (Paimon's FirstRowMergeFunctionWrapper): a key with a record from a level > 0
+        in the unit keeps its merge result and emits nothing; a key with level-0 records only is dropped when a
+        deeper level holds it (``index.contains``: its first row is there), else it is kept and emits +I."""
+        schema = self.schema
+        after = merge_runs([p for p in parts if p.num_rows], schema, drop_retracts=False, sorted_output=True,
+                           table_name=self.table_name)
+        level0 = [p for p, lv in zip(parts, run_levels) if lv == 0 and p.num_rows]
+        if not level0 or after is None:
+            return _drop(after, drop_delete), None
+        keys = unique_keys(level0, schema)
+        high = unique_keys([p for p, lv in zip(parts, run_levels) if lv > 0], schema)
+        new = keys if high is None else keys.filter(pa.array(positions(high, keys, schema) < 0))
+        if self.index is not None and new.num_rows:
+            deeper = self.index.contains(new)
+            if deeper.any():
+                drop = positions(new.filter(pa.array(deeper)), after, schema) >= 0
+                after = after.filter(pa.array(~drop))
+                new = new.filter(pa.array(~deeper))
+        log = None
+        if self.produce_changelog:
+            log = changelog_rows(None, np.full(new.num_rows, -1, np.int64), after, positions(after, new, schema),
+                                 schema)
         return _drop(after, drop_delete), log
 
     def _full(self, parts, run_levels, drop_delete):

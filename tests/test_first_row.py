@@ -85,6 +85,7 @@ def _history(t):
 
 
 def test_compaction_drops_a_later_record_of_a_key_already_deeper(catalog):
+    """The reported bug: level 0 compacted to a level above deeper data kept key 1's later record there."""
     t = catalog.create_table("db.f", S, primary_key=["k"], options={"bucket": "1", "merge-engine": "first-row"})
     _history(t)
     assert len({f.level for sp in t.plan() for f in sp.files} - {0}) > 1  # data on two levels above 0
@@ -93,13 +94,17 @@ def test_compaction_drops_a_later_record_of_a_key_already_deeper(catalog):
 
 
 def test_full_compaction_repairs_duplicates_of_older_versions(catalog, monkeypatch):
+    """Older lakemerge versions kept a later record of a key above level 0: check() reports it, a full compaction
+    repairs it."""
     t = catalog.create_table("db.f", S, primary_key=["k"], options={"bucket": "1", "merge-engine": "first-row"})
     with monkeypatch.context() as m:
         _legacy_compaction(m)
         _history(t)
     assert any(len(keys) != len(set(keys)) for keys in _keys_above_level0(t))  # the old layout: key 1 twice
+    assert "first-row-duplicate-keys" in t.check().kinds()
     t.compact(full=True)
     _assert_one_record_per_key_above_level0(t)
+    assert t.check().ok
     assert {r["k"]: r["v"] for r in t.read().to_pylist()}[1] == "a"
 
 

@@ -28,6 +28,7 @@ import pyarrow as pa
 from engine.changelog.emit import changelog_rows, key_columns, positions
 from engine.merge import VALUE_KIND, _is_retract, merge_runs
 from kernels.keys import encode_keys
+from kernels.merge import merge_runs as merge_sorted
 from kernels.merge import sort_indices
 
 LOOKUP = "lookup"
@@ -46,23 +47,16 @@ def newest_per_key(parts: list[pa.Table], schema) -> pa.Table | None:
 
 
 def unique_keys(parts: list[pa.Table], schema) -> pa.Table | None:
-    """The distinct keys of the parts (one row each, normalized layout), in key order."""
+    """The distinct keys of the parts (each sorted by key, keys unique within a part; normalized layout): one row
+    per key (the first part's row), in key order, merged by the Numba k-way merge kernel."""
     parts = [p for p in parts if p.num_rows]
     if not parts:
         return None
-    both = pa.concat_tables(parts).combine_chunks() if len(parts) > 1 else parts[0]
     if len(parts) == 1:
-        return both
-    perm = sort_indices(encode_keys(key_columns(both, schema)))
-    both = both.take(pa.array(perm))
-    enc = encode_keys(key_columns(both, schema))
-    first = np.ones(both.num_rows, bool)
-    if enc.is_fixed:
-        first[1:] = np.any(enc.words[1:] != enc.words[:-1], axis=1)
-    else:
-        rows = [bytes(enc.data[enc.offsets[i]:enc.offsets[i + 1]]) for i in range(enc.n)]
-        first[1:] = [rows[i] != rows[i - 1] for i in range(1, enc.n)]
-    return both.filter(pa.array(first))
+        return parts[0]
+    merged = merge_sorted([encode_keys(key_columns(p, schema)) for p in parts])
+    both = pa.concat_tables(parts).combine_chunks()
+    return both.take(pa.array(merged.order[merged.key_starts[:-1]]))
 
 
 def _sorted_union(a: pa.Table | None, b: pa.Table | None, schema) -> pa.Table | None:

@@ -93,6 +93,19 @@ def test_compaction_drops_a_later_record_of_a_key_already_deeper(catalog):
     assert {r["k"]: r["v"] for r in t.read().to_pylist()} == {1: "a", 2: "b", 10: "n", 11: "n", 12: "n", 13: "n"}
 
 
+def test_string_keys_above_level0_once(catalog):
+    """The same with variable-length keys (the byte-string paths of the key kernels)."""
+    s = pa.schema([("k", pa.string()), ("v", pa.string())])
+    t = catalog.create_table("db.s", s, primary_key=["k"], options={"bucket": "1", "merge-engine": "first-row"})
+    t.write(pa.table({"k": ["key-1", "key-2"], "v": ["a", "b"]}, schema=s))
+    model = {"key-1": "a", "key-2": "b"}
+    for i in range(4):
+        t.write(pa.table({"k": ["key-1", f"key-{10 + i}", "key-2"], "v": ["x", "n", "y"]}, schema=s))
+        model[f"key-{10 + i}"] = "n"
+        _assert_one_record_per_key_above_level0(t)
+        assert {r["k"]: r["v"] for r in t.read().to_pylist()} == model
+
+
 def test_full_compaction_repairs_duplicates_of_older_versions(catalog, monkeypatch):
     """Older lakemerge versions kept a later record of a key above level 0: check() reports it, a full compaction
     repairs it."""

@@ -17,7 +17,8 @@
   ``manifest-unreadable``;
 - data files: every live file exists with its recorded size and a known schema id; files of a level >= 1 of one
   bucket do not overlap in key range; with ``verify_data`` each file is also decoded (Parquet page checksums are
-  verified), and its row count, sequence-number range and strict key order are compared with its metadata.
+  verified), and its row count, sequence-number range and strict key order are compared with its metadata;
+  deletion-vector and first-row tables: the latest snapshot's files above level 0 hold each key once per bucket.
 
 Problems are ``Problem`` records (``kind`` from ``PROBLEM_KINDS``, the file ``path``, the ``snapshot_id`` that
 reaches it, a ``detail`` sentence). Harmless findings (a LATEST/EARLIEST hint that is wrong, files no snapshot
@@ -72,6 +73,9 @@ PROBLEM_KINDS = {
     "deletion-vector-out-of-range": "a deletion vector deletes a row position beyond its data file's rows",
     "deletion-vector-duplicate-keys": "a deletion-vector table holds a key in two live rows above level 0: its "
                                       "batch reads (no merge) return it twice; a full compaction repairs it",
+    "first-row-duplicate-keys": "a first-row table holds a key in two files above level 0 (written by a lakemerge "
+                                "before its first-row compaction looked keys up): Paimon's batch reads (no merge) "
+                                "return it twice, lakemerge's read does not; a full compaction repairs it",
 }
 WARNING_KINDS = {
     "hint-invalid": "the LATEST or EARLIEST hint is unreadable or names another snapshot (only a hint: harmless)",
@@ -354,9 +358,11 @@ class _Checker:
         if snap.index_manifest:
             self._check_vectors(snap, live_adds, sid)
         opts = self.t.schema.table_options
-        if self.verify_data and opts.deletion_vectors and sid == self.report.snapshot_ids[-1] \
-                and not self.t.schema.is_append_only:
-            self._check_unique_live_keys(snap, sid)
+        if self.verify_data and sid == self.report.snapshot_ids[-1] and not self.t.schema.is_append_only:
+            if opts.deletion_vectors:
+                self._check_unique_live_keys(snap, sid, "deletion-vector-duplicate-keys")
+            elif opts.merge_engine == "first-row":
+                self._check_unique_live_keys(snap, sid, "first-row-duplicate-keys")
 
     def _check_vectors(self, snap, live_adds, sid: int) -> None:
         """Each deletion vector of the snapshot decodes (each DV index file is read once, by ``read_dv_index``),
@@ -394,9 +400,9 @@ class _Checker:
                     self.problem("deletion-vector-out-of-range", path, f"deletes row {int(deleted[-1])} of {name}, "
                                  f"which has {entry.file.row_count} rows", sid)
 
-    def _check_unique_live_keys(self, snap, sid: int) -> None:
-        """Deletion-vector tables: the live rows above level 0 of each bucket hold each key once (Paimon reads them
-        without merging)."""
+    def _check_unique_live_keys(self, snap, sid: int, kind: str) -> None:
+        """Deletion-vector and first-row tables: the live rows above level 0 of each bucket hold each key once
+        (Paimon reads them without merging); else a ``kind`` problem."""
         import pyarrow as pa
         from engine.merge import KEY_COLUMN_PREFIX
         from engine.read.split_read import SplitReader
@@ -421,7 +427,7 @@ class _Checker:
                 rows = [bytes(enc.data[enc.offsets[i]:enc.offsets[i + 1]]) for i in order]
                 dup = any(a == b for a, b in zip(rows, rows[1:]))
             if dup:
-                self.problem("deletion-vector-duplicate-keys", split.bucket_dir, "live rows above level 0 hold a "
+                self.problem(kind, split.bucket_dir, "live rows above level 0 hold a "
                              "key twice: batch reads return it twice until a full compaction", sid)
 
     def _check_index_files(self, name: str, sid: int) -> None:

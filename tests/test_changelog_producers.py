@@ -138,6 +138,21 @@ def test_first_row_lookup_emits_inserts_only(catalog):
     assert sorted(r["k"] for r in t.read().to_pylist()) == [1, 2]
 
 
+def test_first_row_lookup_below_the_output_level(catalog):
+    """A level-0 key whose first row lies below the output level emits nothing and is dropped from the output;
+    new keys emit +I, keys of the unit's own upper levels nothing (Paimon's FirstRowMergeFunctionWrapper)."""
+    t = make(catalog, "t", "lookup", "first-row")
+    base = [(k, k, "old") for k in range(0, 4000, 2)]
+    assert commit(t, *[("+I", r) for r in base]) == [("+I",) + r for r in base]
+    assert {f.level for sp in t.plan() for f in sp.files} == {5}
+    assert commit(t, ("+I", (2, 9, "x")), ("+I", (3, 3, "d"))) == [("+I", 3, 3, "d")]
+    assert sorted((f.level, f.row_count) for sp in t.plan() for f in sp.files) == [(4, 1), (5, 2000)]
+    assert commit(t, ("+I", (3, 8, "y")), ("+I", (4, 8, "y")), ("+I", (5, 5, "e"))) == [("+I", 5, 5, "e")]
+    assert sorted((f.level, f.row_count) for sp in t.plan() for f in sp.files) == [(4, 2), (5, 2000)]
+    got = {r["k"]: (r["a"], r["v"]) for r in t.read().to_pylist()}
+    assert got == {**{k: (k, "old") for k in range(0, 4000, 2)}, 3: (3, "d"), 5: (5, "e")}
+
+
 def test_lookup_reaches_deeper_levels_with_pruning(catalog):
     """Keys spread over several files of a deep level: the lookup index finds the old values."""
     t = make(catalog, "t", "lookup", **{"target-file-size": "4 kb"})

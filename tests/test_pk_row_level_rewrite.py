@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -148,13 +149,29 @@ def test_first_row_table_as_paimon(tmp_path):
     assert state(t) == {("a", 1): ("a", 0), ("a", 2): ("b", 0)}
 
 
-def test_first_row_needs_each_key_in_one_file(tmp_path):
-    """lakemerge's first-row compaction keeps a later record of a key in a lower level (the read merges it
-    away); such a bucket is refused rather than deleting the first record and resurrecting the later one."""
+def test_first_row_levels_with_disjoint_keys_as_paimon(tmp_path):
+    """First-row compaction drops a level-0 key already deeper, so each key is in one file above level 0 and,
+    as Paimon, files of several levels with overlapping key ranges are raw convertible: no compaction needed."""
     t = make(tmp_path, FIRST, bucket="1")
-    t.write(batch({("a", 1): ("first", 1), ("a", 2): ("first", 2)}))
-    t.write(batch({("a", 1): ("later", 9)}))
-    assert {f.level for sp in t.plan() for f in sp.files} != {0}
+    t.write(batch({("a", 1): ("first", 1), ("a", 3): ("first", 3)}))
+    t.write(batch({("a", 1): ("later", 9), ("a", 2): ("first", 2)}))
+    files = [f for sp in t.plan() for f in sp.files]
+    assert 0 not in {f.level for f in files} and len({f.level for f in files}) == 2  # ranges [1, 3] and [2, 2]
+    t.delete_where([("n", "=", 1)])  # a value condition: every file of the bucket is considered
+    assert state(t) == {("a", 2): ("first", 2), ("a", 3): ("first", 3)}
+
+
+def test_first_row_refuses_a_key_in_two_files(tmp_path, monkeypatch):
+    """A table compacted by an older lakemerge (no lookup) can hold a later record of a key in a lower level (the
+    read merges it away); such a bucket is refused rather than deleting the first record and resurrecting the
+    later one, until a full compaction repairs it."""
+    from engine.deletion_vectors.position_index import PositionIndex
+    t = make(tmp_path, FIRST, bucket="1")
+    with monkeypatch.context() as m:
+        m.setattr(PositionIndex, "contains", lambda self, probes: np.zeros(probes.num_rows, bool))
+        t.write(batch({("a", 1): ("first", 1), ("a", 2): ("first", 2)}))
+        t.write(batch({("a", 1): ("later", 9)}))
+    assert 0 not in {f.level for sp in t.plan() for f in sp.files}
     with pytest.raises(InvalidInput, match="COMPACT"):
         t.delete_where([("id", "=", 1)])
     t.compact(full=True)

@@ -11,6 +11,11 @@ level). ``after`` = merge(before, the key's level-0 records), where a lone retra
 a key's full state, which is why reads of lookup tables take only the newest level > 0 record, as Paimon's
 LookupMergeFunction does). Changelog only for keys with level-0 records; the first-row engine emits +I only.
 
+first-row (Paimon's FirstRowMergeFunctionWrapper, which Paimon's first-row tables always compact with, with or
+without changelog): a level-0 key absent from the unit's higher levels but present in a level below the output
+level is dropped from the output (its first row stays where it is), so a key lives in at most one file above level
+0 and Paimon's batch read, which takes those files without merging, sees it once.
+
 full-compaction (Paimon's FullChangelogMergeFunctionWrapper), only when the output is the max level: ``before`` =
 the key's max-level record, ``after`` = the merge of all its records; changelog for keys having a record outside
 the max level (a key found only at the max level emits nothing).
@@ -23,6 +28,7 @@ import pyarrow as pa
 from engine.changelog.emit import changelog_rows, key_columns, positions
 from engine.merge import VALUE_KIND, _is_retract, merge_runs
 from kernels.keys import encode_keys
+from kernels.merge import merge_runs as merge_sorted
 from kernels.merge import sort_indices
 
 LOOKUP = "lookup"
@@ -41,23 +47,16 @@ def newest_per_key(parts: list[pa.Table], schema) -> pa.Table | None:
 
 
 def unique_keys(parts: list[pa.Table], schema) -> pa.Table | None:
-    """The distinct keys of the parts (one row each, normalized layout), in key order."""
+    """The distinct keys of the parts (each sorted by key, keys unique within a part; normalized layout): one row
+    per key (the first part's row), in key order, merged by the Numba k-way merge kernel."""
     parts = [p for p in parts if p.num_rows]
     if not parts:
         return None
-    both = pa.concat_tables(parts).combine_chunks() if len(parts) > 1 else parts[0]
     if len(parts) == 1:
-        return both
-    perm = sort_indices(encode_keys(key_columns(both, schema)))
-    both = both.take(pa.array(perm))
-    enc = encode_keys(key_columns(both, schema))
-    first = np.ones(both.num_rows, bool)
-    if enc.is_fixed:
-        first[1:] = np.any(enc.words[1:] != enc.words[:-1], axis=1)
-    else:
-        rows = [bytes(enc.data[enc.offsets[i]:enc.offsets[i + 1]]) for i in range(enc.n)]
-        first[1:] = [rows[i] != rows[i - 1] for i in range(1, enc.n)]
-    return both.filter(pa.array(first))
+        return parts[0]
+    merged = merge_sorted([encode_keys(key_columns(p, schema)) for p in parts])
+    both = pa.concat_tables(parts).combine_chunks()
+    return both.take(pa.array(merged.order[merged.key_starts[:-1]]))
 
 
 def _sorted_union(a: pa.Table | None, b: pa.Table | None, schema) -> pa.Table | None:
@@ -103,6 +102,8 @@ class ChangelogMerger:
 
     def _lookup(self, parts, run_levels, drop_delete):
         schema = self.schema
+        if schema.table_options.merge_engine == "first-row":
+            return self._first_row(parts, run_levels, drop_delete)
         high = newest_per_key([p for p, lv in zip(parts, run_levels) if lv > 0], schema)
         level0 = [p for p, lv in zip(parts, run_levels) if lv == 0 and p.num_rows]
         if not level0:
@@ -121,6 +122,31 @@ class ChangelogMerger:
         if not self.produce_changelog:
             return _drop(after, drop_delete), None
         log = changelog_rows(before, positions(before, keys, schema), after, positions(after, keys, schema), schema)
+        return _drop(after, drop_delete), log
+
+    def _first_row(self, parts, run_levels, drop_delete):
+        """First-row lookup compaction (Paimon's FirstRowMergeFunctionWrapper): a key with a record from a level > 0
+        in the unit keeps its merge result and emits nothing; a key with level-0 records only is dropped when a
+        deeper level holds it (``index.contains``: its first row is there), else it is kept and emits +I."""
+        schema = self.schema
+        after = merge_runs([p for p in parts if p.num_rows], schema, drop_retracts=False, sorted_output=True,
+                           table_name=self.table_name)
+        level0 = [p for p, lv in zip(parts, run_levels) if lv == 0 and p.num_rows]
+        if not level0 or after is None:
+            return _drop(after, drop_delete), None
+        keys = unique_keys(level0, schema)
+        high = unique_keys([p for p, lv in zip(parts, run_levels) if lv > 0], schema)
+        new = keys if high is None else keys.filter(pa.array(positions(high, keys, schema) < 0))
+        if self.index is not None and new.num_rows:
+            deeper = self.index.contains(new)
+            if deeper.any():
+                drop = positions(new.filter(pa.array(deeper)), after, schema) >= 0
+                after = after.filter(pa.array(~drop))
+                new = new.filter(pa.array(~deeper))
+        log = None
+        if self.produce_changelog:
+            log = changelog_rows(None, np.full(new.num_rows, -1, np.int64), after, positions(after, new, schema),
+                                 schema)
         return _drop(after, drop_delete), log
 
     def _full(self, parts, run_levels, drop_delete):

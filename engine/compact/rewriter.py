@@ -18,6 +18,12 @@ deletion-vector mode the row found is marked deleted (``CompactResult.deletions`
 the bucket's vectors mark deleted, and deletes are always dropped above level 0. Where the row found cannot change
 the merge (deduplicate without changelog, engine.deletion_vectors.position_index) only its position is looked up,
 and the unit's inputs leave the lookup cache once it is done (an upgraded input keeps its keys there).
+
+First-row tables always compact level 0 with a lookup, changelog or not (Paimon's LookupStrategy: first-row needs
+lookup): a level-0 key whose first row lies below the output level is dropped (engine.changelog.producers), looking
+up keys only (``PositionIndex.contains``). So each key has one record above level 0, which Paimon's batch read
+(raw files above level 0, no merge) relies on. Without changelog and with nothing below the output level, the unit
+merges plainly.
 """
 from __future__ import annotations
 
@@ -109,6 +115,7 @@ class CompactRewriter:
         from engine.options import CHANGELOG_PRODUCER
         self.producer = self.schema.table_options.get(CHANGELOG_PRODUCER)
         self.lookup = self.schema.table_options.lookup_compaction
+        self.first_row = self.schema.table_options.merge_engine == "first-row"
         self._deletions: dict[str, list] = {}
         self._changelog = None  # a ChangelogMerger while a unit produces changelog (issue 5)
         self._log_parts: list[pa.Table] = []
@@ -163,6 +170,13 @@ class CompactRewriter:
     # --- changelog producers (issue 5) -------------------------------------------------------------
     def _changelog_merger(self, out: int, levels: Levels, unit: CompactUnit):
         from engine.changelog.producers import FULL_COMPACTION, LOOKUP, ChangelogMerger
+        if self.first_row and out > 0:
+            if self.producer != LOOKUP and not any(lv > out for lv in levels.levels):
+                return None  # nothing deeper to look up and no changelog: the plain merge is the result
+            from engine.deletion_vectors.position_index import PositionIndex
+            index = PositionIndex(self.table, self.split, self.reader, levels, out + 1)
+            return ChangelogMerger(self.schema, LOOKUP, levels.max_level, index, self.table.name,
+                                   produce_changelog=self.producer == LOOKUP)
         if self.lookup and out > 0:
             from engine.changelog.lookup_index import LookupIndex
             from engine.deletion_vectors import position_index as pos

@@ -16,9 +16,13 @@ level-0 files (else a deeper record could be the newest, which merge-on-read kee
 lose: Paimon takes the position path regardless), and with ``ignore-delete`` no level-0 input holds a retract (the
 deduplicate merge skips it, so the deeper record is the result; Paimon would drop the key). Otherwise the unit uses
 the full-value ``LookupIndex``.
+
+The first-row merge engine's lookup compaction needs even less: whether a deeper level holds the key at all
+(Paimon's FirstRowMergeFunctionWrapper over PersistEmptyProcessor): ``PositionIndex.contains``.
 """
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 
 from engine.changelog.emit import key_columns
@@ -82,6 +86,16 @@ class PositionIndex(LookupIndex):
             found(f.file_name, positions)
             count += len(positions)
         return count
+
+    def contains(self, probes: pa.Table | None) -> np.ndarray:
+        """For each key of ``probes`` (normalized, sorted, unique): True when a deeper level holds it (any record,
+        as Paimon's first-row lookup, which keeps no values: PersistEmptyProcessor)."""
+        n = 0 if probes is None else probes.num_rows
+        hit = np.zeros(n, bool)
+        if n and self.by_level:
+            for _, at, _, _ in self._matches(probes):
+                hit[at] = True
+        return hit
 
     def get(self, probes, found=None):
         raise TypeError("a PositionIndex holds no rows: use locate()")

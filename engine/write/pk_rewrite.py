@@ -8,8 +8,9 @@ the data files holding them change instead.
   statistics prune whole buckets only), without level 0 on a deletion-vector table (its batch read skips level 0
   unless ``deletion-vectors.merge-on-read``, as Paimon's batchScanSkipLevel0).
 - Every considered file must be raw convertible (Paimon's MergeTreeSplitGenerator.splitForBatch): the bucket's
-  considered files are all off level 0 without delete rows and on one level (any levels in deletion-vector mode),
-  or the file is alone in its key-range section without delete rows. Otherwise InvalidInput with
+  considered files are all off level 0 without delete rows and on one level (any levels in deletion-vector mode;
+  for first-row, any levels when no key has records in two of them), or the file is alone in its key-range section
+  without delete rows. Otherwise InvalidInput with
   Paimon's hint to compact first, before anything is written. Such a file holds the only record of each of its
   keys among the files that can match, so its rows are the merged rows the table's read shows.
 - The condition is evaluated on those rows: their +I / +U rows (a -U / -D row never matches), with
@@ -25,10 +26,11 @@ Where lakemerge differs from Paimon:
   ignore-previous-files, the other engines write-only); here the rewrite replaces the file at its level, each kept
   row with its own sequence number and kind. Reads are the same; the bucket gets no level-0 churn.
 - No changelog is written: Paimon with ``changelog-producer=input`` would emit the kept rows as +I records.
-- Paimon also takes every level of a first-row table as raw convertible once level 0 is empty (its lookup
-  compaction drops a level-0 key already in a higher level, so each key is in one file). lakemerge's first-row
-  compaction keeps such records in the lower level (its read merges them away), so here first-row tables follow
-  the general rule: a key must be in one considered file.
+- Paimon takes every level of a first-row table as raw convertible once level 0 is empty (its lookup compaction
+  drops a level-0 key already in a deeper level, so each key is in one file); lakemerge's compaction does the same
+  (engine.changelog.producers), but tables compacted by lakemerge before it did may hold a key in two levels, so
+  here the files' keys are compared first and such a bucket is refused (compact first) rather than deleting the
+  first record and resurrecting the later one.
 - Paimon packs small key-range sections of a bucket into one split, which is then not raw convertible (it refuses
   and asks for a compaction); lakemerge judges each section alone, so it accepts such buckets.
 - lakemerge's batch read of a first-row table shows every level (README); the considered files include level 0
@@ -79,7 +81,8 @@ def require_raw_convertible(table, split: Split) -> None:
     clean = [not f.delete_row_count for f in files]
     opts = schema.table_options
     if all(clean) and all(f.level > 0 for f in files) and (
-            opts.deletion_vectors or len({f.level for f in files}) == 1):
+            opts.deletion_vectors or len({f.level for f in files}) == 1
+            or (opts.merge_engine == "first-row" and _one_record_per_key(table, split))):
         return
     decode = key_decoder(schema.types_of(schema.trimmed_primary_keys))
     for section in sections(files, decode):
@@ -91,6 +94,15 @@ def require_raw_convertible(table, split: Split) -> None:
                                f"{split.partition_values} holds {what}; merge-engine={opts.merge_engine} cannot take "
                                "delete records, so the rows are deleted from the files, which needs each key in one "
                                "file", table=table.name)
+
+
+def _one_record_per_key(table, split: Split) -> bool:
+    """True when no key has a record in two of the split's files (their key columns read and compared)."""
+    from engine.changelog.producers import unique_keys
+    reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema)
+    keys = [reader.read_file(split, f, [], live_only=False) for f in split.files]
+    distinct = unique_keys(keys, table.schema)
+    return distinct is None or distinct.num_rows == sum(k.num_rows for k in keys)
 
 
 def visible_rows(table, reader: SplitReader, split: Split, meta) -> pa.Table:

@@ -116,6 +116,27 @@ def test_first_row_lakemerge_writes_pypaimon_reads(warehouse):
         assert rows_of(pp_read(pp_get_table(warehouse, "db.t")), ["k"]) == FR_EXPECTED
 
 
+@pytest.mark.parametrize("producer", ["none", "lookup"])
+def test_first_row_pypaimon_reads_each_key_once_after_compactions(warehouse, producer):
+    """Keys {1, 2}, then key 1 again (and a new key) per commit: the writer's compactions take level 0 to a level
+    above the older data, dropping key 1's later records there (Paimon's first-row lookup compaction). pypaimon,
+    like Paimon's batch read, takes the files above level 0 without merging them: it sees each key once, with its
+    first value."""
+    t = _lm_table(warehouse, FR_SCHEMA, {"bucket": "1", "merge-engine": "first-row", "changelog-producer": producer})
+    t.write(_batch(FR_SCHEMA, [(1, "a"), (2, "b")]))
+    expected = [{"k": 1, "v": "a"}, {"k": 2, "v": "b"}]
+    layouts = set()
+    for i in range(4):
+        t.write(_batch(FR_SCHEMA, [(1, f"later{i}"), (10 + i, "n")]))
+        expected.append({"k": 10 + i, "v": "n"})
+        levels = frozenset(e.file.level for e in t.manifests.live_entries(t.snapshot()))
+        layouts.add(levels)
+        assert 0 not in levels
+        assert rows_of(t.read(), ["k"]) == expected
+        assert rows_of(pp_read(pp_get_table(warehouse, "db.t")), ["k"]) == expected
+    assert any(len(levels) > 1 for levels in layouts)  # data above the max level too: the case that duplicated
+
+
 # ---- random histories, both ways ---------------------------------------------------------------------------
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402

@@ -1,8 +1,7 @@
 """pypaimon 2.1 reads what lakemerge's file-rewrite DELETE leaves on primary-key tables whose merge engine cannot
 take a delete record (engine.write.pk_rewrite): rewritten files at their level (copy-on-write) and deletion-vector
-marks, at every snapshot. The tables are fully compacted first (the DELETE asks for it), which also keeps
-pypaimon's known limits out of the way: it skips level-0 files of first-row tables, and its reads of a
-first-row table whose key is in two levels above level 0 show both records (README)."""
+marks, at every snapshot. The tables are fully compacted first (the other engines' DELETE asks for it), which also
+keeps pypaimon's known limit out of the way: it skips level-0 files of first-row tables."""
 from __future__ import annotations
 
 import pyarrow as pa

@@ -148,3 +148,18 @@ def test_model_with_interleaved_compactions(tmp_path_factory, ops, producer):
                 model.setdefault(k, v)
         _assert_one_record_per_key_above_level0(t)
         assert {r["k"]: r["v"] for r in t.read().to_pylist()} == model
+
+
+def test_level_0_file_compacted_into_a_level_of_another_format_is_rewritten(catalog):
+    """file.format.per.level '0:avro': a first-row table always compacts with Paimon's lookup rewriter, whose
+    upgradeStrategy rewrites a level-0 file whose output level has another format (LookupMergeTreeCompactRewriter),
+    changelog or not; lakemerge's plain-merge shortcut (no changelog, nothing deeper) upgraded it by metadata,
+    leaving an Avro file at the Parquet max level."""
+    t = catalog.create_table("db.f", S, primary_key=["k"], options={
+        "bucket": "1", "merge-engine": "first-row", "file.format": "parquet", "file.format.per.level": "0:avro",
+        "write-only": "true"})
+    t.write(_batch([(1, "a"), (2, "b")]))
+    t.compact()
+    [f] = [f for sp in t.plan() for f in sp.files]
+    assert f.level == 5 and f.file_name.endswith(".parquet")
+    assert {r["k"]: r["v"] for r in t.read().to_pylist()} == {1: "a", 2: "b"}

@@ -23,7 +23,8 @@ First-row tables always compact level 0 with a lookup, changelog or not (Paimon'
 lookup): a level-0 key whose first row lies below the output level is dropped (engine.changelog.producers), looking
 up keys only (``PositionIndex.contains``). So each key has one record above level 0, which Paimon's batch read
 (raw files above level 0, no merge) relies on. Without changelog and with nothing below the output level, the unit
-merges plainly.
+merges plainly, unless ``file.format.per.level`` gives the output level another format than level 0 (Paimon's
+lookup rewriter then rewrites level-0 files instead of upgrading them).
 """
 from __future__ import annotations
 
@@ -171,7 +172,9 @@ class CompactRewriter:
     def _changelog_merger(self, out: int, levels: Levels, unit: CompactUnit):
         from engine.changelog.producers import FULL_COMPACTION, LOOKUP, ChangelogMerger
         if self.first_row and out > 0:
-            if self.producer != LOOKUP and not any(lv > out for lv in levels.levels):
+            opts = self.schema.table_options
+            if self.producer != LOOKUP and not any(lv > out for lv in levels.levels) \
+                    and opts.file_format_of(0)[0] == opts.file_format_of(out)[0]:
                 return None  # nothing deeper to look up and no changelog: the plain merge is the result
             from engine.deletion_vectors.position_index import PositionIndex
             index = PositionIndex(self.table, self.split, self.reader, levels, out + 1)

@@ -536,7 +536,7 @@ class _Checker:
         increasing (postponed files hold records as they arrived: engine.postpone)."""
         from engine.read.split_read import read_data_file
 
-        key_names = list(self.t.schema.trimmed_primary_keys)
+        key_names = list(self._file_schema(meta).trimmed_primary_keys)  # a renamed key keeps its old file name
 
         key_cols = []
 
@@ -572,9 +572,18 @@ class _Checker:
                 self.problem("data-file-not-sorted", path, f"key of row {bad + 1} is not greater than the key of "
                              f"row {bad}", sid)
 
+    def _file_schema(self, meta):
+        """The schema data file ``meta`` was written under; the table's if that schema cannot be read (reported by
+        the schema checks)."""
+        try:
+            return self.t.schema_manager.schema(meta.schema_id)
+        except Exception:  # noqa: BLE001 - a missing schema is reported by the schema checks
+            return self.t.schema
+
     def _missing_columns(self, meta, present: list[str], key_names: list[str]) -> list[str]:
         """Columns a data file must hold but lacks: every field of the schema it was written under and, for a
-        primary-key table, _SEQUENCE_NUMBER, _VALUE_KIND and each key (as _KEY_<k> or <k>)."""
+        primary-key table, _SEQUENCE_NUMBER, _VALUE_KIND and each key (as _KEY_<k> or <k>, ``key_names`` of that
+        schema)."""
         try:
             fields = self.t.schema_manager.schema(meta.schema_id).field_names
         except Exception:  # noqa: BLE001 - a missing schema is reported by the schema checks

@@ -75,6 +75,8 @@ def test_rename_primary_key_column_updates_key_and_reads_old_files(table):
     got = sorted(table.read().to_pylist(), key=lambda r: r["order_id"])
     assert [(r["order_id"], r["name"]) for r in got] == [(1, "a"), (2, "B")]
     assert table.lookup(pa.table({"order_id": [1]})).to_pylist()[0]["name"] == "a"
+    report = table.check()  # files written before the rename hold _KEY_id, the key of the schema they name
+    assert report.ok, report.problems
 
 
 def test_drop_column_and_readd_same_name_is_a_new_column(table):

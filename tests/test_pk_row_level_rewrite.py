@@ -229,3 +229,21 @@ def test_rewritten_file_keeps_level_and_sequence_numbers_and_evolves_schema(tmp_
     assert new.row_count == 4 and t.snapshot(sid).commit_kind == "OVERWRITE"
     assert sorted((r["id"], r["label"], r["n"], r["extra"]) for r in t.read().to_pylist()) == \
         [(i, "x", i, None) for i in (0, 2, 3, 5)]
+
+
+def test_rewrite_after_deletion_vectors_switched_off_keeps_marked_rows_deleted(tmp_path):
+    """Rows a deletion vector marked stay deleted when their file is later rewritten on a table whose deletion
+    vectors were switched off (the vectors stay live until the file is rewritten or compacted)."""
+    t = make(tmp_path, {**AGG, **DV}, bucket="1")
+    t.write(batch({("a", i): ("x", i) for i in range(6)}))
+    t.compact(full=True)
+    t.delete_where([("id", "=", 1)])  # marked in the vector
+    t.alter().set_option("deletion-vectors.modifiable", "true").set_option("deletion-vectors.enabled", "false") \
+        .commit()
+    t = Catalog(str(tmp_path / "wh")).get_table("db.t")
+    assert not t.schema.table_options.deletion_vectors and any(sp.vectors.files for sp in t.plan())
+    t.delete_where([("id", "=", 2)])  # copy-on-write of the marked file
+    assert state(t) == {("a", i): ("x", i) for i in (0, 3, 4, 5)}
+    assert not any(sp.vectors.files for sp in t.plan())
+    report = t.check()
+    assert report.ok and not report.orphan_files, report.summary()

@@ -193,7 +193,7 @@ class Table:
         (engine.write.row_level): the matching rows are read at the latest snapshot and written back as -D records;
         a merge engine that cannot take a delete record has the rows deleted from its files instead, as Paimon
         (engine.write.pk_rewrite). Raises InvalidInput (bad filter; a bucket that must be compacted first),
-        UnsupportedFeature (an append table lakemerge cannot rewrite), CommitConflict (nothing changed then)."""
+        UnsupportedFeature (a table whose data files lakemerge cannot rewrite), CommitConflict (nothing changed then)."""
         if self.schema.is_append_only:
             from engine.append.row_level import delete_where
         else:

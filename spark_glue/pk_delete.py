@@ -29,7 +29,12 @@ from engine.write.file_changes import (
     change_bucket,
     discard_changes,
 )
-from engine.write.pk_rewrite import COMPACT_FIRST, considered_splits, locate_keys
+from engine.write.pk_rewrite import (
+    COMPACT_FIRST,
+    considered_splits,
+    locate_keys,
+    require_rewritable,
+)
 from spark_glue.append_dml import KEY, AppendDmlJob
 from spark_glue.job_files import tag_files
 from spark_glue.tables import open_table
@@ -110,11 +115,13 @@ class PkDeleteJob(AppendDmlJob):
 def delete_rewrite(spark, path: str, condition) -> int | None:
     """DELETE FROM the primary-key table at ``path`` WHERE ``condition`` (a Column, None: every row) by changing
     its files (module docstring). Returns the new snapshot id, None when nothing matched. Raises InvalidInput (a
-    touched bucket that must be compacted first; nothing committed), CommitConflict (table unchanged)."""
+    touched bucket that must be compacted first; nothing committed), UnsupportedFeature (data files lakemerge cannot
+    write: engine.write.pk_rewrite.require_rewritable), CommitConflict (table unchanged)."""
     from pyspark.sql import functions as F
 
     from spark_glue.api import read_table
     table = open_table(path)
+    require_rewritable(table)
     snap = table.snapshot()
     if snap is None:
         return None

@@ -65,6 +65,15 @@ POSITION = "__lakemerge_position"
 VISIBLE_KINDS = pa.array([0, 2], pa.int8())  # +I, +U
 
 
+def require_rewritable(table) -> None:
+    """Raise UnsupportedFeature when the DELETE would write data files lakemerge cannot write for ``table`` (a
+    file format other than Parquet, a postpone bucket, ...: TableOptions.require_writable) -- not in
+    deletion-vector mode, which writes only index files."""
+    from engine.options import TableOptions
+    if not table.schema.table_options.deletion_vectors:
+        TableOptions(table.schema.options, table=table.name).require_writable(allow_dynamic_bucket=True)
+
+
 def considered_splits(table, snap, dnf) -> list[Split]:
     """The splits of ``snap`` with the files that may hold a row matching ``dnf`` (None: all), as the table's batch
     read sees them (module docstring)."""
@@ -114,8 +123,10 @@ def visible_rows(table, reader: SplitReader, split: Split, meta) -> pa.Table:
 def delete_by_rewrite(table, filter) -> int | None:
     """DELETE FROM primary-key ``table`` WHERE ``filter`` (Table.read's filter forms; None: every row) by changing
     its files (module docstring); the new snapshot id, or None when no row matched. Raises InvalidInput (bad filter,
-    a considered file that is not raw convertible: nothing written), CommitConflict (table unchanged)."""
+    a considered file that is not raw convertible: nothing written), UnsupportedFeature (require_rewritable),
+    CommitConflict (table unchanged)."""
     dnf = pred.normalize(filter, table.arrow_schema, table.name)
+    require_rewritable(table)
     snap = table.snapshot()
     if snap is None:
         return None

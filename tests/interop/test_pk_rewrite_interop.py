@@ -46,3 +46,22 @@ def test_pypaimon_reads_lakemerge_pk_deletes(tmp_path, engine):
         if snap.id < compacted:  # first-row data still in level 0 reads empty in pypaimon
             continue
         assert rows(pp_read(pp, snap.id)) == rows(t.read(snapshot_id=snap.id)), f"snapshot {snap.id}"
+
+
+@pytest.mark.parametrize("options", [{"bucket": "1", "file.format": "orc"}, {"bucket": "1", "file.format": "avro"},
+                                     {"bucket": "-2"}], ids=["orc", "avro", "postpone"])
+def test_tables_lakemerge_cannot_write_are_refused(tmp_path, options):
+    """A file-rewrite DELETE writes data files: on a table lakemerge cannot write them for (pypaimon-written ORC /
+    Avro, a postpone bucket) it raises UnsupportedFeature and changes nothing, as the other writes do, instead of
+    putting a Parquet file in an ORC table or an ordinary file in the postpone bucket."""
+    from engine.errors import UnsupportedFeature
+    from tests.interop.pypaimon_util import pp_catalog, pp_create_table, pp_write
+    wh = str(tmp_path / "warehouse")
+    schema = pa.schema([pa.field("id", pa.int64(), False), ("n", pa.int64())])
+    pt = pp_create_table(pp_catalog(wh), "db.t", schema, ["id"], options={**options, **AGG})
+    pp_write(pt, pa.table({"id": [1, 2, 3], "n": [1, 2, 3]}, schema=schema))
+    t = lm_catalog(wh).get_table("db.t")
+    sid, before = t.latest_snapshot_id(), t.read().to_pylist()
+    with pytest.raises(UnsupportedFeature, match="db.t"):
+        t.delete_where([("id", "=", 2)])
+    assert t.latest_snapshot_id() == sid and t.read().to_pylist() == before

@@ -247,3 +247,25 @@ def test_rewrite_after_deletion_vectors_switched_off_keeps_marked_rows_deleted(t
     assert not any(sp.vectors.files for sp in t.plan())
     report = t.check()
     assert report.ok and not report.orphan_files, report.summary()
+
+
+@pytest.mark.parametrize("engine", ["aggregation", "aggregation-dv", "first-row"])
+def test_no_condition_or_partition_only_truncates_as_paimon(tmp_path, engine):
+    """Paimon turns a DELETE without condition or with a partition-only one into a truncate
+    (OptimizeMetadataOnlyDeleteFromPaimonTable): it needs no compaction, and on a deletion-vector table the
+    level-0 rows its read skips go too (they do not come back with the next compaction)."""
+    t = make(tmp_path, {**ENGINES[engine], "write-only": "true"}, bucket="1")
+    t.write(batch({("a", 1): ("x", 1), ("b", 1): ("y", 1)}))
+    t.compact(full=True)
+    t.write(batch({("a", 1): ("x", 2), ("a", 2): ("l0", 2), ("b", 2): ("l0", 2)}))  # level 0, uncompacted
+    sid = t.delete_where([("dt", "=", "a")])
+    assert t.snapshot(sid).commit_kind == "OVERWRITE"
+    t.compact(full=True)
+    assert {k for k in state(t)} == {("b", 1), ("b", 2)}
+    assert t.delete_where([("dt", "=", "a")]) is None
+    t.write(batch({("b", 3): ("l0", 3)}))
+    t.delete_where(None)
+    t.compact(full=True)
+    assert state(t) == {}
+    report = t.check()
+    assert report.ok and not report.orphan_files, report.summary()

@@ -4,6 +4,11 @@
 Paimon's DeleteFromPaimonTableCommand.performNonPrimaryKeyDelete does: no record is written for the deleted rows;
 the data files holding them change instead.
 
+- No condition, or one over partition columns only: the table or the matching partitions are truncated (one
+  OVERWRITE snapshot dropping their files and vectors, engine.append.row_level.drop_partitions), as Paimon's
+  OptimizeMetadataOnlyDeleteFromPaimonTable turns such a DELETE into a truncate: no compaction needed, and the
+  level-0 files a deletion-vector table's read skips go too. (Paimon keeps the row-level path for partition
+  conditions with ``delete.force-produce-changelog``; lakemerge does not read that option.)
 - Considered files: per bucket, the files whose key statistics may match the condition (the scan's pruning; value
   statistics prune whole buckets only), without level 0 on a deletion-vector table (its batch read skips level 0
   unless ``deletion-vectors.merge-on-read``, as Paimon's batchScanSkipLevel0).
@@ -126,10 +131,13 @@ def delete_by_rewrite(table, filter) -> int | None:
     a considered file that is not raw convertible: nothing written), UnsupportedFeature (require_rewritable),
     CommitConflict (table unchanged)."""
     dnf = pred.normalize(filter, table.arrow_schema, table.name)
-    require_rewritable(table)
     snap = table.snapshot()
     if snap is None:
         return None
+    if dnf is None or (table.partition_keys and pred.columns_of(dnf) <= set(table.partition_keys)):
+        from engine.append.row_level import drop_partitions, matching_partitions
+        return drop_partitions(table, None if dnf is None else matching_partitions(table, snap, dnf))
+    require_rewritable(table)
     splits = considered_splits(table, snap, dnf)
     for split in splits:
         require_raw_convertible(table, split)

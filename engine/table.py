@@ -195,8 +195,9 @@ class Table:
         ``deletion-vectors.enabled`` the rows are marked in deletion vectors. Primary-key table
         (engine.write.row_level): the matching rows are read at the latest snapshot and written back as -D records;
         a merge engine that cannot take a delete record has the rows deleted from its files instead, as Paimon
-        (engine.write.pk_rewrite). Raises InvalidInput (bad filter; a bucket that must be compacted first),
-        UnsupportedFeature (an append table lakemerge cannot rewrite), CommitConflict (nothing changed then)."""
+        (engine.write.pk_rewrite; no condition or a partition-only one truncates). Raises InvalidInput (bad
+        filter; a bucket that must be compacted first), UnsupportedFeature (a table whose data files lakemerge
+        cannot rewrite), CommitConflict (nothing changed then)."""
         if self.schema.is_append_only:
             from engine.append.row_level import delete_where
         else:

@@ -45,9 +45,9 @@ def delete_where(spark, path: str, condition) -> int | None:
     Raises CommitConflict (table unchanged) when a concurrent commit removed a touched file or changed its vector.
 
     On a primary-key table whose merge engine cannot take a delete record (first-row, aggregation / partial-update
-    without remove-record-on-delete) the rows are deleted from the data files as Paimon does (spark_glue.pk_delete):
-    InvalidInput asking to compact first when a touched bucket's files overlap; None when nothing matched;
-    CommitConflict as above."""
+    without remove-record-on-delete) the rows are deleted from the data files as Paimon does (spark_glue.pk_delete;
+    no condition or a partition-only one truncates, as on append tables): InvalidInput asking to compact first when
+    a touched bucket's files overlap; None when nothing matched; CommitConflict as above."""
     from pyspark.sql import functions as F
     table = open_table(path)
     if table.schema.is_append_only:

@@ -91,7 +91,8 @@ def delete_where(table, filter) -> int | None:
     """DELETE FROM primary-key ``table`` WHERE ``filter`` (Table.read's filter forms; None: every row) in one
     commit; the new snapshot id, or None when no row matched. A table whose merge engine takes delete records gets
     -D records (module docstring), any other has its files rewritten or marked (engine.write.pk_rewrite). Raises
-    InvalidInput (bad filter; with rewriting, a file that must be compacted first), CommitConflict."""
+    InvalidInput (bad filter; with rewriting, a file that must be compacted first), UnsupportedFeature
+    (rewriting data files lakemerge cannot write), CommitConflict."""
     if not upsert_deletable(table):
         from engine.write.pk_rewrite import delete_by_rewrite
         return delete_by_rewrite(table, filter)

@@ -78,3 +78,15 @@ def test_a_compaction_before_the_commit_conflicts(spark, tmp_path, monkeypatch):
     assert any(n > 20 for _, n in state(t).values())  # nothing deleted
     report = t.check()
     assert report.ok and not report.orphan_files, report.summary()
+
+
+def test_partition_only_condition_truncates_without_compaction(spark, tmp_path):
+    """As the engine (Paimon's metadata-only DELETE): a partition-only condition, or none, truncates; the
+    uncompacted buckets are no obstacle."""
+    t = make(tmp_path, "t", {"bucket": "2", **AGG})
+    before = state(t)
+    sid = spark_glue.delete_where(spark, t.root, "dt = 'b'")
+    assert t.snapshot(sid).commit_kind == "OVERWRITE"
+    assert state(t) == {k: v for k, v in before.items() if k[0] != "b"}
+    spark_glue.delete_where(spark, t.root, None)
+    assert state(t) == {} and not t.check(verify_data=False).orphan_files

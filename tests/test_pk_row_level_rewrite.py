@@ -299,3 +299,25 @@ def test_condition_on_a_column_with_a_default_value(tmp_path, engine):
     assert [r["id"] for r in t.read(filter=[("v", "=", "dflt")]).to_pylist()] == [1]
     assert t.delete_where([("v", "=", "dflt")]) is not None
     assert state(t) == {("a", 2): ("x", 2)}
+
+
+@pytest.mark.parametrize("engine", ["aggregation", "first-row"])
+def test_postpone_bucket_table_rewrites_its_real_buckets(tmp_path, engine):
+    """A postpone-bucket table (bucket=-2): the DELETE rewrites the files of its real buckets (what batch reads
+    show) and leaves postponed files alone; later compaction brings the postponed rows in on top."""
+    t = make(tmp_path, {**ENGINES[engine], "postpone.default-bucket-num": "2"}, bucket="-2")
+    model: dict = {}
+    first = {("a", i): (f"v{i}", i) for i in range(20)}
+    t.write(batch(first))
+    merge(engine, model, first)
+    t.compact(full=True)
+    with t.new_write(commit_identifier=1) as postponed:  # a streaming write: postponed, invisible to batch reads
+        postponed.write(batch({("a", 3): ("late", 100)}))
+        t.commit(postponed.prepare_commit())
+    assert t.delete_where([("n", ">=", 10)]) is not None
+    model = {k: v for k, v in model.items() if v[1] < 10}
+    assert state(t) == model
+    assert all(f.file_name.endswith(".parquet") for sp in t.plan() for f in sp.files)
+    t.compact(full=True)
+    merge(engine, model, {("a", 3): ("late", 100)})
+    assert state(t) == model

@@ -24,7 +24,6 @@ import pickle
 
 import pyarrow as pa
 
-from engine.append.row_level import drop_partitions
 from engine.errors import InvalidInput
 from engine.write.file_changes import (
     BucketChange,
@@ -38,7 +37,7 @@ from engine.write.pk_rewrite import (
     locate_keys,
     require_rewritable,
 )
-from spark_glue.append_dml import KEY, AppendDmlJob, partition_only_matches
+from spark_glue.append_dml import KEY, AppendDmlJob, spark_truncate
 from spark_glue.job_files import tag_files
 from spark_glue.tables import open_table
 
@@ -124,11 +123,9 @@ def delete_rewrite(spark, path: str, condition) -> int | None:
 
     from spark_glue.api import read_table
     table = open_table(path)
-    if condition is None:  # a truncate, as engine.write.pk_rewrite
-        return drop_partitions(table, None)
-    parts = partition_only_matches(spark, table, condition)
-    if parts is not None:
-        return drop_partitions(table, parts)
+    done, sid = spark_truncate(spark, table, condition)  # as engine.write.pk_rewrite
+    if done:
+        return sid
     require_rewritable(table)
     snap = table.snapshot()
     if snap is None:

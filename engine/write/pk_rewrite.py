@@ -7,8 +7,8 @@ the data files holding them change instead.
 - No condition, or one over partition columns only: the table or the matching partitions are truncated (one
   OVERWRITE snapshot dropping their files and vectors, engine.append.row_level.drop_partitions), as Paimon's
   OptimizeMetadataOnlyDeleteFromPaimonTable turns such a DELETE into a truncate: no compaction needed, and the
-  level-0 files a deletion-vector table's read skips go too. (Paimon keeps the row-level path for partition
-  conditions with ``delete.force-produce-changelog``; lakemerge does not read that option.)
+  level-0 files a deletion-vector table's read skips go too; with ``delete.force-produce-changelog`` a partition
+  condition takes the row-level path, as in Paimon.
 - Considered files: per bucket, the files whose key statistics may match the condition (the scan's pruning; value
   statistics prune whole buckets only), without level 0 on a deletion-vector table (its batch read skips level 0
   unless ``deletion-vectors.merge-on-read``, as Paimon's batchScanSkipLevel0).
@@ -147,9 +147,9 @@ def delete_by_rewrite(table, filter) -> int | None:
     snap = table.snapshot()
     if snap is None:
         return None
-    if dnf is None or (table.partition_keys and pred.columns_of(dnf) <= set(table.partition_keys)):
-        from engine.append.row_level import drop_partitions, matching_partitions
-        return drop_partitions(table, None if dnf is None else matching_partitions(table, snap, dnf))
+    from engine.append.row_level import is_truncate, truncate
+    if is_truncate(table, dnf):
+        return truncate(table, snap, dnf)
     require_rewritable(table)
     splits = considered_splits(table, snap, dnf)
     for split in splits:

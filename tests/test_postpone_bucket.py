@@ -315,3 +315,28 @@ def test_overwrite_replaces_postponed_and_real_files_of_the_partition(catalog):
     assert as_rows(t.read()) == [("a", 7, "new7")]
     assert not any(e.bucket == POSTPONE_BUCKET for e in entries(t))
     assert bucket_counts(t) == {"a": {2}}
+
+
+def test_an_overwrite_writer_decides_the_bucket_count_afresh(catalog):
+    """Paimon decides an overwritten partition's count without its old layout (postpone.default-bucket-num: "for
+    partitions receiving real buckets for the first time and for fixed-bucket overwrite writes";
+    SparkPostponeStagedCommitter passes no existing count for an overwrite; pypaimon's overwrite plans from {})."""
+    t = make(catalog, **{"postpone.default-bucket-num": "3"})
+    t.write(rows("a", range(6), "x"))
+    t.write(rows("b", range(6), "x"))
+    t.alter().set_option("postpone.default-bucket-num", "5").commit()
+    with t.new_write(overwrite=True) as w:
+        w.write(rows("a", range(4), "new"))
+        t.commit_overwrite(w.prepare_commit(), partitions="dynamic")
+    assert bucket_counts(t) == {"a": {5}, "b": {3}}
+    t.alter().remove_option("postpone.default-bucket-num").commit()
+    t.alter().set_option("postpone.target-row-num-per-bucket", "2").commit()
+    with t.new_write(overwrite=True) as w:  # estimated from the overwrite's rows: ceil(7 / 2) = 4
+        w.write(rows("b", range(7), "new"))
+        t.commit_overwrite(w.prepare_commit(), partitions="dynamic")
+    assert bucket_counts(t) == {"a": {5}, "b": {4}}
+    assert as_rows(t.read()) == sorted([("a", i, f"new{i}") for i in range(4)] + [("b", i, f"new{i}") for i in range(7)])
+    with t.new_write() as w:  # a plain writer keeps the partition's count
+        w.write(rows("b", [9], "later"))
+        t.commit(w.prepare_commit())
+    assert bucket_counts(t) == {"a": {5}, "b": {4}}

@@ -340,3 +340,18 @@ def test_an_overwrite_writer_decides_the_bucket_count_afresh(catalog):
         w.write(rows("b", [9], "later"))
         t.commit(w.prepare_commit())
     assert bucket_counts(t) == {"a": {5}, "b": {4}}
+
+
+@pytest.mark.parametrize("options", [{"deletion-vectors.enabled": "true"}, {"changelog-producer": "lookup"}])
+def test_compaction_of_a_write_only_table_compacts_the_buckets_it_writes(catalog, options):
+    """Paimon's postpone compaction writes with write-only=false (PostponeUtils.tableForPostponeRewrite): the moved
+    records are compacted out of level 0, so a deletion-vector read (which skips level 0) sees them and the lookup
+    producer writes their changelog."""
+    t = make(catalog, **{"postpone.batch-write-fixed-bucket": "false", "postpone.default-bucket-num": "2",
+                         "write-only": "true", **options})
+    t.write(rows("a", [1, 2, 3], "p"))
+    sid = t.compact()
+    assert as_rows(t.read()) == [("a", i, f"p{i}") for i in (1, 2, 3)]
+    assert all(e.file.level > 0 for e in entries(t))
+    if "changelog-producer" in options:
+        assert sorted(r["id"] for r in t.read_changes(sid - 1, sid).to_pylist()) == [1, 2, 3]

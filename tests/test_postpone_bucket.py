@@ -355,3 +355,17 @@ def test_compaction_of_a_write_only_table_compacts_the_buckets_it_writes(catalog
     assert all(e.file.level > 0 for e in entries(t))
     if "changelog-producer" in options:
         assert sorted(r["id"] for r in t.read_changes(sid - 1, sid).to_pylist()) == [1, 2, 3]
+
+
+def test_a_refused_batch_is_refused_when_given_even_while_input_is_held_back(catalog):
+    """TableWrite's contract: write/delete refuse a bad batch at once and leave no trace; a writer holding input
+    back for a partition without a bucket count must not defer the refusal to prepare_commit (failing the batches
+    it had accepted)."""
+    from engine.errors import InvalidInput
+    t = make(catalog, **{"merge-engine": "first-row", "postpone.default-bucket-num": "2"})
+    with t.new_write() as w:
+        w.write(rows("a", [1, 2], "x"))  # partition a has no count yet: held back
+        with pytest.raises(InvalidInput, match="first-row"):
+            w.delete(keys("a", [1]))
+        t.commit(w.prepare_commit())
+    assert as_rows(t.read()) == [("a", 1, "x1"), ("a", 2, "x2")]

@@ -66,6 +66,9 @@ class FixedBucketPostponeWrite(TableWrite):
 
     # --- holding input back until its partitions have counts ----------------------------------------
     def _add(self, rows: pa.Table, kinds: np.ndarray) -> None:
+        from engine.merge_engines import check_write_kinds
+        rows, kinds = self._filter_kinds(rows, kinds)
+        check_write_kinds(self.schema, kinds, self.table.name, rows)  # refuse a bad batch now, not at its release
         counts = self._known_counts()
         types = self.schema.types_of(self.schema.partition_keys)
         new = {}

@@ -139,6 +139,9 @@ def test_streaming_writes_are_postponed_whatever_the_batch_option(catalog):
         w.write(rows("a", [1], "s"))
         t.commit(w.prepare_commit())
     assert [e.bucket for e in entries(t)] == [POSTPONE_BUCKET] and t.snapshot().commit_identifier == 7
+    from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER
+    # the batch identifier (Long.MAX_VALUE, what Paimon's batch commits carry) given explicitly is still a batch write
+    assert isinstance(t.new_write(commit_identifier=BATCH_COMMIT_IDENTIFIER), FixedBucketPostponeWrite)
 
 
 # --- compaction against a dict model ------------------------------------------------------------------

@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from engine.meta import binary_row
+from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER
 from engine.options import DATA_FILE_PREFIX, TableOptions
 from engine.partitioning import partition_groups
 from engine.postpone import POSTPONE_BUCKET
@@ -145,16 +146,17 @@ class PostponedWrite(TableWrite):
 
 def new_postpone_write(table, *, overwrite: bool = False, **kw) -> TableWrite:
     """The writer ``Table.new_write`` gives a postpone table: FixedBucketPostponeWrite for a batch write (deciding
-    bucket counts afresh when ``overwrite``), or
-    PostponedWrite with ``postpone.batch-write-fixed-bucket = false`` or for a streaming write (an explicit
-    ``commit_identifier``, as lakemerge marks streaming commits), as Paimon's FlinkSinkBuilder picks its postpone
-    sinks. Raises UnsupportedFeature for a primary key without every partition column (cross-partition update),
+    bucket counts afresh when ``overwrite``), or PostponedWrite with ``postpone.batch-write-fixed-bucket = false``
+    or for a streaming write (an explicit ``commit_identifier`` other than the batch one, as lakemerge marks
+    streaming commits), as Paimon's FlinkSinkBuilder picks its postpone sinks. Raises UnsupportedFeature for a
+    primary key without every partition column (cross-partition update),
     which lakemerge does not write in this mode."""
     from engine.errors import UnsupportedFeature
     from engine.options import POSTPONE_BATCH_WRITE_FIXED_BUCKET
     if table.schema.cross_partition_update:
         raise UnsupportedFeature(f"table {table.name!r}: bucket=-2 (postpone) with a primary key that lacks partition "
                                  "columns (cross-partition update) cannot be written by lakemerge")
-    if table.schema.table_options.get(POSTPONE_BATCH_WRITE_FIXED_BUCKET) and kw.get("commit_identifier") is None:
+    streaming = kw.get("commit_identifier") not in (None, BATCH_COMMIT_IDENTIFIER)
+    if table.schema.table_options.get(POSTPONE_BATCH_WRITE_FIXED_BUCKET) and not streaming:
         return FixedBucketPostponeWrite(table, overwrite=overwrite, **kw)
     return PostponedWrite(table, **kw)

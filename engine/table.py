@@ -519,7 +519,8 @@ class Table:
 
         With changelog-producer input/lookup/full-compaction these are the changelog files; with ``none`` the new
         level-0 files of APPEND snapshots as stored, or with ``normalize=True`` a full changelog built by looking
-        up each touched key before and after (ChangelogNormalize). Raises SnapshotNotFound, InvalidInput."""
+        up each touched key before and after (ChangelogNormalize). Raises SnapshotNotFound, InvalidInput,
+        UnsupportedFeature (``normalize=True`` over postponed records of a ``bucket = -2`` table)."""
         from engine.changelog.reading import read_changes
         return read_changes(self, start_snapshot, end_snapshot, columns, normalize=normalize)
 

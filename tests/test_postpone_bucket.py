@@ -372,3 +372,19 @@ def test_a_refused_batch_is_refused_when_given_even_while_input_is_held_back(cat
             w.delete(keys("a", [1]))
         t.commit(w.prepare_commit())
     assert as_rows(t.read()) == [("a", 1, "x1"), ("a", 2, "x2")]
+
+
+def test_normalized_changes_refuse_postponed_records_instead_of_losing_them(catalog):
+    """A normalized change stream (changelog-producer none) looks keys up before and after each APPEND snapshot;
+    postponed records reach neither (batch state shows real buckets only) and the compaction's COMPACT snapshot has
+    no changes, so the keys would never be emitted: refused, while raw changes give the records as stored."""
+    t = make(catalog, **{"postpone.batch-write-fixed-bucket": "false", "postpone.default-bucket-num": "2"})
+    t.write(rows("a", [1, 2], "x"))
+    assert [r["id"] for r in t.read_changes(0).to_pylist()] == [1, 2]
+    with pytest.raises(UnsupportedFeature, match="postpone"):
+        t.read_changes(0, normalize=True)
+    t.compact()
+    t.alter().set_option("postpone.batch-write-fixed-bucket", "true").commit()
+    t.write(rows("a", [2], "y"))  # a fixed-bucket write normalizes as on a fixed-bucket table
+    assert [(r["id"], r["_row_kind"]) for r in t.read_changes(t.snapshot().id - 1, normalize=True).to_pylist()] == [
+        (2, "-U"), (2, "+U")]

@@ -209,6 +209,8 @@ PARTIAL_UPDATE_REMOVE_ON_DELETE = _opt("partial-update.remove-record-on-delete",
                                        "partial-update: a -D removes the whole record")
 PARTIAL_UPDATE_REMOVE_ON_SEQUENCE_GROUP = _opt("partial-update.remove-record-on-sequence-group", _field_list, (),
                                                "partial-update: a -D winning one of these groups removes the record")
+DELETE_FORCE_PRODUCE_CHANGELOG = _opt("delete.force-produce-changelog", parse_bool, False,
+                                      "DELETE over partition columns only writes delete records instead of truncating")
 AGGREGATION_REMOVE_ON_DELETE = _opt("aggregation.remove-record-on-delete", parse_bool, False,
                                     "aggregation: a -D removes the whole record")
 DEFAULT_AGGREGATE_FUNCTION = _opt("fields.default-aggregate-function", str.strip, None,

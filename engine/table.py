@@ -125,7 +125,8 @@ class Table:
                   overwrite: bool = False) -> TableWrite:
         """A writer for many batches committed together (use as a context manager). ``overwrite=True``: its
         messages are for ``commit_overwrite`` (a dynamic-bucket writer then starts the index of every partition it
-        writes empty, as Paimon's overwrite writer does, so its messages can only be committed by an overwrite)."""
+        writes empty, as Paimon's overwrite writer does, so its messages can only be committed by an overwrite; a
+        postpone table's decides each partition's bucket count afresh, without the replaced layout)."""
         if self.schema.is_append_only:
             from engine.append.write import AppendWrite
             return AppendWrite(self, commit_user=commit_user, commit_identifier=commit_identifier)
@@ -134,7 +135,8 @@ class Table:
             return CrossPartitionWrite(self, commit_user=commit_user, commit_identifier=commit_identifier)
         if self.schema.table_options.bucket == -2:
             from engine.postpone.write import new_postpone_write
-            return new_postpone_write(self, commit_user=commit_user, commit_identifier=commit_identifier)
+            return new_postpone_write(self, commit_user=commit_user, commit_identifier=commit_identifier,
+                                      overwrite=overwrite)
         if self.schema.table_options.bucket == -1:
             from engine.dynamic_bucket.write import DynamicBucketWrite
             return DynamicBucketWrite(self, commit_user=commit_user, commit_identifier=commit_identifier,
@@ -195,8 +197,9 @@ class Table:
         ``deletion-vectors.enabled`` the rows are marked in deletion vectors. Primary-key table
         (engine.write.row_level): the matching rows are read at the latest snapshot and written back as -D records;
         a merge engine that cannot take a delete record has the rows deleted from its files instead, as Paimon
-        (engine.write.pk_rewrite). Raises InvalidInput (bad filter; a bucket that must be compacted first),
-        UnsupportedFeature (an append table lakemerge cannot rewrite), CommitConflict (nothing changed then)."""
+        (engine.write.pk_rewrite; no condition or a partition-only one truncates). Raises InvalidInput (bad
+        filter; a bucket that must be compacted first), UnsupportedFeature (a table whose data files lakemerge
+        cannot rewrite), CommitConflict (nothing changed then)."""
         if self.schema.is_append_only:
             from engine.append.row_level import delete_where
         else:
@@ -517,7 +520,8 @@ class Table:
 
         With changelog-producer input/lookup/full-compaction these are the changelog files; with ``none`` the new
         level-0 files of APPEND snapshots as stored, or with ``normalize=True`` a full changelog built by looking
-        up each touched key before and after (ChangelogNormalize). Raises SnapshotNotFound, InvalidInput."""
+        up each touched key before and after (ChangelogNormalize). Raises SnapshotNotFound, InvalidInput,
+        UnsupportedFeature (``normalize=True`` over postponed records of a ``bucket = -2`` table)."""
         from engine.changelog.reading import read_changes
         return read_changes(self, start_snapshot, end_snapshot, columns, normalize=normalize)
 

@@ -192,14 +192,27 @@ def partition_only_matches(spark, table, condition):
     return {parts[r[0]] for r in hit}
 
 
+def spark_truncate(spark, table, condition) -> tuple[bool, int | None]:
+    """(True, new snapshot id or None) when a DELETE with ``condition`` (a Column, None: no condition) is a truncate
+    (engine.append.row_level.is_truncate, with Spark evaluating the condition over the partition values) and was
+    done; (False, None) when the DELETE must change rows."""
+    from engine.options import DELETE_FORCE_PRODUCE_CHANGELOG
+    if condition is None:
+        return True, drop_partitions(table, None)
+    if table.schema.table_options.get(DELETE_FORCE_PRODUCE_CHANGELOG):
+        return False, None
+    parts = partition_only_matches(spark, table, condition)
+    if parts is None:
+        return False, None
+    return True, drop_partitions(table, parts)
+
+
 def delete_append(spark, path: str, condition) -> int | None:
     """DELETE on an append table (module docstring); ``condition`` a Column or None."""
     table = open_table(path)
-    if condition is None:
-        return drop_partitions(table, None)
-    parts = partition_only_matches(spark, table, condition)
-    if parts is not None:
-        return drop_partitions(table, parts)
+    done, sid = spark_truncate(spark, table, condition)
+    if done:
+        return sid
     return _run(spark, table, path, condition, None)
 
 

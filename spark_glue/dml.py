@@ -44,10 +44,12 @@ def delete_where(spark, path: str, condition) -> int | None:
     with deletion vectors the rows are marked deleted. Returns the new snapshot id, None when nothing matched.
     Raises CommitConflict (table unchanged) when a concurrent commit removed a touched file or changed its vector.
 
+    On any table, no condition or one over partition columns only truncates the table or partitions (Paimon's
+    metadata-only DELETE; with delete.force-produce-changelog a partition condition deletes rows instead).
     On a primary-key table whose merge engine cannot take a delete record (first-row, aggregation / partial-update
-    without remove-record-on-delete) the rows are deleted from the data files as Paimon does (spark_glue.pk_delete):
-    InvalidInput asking to compact first when a touched bucket's files overlap; None when nothing matched;
-    CommitConflict as above."""
+    without remove-record-on-delete) the rows are deleted from the data files as Paimon does (spark_glue.pk_delete;
+    no condition or a partition-only one truncates, as on append tables): InvalidInput asking to compact first when
+    a touched bucket's files overlap; None when nothing matched; CommitConflict as above."""
     from pyspark.sql import functions as F
     table = open_table(path)
     if table.schema.is_append_only:
@@ -57,6 +59,10 @@ def delete_where(spark, path: str, condition) -> int | None:
     if not upsert_deletable(table):  # no row is written: a nanosecond sequence.field is fine
         from spark_glue.pk_delete import delete_rewrite
         return delete_rewrite(spark, path, None if condition is None else _expr(condition))
+    from spark_glue.append_dml import spark_truncate
+    done, sid = spark_truncate(spark, table, None if condition is None else _expr(condition))
+    if done:  # as Paimon's metadata-only DELETE: no delete records
+        return sid
     _check_row_level(table, "delete_where")
     rows = read_table(spark, path, prune=True, **_pinned(table)).where(_expr(condition))
     return _write_changes(rows.withColumn(KIND, F.lit("-D")), path)

@@ -3,6 +3,8 @@ record (first-row, aggregation / partial-update without remove-record-on-delete)
 data files, with the semantics of engine.write.pk_rewrite (Paimon's performNonPrimaryKeyDelete).
 
 Protocol (one call = at most one snapshot):
+- No condition, or one Spark can evaluate over the partition columns alone: the table or the matching
+  partitions are truncated (engine.write.pk_rewrite, Paimon's metadata-only DELETE); no job runs.
 - The driver pins the latest snapshot and plans its splits as the table's batch read sees them.
 - Spark reads the table at that snapshot (merged), filters by the condition (rows where it is NULL stay) and keeps
   the matching rows' partition and primary-key columns. The keys are placed by (partition, bucket) -- the bucket
@@ -29,8 +31,13 @@ from engine.write.file_changes import (
     change_bucket,
     discard_changes,
 )
-from engine.write.pk_rewrite import COMPACT_FIRST, considered_splits, locate_keys
-from spark_glue.append_dml import KEY, AppendDmlJob
+from engine.write.pk_rewrite import (
+    COMPACT_FIRST,
+    considered_splits,
+    locate_keys,
+    require_rewritable,
+)
+from spark_glue.append_dml import KEY, AppendDmlJob, spark_truncate
 from spark_glue.job_files import tag_files
 from spark_glue.tables import open_table
 
@@ -110,11 +117,16 @@ class PkDeleteJob(AppendDmlJob):
 def delete_rewrite(spark, path: str, condition) -> int | None:
     """DELETE FROM the primary-key table at ``path`` WHERE ``condition`` (a Column, None: every row) by changing
     its files (module docstring). Returns the new snapshot id, None when nothing matched. Raises InvalidInput (a
-    touched bucket that must be compacted first; nothing committed), CommitConflict (table unchanged)."""
+    touched bucket that must be compacted first; nothing committed), UnsupportedFeature (data files lakemerge cannot
+    write: engine.write.pk_rewrite.require_rewritable), CommitConflict (table unchanged)."""
     from pyspark.sql import functions as F
 
     from spark_glue.api import read_table
     table = open_table(path)
+    done, sid = spark_truncate(spark, table, condition)  # as engine.write.pk_rewrite
+    if done:
+        return sid
+    require_rewritable(table)
     snap = table.snapshot()
     if snap is None:
         return None

@@ -168,7 +168,9 @@ class MergedTableReader(DataSourceReader):
         return on
 
     def partitions(self):
+        from engine.postpone import require_batch_readable
         table = open_table(self.options.get("path"))
+        require_batch_readable(table.schema, table.name)
         if self._follow_latest(table):
             return [LatestSnapshot(table.schema.id)]
         snap = resolve_snapshot(table, self.options)

@@ -198,3 +198,34 @@ def test_a_concurrent_commit_on_a_cross_partition_table_conflicts(catalog):
     assert state(t) == {("b", 1): ("moved", 7), ("a", 2): ("y", 2)}
     report = t.check()
     assert report.ok and not report.orphan_files, report.summary()
+
+
+@pytest.mark.parametrize("layout", ["fixed", "fixed-dv", "dynamic"])
+def test_no_condition_or_partition_only_truncates_as_paimon(catalog, layout):
+    """Paimon's OptimizeMetadataOnlyDeleteFromPaimonTable applies to primary-key tables too: a DELETE without a
+    condition truncates the table and one over partition columns only drops the partitions (an OVERWRITE snapshot,
+    no -D records), so even uncompacted level-0 rows a deletion-vector table's batch read skips are gone."""
+    t = make(catalog, "t", {**LAYOUTS[layout], "write-only": "true"})
+    t.write(batch({("a", 1): ("x", 1), ("b", 2): ("y", 2), ("c", 3): ("z", 3)}))
+    sid = t.delete_where([("dt", "in", ["a", "c"])])
+    snap = t.snapshot(sid)
+    assert snap.commit_kind == "OVERWRITE"
+    t.compact(full=True)  # brings level 0 up: a deletion-vector table's read shows it only then
+    assert state(t) == {("b", 2): ("y", 2)}
+    added = [e for m in t.manifests.manifest_list(snap.delta_manifest_list)
+             for e in t.manifests.manifest(m.file_name) if e.kind == 0]
+    assert added == []  # no delete records written
+    last = t.latest_snapshot_id()
+    assert t.delete_where([("dt", "=", "zz")]) is None and t.latest_snapshot_id() == last
+    assert t.snapshot(t.delete_where(None)).commit_kind == "OVERWRITE" and state(t) == {}
+    assert t.check().ok
+
+
+def test_force_produce_changelog_writes_delete_records_for_partition_conditions(catalog):
+    """With delete.force-produce-changelog a partition-only DELETE writes -D records (Paimon's rule is skipped), so
+    changelog-producer=input streams them."""
+    t = make(catalog, "t", {"bucket": "1", "changelog-producer": "input", "delete.force-produce-changelog": "true"})
+    t.write(batch({("a", 1): ("x", 1), ("b", 2): ("y", 2)}))
+    sid = t.delete_where([("dt", "=", "a")])
+    assert t.snapshot(sid).commit_kind == "APPEND" and state(t) == {("b", 2): ("y", 2)}
+    assert [(r["_row_kind"], r["id"]) for r in t.read_changes(sid - 1, sid).to_pylist()] == [("-D", 1)]

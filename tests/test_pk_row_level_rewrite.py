@@ -138,7 +138,7 @@ def test_only_the_considered_files_must_be_compacted(tmp_path):
     t.delete_where([("dt", "=", "a"), ("id", "=", 1)])
     assert state(t) == {("b", 1): ("y", 2)}
     with pytest.raises(InvalidInput, match="COMPACT"):
-        t.delete_where([("dt", "=", "b")])
+        t.delete_where([("dt", "=", "b"), ("n", ">", 0)])  # (a partition-only condition truncates)
 
 
 def test_first_row_table_as_paimon(tmp_path):
@@ -246,3 +246,78 @@ def test_rewritten_file_keeps_level_and_sequence_numbers_and_evolves_schema(tmp_
     assert new.row_count == 4 and t.snapshot(sid).commit_kind == "OVERWRITE"
     assert sorted((r["id"], r["label"], r["n"], r["extra"]) for r in t.read().to_pylist()) == \
         [(i, "x", i, None) for i in (0, 2, 3, 5)]
+
+
+def test_rewrite_after_deletion_vectors_switched_off_keeps_marked_rows_deleted(tmp_path):
+    """Rows a deletion vector marked stay deleted when their file is later rewritten on a table whose deletion
+    vectors were switched off (the vectors stay live until the file is rewritten or compacted)."""
+    t = make(tmp_path, {**AGG, **DV}, bucket="1")
+    t.write(batch({("a", i): ("x", i) for i in range(6)}))
+    t.compact(full=True)
+    t.delete_where([("id", "=", 1)])  # marked in the vector
+    t.alter().set_option("deletion-vectors.modifiable", "true").set_option("deletion-vectors.enabled", "false") \
+        .commit()
+    t = Catalog(str(tmp_path / "wh")).get_table("db.t")
+    assert not t.schema.table_options.deletion_vectors and any(sp.vectors.files for sp in t.plan())
+    t.delete_where([("id", "=", 2)])  # copy-on-write of the marked file
+    assert state(t) == {("a", i): ("x", i) for i in (0, 3, 4, 5)}
+    assert not any(sp.vectors.files for sp in t.plan())
+    report = t.check()
+    assert report.ok and not report.orphan_files, report.summary()
+
+
+@pytest.mark.parametrize("engine", ["aggregation", "aggregation-dv", "first-row"])
+def test_no_condition_or_partition_only_truncates_as_paimon(tmp_path, engine):
+    """Paimon turns a DELETE without condition or with a partition-only one into a truncate
+    (OptimizeMetadataOnlyDeleteFromPaimonTable): it needs no compaction, and on a deletion-vector table the
+    level-0 rows its read skips go too (they do not come back with the next compaction)."""
+    t = make(tmp_path, {**ENGINES[engine], "write-only": "true"}, bucket="1")
+    t.write(batch({("a", 1): ("x", 1), ("b", 1): ("y", 1)}))
+    t.compact(full=True)
+    t.write(batch({("a", 1): ("x", 2), ("a", 2): ("l0", 2), ("b", 2): ("l0", 2)}))  # level 0, uncompacted
+    sid = t.delete_where([("dt", "=", "a")])
+    assert t.snapshot(sid).commit_kind == "OVERWRITE"
+    t.compact(full=True)
+    assert {k for k in state(t)} == {("b", 1), ("b", 2)}
+    assert t.delete_where([("dt", "=", "a")]) is None
+    t.write(batch({("b", 3): ("l0", 3)}))
+    t.delete_where(None)
+    t.compact(full=True)
+    assert state(t) == {}
+    report = t.check()
+    assert report.ok and not report.orphan_files, report.summary()
+
+
+@pytest.mark.parametrize("engine", ["aggregation", "first-row"])
+def test_condition_on_a_column_with_a_default_value(tmp_path, engine):
+    """A null read as ``fields.<f>.default-value`` matches a condition on the default although the file's
+    statistics say null (Paimon's DefaultValueAssigner keeps such columns out of stats pruning): the DELETE and
+    the filtered read both find it."""
+    t = make(tmp_path, {**ENGINES[engine], "fields.v.default-value": "dflt"}, bucket="1")
+    t.write(batch({("a", 1): (None, 1), ("a", 2): ("x", 2)}))
+    t.compact(full=True)
+    assert [r["id"] for r in t.read(filter=[("v", "=", "dflt")]).to_pylist()] == [1]
+    assert t.delete_where([("v", "=", "dflt")]) is not None
+    assert state(t) == {("a", 2): ("x", 2)}
+
+
+@pytest.mark.parametrize("engine", ["aggregation", "first-row"])
+def test_postpone_bucket_table_rewrites_its_real_buckets(tmp_path, engine):
+    """A postpone-bucket table (bucket=-2): the DELETE rewrites the files of its real buckets (what batch reads
+    show) and leaves postponed files alone; later compaction brings the postponed rows in on top."""
+    t = make(tmp_path, {**ENGINES[engine], "postpone.default-bucket-num": "2"}, bucket="-2")
+    model: dict = {}
+    first = {("a", i): (f"v{i}", i) for i in range(20)}
+    t.write(batch(first))
+    merge(engine, model, first)
+    t.compact(full=True)
+    with t.new_write(commit_identifier=1) as postponed:  # a streaming write: postponed, invisible to batch reads
+        postponed.write(batch({("a", 3): ("late", 100)}))
+        t.commit(postponed.prepare_commit())
+    assert t.delete_where([("n", ">=", 10)]) is not None
+    model = {k: v for k, v in model.items() if v[1] < 10}
+    assert state(t) == model
+    assert all(f.file_name.endswith(".parquet") for sp in t.plan() for f in sp.files)
+    t.compact(full=True)
+    merge(engine, model, {("a", 3): ("late", 100)})
+    assert state(t) == model

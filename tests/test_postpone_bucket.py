@@ -122,7 +122,6 @@ def test_postponed_files_are_named_and_recorded_as_paimon_does(catalog):
     (e,) = entries(t)
     assert (e.bucket, e.total_buckets, e.file.level) == (POSTPONE_BUCKET, POSTPONE_BUCKET, 0)
     assert e.file.file_name.startswith("data--u-user-1-s-") and "-w-" in e.file.file_name
-    assert os.path.basename(os.path.dirname(os.path.join(t.root, "dt=a", "bucket-postpone", e.file.file_name)))
     assert os.path.exists(os.path.join(t.root, "dt=a", "bucket-postpone", e.file.file_name))
     assert (e.file.row_count, e.file.delete_row_count) == (4, 1)  # as stored: not merged
     assert t.read().num_rows == 0  # invisible until compacted
@@ -139,6 +138,9 @@ def test_streaming_writes_are_postponed_whatever_the_batch_option(catalog):
         w.write(rows("a", [1], "s"))
         t.commit(w.prepare_commit())
     assert [e.bucket for e in entries(t)] == [POSTPONE_BUCKET] and t.snapshot().commit_identifier == 7
+    from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER
+    # the batch identifier (Long.MAX_VALUE, what Paimon's batch commits carry) given explicitly is still a batch write
+    assert isinstance(t.new_write(commit_identifier=BATCH_COMMIT_IDENTIFIER), FixedBucketPostponeWrite)
 
 
 # --- compaction against a dict model ------------------------------------------------------------------
@@ -315,3 +317,73 @@ def test_overwrite_replaces_postponed_and_real_files_of_the_partition(catalog):
     assert as_rows(t.read()) == [("a", 7, "new7")]
     assert not any(e.bucket == POSTPONE_BUCKET for e in entries(t))
     assert bucket_counts(t) == {"a": {2}}
+
+
+def test_an_overwrite_writer_decides_the_bucket_count_afresh(catalog):
+    """Paimon decides an overwritten partition's count without its old layout (postpone.default-bucket-num: "for
+    partitions receiving real buckets for the first time and for fixed-bucket overwrite writes";
+    SparkPostponeStagedCommitter passes no existing count for an overwrite; pypaimon's overwrite plans from {})."""
+    t = make(catalog, **{"postpone.default-bucket-num": "3"})
+    t.write(rows("a", range(6), "x"))
+    t.write(rows("b", range(6), "x"))
+    t.alter().set_option("postpone.default-bucket-num", "5").commit()
+    with t.new_write(overwrite=True) as w:
+        w.write(rows("a", range(4), "new"))
+        t.commit_overwrite(w.prepare_commit(), partitions="dynamic")
+    assert bucket_counts(t) == {"a": {5}, "b": {3}}
+    t.alter().remove_option("postpone.default-bucket-num").commit()
+    t.alter().set_option("postpone.target-row-num-per-bucket", "2").commit()
+    with t.new_write(overwrite=True) as w:  # estimated from the overwrite's rows: ceil(7 / 2) = 4
+        w.write(rows("b", range(7), "new"))
+        t.commit_overwrite(w.prepare_commit(), partitions="dynamic")
+    assert bucket_counts(t) == {"a": {5}, "b": {4}}
+    assert as_rows(t.read()) == sorted([("a", i, f"new{i}") for i in range(4)] + [("b", i, f"new{i}") for i in range(7)])
+    with t.new_write() as w:  # a plain writer keeps the partition's count
+        w.write(rows("b", [9], "later"))
+        t.commit(w.prepare_commit())
+    assert bucket_counts(t) == {"a": {5}, "b": {4}}
+
+
+@pytest.mark.parametrize("options", [{"deletion-vectors.enabled": "true"}, {"changelog-producer": "lookup"}])
+def test_compaction_of_a_write_only_table_compacts_the_buckets_it_writes(catalog, options):
+    """Paimon's postpone compaction writes with write-only=false (PostponeUtils.tableForPostponeRewrite): the moved
+    records are compacted out of level 0, so a deletion-vector read (which skips level 0) sees them and the lookup
+    producer writes their changelog."""
+    t = make(catalog, **{"postpone.batch-write-fixed-bucket": "false", "postpone.default-bucket-num": "2",
+                         "write-only": "true", **options})
+    t.write(rows("a", [1, 2, 3], "p"))
+    sid = t.compact()
+    assert as_rows(t.read()) == [("a", i, f"p{i}") for i in (1, 2, 3)]
+    assert all(e.file.level > 0 for e in entries(t))
+    if "changelog-producer" in options:
+        assert sorted(r["id"] for r in t.read_changes(sid - 1, sid).to_pylist()) == [1, 2, 3]
+
+
+def test_a_refused_batch_is_refused_when_given_even_while_input_is_held_back(catalog):
+    """TableWrite's contract: write/delete refuse a bad batch at once and leave no trace; a writer holding input
+    back for a partition without a bucket count must not defer the refusal to prepare_commit (failing the batches
+    it had accepted)."""
+    from engine.errors import InvalidInput
+    t = make(catalog, **{"merge-engine": "first-row", "postpone.default-bucket-num": "2"})
+    with t.new_write() as w:
+        w.write(rows("a", [1, 2], "x"))  # partition a has no count yet: held back
+        with pytest.raises(InvalidInput, match="first-row"):
+            w.delete(keys("a", [1]))
+        t.commit(w.prepare_commit())
+    assert as_rows(t.read()) == [("a", 1, "x1"), ("a", 2, "x2")]
+
+
+def test_normalized_changes_refuse_postponed_records_instead_of_losing_them(catalog):
+    """A normalized change stream (changelog-producer none) looks keys up before and after each APPEND snapshot;
+    postponed records reach neither (batch state shows real buckets only) and the compaction's COMPACT snapshot has
+    no changes, so the keys would never be emitted: refused, while raw changes give the records as stored."""
+    t = make(catalog, **{"postpone.batch-write-fixed-bucket": "false", "postpone.default-bucket-num": "2"})
+    t.write(rows("a", [1, 2], "x"))
+    assert [r["id"] for r in t.read_changes(0).to_pylist()] == [1, 2]
+    with pytest.raises(UnsupportedFeature, match="postpone"):
+        t.read_changes(0, normalize=True)
+    t.compact()
+    t.alter().set_option("postpone.batch-write-fixed-bucket", "true").commit()
+    t.write(rows("a", [2], "y"))  # a fixed-bucket write normalizes as on a fixed-bucket table
+    assert [(r["id"], r["_row_kind"]) for r in t.read_changes(t.snapshot().id - 1, normalize=True).to_pylist()] == [
+        (2, "-U"), (2, "+U")]

@@ -89,8 +89,8 @@ def delete_where(table, filter) -> int | None:
     snap = table.snapshot()
     if snap is None:
         return None
-    if dnf is None or (table.partition_keys and pred.columns_of(dnf) <= set(table.partition_keys)):
-        return drop_partitions(table, None if dnf is None else matching_partitions(table, snap, dnf))
+    if is_truncate(table, dnf):
+        return truncate(table, snap, dnf)
     return _change(table, snap, dnf, None)
 
 
@@ -113,6 +113,25 @@ lakemerge cannot write data files for, e.g. file.format=csv), CommitConflict."""
     if snap is None:
         return None
     return _change(table, snap, dnf, dict(assignments))
+
+
+def is_truncate(table, dnf) -> bool:
+    """Whether a DELETE with condition ``dnf`` (normalized; None: no condition) truncates instead of deleting rows,
+    as Paimon's OptimizeMetadataOnlyDeleteFromPaimonTable decides for every table: no condition truncates the
+    table; a condition over partition columns only truncates the matching partitions, unless
+    ``delete.force-produce-changelog`` asks for delete records (primary-key tables) or row-level changes."""
+    from engine.options import DELETE_FORCE_PRODUCE_CHANGELOG
+    if dnf is None:
+        return True
+    keys = set(table.partition_keys)
+    return bool(keys) and pred.columns_of(dnf) <= keys \
+        and not table.schema.table_options.get(DELETE_FORCE_PRODUCE_CHANGELOG)
+
+
+def truncate(table, snap, dnf) -> int | None:
+    """The truncate ``is_truncate`` chose: the whole table (``dnf`` None) or the partitions of ``snap`` matching
+    ``dnf``; the new snapshot id, None when there is nothing to drop."""
+    return drop_partitions(table, None if dnf is None else matching_partitions(table, snap, dnf))
 
 
 def matching_partitions(table, snap, dnf) -> set[bytes]:

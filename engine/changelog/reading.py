@@ -5,7 +5,8 @@
   (Flink's ChangelogNormalize) each key touched by an APPEND snapshot is looked up before (the state the snapshot
   was committed on: its files without the ones it added) and after, in every level as a streaming reader sees them,
   and the rows follow Paimon's lookup rules instead: +I new, -U old/+U new, -D old -- nothing for a key whose row
-  did not change (ChangelogNormalize swallows an upsert equal to the stored row).
+  did not change (ChangelogNormalize swallows an upsert equal to the stored row). UnsupportedFeature for a
+  snapshot holding postponed records (bucket=-2), which no table state shows until their COMPACT snapshot.
 * ``input`` / ``lookup`` / ``full-compaction``: the changelog files of any snapshot with a changelog manifest list.
 * append tables (no primary key): the rows each APPEND snapshot added, all ``+I``, in append order.
 
@@ -21,7 +22,7 @@ import pyarrow as pa
 
 from engine.changelog.emit import changelog_rows
 from engine.changelog.files import ROW_KIND_COLUMN, row_kind_text
-from engine.errors import InvalidInput
+from engine.errors import InvalidInput, UnsupportedFeature
 from engine.merge import VALUE_KIND, sort_dedupe
 from engine.meta.manifest import ADD
 from engine.meta.snapshot import COMMIT_KIND_APPEND, Snapshot
@@ -143,6 +144,12 @@ def _lookup(table, keys: pa.Table, snapshot: Snapshot, *, exclude: frozenset[str
 
 
 def _normalized(table, snapshot: Snapshot, out_cols: list[str], schema: pa.Schema) -> pa.Table:
+    from engine.postpone import POSTPONE_BUCKET
+    if any(e.bucket == POSTPONE_BUCKET for e in change_entries(table, snapshot)):
+        raise UnsupportedFeature(f"table {table.name!r}: snapshot {snapshot.id} holds postponed records (bucket=-2), "
+                                 "which no table state shows before their compaction (whose snapshot has no changes "
+                                 "without a changelog producer): normalized changes cannot follow them; read the "
+                                 "changes as stored (normalize=False) or set a changelog producer")
     delta = snapshot_changes(table, snapshot, list(table.schema.primary_keys))
     if delta.num_rows == 0:
         return schema.empty_table()

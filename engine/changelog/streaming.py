@@ -111,11 +111,12 @@ def full_read_split(table, split, columns: list[str], reader: SplitReader | None
 
 def _postponed_rows(table, split, columns: list[str], reader: SplitReader | None) -> pa.Table:
     """The postpone bucket's records as stored, each with its own row kind (Paimon reads the postpone bucket without
-    merging: MergeFileSplitRead's no-merge reader), files in sequence order."""
+    merging: MergeFileSplitRead's no-merge reader), files in the order their snapshots added them (the split's
+    order; Paimon's postpone writers number each file's records from 0, so sequence numbers cannot order them)."""
     schema = output_schema(table, columns)
     reader = reader or SplitReader(table.file_io, table.schema, table.schema_manager.schema)
     parts = []
-    for f in sorted(split.files, key=lambda f: (f.min_sequence_number, f.file_name)):
+    for f in split.files:
         rows = reader.read_file(split, f, columns)
         kinds = row_kind_text(rows.column(VALUE_KIND).to_numpy())
         parts.append(pa.Table.from_arrays(rows.select(columns).cast(pa.schema(list(schema)[:-1])).columns + [kinds],

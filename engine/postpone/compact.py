@@ -27,6 +27,7 @@ from engine.compact.manager import (
 from engine.crash_points import crash_point
 from engine.data_paths import data_file_path
 from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER
+from engine.options import WRITE_ONLY, TableOptions
 from engine.postpone import POSTPONE_BUCKET
 from engine.postpone.buckets import compaction_buckets, known_bucket_counts
 from engine.postpone.write import FixedBucketPostponeWrite
@@ -37,10 +38,11 @@ from engine.write.commit_message import CommitMessage
 
 class _RedistributeWrite(FixedBucketPostponeWrite):
     """The fixed-bucket writer of a postpone compaction: bucket counts given, base pinned, compaction per
-    ``full``."""
+    ``full``, also when the table is ``write-only`` (PostponeUtils.tableForPostponeRewrite sets it false)."""
 
     def __init__(self, table, base, counts: dict[bytes, int], full: bool, **kw):
         super().__init__(table, **kw)
+        self.options = TableOptions({**self.schema.options, WRITE_ONLY: "false"}, table=table.name)
         self.base_snapshot = base
         self._load_base()
         self._counts = dict(counts)

@@ -2,7 +2,9 @@
 
 ``FixedBucketPostponeWrite`` (``postpone.batch-write-fixed-bucket = true``, Paimon's default for batch writes): the
 fixed-bucket TableWrite with one bucket count per partition -- the count the partition's real-bucket files record,
-else one decided for it (engine.postpone.buckets) from the rows this writer gives it. Until every partition of the
+else one decided for it (engine.postpone.buckets) from the rows this writer gives it; an overwrite writer
+(``overwrite=True``, for Table.commit_overwrite) decides every partition's count afresh, as Paimon's overwrite
+ignores the replaced layout (postpone.default-bucket-num). Until every partition of the
 input has a count, input is held back in arrival order (at most ``write-buffer-size`` bytes; past that the counts
 are decided from what was seen), so sequence numbers still follow input order. Rows are then merged, compacted and
 turn into changelog exactly as in a fixed-bucket table, and each message records its partition's count.
@@ -23,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from engine.meta import binary_row
+from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER
 from engine.options import DATA_FILE_PREFIX, TableOptions
 from engine.partitioning import partition_groups
 from engine.postpone import POSTPONE_BUCKET
@@ -34,8 +37,9 @@ from engine.write.table_write import TableWrite, _BucketBuffer
 class FixedBucketPostponeWrite(TableWrite):
     """Batch writer of a postpone table into real buckets (module docstring)."""
 
-    def __init__(self, table, **kw):
+    def __init__(self, table, *, overwrite: bool = False, **kw):
         super().__init__(table, **kw)
+        self.overwrite = overwrite
         self._counts: dict[bytes, int] | None = None
         self._held: list[tuple[pa.Table, np.ndarray]] = []
         self._held_bytes = 0
@@ -49,7 +53,8 @@ class FixedBucketPostponeWrite(TableWrite):
         if self._counts is None:
             if self._max_seq is None:
                 self._load_base()
-            entries = [] if self.base_snapshot is None else self.table.manifests.live_entries(self.base_snapshot)
+            entries = [] if self.base_snapshot is None or self.overwrite \
+                else self.table.manifests.live_entries(self.base_snapshot)
             self._counts = known_bucket_counts(entries, self.table.root)
         return self._counts
 
@@ -62,6 +67,9 @@ class FixedBucketPostponeWrite(TableWrite):
 
     # --- holding input back until its partitions have counts ----------------------------------------
     def _add(self, rows: pa.Table, kinds: np.ndarray) -> None:
+        from engine.merge_engines import check_write_kinds
+        rows, kinds = self._filter_kinds(rows, kinds)
+        check_write_kinds(self.schema, kinds, self.table.name, rows)  # refuse a bad batch now, not at its release
         counts = self._known_counts()
         types = self.schema.types_of(self.schema.partition_keys)
         new = {}
@@ -136,17 +144,19 @@ class PostponedWrite(TableWrite):
         buf.files.extend(files)
 
 
-def new_postpone_write(table, **kw) -> TableWrite:
-    """The writer ``Table.new_write`` gives a postpone table: FixedBucketPostponeWrite for a batch write, or
-    PostponedWrite with ``postpone.batch-write-fixed-bucket = false`` or for a streaming write (an explicit
-    ``commit_identifier``, as lakemerge marks streaming commits), as Paimon's FlinkSinkBuilder picks its postpone
-    sinks. Raises UnsupportedFeature for a primary key without every partition column (cross-partition update),
+def new_postpone_write(table, *, overwrite: bool = False, **kw) -> TableWrite:
+    """The writer ``Table.new_write`` gives a postpone table: FixedBucketPostponeWrite for a batch write (deciding
+    bucket counts afresh when ``overwrite``), or PostponedWrite with ``postpone.batch-write-fixed-bucket = false``
+    or for a streaming write (an explicit ``commit_identifier`` other than the batch one, as lakemerge marks
+    streaming commits), as Paimon's FlinkSinkBuilder picks its postpone sinks. Raises UnsupportedFeature for a
+    primary key without every partition column (cross-partition update),
     which lakemerge does not write in this mode."""
     from engine.errors import UnsupportedFeature
     from engine.options import POSTPONE_BATCH_WRITE_FIXED_BUCKET
     if table.schema.cross_partition_update:
         raise UnsupportedFeature(f"table {table.name!r}: bucket=-2 (postpone) with a primary key that lacks partition "
                                  "columns (cross-partition update) cannot be written by lakemerge")
-    if table.schema.table_options.get(POSTPONE_BATCH_WRITE_FIXED_BUCKET) and kw.get("commit_identifier") is None:
-        return FixedBucketPostponeWrite(table, **kw)
+    streaming = kw.get("commit_identifier") not in (None, BATCH_COMMIT_IDENTIFIER)
+    if table.schema.table_options.get(POSTPONE_BATCH_WRITE_FIXED_BUCKET) and not streaming:
+        return FixedBucketPostponeWrite(table, overwrite=overwrite, **kw)
     return PostponedWrite(table, **kw)

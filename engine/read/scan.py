@@ -261,10 +261,14 @@ class TableScan:
             maxs = binary_row.deserialize_row(stats.max_values, _stat_types(types))
         except Exception:
             return True
+        # a column with ``fields.<f>.default-value`` reads its nulls as the default, which the stats do not know
+        # (Paimon's DefaultValueAssigner.handlePredicate keeps such columns out of pushed-down filters)
+        from engine.merge_engines import merge_config
+        defaults = merge_config(self.schema).defaults
         ranges = {}
         for i, n in enumerate(names):
             table_name = now.get(file_schema.field(n).id)
-            if table_name is not None and not types[i].is_nested:
+            if table_name is not None and not types[i].is_nested and table_name not in defaults:
                 ranges[table_name] = (mins[i], maxs[i], stats.null_counts[i])
         return pred.may_match(dnf, ranges.get, row_count=f.row_count)
 

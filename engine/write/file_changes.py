@@ -156,7 +156,8 @@ def _rewrite_append(table, reader: SplitReader, split: Split, meta, positions: n
 
 
 def _rewrite_key_value(table, reader: SplitReader, split: Split, meta, positions: np.ndarray) -> list:
-    """Copy-on-write of one key-value file: its rows without those at ``positions``, each kept row with its own
+    """Copy-on-write of one key-value file: its rows without those at ``positions`` (and those its deletion vector
+    marks), each kept row with its own
     sequence number and row kind, in the current schema's physical layout, at the file's level (module
     docstring). The new files' metadata (none when no row is kept)."""
     from engine.schema import SEQUENCE_NUMBER, VALUE_KIND
@@ -167,6 +168,11 @@ def _rewrite_key_value(table, reader: SplitReader, split: Split, meta, positions
     rows = reader.read_file(split, meta, columns, live_only=False)
     keep = np.ones(rows.num_rows, dtype=bool)
     keep[positions] = False
+    where = split.deletion_file(meta.file_name)
+    if where is not None:  # rows its vector marks (deletion vectors since switched off) stay deleted
+        from engine.deletion_vectors.index_file import read_deletion_vector
+        deleted = read_deletion_vector(reader.io, where)
+        keep[deleted[deleted < rows.num_rows]] = False
     kept = rows.filter(pa.array(keep))
     physical = physical_table(kept.select(columns), kept.column(SEQUENCE_NUMBER).to_numpy(),
                               kept.column(VALUE_KIND).to_numpy(), schema)

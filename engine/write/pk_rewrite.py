@@ -4,6 +4,11 @@
 Paimon's DeleteFromPaimonTableCommand.performNonPrimaryKeyDelete does: no record is written for the deleted rows;
 the data files holding them change instead.
 
+- No condition, or one over partition columns only: the table or the matching partitions are truncated (one
+  OVERWRITE snapshot dropping their files and vectors, engine.append.row_level.drop_partitions), as Paimon's
+  OptimizeMetadataOnlyDeleteFromPaimonTable turns such a DELETE into a truncate: no compaction needed, and the
+  level-0 files a deletion-vector table's read skips go too; with ``delete.force-produce-changelog`` a partition
+  condition takes the row-level path, as in Paimon.
 - Considered files: per bucket, the files whose key statistics may match the condition (the scan's pruning; value
   statistics prune whole buckets only), without level 0 on a deletion-vector table (its batch read skips level 0
   unless ``deletion-vectors.merge-on-read``, as Paimon's batchScanSkipLevel0).
@@ -67,6 +72,16 @@ POSITION = "__lakemerge_position"
 VISIBLE_KINDS = pa.array([0, 2], pa.int8())  # +I, +U
 
 
+def require_rewritable(table) -> None:
+    """Raise UnsupportedFeature when the DELETE would write data files lakemerge cannot write for ``table`` (a
+    format lakemerge does not write, ...: TableOptions.require_writable) -- not in deletion-vector mode, which
+    writes only index files. A postpone-bucket table qualifies: only files of its real buckets are rewritten."""
+    from engine.options import TableOptions
+    if not table.schema.table_options.deletion_vectors:
+        TableOptions(table.schema.options, table=table.name).require_writable(allow_dynamic_bucket=True,
+                                                                              allow_postpone_bucket=True)
+
+
 def considered_splits(table, snap, dnf) -> list[Split]:
     """The splits of ``snap`` with the files that may hold a row matching ``dnf`` (None: all), as the table's batch
     read sees them (module docstring)."""
@@ -126,11 +141,16 @@ def visible_rows(table, reader: SplitReader, split: Split, meta) -> pa.Table:
 def delete_by_rewrite(table, filter) -> int | None:
     """DELETE FROM primary-key ``table`` WHERE ``filter`` (Table.read's filter forms; None: every row) by changing
     its files (module docstring); the new snapshot id, or None when no row matched. Raises InvalidInput (bad filter,
-    a considered file that is not raw convertible: nothing written), CommitConflict (table unchanged)."""
+    a considered file that is not raw convertible: nothing written), UnsupportedFeature (require_rewritable),
+    CommitConflict (table unchanged)."""
     dnf = pred.normalize(filter, table.arrow_schema, table.name)
     snap = table.snapshot()
     if snap is None:
         return None
+    from engine.append.row_level import is_truncate, truncate
+    if is_truncate(table, dnf):
+        return truncate(table, snap, dnf)
+    require_rewritable(table)
     splits = considered_splits(table, snap, dnf)
     for split in splits:
         require_raw_convertible(table, split)

@@ -11,6 +11,10 @@ without aggregation.remove-record-on-delete, first-row) does not write -D record
 from the data files instead (engine.write.pk_rewrite: deletion-vector marks or a copy-on-write rewrite of
 compacted files; InvalidInput asking to compact first otherwise).
 
+A DELETE without a condition, or with one over partition columns only, writes no record: it truncates the table or
+the matching partitions (engine.append.row_level.is_truncate, Paimon's OptimizeMetadataOnlyDeleteFromPaimonTable;
+``delete.force-produce-changelog`` keeps partition conditions on the record path so the changelog sees -D rows).
+
 Refused up front (nothing written), as Paimon refuses (InvalidInput):
 - UPDATE of a primary-key column ("Can't update the primary key column"); a partition column of an ordinary
   primary-key table is part of its key. A cross-partition table (bucket=-1, key without the partition columns) may
@@ -91,10 +95,17 @@ def delete_where(table, filter) -> int | None:
     """DELETE FROM primary-key ``table`` WHERE ``filter`` (Table.read's filter forms; None: every row) in one
     commit; the new snapshot id, or None when no row matched. A table whose merge engine takes delete records gets
     -D records (module docstring), any other has its files rewritten or marked (engine.write.pk_rewrite). Raises
-    InvalidInput (bad filter; with rewriting, a file that must be compacted first), CommitConflict."""
+    InvalidInput (bad filter; with rewriting, a file that must be compacted first), UnsupportedFeature
+    (rewriting data files lakemerge cannot write), CommitConflict."""
     if not upsert_deletable(table):
         from engine.write.pk_rewrite import delete_by_rewrite
         return delete_by_rewrite(table, filter)
+    from engine.append.row_level import is_truncate, truncate
+    from engine.read import predicate as pred
+    dnf = pred.normalize(filter, table.arrow_schema, table.name)
+    if is_truncate(table, dnf):  # as Paimon: no delete records, the files go
+        snap = table.snapshot()
+        return None if snap is None else truncate(table, snap, dnf)
     return _write(table, filter, None)
 
 

@@ -234,3 +234,19 @@ def test_spark_compaction_of_a_postpone_table_moves_postponed_records_into_real_
     assert t.snapshot(sid).commit_kind == COMMIT_KIND_COMPACT
     assert _rows(t.read()) == [{"region": "eu", "id": 1, "qty": 5}, {"region": "us", "id": 2, "qty": 6}]
     assert {e.total_buckets for e in t.manifests.live_entries(t.snapshot())} == {2}
+
+
+def test_spark_batch_read_of_a_merge_on_read_postpone_table_is_refused(spark, tmp_path):
+    """With postpone.merge-on-read=true Paimon's batch reads include the postponed records; lakemerge cannot, so a
+    Spark batch read is refused as the engine's read is, instead of silently leaving the postponed records out."""
+    from engine.errors import UnsupportedFeature
+    cat = Catalog(str(tmp_path / "wh_mor"))
+    cat.create_database("db")
+    t = cat.create_table("db.p", SCHEMA, ["region", "id"], ["region"],
+                         {"bucket": "-2", "postpone.batch-write-fixed-bucket": "false",
+                          "postpone.default-bucket-num": "2", "postpone.merge-on-read": "true"})
+    t.write(pa.table({"region": ["eu"], "id": [1], "qty": [5]}, schema=SCHEMA))
+    with pytest.raises(UnsupportedFeature, match="postpone.merge-on-read"):
+        spark_glue.read_table(spark, t.root).collect()
+    with pytest.raises(Exception, match="postpone.merge-on-read"):
+        spark.read.format("lakemerge").load(t.root).collect()

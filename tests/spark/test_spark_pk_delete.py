@@ -78,3 +78,28 @@ def test_a_compaction_before_the_commit_conflicts(spark, tmp_path, monkeypatch):
     assert any(n > 20 for _, n in state(t).values())  # nothing deleted
     report = t.check()
     assert report.ok and not report.orphan_files, report.summary()
+
+
+def test_partition_only_condition_truncates_without_compaction(spark, tmp_path):
+    """As the engine (Paimon's metadata-only DELETE): a partition-only condition, or none, truncates; the
+    uncompacted buckets are no obstacle."""
+    t = make(tmp_path, "t", {"bucket": "2", **AGG})
+    before = state(t)
+    sid = spark_glue.delete_where(spark, t.root, "dt = 'b'")
+    assert t.snapshot(sid).commit_kind == "OVERWRITE"
+    assert state(t) == {k: v for k, v in before.items() if k[0] != "b"}
+    spark_glue.delete_where(spark, t.root, None)
+    assert state(t) == {} and not t.check(verify_data=False).orphan_files
+
+
+@pytest.mark.parametrize("options", [{"bucket": "2"}, {"bucket": "2", "delete.force-produce-changelog": "true"}],
+                         ids=["truncate", "force-produce-changelog"])
+def test_deduplicate_partition_only_condition(spark, tmp_path, options):
+    """A deduplicate table (it takes delete records) follows the same rule: a partition-only condition truncates
+    (OVERWRITE, no -D records), unless delete.force-produce-changelog asks for -D records (APPEND)."""
+    t = make(tmp_path, "t", options)
+    before = state(t)
+    sid = spark_glue.delete_where(spark, t.root, "dt = 'b'")
+    forced = "delete.force-produce-changelog" in options
+    assert t.snapshot(sid).commit_kind == ("APPEND" if forced else "OVERWRITE")
+    assert state(t) == {k: v for k, v in before.items() if k[0] != "b"}

@@ -294,6 +294,25 @@ def test_concurrent_writers_of_a_bucket_rebase_files_of_each_format(tmp_path, fm
     assert any("rebased-" in n for n in names) and all(n.endswith("." + fmt) for n in names)
 
 
+@pytest.mark.parametrize("fmt", ["orc", "avro", "parquet"])
+def test_rebased_file_of_an_older_schema_keeps_its_layout(tmp_path, fmt):
+    """A level-0 file written before a column rename and committed after it, concurrently with a write of the same
+    bucket, is re-sequenced with the columns of the schema it was written with (its schema id stays)."""
+    t = _fmt_table(tmp_path, ID_V, {"file.format": fmt})
+    t.write(pa.table({"id": [0], "v": ["base"]}, schema=ID_V))
+    w1, w2 = t.new_write(), t.new_write()
+    w1.write(pa.table({"id": [1], "v": ["first"]}, schema=ID_V))
+    w2.write(pa.table({"id": [1], "v": ["second"]}, schema=ID_V))
+    m1, m2 = w1.prepare_commit(), w2.prepare_commit()
+    t.commit(m1)
+    t.alter().rename_column("v", "v2").commit()
+    t = Catalog(str(tmp_path / "wh")).get_table("db.f")
+    t.commit(m2)
+    assert t.read().sort_by("id").to_pylist() == [{"id": 0, "v2": "base"}, {"id": 1, "v2": "second"}]
+    rebased = [m for m, _ in _data_paths(t) if "rebased-" in m.file_name]
+    assert len(rebased) == 1 and rebased[0].schema_id == 0 and rebased[0].file_name.endswith("." + fmt)
+
+
 def test_schema_v2_without_file_format_is_written_as_orc(tmp_path):
     """Paimon's default for a version <= 2 schema without file.format is ORC (spec paimon-format.md section 8)."""
     import glob

@@ -246,7 +246,6 @@ def test_per_level_options_parse_as_paimon():
 
 
 @pytest.mark.parametrize("fmt,typ,word", [
-    ("avro", pa.timestamp("ns"), "precision"),                      # Paimon's Avro holds timestamps up to micros
     ("orc", pa.struct([("t", pa.time32("ms"))]), "TIME"),
 ])
 def test_types_a_format_cannot_hold_are_refused_naming_the_column(tmp_path, fmt, typ, word):
@@ -258,6 +257,24 @@ def test_types_a_format_cannot_hold_are_refused_naming_the_column(tmp_path, fmt,
     assert t.latest_snapshot_id() is None
     assert not [p for _, _, files in os.walk(str(tmp_path / "wh" / "db.db" / "f")) for p in files
                 if p.startswith("data-")]
+
+
+@pytest.mark.parametrize("options,typ", [
+    ({"file.format": "avro"}, pa.timestamp("ns")),                  # Paimon's Avro holds timestamps up to micros
+    ({"file.format": "avro"}, pa.list_(pa.timestamp("ns", tz="UTC"))),
+    ({"file.format.per.level": "5:avro"}, pa.timestamp("ns")),
+])
+def test_avro_columns_paimon_refuses_are_refused_when_the_schema_is_made(tmp_path, options, typ):
+    """Paimon's SchemaValidation refuses TIMESTAMP(7-9) with file.format avro (validateDataFields) or an avro
+    file.format.per.level entry, at CREATE and ALTER: else writes succeed and every compaction to that level fails."""
+    from engine.errors import InvalidSchema
+    schema = pa.schema([pa.field("id", pa.int64(), False), ("col_x", typ)])
+    with pytest.raises(InvalidSchema, match="col_x"):
+        _fmt_table(tmp_path, schema, options)
+    t = _fmt_table(tmp_path, ID_V, options)
+    with pytest.raises(InvalidSchema, match="col_x"):
+        t.alter().add_column("col_x", typ).commit()
+    assert t.schema.id == 0
 
 
 @pytest.mark.parametrize("fmt,where", [("orc", -12), ("avro", 0.5)], ids=["orc-postscript", "avro-block"])

@@ -115,6 +115,39 @@ def _format(schema: TableSchema, fmt: str, codec: str) -> DataFileFormat:
     return DataFileFormat(fmt, codec, opts.get(ZSTD_LEVEL), min(ORC_STRIPE_SIZE, opts.get(TARGET_FILE_SIZE)))
 
 
+def check_new_schema_formats(schema: TableSchema, table: str | None = None) -> None:
+    """Paimon's SchemaValidation of the columns against the formats, made when a schema is created or altered:
+    with ``file.format`` avro every column (nested ones too) must have an Avro type, and a ``file.format.per.level``
+    avro entry needs every top-level TIMESTAMP / TIMESTAMP_LTZ of precision <= 6. Raises InvalidSchema naming the
+    column (else a table would take writes whose compaction to an Avro level can never succeed)."""
+    from engine.errors import InvalidSchema
+    from engine.options import FILE_FORMAT, FILE_FORMAT_PER_LEVEL
+    opts = schema.table_options
+    where = f"table {table!r}: " if table else ""
+
+    def too_precise(t: DataType, nested: bool) -> str | None:
+        p = t.precision
+        if t.root in ("TIMESTAMP", "TIMESTAMP_LTZ") and (6 if p is None else p) > 6:
+            return f"Avro holds timestamps of precision up to 6, not {p}"
+        if nested and t.root == "TIME" and (p or 0) > 3:
+            return f"Avro holds TIME of precision up to 3, not {p}"
+        if nested:
+            return next((m for c in _children(t) if (m := too_precise(c, True))), None)
+        return None
+
+    checks = []
+    if opts.get(FILE_FORMAT) == "avro":
+        checks.append((FILE_FORMAT, "avro", True))
+    checks += [(FILE_FORMAT_PER_LEVEL, f"{level}:avro", False)
+               for level, fmt in sorted(opts.get(FILE_FORMAT_PER_LEVEL).items()) if fmt == "avro"]
+    for key, value, nested in checks:
+        for f in schema.fields:
+            message = too_precise(f.type, nested)
+            if message:
+                raise InvalidSchema(where + f"{key} {value!r} is incompatible with column {f.name!r} of type "
+                                    f"{f.type.sql()}: {message}")
+
+
 def format_of_file(file_name: str) -> str:
     """The format of a data file, from its name's extension (lower case)."""
     return file_name.rsplit(".", 1)[-1].lower()

@@ -260,6 +260,22 @@ def test_types_a_format_cannot_hold_are_refused_naming_the_column(tmp_path, fmt,
 
 
 @pytest.mark.parametrize("options,typ", [
+    ({"file.format.per.level": "5:orc"}, pa.struct([("t", pa.time32("ms"))])),
+    ({"changelog-producer": "lookup", "changelog-file.format": "orc"}, pa.list_(pa.time32("ms"))),
+], ids=["per-level-orc", "lookup-changelog-orc"])
+def test_columns_a_level_format_cannot_hold_refuse_the_first_write(tmp_path, options, typ):
+    """A column the format of some level (or the changelog files) cannot hold is refused at the first write, not
+    at the first compaction to that level (after which every write, compacting first, would fail)."""
+    from engine.errors import UnsupportedFeature
+    schema = pa.schema([pa.field("id", pa.int64(), False), ("col_x", typ)])
+    t = _fmt_table(tmp_path, schema, options)
+    with pytest.raises(UnsupportedFeature, match="col_x"):
+        t.write(pa.table({"id": [1], "col_x": pa.nulls(1, typ)}, schema=schema))
+    assert t.latest_snapshot_id() is None
+    assert not [p for _, _, files in os.walk(str(tmp_path / "wh")) for p in files if p.startswith("data-")]
+
+
+@pytest.mark.parametrize("options,typ", [
     ({"file.format": "avro"}, pa.timestamp("ns")),                  # Paimon's Avro holds timestamps up to micros
     ({"file.format": "avro"}, pa.list_(pa.timestamp("ns", tz="UTC"))),
     ({"file.format.per.level": "5:avro"}, pa.timestamp("ns")),

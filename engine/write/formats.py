@@ -115,6 +115,28 @@ def _format(schema: TableSchema, fmt: str, codec: str) -> DataFileFormat:
     return DataFileFormat(fmt, codec, opts.get(ZSTD_LEVEL), min(ORC_STRIPE_SIZE, opts.get(TARGET_FILE_SIZE)))
 
 
+def check_columns_writable(schema: TableSchema, table: str) -> None:
+    """Every column can be written in every format the options choose for some file of the table: ``file.format``;
+    for primary-key tables also the ``file.format.per.level`` entries and, with a changelog producer,
+    ``changelog-file.format``. Raises UnsupportedFeature naming the table and column, before anything is written
+    (else writes would succeed until the first compaction to such a level, and every write after it would fail)."""
+    from engine.options import CHANGELOG_FILE_FORMAT, CHANGELOG_PRODUCER, FILE_FORMAT_PER_LEVEL
+    opts = schema.table_options
+    formats = {opts.file_format_of(0, per_level=False)[0]}
+    if not schema.is_append_only:
+        formats |= set(opts.get(FILE_FORMAT_PER_LEVEL).values())
+        if opts.get(CHANGELOG_PRODUCER) != "none" and opts.get(CHANGELOG_FILE_FORMAT):
+            formats.add(opts.get(CHANGELOG_FILE_FORMAT))
+    for f in schema.fields:
+        try:
+            if "orc" in formats:
+                _check_orc(f.name, f.type)
+            if "avro" in formats:
+                _avro_type(f.name, f.type, AVRO_RECORD_NAME)
+        except UnsupportedFeature as e:
+            raise UnsupportedFeature(f"table {table!r}: {e}") from None
+
+
 def check_new_schema_formats(schema: TableSchema, table: str | None = None) -> None:
     """Paimon's SchemaValidation of the columns against the formats, made when a schema is created or altered:
     with ``file.format`` avro every column (nested ones too) must have an Avro type, and a ``file.format.per.level``

@@ -293,6 +293,26 @@ def test_avro_columns_paimon_refuses_are_refused_when_the_schema_is_made(tmp_pat
     assert t.schema.id == 0
 
 
+@pytest.mark.parametrize("typ,value", [
+    (pa.timestamp("us"), dt.datetime(9999, 12, 31, 23, 59, 59)),
+    (pa.timestamp("ms", tz="UTC"), dt.datetime(1600, 1, 1, tzinfo=dt.timezone.utc)),
+    (pa.struct([("a", pa.list_(pa.timestamp("us")))]), {"a": [None, dt.datetime(3000, 1, 1)]}),
+    (pa.map_(pa.int32(), pa.timestamp("us")), [(1, dt.datetime(1, 1, 1))]),
+], ids=["ts", "ltz", "nested", "map"])
+def test_orc_timestamps_pyarrow_cannot_read_back_are_refused(tmp_path, typ, value):
+    """pyarrow's ORC reader decodes timestamps as nanoseconds (1677-2262): a value outside would be written fine
+    and read back overflowed, leaving a table lakemerge (and pypaimon) cannot read. Refused, nothing written."""
+    from engine.errors import UnsupportedFeature
+    schema = pa.schema([pa.field("id", pa.int64(), False), ("col_x", typ)])
+    t = _fmt_table(tmp_path, schema, {"file.format": "orc"})
+    t.write(pa.Table.from_pylist([{"id": 0, "col_x": None}], schema=schema))
+    with pytest.raises(UnsupportedFeature, match="col_x"):
+        t.write(pa.Table.from_pylist([{"id": 1, "col_x": value}], schema=schema))
+    assert t.latest_snapshot_id() == 1
+    assert t.read().to_pylist() == [{"id": 0, "col_x": None}]
+    assert len([p for _, _, files in os.walk(str(tmp_path / "wh")) for p in files if p.startswith("data-")]) == 1
+
+
 @pytest.mark.parametrize("fmt,where", [("orc", -12), ("avro", 0.5)], ids=["orc-postscript", "avro-block"])
 def test_corrupt_orc_and_avro_files_are_reported_naming_the_file(tmp_path, fmt, where):
     """Damaged ORC postscript / Avro data block -> CorruptFile naming the file. (ORC streams carry no checksums:

@@ -19,7 +19,9 @@ Contract:
   (TIMESTAMP_LTZ). Codec names: zstd -> zstandard (with the zstd level), snappy, deflate, null.
   Maps with string keys are Avro maps, other maps arrays of ``key`` / ``value`` records with logical type ``map``.
 - A column a format cannot hold faithfully raises UnsupportedFeature naming it (nothing is written): MULTISET in ORC
-  and Avro, TIME nested in ORC, TIMESTAMP precision > 6 and TIME precision > 3 in Avro (Paimon refuses those too).
+  and Avro, TIME nested in ORC, TIMESTAMP precision > 6 and TIME precision > 3 in Avro (Paimon refuses those too),
+  and ORC timestamp values outside 1677-2262 (pyarrow, lakemerge's and pypaimon's ORC reader, decodes them as
+  nanoseconds; Paimon's Java reader would read them).
 """
 from __future__ import annotations
 
@@ -238,6 +240,38 @@ def _check_orc(name: str, t: DataType, nested: bool = False) -> None:
         _check_orc(name, child, True)
 
 
+def _has_timestamp(t: DataType) -> bool:
+    return t.root in ("TIMESTAMP", "TIMESTAMP_LTZ") or any(_has_timestamp(c) for c in _children(t))
+
+
+def _check_orc_timestamps(name: str, col) -> None:
+    """pyarrow's ORC reader decodes timestamps as nanoseconds: a value outside 1677-09-21 .. 2262-04-11 would be
+    written fine but read back overflowed (lakemerge and pypaimon read ORC with pyarrow). Raises
+    UnsupportedFeature naming the column."""
+    for leaf in _timestamp_leaves(col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col):
+        try:
+            leaf.cast(pa.timestamp("ns", tz=leaf.type.tz))
+        except pa.ArrowInvalid:
+            raise UnsupportedFeature(f"column {name!r}: lakemerge writes ORC timestamps between 1677-09-21 and "
+                                     "2262-04-11 only (pyarrow's ORC reader decodes nanoseconds); use parquet "
+                                     "or avro") from None
+
+
+def _timestamp_leaves(arr: pa.Array):
+    t = arr.type
+    if pa.types.is_timestamp(t):
+        yield arr
+    elif pa.types.is_struct(t):
+        for child in arr.flatten():
+            yield from _timestamp_leaves(child)
+    elif pa.types.is_map(t):
+        entries = arr.cast(pa.list_(pa.field("entries", pa.struct([t.key_field, t.item_field]), False))).flatten()
+        for child in entries.flatten():
+            yield from _timestamp_leaves(child)
+    elif pa.types.is_list(t) or pa.types.is_large_list(t):
+        yield from _timestamp_leaves(arr.flatten())
+
+
 class _OrcStream:
     def __init__(self, sink, file_schema: pa.Schema, schema: TableSchema, fmt: DataFileFormat):
         from pyarrow import orc
@@ -245,6 +279,7 @@ class _OrcStream:
         for f, t in zip(file_schema, types):
             _check_orc(f.name, t)
         self._time = [i for i, t in enumerate(types) if t.root == "TIME"]
+        self._timestamps = [i for i, t in enumerate(types) if _has_timestamp(t)]
         self._writer = orc.ORCWriter(sink, compression=codec_of("orc", fmt.compression),
                                      stripe_size=fmt.orc_stripe_size)
 
@@ -252,6 +287,8 @@ class _OrcStream:
         for i in self._time:  # Paimon's ORC TIME: int milliseconds of the day (pyarrow has no ORC time type)
             rows = rows.set_column(i, pa.field(rows.field(i).name, pa.int32(), rows.field(i).nullable),
                                    rows.column(i).cast(pa.int32()))
+        for i in self._timestamps:
+            _check_orc_timestamps(rows.field(i).name, rows.column(i))
         self._writer.write(rows)
 
     def close(self) -> None:

@@ -26,7 +26,7 @@ from engine.options import FILE_COMPRESSION, FORMAT_CODEC_KEYS, WRITE_BUFFER_SIZ
 from engine.partitioning import bucket_groups, partition_groups
 from engine.schema import TableSchema
 from engine.write.commit_message import CommitMessage
-from engine.write.formats import CODECS, WRITABLE_FORMATS, check_columns_writable
+from engine.write.formats import CODECS, WRITABLE_FORMATS
 from engine.write.lifecycle import WriterLifecycle
 from engine.write.validate import conform
 
@@ -45,7 +45,6 @@ def require_append_writable(schema: TableSchema, table: str) -> None:
     if codec not in CODECS[fmt]:
         key = FORMAT_CODEC_KEYS[fmt] if FORMAT_CODEC_KEYS.get(fmt) in opts.raw else FILE_COMPRESSION
         raise InvalidOption(key, codec, f"not a {fmt} codec (use one of {', '.join(CODECS[fmt])})", table=table)
-    check_columns_writable(schema, table)
 
 
 class AppendWrite(WriterLifecycle):

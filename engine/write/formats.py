@@ -121,7 +121,8 @@ def check_columns_writable(schema: TableSchema, table: str) -> None:
     """Every column can be written in every format the options choose for some file of the table: ``file.format``;
     for primary-key tables also the ``file.format.per.level`` entries and, with a changelog producer,
     ``changelog-file.format``. Raises UnsupportedFeature naming the table and column, before anything is written
-    (else writes would succeed until the first compaction to such a level, and every write after it would fail)."""
+    (else writes would succeed until the first compaction to such a level, and every write after it would fail).
+    Primary-key writers check it when they start (TableWrite)."""
     from engine.options import CHANGELOG_FILE_FORMAT, CHANGELOG_PRODUCER, FILE_FORMAT_PER_LEVEL
     opts = schema.table_options
     formats = {opts.file_format_of(0, per_level=False)[0]}

@@ -86,6 +86,8 @@ class TableSchema:
                              int(time.time() * 1000))
         schema.validate(table)
         TableOptions(opts, table=table).check_new_schema(has_primary_key=bool(pk))
+        from engine.write.formats import check_new_schema_formats
+        check_new_schema_formats(schema, table)
         return schema
 
     def validate(self, table: str | None = None) -> None:

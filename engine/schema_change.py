@@ -369,6 +369,8 @@ def apply_changes(schema: TableSchema, changes: Sequence[SchemaChange], *, table
                       options, comment, _now_millis(), schema.version)
     TableOptions(options, table=table).check_new_schema(has_primary_key=bool(primary_keys))  # raises InvalidOption for a bad value
     new.validate(table)
+    from engine.write.formats import check_new_schema_formats
+    check_new_schema_formats(new, table)
     return new
 
 

@@ -246,7 +246,6 @@ def test_per_level_options_parse_as_paimon():
 
 
 @pytest.mark.parametrize("fmt,typ,word", [
-    ("avro", pa.timestamp("ns"), "precision"),                      # Paimon's Avro holds timestamps up to micros
     ("orc", pa.struct([("t", pa.time32("ms"))]), "TIME"),
 ])
 def test_types_a_format_cannot_hold_are_refused_naming_the_column(tmp_path, fmt, typ, word):
@@ -258,6 +257,60 @@ def test_types_a_format_cannot_hold_are_refused_naming_the_column(tmp_path, fmt,
     assert t.latest_snapshot_id() is None
     assert not [p for _, _, files in os.walk(str(tmp_path / "wh" / "db.db" / "f")) for p in files
                 if p.startswith("data-")]
+
+
+@pytest.mark.parametrize("options,typ", [
+    ({"file.format.per.level": "5:orc"}, pa.struct([("t", pa.time32("ms"))])),
+    ({"changelog-producer": "lookup", "changelog-file.format": "orc"}, pa.list_(pa.time32("ms"))),
+], ids=["per-level-orc", "lookup-changelog-orc"])
+def test_columns_a_level_format_cannot_hold_refuse_the_first_write(tmp_path, options, typ):
+    """A column the format of some level (or the changelog files) cannot hold is refused at the first write, not
+    at the first compaction to that level (after which every write, compacting first, would fail)."""
+    from engine.errors import UnsupportedFeature
+    schema = pa.schema([pa.field("id", pa.int64(), False), ("col_x", typ)])
+    t = _fmt_table(tmp_path, schema, options)
+    with pytest.raises(UnsupportedFeature, match="col_x"):
+        t.write(pa.table({"id": [1], "col_x": pa.nulls(1, typ)}, schema=schema))
+    assert t.latest_snapshot_id() is None
+    assert not [p for _, _, files in os.walk(str(tmp_path / "wh")) for p in files if p.startswith("data-")]
+
+
+@pytest.mark.parametrize("options,typ", [
+    ({"file.format": "avro"}, pa.timestamp("ns")),                  # Paimon's Avro holds timestamps up to micros
+    ({"file.format": "avro"}, pa.list_(pa.timestamp("ns", tz="UTC"))),
+    ({"file.format.per.level": "5:avro"}, pa.timestamp("ns")),
+])
+def test_avro_columns_paimon_refuses_are_refused_when_the_schema_is_made(tmp_path, options, typ):
+    """Paimon's SchemaValidation refuses TIMESTAMP(7-9) with file.format avro (validateDataFields) or an avro
+    file.format.per.level entry, at CREATE and ALTER: else writes succeed and every compaction to that level fails."""
+    from engine.errors import InvalidSchema
+    schema = pa.schema([pa.field("id", pa.int64(), False), ("col_x", typ)])
+    with pytest.raises(InvalidSchema, match="col_x"):
+        _fmt_table(tmp_path, schema, options)
+    t = _fmt_table(tmp_path, ID_V, options)
+    with pytest.raises(InvalidSchema, match="col_x"):
+        t.alter().add_column("col_x", typ).commit()
+    assert t.schema.id == 0
+
+
+@pytest.mark.parametrize("typ,value", [
+    (pa.timestamp("us"), dt.datetime(9999, 12, 31, 23, 59, 59)),
+    (pa.timestamp("ms", tz="UTC"), dt.datetime(1600, 1, 1, tzinfo=dt.timezone.utc)),
+    (pa.struct([("a", pa.list_(pa.timestamp("us")))]), {"a": [None, dt.datetime(3000, 1, 1)]}),
+    (pa.map_(pa.int32(), pa.timestamp("us")), [(1, dt.datetime(1, 1, 1))]),
+], ids=["ts", "ltz", "nested", "map"])
+def test_orc_timestamps_pyarrow_cannot_read_back_are_refused(tmp_path, typ, value):
+    """pyarrow's ORC reader decodes timestamps as nanoseconds (1677-2262): a value outside would be written fine
+    and read back overflowed, leaving a table lakemerge (and pypaimon) cannot read. Refused, nothing written."""
+    from engine.errors import UnsupportedFeature
+    schema = pa.schema([pa.field("id", pa.int64(), False), ("col_x", typ)])
+    t = _fmt_table(tmp_path, schema, {"file.format": "orc"})
+    t.write(pa.Table.from_pylist([{"id": 0, "col_x": None}], schema=schema))
+    with pytest.raises(UnsupportedFeature, match="col_x"):
+        t.write(pa.Table.from_pylist([{"id": 1, "col_x": value}], schema=schema))
+    assert t.latest_snapshot_id() == 1
+    assert t.read().to_pylist() == [{"id": 0, "col_x": None}]
+    assert len([p for _, _, files in os.walk(str(tmp_path / "wh")) for p in files if p.startswith("data-")]) == 1
 
 
 @pytest.mark.parametrize("fmt,where", [("orc", -12), ("avro", 0.5)], ids=["orc-postscript", "avro-block"])
@@ -292,6 +345,25 @@ def test_concurrent_writers_of_a_bucket_rebase_files_of_each_format(tmp_path, fm
     assert t.read().sort_by("id").to_pylist() == [{"id": 0, "v": "base"}, {"id": 1, "v": "second"}]
     names = [m.file_name for m, _ in _data_paths(t)]
     assert any("rebased-" in n for n in names) and all(n.endswith("." + fmt) for n in names)
+
+
+@pytest.mark.parametrize("fmt", ["orc", "avro", "parquet"])
+def test_rebased_file_of_an_older_schema_keeps_its_layout(tmp_path, fmt):
+    """A level-0 file written before a column rename and committed after it, concurrently with a write of the same
+    bucket, is re-sequenced with the columns of the schema it was written with (its schema id stays)."""
+    t = _fmt_table(tmp_path, ID_V, {"file.format": fmt})
+    t.write(pa.table({"id": [0], "v": ["base"]}, schema=ID_V))
+    w1, w2 = t.new_write(), t.new_write()
+    w1.write(pa.table({"id": [1], "v": ["first"]}, schema=ID_V))
+    w2.write(pa.table({"id": [1], "v": ["second"]}, schema=ID_V))
+    m1, m2 = w1.prepare_commit(), w2.prepare_commit()
+    t.commit(m1)
+    t.alter().rename_column("v", "v2").commit()
+    t = Catalog(str(tmp_path / "wh")).get_table("db.f")
+    t.commit(m2)
+    assert t.read().sort_by("id").to_pylist() == [{"id": 0, "v2": "base"}, {"id": 1, "v2": "second"}]
+    rebased = [m for m, _ in _data_paths(t) if "rebased-" in m.file_name]
+    assert len(rebased) == 1 and rebased[0].schema_id == 0 and rebased[0].file_name.endswith("." + fmt)
 
 
 def test_schema_v2_without_file_format_is_written_as_orc(tmp_path):

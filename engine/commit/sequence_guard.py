@@ -93,7 +93,8 @@ def _rewrite(table, bucket_dir: str, meta, offset: int, written: list[str]):
     fmt = data_file_format(table.schema, 0)  # the writer's own settings, in the file's format
     if fmt.name != format_of_file(meta.file_name):
         fmt = DataFileFormat(format_of_file(meta.file_name), "zstd", fmt.zstd_level)
-    body = fmt.encode(rows, table.schema)
+    # the file keeps the columns of the schema it was written with (a schema change may have come in between)
+    body = fmt.encode(rows, table.schema_manager.schema(meta.schema_id))
     prefix = table.schema.table_options.get(DATA_FILE_PREFIX)
     stem = meta.file_name[len(prefix):] if meta.file_name.startswith(prefix) else meta.file_name
     if stem.startswith("rebased-"):

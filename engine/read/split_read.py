@@ -296,8 +296,50 @@ def with_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
 
 def _as_type(col, target: pa.DataType):
     """``col`` as the table's Arrow type ``target``: a file may store a type in another physical form (BINARY(n) as
-    fixed_size_binary, TIMESTAMP(0) as milliseconds, ORC TIME as int32, widened columns of older schemas)."""
-    return col if col.type.equals(target) else col.cast(target)
+    fixed_size_binary, TIMESTAMP(0) as milliseconds, ORC TIME as int32, widened columns of older schemas). NOT NULL
+    fields nested in ``target`` are taken as declared: a reader may drop nested nullability (pyarrow's ORC reader
+    does), and Arrow refuses to cast a nullable field to a NOT NULL one."""
+    if col.type.equals(target):
+        return col
+    relaxed = _nested_nullable(target)
+    if relaxed.equals(target):
+        return col.cast(target)
+    col = col if col.type.equals(relaxed) else col.cast(relaxed)
+    if isinstance(col, pa.ChunkedArray):
+        return pa.chunked_array([_retyped(c, target) for c in col.chunks], target)
+    return _retyped(col, target)
+
+
+def _retyped(arr: pa.Array, target: pa.DataType) -> pa.Array:
+    """``arr`` (of ``target``'s layout with nested fields nullable) typed as ``target``, sharing its buffers
+    (``Array.view`` refuses nulls under a null parent, which is how pyarrow's ORC reader returns them)."""
+    if arr.offset:
+        arr = pa.concat_arrays([arr])
+    bufs = arr.buffers()
+    if pa.types.is_struct(target):
+        children = [_retyped(arr.field(i), f.type) for i, f in enumerate(target)]
+        return pa.Array.from_buffers(target, len(arr), bufs[:1], arr.null_count, 0, children)
+    if pa.types.is_map(target):
+        entries = pa.struct([target.key_field, target.item_field])
+        return pa.Array.from_buffers(target, len(arr), bufs[:2], arr.null_count, 0, [_retyped(arr.values, entries)])
+    if pa.types.is_list(target) or pa.types.is_large_list(target):
+        return pa.Array.from_buffers(target, len(arr), bufs[:2], arr.null_count, 0,
+                                     [_retyped(arr.values, target.value_type)])
+    return arr
+
+
+def _nested_nullable(t: pa.DataType) -> pa.DataType:
+    """``t`` with every nested field nullable (same physical layout)."""
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _nested_nullable(f.type), True) for f in t])
+    if pa.types.is_map(t):
+        return pa.map_(pa.field("key", _nested_nullable(t.key_type), False),
+                       pa.field("value", _nested_nullable(t.item_type), True))
+    if pa.types.is_list(t):
+        return pa.list_(pa.field(t.value_field.name, _nested_nullable(t.value_type), True))
+    if pa.types.is_large_list(t):
+        return pa.large_list(pa.field(t.value_field.name, _nested_nullable(t.value_type), True))
+    return t
 
 
 def _lookup_merge(schema: TableSchema) -> bool:

@@ -19,7 +19,9 @@ Contract:
   (TIMESTAMP_LTZ). Codec names: zstd -> zstandard (with the zstd level), snappy, deflate, null.
   Maps with string keys are Avro maps, other maps arrays of ``key`` / ``value`` records with logical type ``map``.
 - A column a format cannot hold faithfully raises UnsupportedFeature naming it (nothing is written): MULTISET in ORC
-  and Avro, TIME nested in ORC, TIMESTAMP precision > 6 and TIME precision > 3 in Avro (Paimon refuses those too).
+  and Avro, TIME nested in ORC, TIMESTAMP precision > 6 and TIME precision > 3 in Avro (Paimon refuses those too),
+  and ORC timestamp values outside 1677-2262 (pyarrow, lakemerge's and pypaimon's ORC reader, decodes them as
+  nanoseconds; Paimon's Java reader would read them).
 """
 from __future__ import annotations
 
@@ -115,6 +117,62 @@ def _format(schema: TableSchema, fmt: str, codec: str) -> DataFileFormat:
     return DataFileFormat(fmt, codec, opts.get(ZSTD_LEVEL), min(ORC_STRIPE_SIZE, opts.get(TARGET_FILE_SIZE)))
 
 
+def check_columns_writable(schema: TableSchema, table: str) -> None:
+    """Every column can be written in every format the options choose for some file of the table: ``file.format``;
+    for primary-key tables also the ``file.format.per.level`` entries and, with a changelog producer,
+    ``changelog-file.format``. Raises UnsupportedFeature naming the table and column, before anything is written
+    (else writes would succeed until the first compaction to such a level, and every write after it would fail).
+    Primary-key writers check it when they start (TableWrite)."""
+    from engine.options import CHANGELOG_FILE_FORMAT, CHANGELOG_PRODUCER, FILE_FORMAT_PER_LEVEL
+    opts = schema.table_options
+    formats = {opts.file_format_of(0, per_level=False)[0]}
+    if not schema.is_append_only:
+        formats |= set(opts.get(FILE_FORMAT_PER_LEVEL).values())
+        if opts.get(CHANGELOG_PRODUCER) != "none" and opts.get(CHANGELOG_FILE_FORMAT):
+            formats.add(opts.get(CHANGELOG_FILE_FORMAT))
+    for f in schema.fields:
+        try:
+            if "orc" in formats:
+                _check_orc(f.name, f.type)
+            if "avro" in formats:
+                _avro_type(f.name, f.type, AVRO_RECORD_NAME)
+        except UnsupportedFeature as e:
+            raise UnsupportedFeature(f"table {table!r}: {e}") from None
+
+
+def check_new_schema_formats(schema: TableSchema, table: str | None = None) -> None:
+    """Paimon's SchemaValidation of the columns against the formats, made when a schema is created or altered:
+    with ``file.format`` avro every column (nested ones too) must have an Avro type, and a ``file.format.per.level``
+    avro entry needs every top-level TIMESTAMP / TIMESTAMP_LTZ of precision <= 6. Raises InvalidSchema naming the
+    column (else a table would take writes whose compaction to an Avro level can never succeed)."""
+    from engine.errors import InvalidSchema
+    from engine.options import FILE_FORMAT, FILE_FORMAT_PER_LEVEL
+    opts = schema.table_options
+    where = f"table {table!r}: " if table else ""
+
+    def too_precise(t: DataType, nested: bool) -> str | None:
+        p = t.precision
+        if t.root in ("TIMESTAMP", "TIMESTAMP_LTZ") and (6 if p is None else p) > 6:
+            return f"Avro holds timestamps of precision up to 6, not {p}"
+        if nested and t.root == "TIME" and (p or 0) > 3:
+            return f"Avro holds TIME of precision up to 3, not {p}"
+        if nested:
+            return next((m for c in _children(t) if (m := too_precise(c, True))), None)
+        return None
+
+    checks = []
+    if opts.get(FILE_FORMAT) == "avro":
+        checks.append((FILE_FORMAT, "avro", True))
+    checks += [(FILE_FORMAT_PER_LEVEL, f"{level}:avro", False)
+               for level, fmt in sorted(opts.get(FILE_FORMAT_PER_LEVEL).items()) if fmt == "avro"]
+    for key, value, nested in checks:
+        for f in schema.fields:
+            message = too_precise(f.type, nested)
+            if message:
+                raise InvalidSchema(where + f"{key} {value!r} is incompatible with column {f.name!r} of type "
+                                    f"{f.type.sql()}: {message}")
+
+
 def format_of_file(file_name: str) -> str:
     """The format of a data file, from its name's extension (lower case)."""
     return file_name.rsplit(".", 1)[-1].lower()
@@ -183,6 +241,38 @@ def _check_orc(name: str, t: DataType, nested: bool = False) -> None:
         _check_orc(name, child, True)
 
 
+def _has_timestamp(t: DataType) -> bool:
+    return t.root in ("TIMESTAMP", "TIMESTAMP_LTZ") or any(_has_timestamp(c) for c in _children(t))
+
+
+def _check_orc_timestamps(name: str, col) -> None:
+    """pyarrow's ORC reader decodes timestamps as nanoseconds: a value outside 1677-09-21 .. 2262-04-11 would be
+    written fine but read back overflowed (lakemerge and pypaimon read ORC with pyarrow). Raises
+    UnsupportedFeature naming the column."""
+    for leaf in _timestamp_leaves(col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col):
+        try:
+            leaf.cast(pa.timestamp("ns", tz=leaf.type.tz))
+        except pa.ArrowInvalid:
+            raise UnsupportedFeature(f"column {name!r}: lakemerge writes ORC timestamps between 1677-09-21 and "
+                                     "2262-04-11 only (pyarrow's ORC reader decodes nanoseconds); use parquet "
+                                     "or avro") from None
+
+
+def _timestamp_leaves(arr: pa.Array):
+    t = arr.type
+    if pa.types.is_timestamp(t):
+        yield arr
+    elif pa.types.is_struct(t):
+        for child in arr.flatten():
+            yield from _timestamp_leaves(child)
+    elif pa.types.is_map(t):
+        entries = arr.cast(pa.list_(pa.field("entries", pa.struct([t.key_field, t.item_field]), False))).flatten()
+        for child in entries.flatten():
+            yield from _timestamp_leaves(child)
+    elif pa.types.is_list(t) or pa.types.is_large_list(t):
+        yield from _timestamp_leaves(arr.flatten())
+
+
 class _OrcStream:
     def __init__(self, sink, file_schema: pa.Schema, schema: TableSchema, fmt: DataFileFormat):
         from pyarrow import orc
@@ -190,6 +280,7 @@ class _OrcStream:
         for f, t in zip(file_schema, types):
             _check_orc(f.name, t)
         self._time = [i for i, t in enumerate(types) if t.root == "TIME"]
+        self._timestamps = [i for i, t in enumerate(types) if _has_timestamp(t)]
         self._writer = orc.ORCWriter(sink, compression=codec_of("orc", fmt.compression),
                                      stripe_size=fmt.orc_stripe_size)
 
@@ -197,6 +288,8 @@ class _OrcStream:
         for i in self._time:  # Paimon's ORC TIME: int milliseconds of the day (pyarrow has no ORC time type)
             rows = rows.set_column(i, pa.field(rows.field(i).name, pa.int32(), rows.field(i).nullable),
                                    rows.column(i).cast(pa.int32()))
+        for i in self._timestamps:
+            _check_orc_timestamps(rows.field(i).name, rows.column(i))
         self._writer.write(rows)
 
     def close(self) -> None:

@@ -68,6 +68,8 @@ class TableWrite(WriterLifecycle):
         self.schema = table.schema
         self.options = self.schema.table_options
         self._require_writable()
+        from engine.write.formats import check_columns_writable
+        check_columns_writable(self.schema, table.name)
         self.commit_user = commit_user or str(uuid.uuid4())
         self.commit_identifier = BATCH_COMMIT_IDENTIFIER if commit_identifier is None else int(commit_identifier)
         self.base_snapshot = table.snapshot_manager.latest()

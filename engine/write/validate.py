@@ -103,6 +103,11 @@ def conform(data, schema: TableSchema, table: str, *, row_kinds=None, delete: bo
             if not field.nullable and out.column(field.name).null_count:
                 raise InvalidInput(f"column {field.name!r} is NOT NULL but the input contains nulls",
                                    table=table, column=field.name)
+            for chunk in out.column(field.name).chunks:
+                path = _null_in_not_null_nested(chunk, field.name)
+                if path is not None:
+                    raise InvalidInput(f"nested field {path} of column {field.name!r} is NOT NULL but the input "
+                                       "contains nulls", table=table, column=field.name)
     out = pa.Table.from_arrays(out.columns, schema=target)
     if delete:
         kinds = np.full(n, DELETE, dtype=np.int8)
@@ -114,6 +119,36 @@ def conform(data, schema: TableSchema, table: str, *, row_kinds=None, delete: bo
     else:
         kinds = np.zeros(n, dtype=np.int8)
     return out, kinds
+
+
+def _null_in_not_null_nested(arr: pa.Array, path: str) -> str | None:
+    """The path of a NOT NULL field nested in ``arr`` (struct field, list element, map value) holding a null where
+    its parent is not null, else None. (Arrow does not enforce nested nullability: ``Table.from_pylist`` accepts
+    such nulls, and some file encoders would store them, leaving files no reader can decode.)"""
+    t = arr.type
+    if pa.types.is_struct(t):
+        for i, child in enumerate(arr.flatten()):  # a child is null where it or its parent is null
+            name = f"{path}.{t.field(i).name}"
+            if not t.field(i).nullable and child.null_count > arr.null_count:
+                return name
+            found = _null_in_not_null_nested(child, name)
+            if found:
+                return found
+        return None
+    if pa.types.is_map(t):
+        entries = pa.list_(pa.field("entries", pa.struct([t.key_field, t.item_field]), False))
+        values = arr.cast(entries).flatten()  # the entries of the non-null maps, as structs of key / value
+        items = values.field(1)
+        if not t.item_field.nullable and items.null_count:
+            return f"{path}.value"
+        return _null_in_not_null_nested(values.field(0), f"{path}.key") \
+            or _null_in_not_null_nested(items, f"{path}.value")
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        values = arr.flatten()  # the elements of the non-null lists
+        if not t.value_field.nullable and values.null_count:
+            return f"{path}.element"
+        return _null_in_not_null_nested(values, f"{path}.element")
+    return None
 
 
 def _filler(field: pa.Field, n: int) -> pa.Array:

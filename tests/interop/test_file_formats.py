@@ -210,3 +210,30 @@ def test_nested_columns(tmp_path, fmt):
     assert t.read().sort_by("id").to_pylist() == rows
     theirs = pp_read(pp_get_table(wh, "db.t"), sort_by=["id"])
     assert theirs.to_pylist() == rows
+
+
+NOT_NULL_NESTED = pa.schema([pa.field("id", pa.int64(), False),
+                             ("r", pa.struct([pa.field("a", pa.int32(), False), ("b", pa.string())])),
+                             ("l", pa.list_(pa.field("item", pa.timestamp("us"), False))),
+                             ("m", pa.map_(pa.string(), pa.field("value", pa.int32(), False)))])
+
+
+@pytest.mark.parametrize("fmt", ["orc", "avro", "parquet"])
+def test_not_null_nested_fields(tmp_path, fmt):
+    """NOT NULL fields inside rows, arrays and maps: pyarrow's ORC reader returns them nullable (and a null
+    under a null row), which Arrow refuses to cast to the table's type; lakemerge reads and compacts them."""
+    wh = str(tmp_path / "wh")
+    cat = Catalog(wh)
+    cat.create_database("db", ignore_if_exists=True)
+    t = cat.create_table("db.t", NOT_NULL_NESTED, primary_key=["id"], options={"bucket": "1", "file.format": fmt})
+    rows = [{"id": i, "r": None if i == 1 else {"a": i, "b": None},
+             "l": None if i == 2 else [dt.datetime(2024, 1, i + 1)], "m": None if i == 0 else [("k", i)]}
+            for i in range(4)]
+    t.write(pa.Table.from_pylist(rows[:3], schema=NOT_NULL_NESTED))
+    assert t.read().sort_by("id").to_pylist() == rows[:3]
+    t.write(pa.Table.from_pylist(rows[2:], schema=NOT_NULL_NESTED))
+    t.compact(full=True)
+    assert t.read().sort_by("id").to_pylist() == rows
+    if fmt != "orc":  # pypaimon 2.1 casts pyarrow's ORC columns to the table type and fails the same way (its own
+        # ORC files too); Paimon's Java ORC reader reads by the table's schema
+        assert pp_read(pp_get_table(wh, "db.t"), sort_by=["id"]).to_pylist() == rows

@@ -173,6 +173,16 @@ def test_postponed_files_are_avro_without_value_stats(catalog, options, expected
     assert _postponed_files(t) == []
 
 
+def test_a_compression_avro_lacks_refuses_postponed_writes(catalog):
+    """file.compression lz4 is a Parquet codec, not an Avro one: Paimon's Avro CodecFactory refuses it when a
+    postponed file is written; lakemerge refuses the postponed writer, naming the option, before writing."""
+    t = make(catalog, **{"postpone.batch-write-fixed-bucket": "false", "file.compression": "lz4"})
+    before = list_files(t.root)
+    with pytest.raises(InvalidOption, match="file.compression"):
+        t.write(rows("a", [1], "x"))
+    assert t.snapshot() is None and list_files(t.root) == before
+
+
 def test_postponed_files_keep_the_table_format_for_columns_avro_cannot_hold(catalog):
     """A TIMESTAMP(9) column has no Avro schema (AvroSchemaConverter refuses precision > 6), so Paimon keeps the
     table's options: file.format and metadata.stats-mode of the table."""

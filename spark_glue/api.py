@@ -7,6 +7,7 @@ import numpy as np
 import pyarrow as pa
 
 from engine.errors import InvalidInput
+from engine.postpone import POSTPONE_BUCKET
 from spark_glue.tables import (
     SESSION_TIME_ZONE,
     TIME_ZONE,
@@ -76,6 +77,9 @@ def distribute_by_bucket(df, path: str, num_tasks: int | None = None):
     writes one sorted run per bucket): the bucket is Paimon's hash as Spark expressions for a single INT/BIGINT
     key of an unpartitioned table (spark_glue.bucketing), else the engine's hashing kernel in an Arrow UDF over the
     bucket (and partition) columns; then ``repartitionById``. A bucket-unaware append table takes ``df`` as it is.
+    A postpone-bucket primary-key table has no bucket count before the write (its tasks stage postponed files,
+    spark_glue.writing): its rows are placed by the same hash with the task count as bucket count, so each key's
+    records are in one task, in order.
     Default task count: one per core (at most one per bucket of an unpartitioned table); ``num_tasks = bucket``
     gives exactly one bucket per task.
 
@@ -87,14 +91,17 @@ def distribute_by_bucket(df, path: str, num_tasks: int | None = None):
     table = open_table(path)
     require_spark_writable(table)
     nb = table.schema.table_options.bucket
-    if nb < 1:  # a bucket-unaware append table: any task may write any row
+    postpone = nb == POSTPONE_BUCKET and not table.schema.is_append_only
+    if nb < 1 and not postpone:  # a bucket-unaware append table: any task may write any row
         return df
     parts = list(table.partition_keys)
     if num_tasks is None:  # one wave of tasks: each task's Python start-up and table load is per-commit overhead;
         # on local[2] one task per core upserts 1M rows ~10% faster than two (benchmarks/spark_bench)
         num_tasks = max(1, df.sparkSession.sparkContext.defaultParallelism)
-        if not parts:
+        if not parts and not postpone:
             num_tasks = min(num_tasks, nb)
+    if postpone:  # no bucket count before the write: place by the key hash modulo the task count
+        nb = num_tasks
     bucket_keys = list(table.schema.bucket_keys)
     types = [table.arrow_schema.field(k).type for k in bucket_keys + parts]
     from spark_glue.bucketing import with_bucket_column

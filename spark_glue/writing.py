@@ -17,6 +17,12 @@ Protocol (one write job = one snapshot):
   driver drops them, commits the data, then compacts those buckets itself (``compact_dropped_buckets``). An
   overwrite drops every task's compaction (it replaces the files they started from) and compacts the written
   buckets the same way: in deletion-vector mode batch reads see no level-0 file until it is compacted.
+- Postpone-bucket primary-key tables (``bucket = -2``), as Paimon's PaimonSparkWriter (batch jobs and streaming
+  micro-batches alike): tasks write postponed files (engine.postpone.write.PostponedWrite, on sequence lanes).
+  With ``postpone.batch-write-fixed-bucket`` (the default) those files are only staged: the driver rewrites them
+  into real buckets (engine.postpone.staged, one writer, files carrying the job tag) and commits that instead,
+  as SparkPostponeStagedCommitter; the staged files are then deleted with the job's leftovers. Otherwise the
+  postponed files are committed as they are (a later compaction moves them into real buckets).
 """
 from __future__ import annotations
 
@@ -29,9 +35,10 @@ from dataclasses import dataclass, replace
 import pyarrow as pa
 from pyspark.sql.datasource import (DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage)
 
-from engine.errors import CommitConflict, CommitRetriesExhausted, InvalidInput, SchemaMismatch
+from engine.errors import CommitConflict, CommitRetriesExhausted, InvalidInput, SchemaMismatch, UnsupportedFeature
 from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER
-from engine.options import WRITE_ONLY, parse_bool
+from engine.options import POSTPONE_BATCH_WRITE_FIXED_BUCKET, WRITE_ONLY, parse_bool
+from engine.postpone import POSTPONE_BUCKET
 from engine.table import Table
 from engine.write.commit_message import CommitMessage
 from engine.write.table_write import TableWrite
@@ -68,6 +75,8 @@ class WriteJob:
             table = open_or_create_table(self.path, opts, schema, drop_columns=[opts.get(ROW_KIND_COLUMN)])
         self.table_name = table.name
         require_spark_writable(table)
+        self.postpone = not table.schema.is_append_only and table.schema.table_options.bucket == POSTPONE_BUCKET
+        self.stage = self.postpone and table.schema.table_options.get(POSTPONE_BATCH_WRITE_FIXED_BUCKET)
         if schema is not None:
             check_input_schema(table, schema, opts.get(ROW_KIND_COLUMN))
         self.base_id = table.latest_snapshot_id()
@@ -111,10 +120,14 @@ class WriteJob:
         table = tag_files(open_table(self.path), tag)
         schema = table.schema
         identifier = BATCH_COMMIT_IDENTIFIER if self.identifier is None else self.identifier
+        lane = (0, 1) if placed_by_bucket else (TaskContext.get().partitionId() % SEQUENCE_LANES, SEQUENCE_LANES)
         if schema.is_append_only:  # no keys to order: tasks may share buckets freely
             writer = table.new_write(commit_user=self.commit_user, commit_identifier=identifier)
+        elif self.postpone:  # postponed, or staged for the driver's fixed-bucket rewrite (module docstring)
+            from engine.postpone.write import PostponedWrite
+            writer = PostponedWrite(table, commit_user=self.commit_user, commit_identifier=identifier,
+                                    sequence_lane=lane)
         else:
-            lane = (0, 1) if placed_by_bucket else (TaskContext.get().partitionId() % SEQUENCE_LANES, SEQUENCE_LANES)
             writer = TableWrite(table, commit_user=self.commit_user, commit_identifier=identifier, sequence_lane=lane)
         if not self.streaming:  # number sequences from the snapshot the job started from
             writer.base_snapshot = None if self.base_id is None else table.snapshot(self.base_id)
@@ -140,7 +153,10 @@ class WriteJob:
         holds this identifier, or the latest id when there was nothing to write)."""
         table = open_table(self.path)
         messages = [m for tf in task_files if tf is not None for m in tf.messages]
-        dropped = {(m.partition, m.bucket) for m in messages} if self.overwrite else shared_buckets(task_files)
+        if self.postpone:  # postponed writers never compact
+            dropped = set()
+        else:
+            dropped = {(m.partition, m.bucket) for m in messages} if self.overwrite else shared_buckets(task_files)
         messages = [without_compaction(table, m) if (m.partition, m.bucket) in dropped else m for m in messages]
         ident = self.identifier if identifier is None else int(identifier)
         tag = self.task_tag(task_files, identifier)
@@ -150,6 +166,8 @@ class WriteJob:
             if done is not None:  # a replayed batch: already applied once
                 remove_tagged_files(table, tag, keep=set())
                 return done
+        if self.stage:
+            messages = self.rewrite_staged(table, messages, tag, ident)
         try:
             if self.overwrite:
                 scope = "dynamic" if (self.dynamic and table.partition_keys) else None
@@ -169,6 +187,20 @@ class WriteJob:
         except Exception as e:  # noqa: BLE001 - leftovers are orphans for remove_orphan_files, never data
             log.warning("table %s: snapshot %s is committed, but the work after it failed: %s", table.name, sid, e)
         return sid
+
+    def rewrite_staged(self, table: Table, messages, tag: str, ident: int | None) -> list[CommitMessage]:
+        """The fixed-bucket messages of the tasks' staged postponed files (engine.postpone.staged), written here
+        with the job's tag from the job's base snapshot (a stream's micro-batch: the latest). On failure every
+        file of the job is deleted and the error re-raised."""
+        from engine.postpone.staged import rewrite_staged
+        base = None if self.streaming or self.base_id is None else table.snapshot(self.base_id)
+        try:
+            return rewrite_staged(tag_files(open_table(self.path), tag), messages, base=base,
+                                  overwrite=self.overwrite, commit_user=self.commit_user,
+                                  commit_identifier=BATCH_COMMIT_IDENTIFIER if ident is None else ident)
+        except BaseException:
+            remove_tagged_files(table, tag, keep=set())
+            raise
 
     def abort_job(self, task_files, batch_id=None) -> None:
         """Delete every file of the job (of the micro-batch ``batch_id`` for a stream), unless its commit landed
@@ -196,10 +228,17 @@ class WriteJob:
 
 
 def require_spark_writable(table: Table) -> None:
-    """Raise InvalidInput (naming the table) for tables Spark tasks cannot write: primary-key tables without a
-    fixed bucket count (dynamic bucket mode assigns keys to buckets through an index that parallel tasks would
-    race on). Append tables of any bucket mode are writable."""
+    """Raise InvalidInput (naming the table) for tables Spark tasks cannot write: primary-key tables in dynamic
+    bucket mode (keys are assigned to buckets through an index that parallel tasks would race on). Append tables
+    of any bucket mode and postpone-bucket tables (``bucket = -2``) are writable; UnsupportedFeature for a
+    postpone table whose primary key lacks partition columns (cross-partition update), which lakemerge does not
+    write in that mode."""
     nb = table.schema.table_options.bucket
+    if not table.schema.is_append_only and nb == POSTPONE_BUCKET:
+        if table.schema.cross_partition_update:
+            raise UnsupportedFeature(f"table {table.name!r}: bucket=-2 (postpone) with a primary key that lacks "
+                                     "partition columns (cross-partition update) cannot be written by lakemerge")
+        return
     if not table.schema.is_append_only and nb < 1:
         raise InvalidInput(f"Spark writes to a primary-key table need a fixed bucket count (option 'bucket' > 0), "
                            f"this table has bucket={nb}; write it with the engine (Table.write)", table=table.name)

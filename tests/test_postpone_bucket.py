@@ -128,6 +128,77 @@ def test_postponed_files_are_named_and_recorded_as_paimon_does(catalog):
     assert t.snapshot().commit_kind == "APPEND"
 
 
+def _postponed_files(t) -> list[tuple[str, str, object]]:
+    """(extension, Avro codec or None, value stats) of each postponed file of ``t``'s latest snapshot."""
+    import fastavro
+    out = []
+    for e in entries(t):
+        if e.bucket != POSTPONE_BUCKET:
+            continue
+        ext = e.file.file_name.rsplit(".", 1)[1]
+        codec = None
+        if ext == "avro":
+            path = os.path.join(t.root, "dt=" + t.scan().partition_values(e.partition)[0], "bucket-postpone",
+                                e.file.file_name)
+            with open(path, "rb") as fo:
+                codec = fastavro.reader(fo).metadata["avro.codec"]
+        out.append((ext, codec, e.file.value_stats_cols, e.file.value_stats))
+    return out
+
+
+@pytest.mark.parametrize("options, expected", [
+    ({}, ("avro", "zstandard")),                                  # file.compression zstd: Avro's zstandard
+    ({"file.compression": "snappy"}, ("avro", "snappy")),
+    ({"avro.codec": "deflate"}, ("avro", "deflate")),
+    ({"file.format": "orc"}, ("avro", "zstandard")),              # the table format does not matter
+    ({"file.compression.per.level": "0:snappy"}, ("avro", "snappy")),
+    ({"file.format.per.level": "0:orc"}, ("orc", None)),          # a level-0 format still wins
+])
+def test_postponed_files_are_avro_without_value_stats(catalog, options, expected):
+    """PostponeBucketFileStoreWrite sets file.format=avro and metadata.stats-mode=none; KeyValueFileWriterFactory
+    then picks level 0's per-level format/compression first and AvroFileFormat honours avro.codec."""
+    t = make(catalog, **{"postpone.batch-write-fixed-bucket": "false", "postpone.default-bucket-num": "2",
+                         "metadata.stats-mode": "full", **options})
+    t.write(rows("a", [3, 1, 2], "x"))
+    t.delete(keys("a", [1]))
+    files = _postponed_files(t)
+    assert [f[:2] for f in files] == [expected] * 2
+    from engine.meta.data_file import SimpleStats
+    assert [f[3] for f in files] == [SimpleStats.EMPTY] * 2  # stats-mode none, also for a level-0 orc file
+    assert t.read().num_rows == 0
+    changes = sorted((r["id"], r["_row_kind"], r["v"] or "") for r in t.read_changes(0).to_pylist())
+    assert changes == [(1, "+I", "x1"), (1, "-D", ""), (2, "+I", "x2"), (3, "+I", "x3")]
+    t.compact()
+    assert as_rows(t.read()) == [("a", 2, "x2"), ("a", 3, "x3")]
+    assert _postponed_files(t) == []
+
+
+def test_a_compression_avro_lacks_refuses_postponed_writes(catalog):
+    """file.compression lz4 is a Parquet codec, not an Avro one: Paimon's Avro CodecFactory refuses it when a
+    postponed file is written; lakemerge refuses the postponed writer, naming the option, before writing."""
+    t = make(catalog, **{"postpone.batch-write-fixed-bucket": "false", "file.compression": "lz4"})
+    before = list_files(t.root)
+    with pytest.raises(InvalidOption, match="file.compression"):
+        t.write(rows("a", [1], "x"))
+    assert t.snapshot() is None and list_files(t.root) == before
+
+
+def test_postponed_files_keep_the_table_format_for_columns_avro_cannot_hold(catalog):
+    """A TIMESTAMP(9) column has no Avro schema (AvroSchemaConverter refuses precision > 6), so Paimon keeps the
+    table's options: file.format and metadata.stats-mode of the table."""
+    schema = pa.schema([("dt", pa.string()), ("id", pa.int64()), ("ts", pa.timestamp("ns"))])
+    t = catalog.create_table("db.ts", schema, ["dt", "id"], ["dt"], options={
+        "bucket": "-2", "postpone.batch-write-fixed-bucket": "false", "postpone.default-bucket-num": "1",
+        "metadata.stats-mode": "full"})
+    ts = pa.array([1_000_000_001, 2_000_000_002], pa.timestamp("ns"))
+    t.write(pa.table({"dt": ["a", "a"], "id": [1, 2], "ts": ts}, schema=schema))
+    ((ext, codec, cols, stats),) = _postponed_files(t)
+    assert (ext, codec) == ("parquet", None)
+    assert stats.null_counts == (0, 0, 0)  # the table's stats mode (full), not none
+    t.compact()
+    assert t.read().sort_by("id").column("ts").to_pylist() == ts.to_pylist()
+
+
 def test_streaming_writes_are_postponed_whatever_the_batch_option(catalog):
     """Paimon's FlinkSinkBuilder postpones streaming input even with postpone.batch-write-fixed-bucket=true;
     lakemerge's streaming commits are those with an explicit commit identifier."""

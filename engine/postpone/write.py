@@ -12,10 +12,10 @@ turn into changelog exactly as in a fixed-bucket table, and each message records
 ``PostponedWrite`` (``postpone.batch-write-fixed-bucket = false``, and streaming writes, which Paimon always
 postpones): every
 record goes, unmerged and in arrival order, to its partition's ``bucket-postpone`` directory (bucket and
-totalBuckets -2, level 0, value statistics off, file names ``<data-file.prefix>-u-<commit user>-s-<writer id>-w-``
-+ uuid, as PostponeBucketFileStoreWrite names them so a compaction can keep one writer's files in order). Nothing is
+totalBuckets -2, level 0, file names ``<data-file.prefix>-u-<commit user>-s-<writer id>-w-`` + uuid, as
+PostponeBucketFileStoreWrite names them so a compaction can keep one writer's files in order). Nothing is
 compacted and no changelog is written (PostponeBucketWriter); engine.postpone.compact moves the records into real
-buckets later.
+buckets later. The files are written as PostponeBucketFileStoreWrite writes them (``postponed_file_format``).
 """
 from __future__ import annotations
 
@@ -24,13 +24,15 @@ import random
 import numpy as np
 import pyarrow as pa
 
+from engine.errors import UnsupportedFeature
 from engine.meta import binary_row
 from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER
-from engine.options import DATA_FILE_PREFIX, TableOptions
+from engine.options import DATA_FILE_PREFIX, FILE_FORMAT, STATS_MODE, TableOptions
 from engine.partitioning import partition_groups
 from engine.postpone import POSTPONE_BUCKET
 from engine.postpone.buckets import batch_write_buckets, known_bucket_counts
 from engine.write.file_writer import physical_table, write_sorted_run
+from engine.write.formats import DataFileFormat, avro_schema, codec_of, data_file_format
 from engine.write.table_write import TableWrite, _BucketBuffer
 
 
@@ -112,14 +114,36 @@ class FixedBucketPostponeWrite(TableWrite):
         super().abort()
 
 
+def postponed_file_format(schema) -> tuple[DataFileFormat, str]:
+    """(format, ``metadata.stats-mode``) of postponed files, as PostponeBucketFileStoreWrite writes them: when the
+    table's columns convert to an Avro schema, the table's options with ``file.format = avro`` and
+    ``metadata.stats-mode = none``, else the table's options unchanged; then the level-0 choice of
+    KeyValueFileWriterFactory (``file.format.per.level`` / ``file.compression.per.level`` for level 0 still win,
+    ``file.compression`` else; ``avro.codec`` overrides the codec of an Avro file, and ``zstd`` is Avro's zstandard
+    at ``file.compression.zstd-level``). Columns lakemerge cannot write to Avro (MULTISET, which Paimon's Avro
+    holds) also keep the table's options. Raises InvalidOption when the compression is not a codec of the format
+    (as Paimon's Avro CodecFactory refuses it)."""
+    names = list(schema.field_names)
+    try:
+        avro_schema(names, schema.types_of(names))
+    except UnsupportedFeature:  # TIMESTAMP(7..9), TIME(4..9): Paimon keeps the table's format and statistics
+        fmt, stats = data_file_format(schema, 0), schema.table_options.get(STATS_MODE)
+    else:
+        opts = TableOptions({**schema.options, FILE_FORMAT: "avro"}, table=schema.table_options.table)
+        fmt, stats = data_file_format(schema, 0, options=opts), "none"
+    codec_of(fmt.name, fmt.compression)
+    return fmt, stats
+
+
 class PostponedWrite(TableWrite):
     """Writer of postponed files (module docstring): TableWrite's validation, buffering and sequence numbering, with
-    every row in bucket -2 and each flush written as stored."""
+    every row in bucket -2 and each flush written as stored, in ``postponed_file_format``."""
 
     def __init__(self, table, **kw):
         super().__init__(table, **kw)
         writer_id = random.randrange(2 ** 31 - 1)
         self._prefix = f"{self.options.get(DATA_FILE_PREFIX)}-u-{self.commit_user}-s-{writer_id}-w-"
+        self._format, self._stats_mode = postponed_file_format(self.schema)
 
     def _require_writable(self) -> None:
         TableOptions(self.schema.options, table=self.table.name).require_writable(allow_postpone_bucket=True)
@@ -140,7 +164,7 @@ class PostponedWrite(TableWrite):
         kinds = np.concatenate([c[3] for c in chunks])
         files = write_sorted_run(self.table.file_io, self.table.bucket_dir(buf.partition_values, POSTPONE_BUCKET),
                                  physical_table(rows, seq, kinds, self.schema), self.schema, level=0,
-                                 prefix=self._prefix, stats_mode="none")
+                                 prefix=self._prefix, file_format=self._format, stats_mode=self._stats_mode)
         buf.files.extend(files)
 
 

@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.errors import InvalidOption, UnsupportedFeature
-from engine.options import TARGET_FILE_SIZE, ZSTD_LEVEL
+from engine.options import TARGET_FILE_SIZE, ZSTD_LEVEL, TableOptions
 from engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, TableSchema
 from engine.types import DataType
 
@@ -100,10 +100,12 @@ class DataFileFormat:
         raise UnsupportedFeature(f"lakemerge cannot write {self.name} data files")
 
 
-def data_file_format(schema: TableSchema, level: int, *, changelog: bool = False) -> DataFileFormat:
+def data_file_format(schema: TableSchema, level: int, *, changelog: bool = False,
+                     options: TableOptions | None = None) -> DataFileFormat:
     """The format of a primary-key table's data file at ``level`` (a changelog file when ``changelog``):
-    ``TableOptions.file_format_of``."""
-    return _format(schema, *schema.table_options.file_format_of(level, changelog=changelog))
+    ``TableOptions.file_format_of`` of ``options`` (default: the table's)."""
+    opts = schema.table_options if options is None else options
+    return _format(schema, *opts.file_format_of(level, changelog=changelog))
 
 
 def append_file_format(schema: TableSchema) -> DataFileFormat:

@@ -1,0 +1,71 @@
+"""Staged postponed files turned into a fixed-bucket write (Paimon's SparkPostponeStagedCommitter).
+
+Parallel writers of a postpone table with ``postpone.batch-write-fixed-bucket`` cannot know the bucket count of a
+partition that has no real buckets yet before all input is seen. As Paimon's Spark writer does, they first write
+postponed files (PostponedWrite, "staged": never committed), and the committer then rewrites the staged records
+into real buckets with one FixedBucketPostponeWrite: a partition keeps the count its real-bucket files record
+(none for an overwrite), else gets ``engine.postpone.buckets.batch_write_buckets`` of its staged rows and file
+sizes (PostponeUtils.decideFixedBucketNum's inputs).
+
+Contract of ``rewrite_staged``: the staged records of each partition enter the fixed-bucket writer in order of
+their staged sequence numbers (writers on separate sequence lanes interleave, so two records of one key from
+different writers are ordered as a fixed-bucket write on those lanes would order them), and get the next sequence
+numbers of their real bucket. The messages returned are the fixed-bucket writer's (merged, compacted, changelog as
+a fixed-bucket table); the staged files are not deleted (the caller deletes them once the rewrite is committed or
+abandoned). Raises what the writer raises (InvalidOption, CorruptFile, ...) after deleting the files it wrote.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from engine.postpone import POSTPONE_BUCKET
+from engine.postpone.buckets import batch_write_buckets
+from engine.postpone.write import FixedBucketPostponeWrite
+from engine.read.scan import Split
+from engine.read.split_read import SplitReader
+from engine.schema import SEQUENCE_NUMBER, VALUE_KIND
+from engine.write.commit_message import CommitMessage
+
+
+def staged_files(messages) -> dict[bytes, tuple[tuple, list]]:
+    """Partition -> (partition values, the postponed files ``messages`` add, in message order)."""
+    out: dict[bytes, tuple[tuple, list]] = {}
+    for m in messages:
+        if m.bucket == POSTPONE_BUCKET and m.new_files:
+            out.setdefault(m.partition, (m.partition_values, []))[1].extend(m.new_files)
+    return out
+
+
+def rewrite_staged(table, messages, *, base=None, overwrite: bool = False, commit_user: str,
+                   commit_identifier: int) -> list[CommitMessage]:
+    """The fixed-bucket messages of the staged postponed files in ``messages`` (module docstring), written by a
+    writer of ``table`` (its files named by ``table``'s prefixes) from snapshot ``base`` (None: the latest);
+    ``overwrite`` decides every partition's bucket count afresh."""
+    staged = staged_files(messages)
+    if not staged:
+        return []
+    writer = FixedBucketPostponeWrite(table, overwrite=overwrite, commit_user=commit_user,
+                                      commit_identifier=commit_identifier)
+    if base is not None:
+        writer.base_snapshot = base
+    reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema)
+    names = list(table.schema.field_names)
+    try:
+        counts = writer._known_counts()
+        for part, (values, files) in staged.items():
+            if part not in counts:
+                counts[part] = batch_write_buckets(writer.options, sum(f.row_count for f in files),
+                                                   sum(f.file_size for f in files))
+        for part, (values, files) in staged.items():
+            bucket_dir = table.bucket_dir(values, POSTPONE_BUCKET)
+            split = Split(part, values, POSTPONE_BUCKET, POSTPONE_BUCKET, bucket_dir, tuple(files))
+            rows = pa.concat_tables([reader.read_file(split, f, names) for f in files])
+            order = np.argsort(rows.column(SEQUENCE_NUMBER).to_numpy(), kind="stable")
+            rows = rows.take(pa.array(order))
+            kinds = rows.column(VALUE_KIND).to_numpy().astype("int8")
+            writer._add(rows.select(names).cast(table.arrow_schema), kinds)
+        return writer.prepare_commit()
+    except BaseException:
+        writer.abort()
+        raise

@@ -346,8 +346,8 @@ def run_write_job(placed_df, job: WriteJob) -> int | None:
     ``api.distribute_by_bucket``) as one batch job: tasks run ``job.write_task`` through ``mapInArrow`` and return
     their pickled ``TaskFiles``; this (driver) process commits them as one snapshot (``commit_job``) and returns its
     id. The same protocol as the data source's writer, without the planner's extra Python workers on the driver.
-    A failed job waits until Spark's killed tasks are gone, deletes every file carrying the job's token and
-    re-raises: the table is unchanged."""
+    A failed job, or a commit that fails, waits until Spark's killed tasks are gone (job) and deletes every file
+    carrying the job's token unless the commit landed (``abort_job``), then re-raises: the table is unchanged."""
     from spark_glue.compaction import wait_for_running_tasks
 
     def task(batches):
@@ -360,7 +360,14 @@ def run_write_job(placed_df, job: WriteJob) -> int | None:
         wait_for_running_tasks(placed_df.sparkSession)  # tasks of the failed job may still be writing
         job.abort_job(None)
         raise
-    return job.commit_job([pickle.loads(bytes(r.files)) for r in rows])
+    task_files = [pickle.loads(bytes(r.files)) for r in rows]
+    try:
+        return job.commit_job(task_files)
+    except BaseException:
+        # as Spark aborts a data-source write after any error in commit: unless the commit landed (an unknown
+        # outcome that did land), every file of the job goes, failed task attempts' leftovers included
+        job.abort_job(task_files)
+        raise
 
 
 class LakemergeWriter(DataSourceArrowWriter):

@@ -438,6 +438,28 @@ def test_write_table_failed_job_leaves_table_and_storage_unchanged(spark, tmp_pa
         spark_glue.write_table(bad, t.root, mode="ignore")
 
 
+def test_write_table_commit_failure_deletes_every_file_of_the_job(spark, tmp_path, monkeypatch):
+    """A commit that fails with an error other than a conflict (here an injected one, before anything is
+    published) leaves the table and its storage as they were: the job's files, including those of a failed and
+    retried task attempt, are deleted."""
+    from engine.table import Table
+    t = _small_buffer_table(tmp_path, **{"write-only": "true"})
+    spark_glue.write_table(spark.range(0, 100).selectExpr("id AS k", "1.0D AS v"), t.root)
+    before, files = t.latest_snapshot_id(), _files_on_disk(t.root)
+
+    def broken(self, messages, **kwargs):
+        raise RuntimeError("injected commit failure")
+
+    monkeypatch.setattr(Table, "commit", broken)
+    df = spark.range(100, 400, 1, 2).selectExpr("id AS k", "2.0D AS v").mapInArrow(
+        _fail_first_attempt_of_task_0, "k long, v double")
+    with pytest.raises(RuntimeError, match="injected commit failure"):
+        spark_glue.write_table(df, t.root)
+    monkeypatch.undo()
+    assert t.latest_snapshot_id() == before and _files_on_disk(t.root) == files
+    assert t.read().num_rows == 100 and _no_orphans(t)
+
+
 def test_merge_update_delete_against_a_pandas_model(spark, orders):
     spark_glue.write_table(_initial(spark), orders.root)
     model = orders.read().to_pandas().set_index(["region", "id"])

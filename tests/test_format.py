@@ -275,6 +275,22 @@ def test_columns_a_level_format_cannot_hold_refuse_the_first_write(tmp_path, opt
     assert not [p for _, _, files in os.walk(str(tmp_path / "wh")) for p in files if p.startswith("data-")]
 
 
+@pytest.mark.parametrize("options", [{"file.format": "avro"}, {"file.format.per.level": "5:avro"}],
+                         ids=["avro", "per-level-avro"])
+@pytest.mark.parametrize("name,typ", [("my col", pa.int64()), ("ok", pa.struct([("a-b", pa.int64())]))],
+                         ids=["column", "nested-field"])
+def test_names_avro_refuses_are_refused_before_writing(tmp_path, options, name, typ):
+    """Avro names are [A-Za-z_][A-Za-z0-9_]*: Paimon's AvroSchemaConverter (SchemaBuilder) refuses other names and
+    Java's Avro reader would refuse such a file, so an Avro level refuses the column at the first write."""
+    from engine.errors import UnsupportedFeature
+    schema = pa.schema([pa.field("id", pa.int64(), False), (name, typ)])
+    t = _fmt_table(tmp_path, schema, options)
+    with pytest.raises(UnsupportedFeature, match="Avro field names"):
+        t.write(pa.table({"id": [1], name: pa.nulls(1, typ)}, schema=schema))
+    assert t.latest_snapshot_id() is None
+    assert not [p for _, _, files in os.walk(str(tmp_path / "wh")) for p in files if p.startswith("data-")]
+
+
 @pytest.mark.parametrize("options,typ", [
     ({"file.format": "avro"}, pa.timestamp("ns")),                  # Paimon's Avro holds timestamps up to micros
     ({"file.format": "avro"}, pa.list_(pa.timestamp("ns", tz="UTC"))),

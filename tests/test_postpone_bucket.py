@@ -458,3 +458,17 @@ def test_normalized_changes_refuse_postponed_records_instead_of_losing_them(cata
     t.write(rows("a", [2], "y"))  # a fixed-bucket write normalizes as on a fixed-bucket table
     assert [(r["id"], r["_row_kind"]) for r in t.read_changes(t.snapshot().id - 1, normalize=True).to_pylist()] == [
         (2, "-U"), (2, "+U")]
+
+
+def test_postponed_files_keep_the_table_format_for_names_avro_refuses(catalog):
+    """A column name Avro refuses ("my col": Avro names are [A-Za-z_][A-Za-z0-9_]*) makes AvroSchemaConverter
+    throw, so Paimon keeps the table's format for postponed files; so does lakemerge (Java could not read an
+    Avro file with that name)."""
+    schema = pa.schema([("dt", pa.string()), ("id", pa.int64()), ("my col", pa.int64())])
+    t = catalog.create_table("db.names", schema, ["dt", "id"], ["dt"], options={
+        "bucket": "-2", "postpone.batch-write-fixed-bucket": "false", "postpone.default-bucket-num": "1"})
+    t.write(pa.table({"dt": ["a", "a"], "id": [1, 2], "my col": [5, 6]}, schema=schema))
+    ((ext, _, _, _),) = _postponed_files(t)
+    assert ext == "parquet"
+    t.compact()
+    assert t.read().sort_by("id").column("my col").to_pylist() == [5, 6]

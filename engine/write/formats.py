@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import io
+import re
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -137,6 +138,7 @@ def check_columns_writable(schema: TableSchema, table: str) -> None:
             if "orc" in formats:
                 _check_orc(f.name, f.type)
             if "avro" in formats:
+                _check_avro_name(f.name, f.name)
                 _avro_type(f.name, f.type, AVRO_RECORD_NAME)
         except UnsupportedFeature as e:
             raise UnsupportedFeature(f"table {table!r}: {e}") from None
@@ -304,11 +306,24 @@ def avro_schema(names: list[str], types: list[DataType]) -> dict:
     UnsupportedFeature for a column Avro cannot hold here."""
     fields = []
     for name, t in zip(names, types):
+        _check_avro_name(name, name)
         field = {"name": name, "type": _avro_type(name, t, f"{AVRO_RECORD_NAME}_{name}")}
         if t.nullable:
             field["default"] = None
         fields.append(field)
     return {"type": "record", "name": AVRO_RECORD_NAME, "fields": fields}
+
+
+_AVRO_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _check_avro_name(column: str, name: str) -> None:
+    """Avro names are [A-Za-z_][A-Za-z0-9_]*: Paimon's AvroSchemaConverter (Avro's SchemaBuilder) refuses any other
+    field name, and Java's Avro reader would refuse a file carrying one, so lakemerge does not write it either."""
+    if not _AVRO_NAME.fullmatch(name):
+        where = f"column {column!r}" if name == column else f"field {name!r} of column {column!r}"
+        raise UnsupportedFeature(f"{where}: Avro field names must match [A-Za-z_][A-Za-z0-9_]* (Paimon's Avro "
+                                 "writer refuses the name too); use parquet or orc for this table")
 
 
 def _avro_type(column: str, t: DataType, row_name: str):
@@ -346,6 +361,7 @@ def _avro_type(column: str, t: DataType, row_name: str):
     elif r == "ROW":
         fields = []
         for f in t.fields:
+            _check_avro_name(column, f.name)
             field = {"name": f.name, "type": _avro_type(column, f.type, f"{row_name}_{f.name}")}
             if f.type.nullable:
                 field["default"] = None

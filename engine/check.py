@@ -10,6 +10,8 @@
   the entries fold without duplicate or dangling files;
 - tags: every ``tag/tag-<name>`` parses; a tag whose snapshot has expired is checked like a snapshot (its files
   must still exist), and the files it keeps alive count as referenced;
+- branches: the snapshots and tags of every ``branch/branch-<name>/`` are checked like tags (their files live in
+  the table's shared directories and count as referenced), and the branch's own files are not orphans;
 - changelogs: the changelog files of every snapshot and every decoupled ``changelog/changelog-<id>`` exist with
   their recorded sizes; decoupled changelog ids are contiguous and their files count as referenced;
 - index files: every file a snapshot's or tag's index manifest lists (any index type) exists with the
@@ -191,6 +193,7 @@ class _Checker:
             self._check_snapshot(sid)
             self._check_lineage(sid)
         self._check_tags(set(ids))
+        self._check_branches()
         self._check_changelogs()
         for sid in self.schema_ids:
             self.report.referenced_files.add(self.paths.schema(sid))
@@ -240,6 +243,43 @@ class _Checker:
                 continue
             if snap.id not in snapshot_ids:  # expired snapshot: the tag alone keeps its files alive
                 self._check_snapshot_files(snap, path, snap.id)
+
+    def _check_branches(self) -> None:
+        """Every file under a branch directory (``branch/branch-<name>/``: its snapshots, schemas, tags, hints)
+        counts as referenced, and each branch snapshot and tag is checked like a snapshot: the manifests, data,
+        changelog and index files it references, which live in the table's shared directories, must exist (and
+        count as referenced). Branch schema ids count as known for them."""
+        from engine.branches import branch_names, branch_root
+        from engine.maintenance.tags import TAG_PREFIX
+        from engine.meta.snapshot import Snapshot
+
+        main_schema_ids = self.schema_ids
+        for name in branch_names(self.t):
+            root = branch_root(self.t.root, name)
+            stack, files = [root], []
+            while stack:
+                d = stack.pop()
+                for n in self.io.list_names(d):
+                    p = os.path.join(d, n)
+                    (stack if self.io.is_dir(p) else files).append(p)
+            self.report.referenced_files.update(files)
+            schema_ids = {int(n[len("schema-"):]) for n in self.io.list_names(os.path.join(root, "schema"))
+                          if n[len("schema-"):].isdigit() and n.startswith("schema-")}
+            self.schema_ids = main_schema_ids | schema_ids
+            try:
+                for path in sorted(files):
+                    kind, base = os.path.basename(os.path.dirname(path)), os.path.basename(path)
+                    is_snapshot = kind == "snapshot" and base.startswith("snapshot-")
+                    if not (is_snapshot or (kind == "tag" and base.startswith(TAG_PREFIX))) or base.endswith(".tmp"):
+                        continue
+                    try:
+                        snap = Snapshot.from_json(self.io.read_bytes(path).decode("utf-8"), path)
+                    except Exception as e:  # noqa: BLE001 - any decoding failure is the finding
+                        self.problem("snapshot-unreadable" if is_snapshot else "tag-unreadable", path, str(e))
+                        continue
+                    self._check_snapshot_files(snap, path, snap.id)
+            finally:
+                self.schema_ids = main_schema_ids
 
     def _check_changelogs(self) -> None:
         """Decoupled changelogs (issue 5): each ``changelog-<id>`` parses, ids are contiguous, and the changelog

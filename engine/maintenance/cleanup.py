@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from engine.branches import branch_snapshots
 from engine.crash_points import crash_point
 from engine.errors import CorruptFile
 from engine.maintenance.references import (changelog_added_files, committed_on, data_files, delta_added_files,
@@ -44,10 +45,11 @@ def plan_removal(table, doomed: Sequence[Snapshot], kept_data: Sequence[Snapshot
     Otherwise, with ``first_doomed_full``, the first doomed snapshot's live files plus later doomed snapshots' added
     files; else only doomed snapshots' added files. Changelog files of doomed snapshots are always candidates.
     Index files (every index type of the index manifests): see ``_index_candidates``.
-    ``tags``: the tagged snapshots that stay (default: every tag).
+    ``tags``: the tagged snapshots that stay (default: every tag). Every snapshot and tag of every branch stays
+    too: branches share the table's manifests, data and index files.
     """
     doomed = sorted(doomed, key=lambda s: s.id)
-    tags = tagged_snapshots(table) if tags is None else list(tags)
+    tags = (tagged_snapshots(table) if tags is None else list(tags)) + branch_snapshots(table)
     candidates: set[str] = set()
     if expiring:
         for snap in doomed[1:] + list(kept_data):

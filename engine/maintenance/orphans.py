@@ -1,6 +1,7 @@
 """Orphan file cleanup: delete files under the table that no snapshot, tag or in-flight commit can reference.
 
-A file is an orphan when no existing snapshot or tag references it (as a manifest list, manifest, index manifest,
+A file is an orphan when no existing snapshot or tag -- of main or of any branch (``branch/branch-<name>/``, whose
+manifests, data and index files share the table's directories) -- references it (as a manifest list, manifest, index manifest,
 data, changelog, extra or index file) and it was last modified before ``older_than`` ago: younger files may belong
 to a commit still in flight. Snapshot, schema, tag, consumer, branch, changelog and statistics directories are never
 swept (except stale ``.tmp`` files of interrupted publishes); ``index/`` is, by the index manifests of every
@@ -13,6 +14,7 @@ import datetime as dt
 import os
 import time
 
+from engine.branches import branch_snapshots
 from engine.crash_points import crash_point
 from engine.data_paths import external_bucket_dirs
 from engine.errors import LakemergeError
@@ -36,10 +38,10 @@ def _older_than_ms(older_than) -> int:
 
 
 def referenced_files(table) -> set[str]:
-    """Every file path some snapshot, tag or decoupled changelog references. Raises CorruptFile if any of them
+    """Every file path some snapshot, tag (of main or of any branch) or decoupled changelog references. Raises CorruptFile if any of them
     cannot be read."""
     sm = table.snapshot_manager
-    snaps = [sm.snapshot(i) for i in sm.ids()] + tagged_snapshots(table)
+    snaps = [sm.snapshot(i) for i in sm.ids()] + tagged_snapshots(table) + branch_snapshots(table)
     out: set[str] = set()
     for snap in snaps:
         out |= metadata_files(table, snap)

@@ -1,0 +1,107 @@
+"""Branches made as Paimon makes them (pypaimon 2.1's FileSystemBranchManager lays a branch out as Java's does:
+``branch/branch-<name>/{snapshot,schema,tag}``, manifests and data files in the table's shared directories).
+
+A file only a branch's snapshot or tag references must survive lakemerge's orphan cleanup, snapshot expiration and
+tag deletion of main, and ``check()`` must not call it an orphan (Paimon: OrphanFilesClean collects the used files
+of every branch; a branch created from a tag copies the tag and its snapshot into the branch).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+import pyarrow as pa
+import pytest
+
+from engine import Catalog
+from engine.errors import CorruptFile
+from tests.conftest import expire_after_latest
+from tests.interop.pypaimon_util import pp_catalog
+
+pytestmark = pytest.mark.interop
+
+SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
+
+
+def _rows(n0, n1, tag):
+    return pa.table({"id": list(range(n0, n1)), "v": [tag] * (n1 - n0)})
+
+
+def _table_with_branch(tmp_path):
+    """A lakemerge table tagged ``t1``, and branch ``b1`` made from that tag by pypaimon, which then commits to the
+    branch: the branch's own data file and manifests are referenced by nothing on main."""
+    wh = str(tmp_path / "wh")
+    cat = Catalog(wh)
+    cat.create_database("db")
+    t = cat.create_table("db.t", SCHEMA, primary_key=["id"], options={"bucket": "1"})
+    t.write(_rows(0, 5, "main"))
+    t.create_tag("t1")
+    pc = pp_catalog(wh, "db")
+    pc.create_branch("db.t", "b1", "t1")
+    bt = pc.get_table("db.t$branch_b1")
+    builder = bt.new_batch_write_builder()
+    w, c = builder.new_write(), builder.new_commit()
+    w.write_arrow(_rows(100, 103, "branch"))
+    c.commit(w.prepare_commit())
+    w.close()
+    c.close()
+    return t, pc
+
+
+def _branch_rows(pc):
+    bt = pc.get_table("db.t$branch_b1")
+    rb = bt.new_read_builder()
+    return sorted(r["id"] for r in rb.new_read().to_arrow(rb.new_scan().plan().splits()).to_pylist())
+
+
+def _age_all(root, days=2):
+    old = (dt.datetime.now() - dt.timedelta(days=days)).timestamp()
+    for d, _, files in os.walk(root):
+        for f in files:
+            os.utime(os.path.join(d, f), (old, old))
+
+
+def test_orphan_cleanup_and_check_keep_what_only_a_branch_references(tmp_path):
+    t, pc = _table_with_branch(tmp_path)
+    assert os.path.isdir(os.path.join(t.root, "branch", "branch-b1", "snapshot"))
+    expected = list(range(5)) + [100, 101, 102]
+    assert _branch_rows(pc) == expected
+    _age_all(t.root)
+    report = t.check()
+    assert report.ok, report.problems
+    assert report.orphan_files == []
+    assert t.remove_orphan_files(older_than=0) == []
+    assert _branch_rows(pc) == expected
+
+
+def test_expire_and_tag_deletion_on_main_keep_the_branch_files(tmp_path):
+    t, pc = _table_with_branch(tmp_path)
+    for i in range(3):
+        t.write(_rows(0, 5, f"main{i}"))
+    t.compact(full=True)
+    t.delete_tag("t1")  # the branch keeps its own copy of the tag, and of the tagged snapshot
+    expire_after_latest(t, retain_min=1, time_retained=0)
+    assert len(t.snapshots()) == 1
+    assert t.read().num_rows == 5
+    assert _branch_rows(pc) == list(range(5)) + [100, 101, 102]
+    _age_all(t.root)
+    assert t.remove_orphan_files(older_than=0) == []
+    report = t.check()
+    assert report.ok, report.problems
+    assert report.orphan_files == []
+    assert _branch_rows(pc) == list(range(5)) + [100, 101, 102]
+
+
+def test_orphan_cleanup_refuses_a_branch_without_schema(tmp_path):
+    """Paimon's OrphanFilesClean aborts when a branch has no schema: its snapshots cannot be trusted."""
+    t, pc = _table_with_branch(tmp_path)
+    schema_dir = os.path.join(t.root, "branch", "branch-b1", "schema")
+    for name in os.listdir(schema_dir):
+        os.remove(os.path.join(schema_dir, name))
+    junk = os.path.join(t.paths.manifest_dir, "manifest-junk-0")
+    with open(junk, "wb") as f:
+        f.write(b"x")
+    _age_all(t.root)
+    with pytest.raises(CorruptFile, match="b1"):
+        t.remove_orphan_files(older_than=0)
+    assert os.path.exists(junk)

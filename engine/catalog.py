@@ -8,7 +8,7 @@ import pyarrow as pa
 
 from engine.crash_points import crash_point
 from engine.errors import (DatabaseAlreadyExists, DatabaseNotFound, InvalidSchema, TableAlreadyExists,
-                           TableNotFound)
+                           TableNotFound, UnsupportedFeature)
 from engine.io.file_io import FileIO, LocalFileIO, local_path
 from engine.options import TableOptions
 from engine.paths import TablePaths
@@ -128,14 +128,22 @@ class Catalog:
         return Table(identifier, root, self.io)
 
     def get_table(self, identifier: str):
-        """The table ``db.t``, or its system table ``db.t$<kind>`` (engine.system_tables).
+        """The table ``db.t``, its system table ``db.t$<kind>`` (engine.system_tables), or its branch
+        ``db.t$branch_<name>`` (read-only, Table.branch).
 
-        Raises TableNotFound if no schema exists for the table or the system table kind is unknown."""
+        Raises TableNotFound if no schema exists for the table, the system table kind or the branch is unknown."""
         from engine.table import Table
 
         if "$" in identifier:
+            from engine.branch_table import BRANCH_SUFFIX
             from engine.system_tables import split_system_name, system_table
             base, kind = split_system_name(identifier)
+            if kind.startswith(BRANCH_SUFFIX):
+                branch, _, rest = kind[len(BRANCH_SUFFIX):].partition("$")
+                if rest:
+                    raise UnsupportedFeature(f"system table {identifier!r}: system tables of a branch are not "
+                                             "supported")
+                return self.get_table(base).branch(branch)
             return system_table(self.get_table(base), kind)
         root = self.table_path(identifier)
         if not SchemaManager(self.io, TablePaths(root), identifier).ids():

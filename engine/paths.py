@@ -126,12 +126,15 @@ def partition_value_text(value, dtype: DataType, default_name: str, legacy: bool
 
 
 class TablePaths:
-    """File layout of one table rooted at ``root`` (``<warehouse>/<db>.db/<table>``)."""
+    """File layout of one table rooted at ``root`` (``<warehouse>/<db>.db/<table>``). ``meta_root`` (default
+    ``root``) holds ``schema/``, ``snapshot/`` and ``tag/``: a branch's directory (``root/branch/branch-<name>``),
+    whose manifests and data files stay under ``root``."""
 
-    def __init__(self, root: str):
+    def __init__(self, root: str, meta_root: str | None = None):
         self.root = root
-        self.schema_dir = os.path.join(root, "schema")
-        self.snapshot_dir = os.path.join(root, "snapshot")
+        self.meta_root = root if meta_root is None else meta_root
+        self.schema_dir = os.path.join(self.meta_root, "schema")
+        self.snapshot_dir = os.path.join(self.meta_root, "snapshot")
         self.manifest_dir = os.path.join(root, "manifest")
 
     def schema(self, schema_id: int) -> str:

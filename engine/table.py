@@ -26,11 +26,11 @@ from engine.write.table_write import TableWrite
 class Table:
     """A Paimon primary-key table. Create it through ``Catalog``; this object is cheap and holds caches only."""
 
-    def __init__(self, name: str, root: str, file_io: FileIO):
+    def __init__(self, name: str, root: str, file_io: FileIO, *, meta_root: str | None = None):
         self.name = name
         self.root = root
         self.file_io = file_io
-        self.paths = TablePaths(root)
+        self.paths = TablePaths(root, meta_root)
         self.snapshot_manager = SnapshotManager(file_io, self.paths, name)
         self.schema_manager = SchemaManager(file_io, self.paths, name)
         self.manifests = ManifestCache(file_io, self.paths)
@@ -52,6 +52,13 @@ class Table:
         pinned = copy.copy(self)
         pinned.schema = self.schema if schema_id == self.schema.id else self.schema_manager.schema(schema_id)
         return pinned
+
+    def branch(self, name: str) -> Table:
+        """Branch ``name`` of this table (Paimon's ``db.t$branch_<name>``): a read-only Table whose snapshots,
+        schemas and tags are the branch's (``branch/branch-<name>/``); reading and time travel work as on main.
+        ``main`` is this table. Raises TableNotFound naming the table and the branch if there is no such branch."""
+        from engine.branch_table import BranchTable
+        return self if name == "main" else BranchTable(self, name)
 
     # --- metadata -----------------------------------------------------------------------------------
     @property

@@ -15,13 +15,13 @@ __all__ = ["TAG_PREFIX", "TagManager", "TagNotFound", "delete_tag", "tagged_snap
 
 
 class TagManager:
-    """Reads and writes the tag files of one table (``<table>/tag/tag-<name>``); with ``root``, those of the branch
-    rooted there (``<table>/branch/branch-<name>/tag/``)."""
+    """Reads and writes the tag files of one table (``<table>/tag/tag-<name>``; of a branch table, its branch's
+    ``tag/``); with ``root``, those of the branch rooted there (``<table>/branch/branch-<name>/tag/``)."""
 
     def __init__(self, table, root: str | None = None):
         self.table = table
         self.io = table.file_io
-        self.tag_dir = os.path.join(table.root if root is None else root, "tag")
+        self.tag_dir = os.path.join(table.paths.meta_root if root is None else root, "tag")
 
     def path(self, name: str) -> str:
         """The file of tag ``name`` (whether or not it exists); the name is not validated here."""

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 from engine import Catalog
-from engine.errors import CorruptFile
+from engine.errors import CorruptFile, InvalidInput, TableNotFound, UnsupportedFeature
 from tests.conftest import expire_after_latest
 from tests.interop.pypaimon_util import pp_catalog
 
@@ -105,3 +105,41 @@ def test_orphan_cleanup_refuses_a_branch_without_schema(tmp_path):
     with pytest.raises(CorruptFile, match="b1"):
         t.remove_orphan_files(older_than=0)
     assert os.path.exists(junk)
+
+
+def test_a_branch_reads_as_a_table_with_its_own_snapshots_and_tags(tmp_path):
+    t, pc = _table_with_branch(tmp_path)
+    t.write(_rows(200, 202, "main-only"))
+    cat = Catalog(str(tmp_path / "wh"))
+    b = cat.get_table("db.t$branch_b1")
+    assert b.name == "db.t$branch_b1" and t.branch("b1").name == b.name
+    assert [s.id for s in b.snapshots()] == [1, 2]  # the tagged snapshot copied, then pypaimon's branch commit
+    assert sorted(b.read().column("id").to_pylist()) == _branch_rows(pc)
+    assert sorted(b.read(1).column("id").to_pylist()) == list(range(5))
+    assert sorted(b.read(tag="t1").column("id").to_pylist()) == list(range(5))
+    assert list(b.tags()) == ["t1"]
+    assert b.lookup(pa.table({"id": [101]})).column("v").to_pylist() == ["branch"]
+    assert [s.id for s in b.schemas()] == [0]
+    # main is untouched by the branch and the branch by main
+    assert sorted(t.read().column("id").to_pylist()) == list(range(5)) + [200, 201]
+    assert cat.get_table("db.t$branch_main").read().num_rows == 7
+
+
+def test_an_unknown_branch_and_writes_to_a_branch_are_refused(tmp_path):
+    t, _ = _table_with_branch(tmp_path)
+    cat = Catalog(str(tmp_path / "wh"))
+    with pytest.raises(TableNotFound, match="db.t.*no branch 'b9'"):
+        cat.get_table("db.t$branch_b9")
+    with pytest.raises(TableNotFound, match="b9"):
+        t.branch("b9")
+    with pytest.raises(InvalidInput):
+        t.branch("../t")
+    b = t.branch("b1")
+    before = [s.id for s in b.snapshots()]
+    for call in (lambda: b.write(_rows(0, 1, "x")), lambda: b.create_tag("t2"), lambda: b.expire_snapshots(),
+                 lambda: b.remove_orphan_files(), b.compact):
+        with pytest.raises(UnsupportedFeature, match=r"db\.t\$branch_b1"):
+            call()
+    assert [s.id for s in b.snapshots()] == before
+    with pytest.raises(UnsupportedFeature):
+        cat.get_table("db.t$branch_b1$files")

@@ -2,7 +2,8 @@
 ``schema/`` and ``tag/`` directories, while its manifests, data and index files live in the table's usual
 directories, shared with the main branch (Paimon's BranchManager.branchPath).
 
-Used by everything that deletes files: a file any branch's snapshot or tag references is in use.
+Used by everything that deletes files: a file any branch's snapshot, tag or decoupled changelog references is in
+use.
 """
 from __future__ import annotations
 
@@ -46,4 +47,14 @@ def branch_snapshots(table) -> list[Snapshot]:
         sm = SnapshotManager(table.file_io, paths, f"{table.name}$branch_{name}")
         out += [sm.snapshot(i) for i in sm.ids()]
         out += list(TagManager(table, root=root).all().values())
+    return out
+
+
+def branch_changelog_files(table) -> set[str]:
+    """Files (data and manifests, in the table's shared directories) that the decoupled changelogs of every branch
+    (``branch/branch-<name>/changelog/``) reference."""
+    from engine.changelog.retention import referenced
+    out: set[str] = set()
+    for name in branch_names(table):
+        out |= referenced(table.branch(name))
     return out

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.data_paths import data_file_path
-from engine.errors import CorruptFile, SnapshotNotFound, StorageError
+from engine.errors import CorruptFile, LakemergeError, SnapshotNotFound, StorageError
 from engine.meta import binary_row
 from engine.meta.manifest import ADD, DuplicateFileError, fold_entries
 from engine.paths import TablePaths
@@ -250,6 +250,7 @@ class _Checker:
         changelog and index files it references, which live in the table's shared directories, must exist (and
         count as referenced). Branch schema ids count as known for them."""
         from engine.branches import branch_names, branch_root
+        from engine.changelog import retention
         from engine.maintenance.tags import TAG_PREFIX
         from engine.meta.snapshot import Snapshot
 
@@ -280,6 +281,10 @@ class _Checker:
                     self._check_snapshot_files(snap, path, snap.id)
             finally:
                 self.schema_ids = main_schema_ids
+            try:  # the files its decoupled changelogs read (they were checked when they were snapshots)
+                self.report.referenced_files.update(retention.referenced(self.t.branch(name)))
+            except LakemergeError as e:
+                self.problem("changelog-unreadable", os.path.join(root, retention.CHANGELOG_DIR), str(e))
 
     def _check_changelogs(self) -> None:
         """Decoupled changelogs (issue 5): each ``changelog-<id>`` parses, ids are contiguous, and the changelog

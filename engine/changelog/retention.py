@@ -57,12 +57,12 @@ def is_decoupled(opts) -> bool:
 
 def path(table, changelog_id: int) -> str:
     """Return the path of the decoupled changelog file with id ``changelog_id``."""
-    return os.path.join(table.root, CHANGELOG_DIR, f"{PREFIX}{changelog_id}")
+    return os.path.join(table.paths.meta_root, CHANGELOG_DIR, f"{PREFIX}{changelog_id}")
 
 
 def ids(table) -> list[int]:
     """Return the ids of decoupled changelog files present, ascending; [] if the directory is missing."""
-    directory = os.path.join(table.root, CHANGELOG_DIR)
+    directory = os.path.join(table.paths.meta_root, CHANGELOG_DIR)
     if not table.file_io.exists(directory):
         return []
     out = []
@@ -124,7 +124,7 @@ def preserve(table, doomed: list[Snapshot], removal) -> None:
         data, meta = changelog_paths(table, snap)
         keep_data |= data
         keep_meta |= meta
-        table.file_io.mkdirs(os.path.join(table.root, CHANGELOG_DIR))
+        table.file_io.mkdirs(os.path.join(table.paths.meta_root, CHANGELOG_DIR))
         table.file_io.overwrite(path(table, snap.id), snap.to_json().encode())
     removal.data_files = [p for p in removal.data_files if p not in keep_data]
     removal.metadata_files = [p for p in removal.metadata_files if p not in keep_meta]
@@ -172,12 +172,12 @@ def expire_changelogs(table, now_millis: int | None = None) -> list[int]:
     doomed = [cid for cid in present if cid < cut]
     if not doomed:
         return []
-    from engine.branches import branch_snapshots
+    from engine.branches import branch_changelog_files, branch_snapshots
     from engine.maintenance.tags import tagged_snapshots
     tags = tagged_snapshots(table)
     tagged = {s.id for s in tags}
     branches = branch_snapshots(table)
-    in_use: set[str] = set()
+    in_use: set[str] = branch_changelog_files(table)
     for snap in branches:  # a branch made from a tag shares that snapshot's changelog files
         in_use |= set().union(*changelog_paths(table, snap))
     if reads_deltas(table):

@@ -14,7 +14,7 @@ import datetime as dt
 import os
 import time
 
-from engine.branches import branch_snapshots
+from engine.branches import branch_changelog_files, branch_snapshots
 from engine.crash_points import crash_point
 from engine.data_paths import external_bucket_dirs
 from engine.errors import LakemergeError
@@ -49,6 +49,7 @@ def referenced_files(table) -> set[str]:
         out |= index_files(table, snap)
     from engine.changelog.retention import referenced
     out |= referenced(table)  # issue 5: decoupled changelogs
+    out |= branch_changelog_files(table)
     return out
 
 

@@ -8,6 +8,7 @@ of every branch; a branch created from a tag copies the tag and its snapshot int
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 
 import pyarrow as pa
@@ -52,6 +53,10 @@ def _branch_rows(pc):
     bt = pc.get_table("db.t$branch_b1")
     rb = bt.new_read_builder()
     return sorted(r["id"] for r in rb.new_read().to_arrow(rb.new_scan().plan().splits()).to_pylist())
+
+
+def _files(root):
+    return [os.path.join(d, f) for d, _, files in os.walk(root) for f in files]
 
 
 def _age_all(root, days=2):
@@ -143,3 +148,27 @@ def test_an_unknown_branch_and_writes_to_a_branch_are_refused(tmp_path):
     assert [s.id for s in b.snapshots()] == before
     with pytest.raises(UnsupportedFeature):
         cat.get_table("db.t$branch_b1$files")
+
+
+def test_files_only_a_branch_changelog_reads_survive_main_maintenance(tmp_path):
+    """A branch whose snapshot 2 expired into a decoupled changelog (``branch/branch-b1/changelog/changelog-2``, as
+    Paimon's expiration of the branch writes it): the delta files that changelog reads (changelog-producer none)
+    stay through main's orphan cleanup, and check() does not call them orphans."""
+    t, pc = _table_with_branch(tmp_path)
+    broot = os.path.join(t.root, "branch", "branch-b1")
+    os.makedirs(os.path.join(broot, "changelog"))
+    os.replace(os.path.join(broot, "snapshot", "snapshot-2"), os.path.join(broot, "changelog", "changelog-2"))
+    with open(os.path.join(broot, "snapshot", "LATEST"), "w") as f:
+        f.write("1")
+    with open(os.path.join(broot, "changelog", "changelog-2")) as f:
+        changelog = json.load(f)
+    base_list = os.path.normpath(os.path.join(t.paths.manifest_dir, changelog["baseManifestList"]))
+    assert t.branch("b1").read(1).num_rows == 5
+    # what a changelog does not read (its base manifest list) Paimon's expiration deleted: an orphan now
+    kept = [p for p in _files(t.root) if os.path.normpath(p) != base_list]
+    _age_all(t.root)
+    report = t.check()
+    assert report.ok, report.problems
+    assert [os.path.normpath(p) for p in report.orphan_files] == [base_list]
+    assert t.remove_orphan_files(older_than=0) == [base_list]
+    assert all(os.path.exists(p) for p in kept)

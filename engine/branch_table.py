@@ -17,7 +17,8 @@ BRANCH_SUFFIX = "branch_"  # db.t$branch_<name>, as Paimon names a branch table
 _NOT_ON_A_BRANCH = ("new_write", "commit", "write", "delete", "delete_where", "update_where", "compact",
                     "expire_snapshots", "remove_orphan_files", "create_tag", "delete_tag", "rollback_to",
                     "drop_partitions", "expire_partitions", "alter", "alter_table", "commit_overwrite",
-                    "read_changes", "stream", "consumers", "reset_consumer", "check")
+                    "read_changes", "stream", "consumers", "reset_consumer", "check", "create_branch",
+                    "delete_branch", "branches")
 
 
 class BranchTable(Table):

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import os
 
-from engine.errors import CorruptFile
+from engine.errors import CorruptFile, InvalidInput
 from engine.meta.snapshot import Snapshot
 from engine.paths import TablePaths
 
 BRANCH_DIR = "branch"
 BRANCH_PREFIX = "branch-"
+MAIN_BRANCH = "main"
 
 
 def branch_root(table_root: str, name: str) -> str:
@@ -58,3 +59,65 @@ def branch_changelog_files(table) -> set[str]:
     for name in branch_names(table):
         out |= referenced(table.branch(name))
     return out
+
+
+def validate_new_branch(table, name: str) -> None:
+    """Raise InvalidInput unless ``name`` can name a new branch of ``table`` (Paimon's BranchManager.validateBranch:
+    not ``main``, not blank, not purely numeric, and not an existing branch; lakemerge also refuses path separators
+    and a leading '.')."""
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidInput("a branch name must be a non-blank string", table=table.name)
+    if name == MAIN_BRANCH:
+        raise InvalidInput(f"branch name {name!r} is the default branch and cannot be used", table=table.name)
+    if name.isdigit():
+        raise InvalidInput(f"branch name {name!r} cannot be purely numeric", table=table.name)
+    if "/" in name or "\\" in name or name.startswith("."):
+        raise InvalidInput(f"branch name {name!r} may not contain path separators or start with '.'",
+                           table=table.name)
+    if table.file_io.exists(branch_root(table.root, name)):
+        raise InvalidInput(f"branch {name!r} already exists", table=table.name)
+
+
+def create_branch(table, name: str, tag: str | None = None) -> None:
+    """Create branch ``name`` of ``table`` as Paimon's FileSystemBranchManager does: without ``tag``, an empty
+    branch holding copies of the schemas up to the latest; from ``tag``, copies of the tag, of its snapshot (written
+    from the tag when the snapshot expired) and of the schemas up to the snapshot's. Data and manifest files are
+    shared, not copied. Raises InvalidInput for a bad or existing name, TagNotFound; a failed creation removes the
+    branch directory it began."""
+    from engine.maintenance.tags import TagManager
+
+    validate_new_branch(table, name)
+    tags = TagManager(table)
+    snap = tags.get(tag) if tag is not None else None
+    io, root = table.file_io, branch_root(table.root, name)
+    paths = TablePaths(table.root, root)
+    schema_id = snap.schema_id if snap is not None else table.schema_manager.latest().id
+    try:
+        io.mkdirs(paths.schema_dir)
+        for sid in table.schema_manager.ids():
+            if sid <= schema_id:
+                io.write_bytes(paths.schema(sid), io.read_bytes(table.paths.schema(sid)))
+        if snap is not None:
+            io.mkdirs(paths.snapshot_dir)
+            source = table.paths.snapshot(snap.id)
+            data = io.read_bytes(source) if io.exists(source) else snap.to_json().encode()
+            io.write_bytes(paths.snapshot(snap.id), data)
+            branch_tags = TagManager(table, root=root)
+            io.mkdirs(branch_tags.tag_dir)
+            io.write_bytes(branch_tags.path(tag), io.read_bytes(tags.path(tag)))
+    except BaseException:
+        io.delete_tree(root)
+        raise
+
+
+def delete_branch(table, name: str) -> None:
+    """Delete branch ``name``: its directory only (its snapshots, schemas and tags), as Paimon does; the data it
+    alone wrote become orphans for ``remove_orphan_files``. Raises InvalidInput for ``main``, an unknown branch, or
+    the branch named by ``scan.fallback-branch`` / ``scan.primary-branch`` (Paimon refuses those too)."""
+    if name == MAIN_BRANCH or not isinstance(name, str) or name not in branch_names(table):
+        raise InvalidInput(f"branch {name!r} does not exist", table=table.name)
+    for option in ("scan.fallback-branch", "scan.primary-branch"):
+        if table.schema.options.get(option) == name:
+            raise InvalidInput(f"cannot delete branch {name!r}: it is configured as {option!r}; unset it first",
+                               table=table.name)
+    table.file_io.delete_tree(branch_root(table.root, name))

@@ -60,6 +60,22 @@ class Table:
         from engine.branch_table import BranchTable
         return self if name == "main" else BranchTable(self, name)
 
+    def branches(self) -> list[str]:
+        """Names of the table's branches (not ``main``), sorted."""
+        from engine.branches import branch_names
+        return branch_names(self)
+
+    def create_branch(self, name: str, tag: str | None = None) -> None:
+        """Create branch ``name``, empty or from ``tag`` (engine.branches.create_branch: as Paimon does). Raises
+        InvalidInput, TagNotFound."""
+        from engine.branches import create_branch
+        create_branch(self, name, tag)
+
+    def delete_branch(self, name: str) -> None:
+        """Delete branch ``name``'s metadata (engine.branches.delete_branch). Raises InvalidInput."""
+        from engine.branches import delete_branch
+        delete_branch(self, name)
+
     # --- metadata -----------------------------------------------------------------------------------
     @property
     def arrow_schema(self) -> pa.Schema:

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from engine import Catalog
-from engine.errors import CorruptFile, InvalidInput, TableNotFound, UnsupportedFeature
+from engine.errors import CorruptFile, InvalidInput, TableNotFound, TagNotFound, UnsupportedFeature
 from tests.conftest import expire_after_latest
 from tests.interop.pypaimon_util import pp_catalog
 
@@ -172,3 +172,61 @@ def test_files_only_a_branch_changelog_reads_survive_main_maintenance(tmp_path):
     assert [os.path.normpath(p) for p in report.orphan_files] == [base_list]
     assert t.remove_orphan_files(older_than=0) == [base_list]
     assert all(os.path.exists(p) for p in kept)
+
+
+def _layout(root):
+    return sorted(os.path.relpath(p, root) for p in _files(os.path.join(root, "branch")))
+
+
+def test_create_branch_lays_it_out_as_paimon_and_delete_branch_drops_its_metadata(tmp_path):
+    wh = str(tmp_path / "wh")
+    cat = Catalog(wh)
+    cat.create_database("db")
+    t = cat.create_table("db.t", SCHEMA, primary_key=["id"], options={"bucket": "1"})
+    t.write(_rows(0, 5, "main"))
+    t.create_tag("t1")
+    t.write(_rows(5, 6, "later"))
+    pc = pp_catalog(wh, "db")
+    pc.create_branch("db.t", "pp", "t1")
+    pc.create_branch("db.t", "pp_empty")
+    t.create_branch("lm", "t1")
+    t.create_branch("lm_empty")
+    layout = _layout(t.root)
+    assert [p.replace("branch-lm", "branch-pp") for p in layout if "branch-lm" in p] == \
+        [p for p in layout if "branch-pp" in p]  # the same files as pypaimon (Java's layout) creates
+    assert t.branches() == ["lm", "lm_empty", "pp", "pp_empty"]
+    for name in ("pp", "lm"):
+        with open(os.path.join(t.root, "branch", f"branch-{name}", "tag", "tag-t1"), "rb") as f, \
+                open(os.path.join(t.root, "tag", "tag-t1"), "rb") as g:
+            assert f.read() == g.read()
+    # pypaimon reads and writes the branch lakemerge made
+    before = set(_files(t.root))
+    bt = pc.get_table("db.t$branch_lm")
+    builder = bt.new_batch_write_builder()
+    w, c = builder.new_write(), builder.new_commit()
+    w.write_arrow(_rows(100, 102, "branch"))
+    c.commit(w.prepare_commit())
+    w.close()
+    c.close()
+    assert sorted(t.branch("lm").read().column("id").to_pylist()) == list(range(5)) + [100, 101]
+    assert t.branch("lm_empty").read().num_rows == 0 and t.branch("lm_empty").snapshots() == []
+    with pytest.raises(InvalidInput, match="already exists"):
+        t.create_branch("lm")
+    for bad in ("main", "123", " ", "a/b"):
+        with pytest.raises(InvalidInput):
+            t.create_branch(bad)
+    with pytest.raises(TagNotFound):
+        t.create_branch("x", "no-such-tag")
+    assert not os.path.exists(os.path.join(t.root, "branch", "branch-x"))
+    branch_data = {os.path.normpath(p) for p in set(_files(t.root)) - before
+                   if os.sep + "branch" + os.sep not in p}
+    t.delete_branch("lm")
+    assert t.branches() == ["lm_empty", "pp", "pp_empty"]
+    with pytest.raises(InvalidInput, match="does not exist"):
+        t.delete_branch("lm")
+    _age_all(t.root)
+    removed = set(t.remove_orphan_files(older_than=0))  # only what the deleted branch wrote
+    assert removed == branch_data
+    assert sorted(t.read().column("id").to_pylist()) == list(range(6))
+    assert sorted(t.branch("pp").read().column("id").to_pylist()) == list(range(5))
+    assert t.check().ok

@@ -18,7 +18,7 @@ _NOT_ON_A_BRANCH = ("new_write", "commit", "write", "delete", "delete_where", "u
                     "expire_snapshots", "remove_orphan_files", "create_tag", "delete_tag", "rollback_to",
                     "drop_partitions", "expire_partitions", "alter", "alter_table", "commit_overwrite",
                     "read_changes", "stream", "consumers", "reset_consumer", "check", "create_branch",
-                    "delete_branch", "branches")
+                    "delete_branch", "branches", "fast_forward")
 
 
 class BranchTable(Table):

@@ -121,3 +121,36 @@ def delete_branch(table, name: str) -> None:
             raise InvalidInput(f"cannot delete branch {name!r}: it is configured as {option!r}; unset it first",
                                table=table.name)
     table.file_io.delete_tree(branch_root(table.root, name))
+
+
+def fast_forward(table, name: str) -> None:
+    """Make branch ``name``'s history the main branch's, as Paimon's FileSystemBranchManager.fastForward does: the
+    main snapshots from the branch's earliest snapshot id on, the main schemas from that snapshot's schema id on and
+    the main tags of snapshots from that id on are deleted (with the LATEST hint), then the branch's snapshot,
+    schema and tag files are copied into main. Files only the dropped main snapshots used stay on storage as
+    orphans (``remove_orphan_files``). Not atomic (neither is Paimon's): a crash in between leaves main partly
+    replaced; run it again. Raises InvalidInput for ``main``, an unknown branch or a branch without snapshot."""
+    from engine.maintenance.tags import TagManager
+
+    if name == MAIN_BRANCH or not isinstance(name, str) or name not in branch_names(table):
+        raise InvalidInput(f"branch {name!r} does not exist", table=table.name)
+    branch = table.branch(name)
+    ids = branch.snapshot_manager.ids()
+    if not ids:
+        raise InvalidInput(f"cannot fast-forward to branch {name!r}: it has no snapshot", table=table.name)
+    earliest = branch.snapshot_manager.snapshot(ids[0])
+    io, tags = table.file_io, TagManager(table)
+    doomed = [table.paths.snapshot(i) for i in table.snapshot_manager.ids() if i >= earliest.id]
+    doomed += [table.paths.schema(i) for i in table.schema_manager.ids() if i >= earliest.schema_id]
+    doomed += [tags.path(n) for n, snap in tags.all().items() if snap.id >= earliest.id]
+    io.delete(os.path.join(table.paths.snapshot_dir, "LATEST"))
+    for path in doomed:
+        io.delete(path)
+    for source, target in ((branch.paths.snapshot_dir, table.paths.snapshot_dir),
+                           (branch.paths.schema_dir, table.paths.schema_dir),
+                           (TagManager(branch).tag_dir, tags.tag_dir)):
+        names = [n for n in io.list_names(source) if not n.startswith(".")]
+        if names:
+            io.mkdirs(target)
+        for n in names:
+            io.overwrite(os.path.join(target, n), io.read_bytes(os.path.join(source, n)))

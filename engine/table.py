@@ -76,6 +76,15 @@ class Table:
         from engine.branches import delete_branch
         delete_branch(self, name)
 
+    def fast_forward(self, branch: str) -> None:
+        """Make branch ``branch``'s history the table's (engine.branches.fast_forward, as Paimon's
+        ``fast_forward``); this object then sees the new snapshots and latest schema. Raises InvalidInput."""
+        from engine.branches import fast_forward
+        fast_forward(self, branch)
+        self.snapshot_manager = SnapshotManager(self.file_io, self.paths, self.name)
+        self.schema_manager = SchemaManager(self.file_io, self.paths, self.name)
+        self.schema = self.schema_manager.latest()
+
     # --- metadata -----------------------------------------------------------------------------------
     @property
     def arrow_schema(self) -> pa.Schema:

@@ -230,3 +230,29 @@ def test_create_branch_lays_it_out_as_paimon_and_delete_branch_drops_its_metadat
     assert sorted(t.read().column("id").to_pylist()) == list(range(6))
     assert sorted(t.branch("pp").read().column("id").to_pylist()) == list(range(5))
     assert t.check().ok
+
+
+def test_fast_forward_makes_the_branch_history_main_as_paimon_does(tmp_path):
+    t, pc = _table_with_branch(tmp_path)  # main: snapshot 1 (tag t1); branch b1: snapshots 1, 2
+    t.write(_rows(300, 302, "main-only"))
+    t.write(_rows(400, 402, "main-only"))
+    t.create_tag("t3")
+    branch_rows = _branch_rows(pc)
+    t.create_branch("empty")
+    with pytest.raises(InvalidInput, match="no snapshot"):
+        t.fast_forward("empty")
+    with pytest.raises(InvalidInput, match="does not exist"):
+        t.fast_forward("nope")
+    t.fast_forward("b1")
+    assert [s.id for s in t.snapshots()] == [1, 2]
+    assert list(t.tags()) == ["t1"]  # t3 tagged a dropped snapshot; t1 comes from the branch
+    assert sorted(t.read().column("id").to_pylist()) == branch_rows
+    main = pc.get_table("db.t")  # pypaimon reads main as the branch
+    rb = main.new_read_builder()
+    assert sorted(r["id"] for r in rb.new_read().to_arrow(rb.new_scan().plan().splits()).to_pylist()) == branch_rows
+    _age_all(t.root)
+    removed = t.remove_orphan_files(older_than=0)  # the dropped main snapshots' files
+    assert removed and not any(os.sep + "branch" + os.sep in p for p in removed)
+    t.write(_rows(500, 501, "after"))
+    assert sorted(t.read().column("id").to_pylist()) == branch_rows + [500]
+    assert t.check().ok

@@ -1,10 +1,11 @@
 """A branch of a table, read as a table: ``Table.branch(name)`` / ``Catalog.get_table("db.t$branch_<name>")``.
 
 Its snapshots, schemas and tags are the branch's (``<table>/branch/branch-<name>/``, engine.branches); manifests and
-data files are read from the table's shared directories. Reading, planning, lookups and time travel (snapshot ids
-and tags of the branch) work as on main. Everything that writes -- commits, compaction, tags, expiration, rollback,
-schema changes, orphan cleanup -- and what reads main-only directories (changelog streams, consumers, check) raise
-UnsupportedFeature: lakemerge does not write branches.
+data files are read from and written to the table's shared directories. Reading, planning, lookups, time travel
+(snapshot ids and tags of the branch), writes, deletes, overwrites and compaction work as on main; a commit on a
+branch runs no maintenance after it (no snapshot or partition expiration: expiring a branch must keep what main and
+the other branches use, which lakemerge does not plan yet). Tags, expiration, rollback, schema changes, orphan
+cleanup, changelog streams, consumers and check() on a branch raise UnsupportedFeature.
 """
 from __future__ import annotations
 
@@ -14,9 +15,8 @@ from engine.table import Table
 
 BRANCH_SUFFIX = "branch_"  # db.t$branch_<name>, as Paimon names a branch table
 
-_NOT_ON_A_BRANCH = ("new_write", "commit", "write", "delete", "delete_where", "update_where", "compact",
-                    "expire_snapshots", "remove_orphan_files", "create_tag", "delete_tag", "rollback_to",
-                    "drop_partitions", "expire_partitions", "alter", "alter_table", "commit_overwrite",
+_NOT_ON_A_BRANCH = ("expire_snapshots", "remove_orphan_files", "create_tag", "delete_tag", "rollback_to",
+                    "drop_partitions", "expire_partitions", "alter", "alter_table",
                     "read_changes", "stream", "consumers", "reset_consumer", "check", "create_branch",
                     "delete_branch", "branches", "fast_forward")
 
@@ -39,6 +39,9 @@ class BranchTable(Table):
                 from None
         self.branch_name = branch
         self.main = main
+
+    def _expire_after_commit(self, messages=(), identifier=None) -> None:
+        """No maintenance after a branch commit (see the module docstring)."""
 
 
 def _refuse(method: str):

@@ -141,8 +141,8 @@ def test_an_unknown_branch_and_writes_to_a_branch_are_refused(tmp_path):
         t.branch("../t")
     b = t.branch("b1")
     before = [s.id for s in b.snapshots()]
-    for call in (lambda: b.write(_rows(0, 1, "x")), lambda: b.create_tag("t2"), lambda: b.expire_snapshots(),
-                 lambda: b.remove_orphan_files(), b.compact):
+    for call in (lambda: b.create_tag("t2"), lambda: b.expire_snapshots(), lambda: b.remove_orphan_files(),
+                 lambda: b.rollback_to(1), lambda: b.create_branch("c")):
         with pytest.raises(UnsupportedFeature, match=r"db\.t\$branch_b1"):
             call()
     assert [s.id for s in b.snapshots()] == before
@@ -256,3 +256,22 @@ def test_fast_forward_makes_the_branch_history_main_as_paimon_does(tmp_path):
     t.write(_rows(500, 501, "after"))
     assert sorted(t.read().column("id").to_pylist()) == branch_rows + [500]
     assert t.check().ok
+
+
+def test_lakemerge_writes_and_compacts_a_branch_and_pypaimon_reads_it(tmp_path):
+    t, pc = _table_with_branch(tmp_path)
+    main_before = [s.id for s in t.snapshots()]
+    b = Catalog(str(tmp_path / "wh")).get_table("db.t$branch_b1")
+    b.write(_rows(3, 7, "lm-branch"))
+    b.delete(pa.table({"id": [0]}))
+    b.compact(full=True)
+    expected = sorted(b.read().column("id").to_pylist())
+    assert expected == [1, 2, 3, 4, 5, 6, 100, 101, 102]
+    assert _branch_rows(pc) == expected  # pypaimon reads what lakemerge committed on the branch
+    assert [s.id for s in b.snapshots()] == [1, 2, 3, 4, 5]  # no expiry after branch commits
+    assert [s.id for s in t.snapshots()] == main_before
+    assert sorted(t.read().column("id").to_pylist()) == list(range(5))
+    _age_all(t.root)
+    assert t.remove_orphan_files(older_than=0) == []  # main's cleanup keeps the branch's new files
+    assert t.check().ok
+    assert _branch_rows(pc) == expected

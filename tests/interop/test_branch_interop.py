@@ -275,3 +275,14 @@ def test_lakemerge_writes_and_compacts_a_branch_and_pypaimon_reads_it(tmp_path):
     assert t.remove_orphan_files(older_than=0) == []  # main's cleanup keeps the branch's new files
     assert t.check().ok
     assert _branch_rows(pc) == expected
+
+
+def test_batch_reads_of_a_table_with_a_fallback_branch_are_refused(tmp_path):
+    """scan.fallback-branch: Paimon's batch reads take the partitions main lacks from that branch, which lakemerge
+    does not do; it refuses instead of returning those partitions' rows missing. The branch itself reads."""
+    t, _ = _table_with_branch(tmp_path)
+    t.alter().set_option("scan.fallback-branch", "b1").commit()
+    for read in (t.read, t.to_reader):
+        with pytest.raises(UnsupportedFeature, match="scan.fallback-branch"):
+            read()
+    assert t.branch("b1").read().num_rows > 0

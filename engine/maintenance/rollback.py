@@ -49,11 +49,13 @@ def rollback_to(table, target) -> Removal:
         if tagged.id not in later:
             removal.merge(plan_removal(table, [tagged], [target_snap], first_doomed_full=True, tags=kept_tags))
     stale_changelogs = [cid for cid in retention.ids(table) if cid > target_id]
-    for cid in stale_changelogs:  # a changelog's files belong to its snapshot id alone
-        snap = retention.read(table, cid)
-        if snap is not None:
-            data, meta = retention.changelog_paths(table, snap)
-            removal.merge(Removal(data_files=sorted(data), metadata_files=sorted(meta)))
+    if stale_changelogs:  # a changelog's files belong to its snapshot id alone -- on main: branches share them
+        branch_use = _branch_files(table)
+        for cid in stale_changelogs:
+            snap = retention.read(table, cid)
+            if snap is not None:
+                data, meta = retention.changelog_paths(table, snap)
+                removal.merge(Removal(data_files=sorted(data - branch_use), metadata_files=sorted(meta - branch_use)))
     crash_point("rollback.before-delete")
     for name in dropped_tags:  # tags of rolled-back snapshots go with them
         tags.delete(name)
@@ -80,3 +82,15 @@ def rollback_to(table, target) -> Removal:
         sm.write_earliest_hint(target_id)
     delete_files(table, removal, "rollback.after-file-delete")
     return removal
+
+
+def _branch_files(table) -> set[str]:
+    """Every file a branch's snapshot, tag or decoupled changelog references (a branch made from a tag of main
+    holds that snapshot's data, manifests and changelog files). Raises CorruptFile if one cannot be read."""
+    from engine.branches import branch_changelog_files, branch_snapshots
+    from engine.maintenance.references import data_files, metadata_files
+    out = branch_changelog_files(table)
+    for snap in branch_snapshots(table):
+        data, meta = retention.changelog_paths(table, snap)
+        out |= data | meta | data_files(table, snap) | metadata_files(table, snap)
+    return out

@@ -286,3 +286,29 @@ def test_batch_reads_of_a_table_with_a_fallback_branch_are_refused(tmp_path):
         with pytest.raises(UnsupportedFeature, match="scan.fallback-branch"):
             read()
     assert t.branch("b1").read().num_rows > 0
+
+
+def test_rollback_to_a_tag_keeps_the_files_a_branch_shares_with_dropped_decoupled_changelogs(tmp_path):
+    """Main's decoupled changelogs of expired snapshots read those snapshots' delta data files (append table): a
+    branch made from a tag of such a snapshot holds the same files live. Rolling main back to an earlier tag drops
+    the later changelogs but must keep what the branch references (Paimon's rollback never deletes a file a branch
+    uses: its branches keep their own snapshot copies)."""
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    t = cat.create_table("db.t", SCHEMA, options={"bucket": "-1", "changelog.num-retained.min": "10",
+                                                  "changelog.num-retained.max": "10", "changelog.time-retained": "1 h",
+                                                  "snapshot.num-retained.min": "1", "snapshot.num-retained.max": "1",
+                                                  "snapshot.time-retained": "0 ms", "write-only": "true"})
+    t.write(_rows(0, 2, "s1"))
+    t.create_tag("t1")
+    t.write(_rows(2, 4, "s2"))
+    t.create_tag("t2")
+    t.create_branch("b", "t2")
+    t.write(_rows(4, 6, "s3"))
+    expire_after_latest(t, retain_min=1, retain_max=1, time_retained=0)
+    assert t.snapshot_manager.ids() == [3]
+    t.rollback_to("t1")
+    assert sorted(t.read().column("id").to_pylist()) == [0, 1]
+    assert sorted(t.branch("b").read().column("id").to_pylist()) == [0, 1, 2, 3]
+    report = t.check()
+    assert report.ok, report.problems

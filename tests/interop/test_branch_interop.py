@@ -288,6 +288,17 @@ def test_batch_reads_of_a_table_with_a_fallback_branch_are_refused(tmp_path):
     assert t.branch("b1").read().num_rows > 0
 
 
+def test_batch_reads_of_a_table_with_a_primary_branch_are_refused(tmp_path):
+    """scan.primary-branch (Paimon's FileStoreTableFactory wraps the table in a FallbackReadFileStoreTable too):
+    batch reads take every partition the primary branch has from that branch, so reading main alone would return
+    main's rows where Paimon returns the branch's; lakemerge refuses."""
+    t, _ = _table_with_branch(tmp_path)
+    t.alter().set_option("scan.primary-branch", "b1").commit()
+    for read in (t.read, t.to_reader):
+        with pytest.raises(UnsupportedFeature, match="scan.primary-branch"):
+            read()
+
+
 def test_rollback_to_a_tag_keeps_the_files_a_branch_shares_with_dropped_decoupled_changelogs(tmp_path):
     """Main's decoupled changelogs of expired snapshots read those snapshots' delta data files (append table): a
     branch made from a tag of such a snapshot holds the same files live. Rolling main back to an earlier tag drops

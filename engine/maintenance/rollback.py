@@ -89,8 +89,8 @@ def _branch_files(table) -> set[str]:
     holds that snapshot's data, manifests and changelog files). Raises CorruptFile if one cannot be read."""
     from engine.branches import branch_changelog_files, branch_snapshots
     from engine.maintenance.references import data_files, metadata_files
-    out = branch_changelog_files(table)
-    for snap in branch_snapshots(table):
+    out: set[str] = set()
+    for snap in branch_snapshots(table):  # first: it raises CorruptFile for a branch without schema
         data, meta = retention.changelog_paths(table, snap)
         out |= data | meta | data_files(table, snap) | metadata_files(table, snap)
-    return out
+    return out | branch_changelog_files(table)

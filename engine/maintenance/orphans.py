@@ -88,6 +88,14 @@ def remove_orphan_files(table, older_than=None, *, dry_run: bool = False) -> lis
     ``data-file.external-paths``. Returns the deleted (or, with ``dry_run``, deletable) paths."""
     cutoff = time.time() - _older_than_ms(older_than) / 1000.0
     keep = {os.path.normpath(p) for p in referenced_files(table)}
+
+    def is_old(path: str) -> bool:
+        """Last modified before the cutoff (a file gone meanwhile is not an orphan to delete)."""
+        try:
+            return table.file_io.modified_millis(path) <= cutoff * 1000
+        except FileNotFoundError:
+            return False
+
     out = []
     root = table.root
     for directory, subdirs, files in os.walk(root):
@@ -97,27 +105,12 @@ def remove_orphan_files(table, older_than=None, *, dry_run: bool = False) -> lis
             candidates = [f for f in files if f.startswith(".") and f.endswith(".tmp")]
         else:
             candidates = files
-        for name in candidates:
-            path = os.path.normpath(os.path.join(directory, name))
-            if path in keep:
-                continue
-            try:
-                if table.file_io.modified_millis(path) > cutoff * 1000:
-                    continue
-            except FileNotFoundError:
-                continue
-            out.append(path)
+        out += [path for path in (os.path.normpath(os.path.join(directory, name)) for name in candidates)
+                if path not in keep and is_old(path)]
     for directory in external_bucket_dirs(table.schema.options, len(table.schema.partition_keys)):
-        for name in table.file_io.list_names(directory):
-            path = os.path.normpath(os.path.join(directory, name))
-            if path in keep or not os.path.isfile(path):
-                continue
-            try:
-                if table.file_io.modified_millis(path) > cutoff * 1000:
-                    continue
-            except FileNotFoundError:
-                continue
-            out.append(path)
+        out += [path for path in (os.path.normpath(os.path.join(directory, name))
+                                  for name in table.file_io.list_names(directory))
+                if path not in keep and os.path.isfile(path) and is_old(path)]
     if not dry_run:
         crash_point("orphans.before-delete")
         for path in out:

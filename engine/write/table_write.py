@@ -247,11 +247,15 @@ class TableWrite(WriterLifecycle):
             kept_rows = rows.take(pa.array(idx[keep]))
         else:
             kept_rows = pa.concat_tables([rows.take(pa.array(idx)) for rows, idx, _, _ in chunks]).take(pa.array(keep))
-        merged = physical_table(kept_rows, seq[keep], kinds[keep], self.schema)
+        self._add_level0_run(buf, physical_table(kept_rows, seq[keep], kinds[keep], self.schema))
+
+    def _add_level0_run(self, buf, run: pa.Table) -> None:
+        """Write ``run`` (sorted, physical layout) as level-0 files of ``buf``'s bucket, remember them for the
+        commit, and compact the bucket while it has too many sorted runs."""
         files = write_sorted_run(self.table.file_io, self.table.bucket_dir(buf.partition_values, buf.bucket),
-                                 merged, self.schema, level=0)
+                                 run, self.schema, level=0)
         buf.files.extend(files)
-        self._remember(buf, files, merged)
+        self._remember(buf, files, run)
         bc = self._compaction(buf)
         if bc is not None:
             bc.add_level0(files)
@@ -311,16 +315,9 @@ class TableWrite(WriterLifecycle):
         for name in rows.column_names:
             normalized = normalized.append_column(rows.schema.field(name), rows.column(name))
         merged = merge_unsorted(normalized, self.schema, table_name=self.table.name)
-        out = physical_table(merged.select(rows.column_names), merged.column(SEQUENCE_NUMBER).to_numpy(),
-                             merged.column(VALUE_KIND).to_numpy(), self.schema)
-        files = write_sorted_run(self.table.file_io, self.table.bucket_dir(buf.partition_values, buf.bucket),
-                                 out, self.schema, level=0)
-        buf.files.extend(files)
-        self._remember(buf, files, out)
-        bc = self._compaction(buf)
-        if bc is not None:
-            bc.add_level0(files)
-            bc.compact_until_below_stop_trigger()
+        self._add_level0_run(buf, physical_table(merged.select(rows.column_names),
+                                                 merged.column(SEQUENCE_NUMBER).to_numpy(),
+                                                 merged.column(VALUE_KIND).to_numpy(), self.schema))
 
     # --- lookup changelog: written level-0 rows stay in memory for the commit's compaction (issue 5) ---
     def _remember(self, buf: _BucketBuffer, files, physical: pa.Table) -> None:

@@ -129,7 +129,7 @@ class Catalog:
 
     def get_table(self, identifier: str):
         """The table ``db.t``, its system table ``db.t$<kind>`` (engine.system_tables), or its branch
-        ``db.t$branch_<name>`` (read-only, Table.branch).
+        ``db.t$branch_<name>`` (Table.branch).
 
         Raises TableNotFound if no schema exists for the table, the system table kind or the branch is unknown."""
         from engine.table import Table

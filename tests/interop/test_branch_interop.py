@@ -49,8 +49,8 @@ def _table_with_branch(tmp_path):
     return t, pc
 
 
-def _branch_rows(pc):
-    bt = pc.get_table("db.t$branch_b1")
+def _branch_rows(pc, branch="b1"):
+    bt = pc.get_table(f"db.t$branch_{branch}")
     rb = bt.new_read_builder()
     return sorted(r["id"] for r in rb.new_read().to_arrow(rb.new_scan().plan().splits()).to_pylist())
 
@@ -322,4 +322,191 @@ def test_rollback_to_a_tag_keeps_the_files_a_branch_shares_with_dropped_decouple
     assert sorted(t.read().column("id").to_pylist()) == [0, 1]
     assert sorted(t.branch("b").read().column("id").to_pylist()) == [0, 1, 2, 3]
     report = t.check()
+    assert report.ok, report.problems
+
+
+def _ids(table, **kw):
+    return sorted(table.read(**kw).column("id").to_pylist())
+
+
+def _main_with_branch_from_tag(tmp_path, options=None):
+    """Main: snapshot 1 (rows 0..4) tagged t1, branch b made from t1 by lakemerge."""
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    t = cat.create_table("db.t", SCHEMA, primary_key=["id"], options={"bucket": "1", **(options or {})})
+    t.write(_rows(0, 5, "main"))
+    t.create_tag("t1")
+    t.create_branch("b", "t1")
+    return cat, t
+
+
+def test_expiring_a_branch_keeps_the_files_main_still_reads(tmp_path):
+    """The branch's compaction replaces the data file it shares with main (made from main's tag): expiring the
+    branch's first snapshot frees that file for the branch, but main's snapshot (and tag) still read it. Paimon's
+    branch expiration would delete it (it knows no other line); lakemerge keeps it."""
+    cat, t = _main_with_branch_from_tag(tmp_path)
+    b = t.branch("b")
+    b.write(_rows(100, 102, "branch"))
+    b.compact(full=True)
+    b.delete_tag("t1")  # the branch's copy of main's tag; main's own tag stays
+    main_files = {p for p in _files(t.root) if p.endswith(".parquet")}
+    removal = expire_after_latest(b, retain_min=1, retain_max=1, time_retained=0)
+    assert [s.id for s in b.snapshots()] == [3] and removal.snapshot_ids == [1, 2]
+    assert all(os.path.exists(p) for p in main_files if p not in removal.data_files)
+    assert _ids(t) == list(range(5)) and _ids(t, tag="t1") == list(range(5))
+    assert _ids(b) == list(range(5)) + [100, 101]
+    assert _branch_rows(pp_catalog(str(tmp_path / "wh"), "db"), "b") == list(range(5)) + [100, 101]
+    report = t.check()
+    assert report.ok, report.problems
+    # the branch's own files that only its expired snapshots used did go
+    assert removal.data_files and not any(os.path.exists(p) for p in removal.data_files)
+
+
+def test_main_and_branch_expiring_in_turn_lose_no_file_of_either(tmp_path):
+    """Branch made from a tag of main, then both lines write, compact and expire (main first, then the branch,
+    then main again) with their tags deleted: both read as before, check() is clean and no file is left over."""
+    cat, t = _main_with_branch_from_tag(tmp_path)
+    t.create_branch("c", "t1")  # a third line holding the tagged snapshot: neither expiry may free its files
+    b = t.branch("b")
+    for i in range(3):
+        t.write(_rows(10 * i, 10 * i + 3, f"main{i}"))
+        b.write(_rows(100 + i, 101 + i, f"branch{i}"))
+    t.compact(full=True)
+    b.compact(full=True)
+    main_rows, branch_rows = _ids(t), _ids(b)
+    t.delete_tag("t1")
+    b.delete_tag("t1")
+    expire_after_latest(t, retain_min=1, retain_max=1, time_retained=0)
+    expire_after_latest(b, retain_min=1, retain_max=1, time_retained=0)
+    t.write(_rows(50, 51, "after"))
+    expire_after_latest(t, retain_min=1, retain_max=1, time_retained=0)
+    assert len(t.snapshots()) == 1 and len(b.snapshots()) == 1
+    assert _ids(t) == sorted(main_rows + [50]) and _ids(b) == branch_rows
+    assert _ids(t.branch("c")) == list(range(5))
+    _age_all(t.root)
+    report = t.check()
+    assert report.ok, report.problems
+    assert report.orphan_files == []  # expiry deleted exactly what no line uses any more
+    assert b.remove_orphan_files(older_than=0) == []
+    t.delete_branch("c")  # now the tagged snapshot's files are orphans, as Paimon leaves them
+    assert t.remove_orphan_files(older_than=0)
+    assert _ids(t) == sorted(main_rows + [50]) and _ids(b) == branch_rows
+    assert t.check().ok
+
+
+def _pp_read(pp_table):
+    rb = pp_table.new_read_builder()
+    return rb.new_read().to_arrow(rb.new_scan().plan().splits())
+
+
+def test_alter_on_a_branch_changes_its_schema_only_and_its_options_drive_its_maintenance(tmp_path):
+    """ALTER of ``t$branch_b`` writes the branch's schema/ (Paimon's SchemaManager with a branch); the branch's
+    snapshot options, not main's, drive the expiration after its commits (switchToBranch takes the branch's
+    schema options)."""
+    cat, t = _main_with_branch_from_tag(tmp_path)
+    b = cat.get_table("db.t$branch_b")
+    b.alter().add_column("w", pa.int32()).set_option("snapshot.num-retained.min", "1") \
+        .set_option("snapshot.num-retained.max", "1").commit()
+    assert [s.id for s in b.schemas()] == [0, 1] and b.schema.field_names[-1] == "w"
+    assert os.path.exists(os.path.join(t.root, "branch", "branch-b", "schema", "schema-1"))
+    main = cat.get_table("db.t")
+    assert [s.id for s in main.schemas()] == [0] and "w" not in main.schema.field_names
+    for i in range(4):
+        b.write(pa.table({"id": [100 + i], "v": ["b"], "w": pa.array([i], pa.int32())}))
+        t.write(_rows(10 + i, 11 + i, "main"))
+    assert len(b.snapshots()) == 1  # num-retained.max 1 on the branch: each commit expired the one before
+    assert t.snapshots()[0].id == 1 and len(t.snapshots()) >= 5  # main's defaults keep every snapshot
+    got = b.read().sort_by("id")
+    assert got.column("id").to_pylist() == list(range(5)) + [100, 101, 102, 103]
+    assert got.column("w").to_pylist() == [None] * 5 + [0, 1, 2, 3]
+    assert _ids(t) == list(range(5)) + [10, 11, 12, 13]
+    pp = pp_catalog(str(tmp_path / "wh"), "db")
+    pp_got = _pp_read(pp.get_table("db.t$branch_b")).sort_by("id")
+    assert pp_got.column("w").to_pylist() == got.column("w").to_pylist()
+    assert _pp_read(pp.get_table("db.t")).column_names == ["id", "v"]
+    report = t.check()
+    assert report.ok, report.problems
+
+
+def test_tags_and_rollback_on_a_branch(tmp_path):
+    """Tags of a branch live in its tag/ (Paimon's TagManager with a branch) and time-travel on it; rolling the
+    branch back drops its later snapshots, tags and files, never main's."""
+    cat, t = _main_with_branch_from_tag(tmp_path)
+    b = t.branch("b")
+    b.write(_rows(100, 102, "b"))
+    b.create_tag("bt2")
+    b.write(_rows(102, 104, "b"))
+    b.create_tag("bt3")
+    assert list(b.tags()) == ["bt2", "bt3", "t1"] and list(t.tags()) == ["t1"]
+    assert os.path.exists(os.path.join(t.root, "branch", "branch-b", "tag", "tag-bt2"))
+    assert _ids(b, tag="bt2") == list(range(5)) + [100, 101]
+    pp_branch = pp_catalog(str(tmp_path / "wh"), "db").get_table("db.t$branch_b")
+    assert sorted(_pp_read(pp_branch.copy({"scan.tag-name": "bt2"})).column("id").to_pylist()) == \
+        list(range(5)) + [100, 101]
+    t.write(_rows(10, 12, "main"))
+    with pytest.raises(TagNotFound):
+        t.read(tag="bt2")
+    b.delete_tag("bt3")
+    b.rollback_to("bt2")
+    assert [s.id for s in b.snapshots()] == [1, 2] and list(b.tags()) == ["bt2", "t1"]
+    assert _ids(b) == list(range(5)) + [100, 101]
+    b.rollback_to(1)  # the snapshot copied from main's tag: main's files it holds stay
+    assert list(b.tags()) == ["t1"] and _ids(b) == list(range(5))
+    assert _ids(t) == list(range(5)) + [10, 11] and _ids(t, tag="t1") == list(range(5))
+    _age_all(t.root)
+    report = t.check()
+    assert report.ok, report.problems
+    assert report.orphan_files == []  # the rollback deleted the files of the dropped branch snapshots
+
+
+def test_changes_streams_and_consumers_of_a_branch(tmp_path):
+    """read_changes / stream read the branch's snapshots; a consumer's progress goes to the branch's consumer/
+    (where pypaimon's ConsumerManager with a branch finds it) and holds the branch's expiration back."""
+    from pypaimon.consumer.consumer_manager import ConsumerManager as PPConsumerManager
+
+    cat, t = _main_with_branch_from_tag(tmp_path, {"changelog-producer": "input"})
+    b = t.branch("b")
+    b.write(_rows(100, 102, "b"))
+    t.write(_rows(10, 12, "main"))
+    changes = b.read_changes(1)
+    assert sorted(changes.column("id").to_pylist()) == [100, 101]
+    assert set(changes.column("_row_kind").to_pylist()) == {"+I"}
+    batches = list(b.stream("from-snapshot", snapshot_id=2, consumer_id="c1", idle_timeout=0))
+    assert sorted(i for x in batches for i in x.column("id").to_pylist()) == [100, 101]
+    assert b.consumers() == {"c1": 3} and t.consumers() == {}
+    assert os.path.exists(os.path.join(t.root, "branch", "branch-b", "consumer", "consumer-c1"))
+    pp_branch = pp_catalog(str(tmp_path / "wh"), "db").get_table("db.t$branch_b")
+    assert PPConsumerManager(pp_branch.file_io, pp_branch.table_path, "b").min_next_snapshot() == 3
+    b.write(_rows(102, 104, "b"))
+    b.reset_consumer("c1", 2)
+    expire_after_latest(b, retain_min=1, retain_max=1, time_retained=0)
+    assert [s.id for s in b.snapshots()] == [2, 3]  # the consumer still needs snapshot 2
+    b.reset_consumer("c1")
+    assert b.consumers() == {}
+    expire_after_latest(b, retain_min=1, retain_max=1, time_retained=0)
+    assert [s.id for s in b.snapshots()] == [3]
+    assert _ids(t) == list(range(5)) + [10, 11] and _ids(b) == list(range(5)) + [100, 101, 102, 103]
+    assert t.check().ok
+
+
+def test_drop_and_expire_partitions_on_a_branch(tmp_path):
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    schema = pa.schema([("id", pa.int64()), ("d", pa.string())])
+    t = cat.create_table("db.t", schema, primary_key=["id", "d"], partition_keys=["d"],
+                         options={"bucket": "1", "partition.expiration-time": "7 d",
+                                  "partition.timestamp-formatter": "yyyyMMdd"})
+    t.write(pa.table({"id": [1, 2, 3], "d": ["20240101", "20240110", "20240120"]}))
+    t.create_tag("t1")
+    t.create_branch("b", "t1")
+    b = t.branch("b")
+    b.drop_partitions({"d": "20240120"})
+    assert sorted(b.read().column("d").to_pylist()) == ["20240101", "20240110"]
+    expired = b.expire_partitions(now=dt.datetime(2024, 1, 15))
+    assert expired == [{"d": "20240101"}]
+    assert sorted(b.read().column("d").to_pylist()) == ["20240110"]
+    assert sorted(t.read().column("d").to_pylist()) == ["20240101", "20240110", "20240120"]
+    expire_after_latest(b, retain_min=1, retain_max=1, time_retained=0)
+    assert sorted(t.read().column("d").to_pylist()) == ["20240101", "20240110", "20240120"]
+    report = b.check()  # the whole table's check
     assert report.ok, report.problems

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 
 from engine.errors import CorruptFile, InvalidInput
-from engine.meta.snapshot import Snapshot
 from engine.paths import TablePaths
 
 BRANCH_DIR = "branch"
@@ -54,27 +53,36 @@ def referenced_elsewhere(table) -> set[str]:
     through a snapshot, a tag or a decoupled changelog -- including the files a changelog of such a snapshot
     reads. Whatever deletes files of one line (snapshot, changelog and tag expiration, rollback) keeps these.
 
-    A snapshot that vanishes while being listed is skipped (its expiration keeps what later snapshots use); any
-    other unreadable snapshot, tag or manifest raises CorruptFile (callers fail closed)."""
-    from engine.changelog import retention
-    from engine.errors import SnapshotNotFound
-    from engine.maintenance.references import data_files, index_files, metadata_files
-    from engine.maintenance.tags import tagged_snapshots
-
+    A line whose snapshots or tags change while it is read (its own expiration runs concurrently) is read again;
+    an unreadable snapshot, tag or manifest of a line that did not change raises CorruptFile (callers fail
+    closed)."""
     out: set[str] = set()
     for line in other_lines(table):
-        sm = line.snapshot_manager
-        snaps: list[Snapshot] = []
-        for sid in sm.ids():
-            try:
-                snaps.append(sm.snapshot(sid))
-            except SnapshotNotFound:
-                continue
-        for snap in snaps + tagged_snapshots(line):
-            data, meta = retention.changelog_paths(line, snap)
-            out |= data | meta | data_files(line, snap) | metadata_files(line, snap) | index_files(line, snap)
-        out |= retention.referenced(line)
+        out |= _line_references(line)
     return out
+
+
+def _line_references(line, attempts: int = 5) -> set[str]:
+    """The files ``line``'s snapshots, tags and decoupled changelogs reference (see ``referenced_elsewhere``)."""
+    from engine.changelog import retention
+    from engine.errors import SnapshotNotFound, TagNotFound
+    from engine.maintenance.references import data_files, index_files, metadata_files
+    from engine.maintenance.tags import TagManager
+
+    sm, tags = line.snapshot_manager, TagManager(line)
+    attempt = 1
+    while True:
+        state = (sm.ids(), tags.names(), retention.ids(line))
+        try:
+            out: set[str] = set()
+            for snap in [sm.snapshot(i) for i in state[0]] + list(tags.all().values()):
+                data, meta = retention.changelog_paths(line, snap)
+                out |= data | meta | data_files(line, snap) | metadata_files(line, snap) | index_files(line, snap)
+            return out | retention.referenced(line)
+        except (CorruptFile, SnapshotNotFound, TagNotFound):
+            if attempt >= attempts or (sm.ids(), tags.names(), retention.ids(line)) == state:
+                raise
+            attempt += 1
 
 
 def validate_new_branch(table, name: str) -> None:

@@ -510,3 +510,32 @@ def test_drop_and_expire_partitions_on_a_branch(tmp_path):
     assert sorted(t.read().column("d").to_pylist()) == ["20240101", "20240110", "20240120"]
     report = b.check()  # the whole table's check
     assert report.ok, report.problems
+
+
+def test_branch_expiry_reads_main_again_when_main_expires_meanwhile(tmp_path):
+    """Main's snapshots expire while a branch's expiration reads them (two writers, each maintaining after its
+    commits): the branch reads main's line again instead of failing, and keeps what main still uses."""
+    cat, t = _main_with_branch_from_tag(tmp_path)
+    b = t.branch("b")
+    b.write(_rows(100, 102, "b"))
+    b.compact(full=True)
+    b.delete_tag("t1")
+    for i in range(3):
+        t.write(_rows(10 + i, 11 + i, "main"))
+    main_sm = b.main.snapshot_manager
+    read_snapshot, raced = main_sm.snapshot, []
+
+    def snapshot_racing_main_expiry(sid):
+        if not raced:
+            raced.append(sid)
+            expire_after_latest(t, retain_min=1, retain_max=1, time_retained=0)
+        return read_snapshot(sid)
+
+    main_sm.snapshot = snapshot_racing_main_expiry
+    removal = expire_after_latest(b, retain_min=1, retain_max=1, time_retained=0)
+    main_sm.snapshot = read_snapshot
+    assert raced and removal.snapshot_ids == [1, 2] and len(t.snapshots()) == 1
+    assert _ids(t) == list(range(5)) + [10, 11, 12] and _ids(t, tag="t1") == list(range(5))
+    assert _ids(b) == list(range(5)) + [100, 101]
+    report = t.check()
+    assert report.ok, report.problems

@@ -146,8 +146,8 @@ def test_an_unknown_branch_and_branch_management_on_a_branch_are_refused(tmp_pat
         with pytest.raises(UnsupportedFeature, match=r"db\.t\$branch_b1.*call \w+\(\) on 'db\.t'"):
             call()
     assert [s.id for s in b.snapshots()] == before and t.branches() == ["b1"]
-    with pytest.raises(UnsupportedFeature):
-        cat.get_table("db.t$branch_b1$files")
+    with pytest.raises(TableNotFound):
+        cat.get_table("db.t$branch_b1$nosuchkind")
 
 
 def test_files_only_a_branch_changelog_reads_survive_main_maintenance(tmp_path):
@@ -539,3 +539,20 @@ def test_branch_expiry_reads_main_again_when_main_expires_meanwhile(tmp_path):
     assert _ids(b) == list(range(5)) + [100, 101]
     report = t.check()
     assert report.ok, report.problems
+
+
+def test_system_tables_of_a_branch(tmp_path):
+    """``t$branch_b$<kind>`` (Paimon's system tables of a branch table) read the branch's metadata."""
+    cat, t = _main_with_branch_from_tag(tmp_path)
+    b = t.branch("b")
+    b.write(_rows(100, 102, "b"))
+    b.create_tag("bt")
+    list(b.stream("from-snapshot", snapshot_id=2, consumer_id="c2", idle_timeout=0))
+    t.write(_rows(10, 12, "main"))
+    read = lambda kind: cat.get_table(f"db.t$branch_b${kind}").read()  # noqa: E731
+    assert read("snapshots").column("snapshot_id").to_pylist() == [1, 2]
+    assert read("tags").column("tag_name").to_pylist() == ["bt", "t1"]
+    assert read("consumers").column("consumer_id").to_pylist() == ["c2"]
+    assert read("files").num_rows == 2  # main's file from the tag and the branch's own
+    assert cat.get_table("db.t$tags").read().column("tag_name").to_pylist() == ["t1"]
+    assert cat.get_table("db.t$consumers").read().num_rows == 0

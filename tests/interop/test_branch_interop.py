@@ -556,3 +556,20 @@ def test_system_tables_of_a_branch(tmp_path):
     assert read("files").num_rows == 2  # main's file from the tag and the branch's own
     assert cat.get_table("db.t$tags").read().column("tag_name").to_pylist() == ["t1"]
     assert cat.get_table("db.t$consumers").read().num_rows == 0
+
+
+def test_deleting_a_branch_tag_after_the_branch_expired_its_snapshot_keeps_main_files(tmp_path):
+    """The branch's copy of main's tag outlives the branch's copy of the snapshot; deleting that tag frees the
+    files only it kept for the branch -- not the ones main's snapshot and tag still read."""
+    cat, t = _main_with_branch_from_tag(tmp_path)
+    b = t.branch("b")
+    b.write(_rows(100, 102, "b"))
+    b.compact(full=True)
+    expire_after_latest(b, retain_min=1, retain_max=1, time_retained=0)
+    assert [s.id for s in b.snapshots()] == [3] and list(b.tags()) == ["t1"]
+    b.delete_tag("t1")
+    assert list(t.tags()) == ["t1"]
+    assert _ids(t) == list(range(5)) and _ids(t, tag="t1") == list(range(5))
+    assert _ids(b) == list(range(5)) + [100, 101]
+    report = t.check()
+    assert report.ok, report.problems

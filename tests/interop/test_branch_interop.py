@@ -573,3 +573,30 @@ def test_deleting_a_branch_tag_after_the_branch_expired_its_snapshot_keeps_main_
     assert _ids(b) == list(range(5)) + [100, 101]
     report = t.check()
     assert report.ok, report.problems
+
+
+def test_partition_expiration_check_interval_is_kept_per_branch(tmp_path, monkeypatch):
+    """Each line keeps its own last partition-expiration check (Paimon keeps it in each table's commit object): a
+    check that just ran on main does not make the branch's due check wait."""
+    from engine.maintenance import partition_expire
+    from engine.maintenance.partition_expire import expire_partitions_if_due
+    from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER
+
+    monkeypatch.setattr(partition_expire.random, "randrange", lambda n: 0)
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    t = cat.create_table("db.t", pa.schema([("id", pa.int64()), ("d", pa.string())]), primary_key=["id", "d"],
+                         partition_keys=["d"], options={"bucket": "1", "partition.expiration-time": "1 d",
+                                                        "partition.expiration-check-interval": "1 h",
+                                                        "partition.timestamp-formatter": "yyyyMMdd",
+                                                        "write-only": "true"})
+    t.write(pa.table({"id": [1, 2], "d": ["20000101", "20000102"]}))
+    t.create_tag("t1")
+    t.create_branch("b", "t1")
+    b = t.branch("b")
+    now = dt.datetime.now()
+    assert expire_partitions_if_due(b, BATCH_COMMIT_IDENTIFIER, now) is None  # first sight of the branch
+    assert expire_partitions_if_due(t, BATCH_COMMIT_IDENTIFIER, now + dt.timedelta(minutes=1)) is None
+    assert len(expire_partitions_if_due(t, BATCH_COMMIT_IDENTIFIER, now + dt.timedelta(minutes=62))) == 2
+    assert len(expire_partitions_if_due(b, BATCH_COMMIT_IDENTIFIER, now + dt.timedelta(minutes=63))) == 2
+    assert b.read().num_rows == 0 and t.read().num_rows == 0

@@ -44,6 +44,10 @@ class BranchTable(Table):
         self.branch_name = branch
         self.main = main
 
+    def branch(self, name: str) -> Table:
+        """Branch ``name`` of the table (``main``: the main table), as Paimon's switchToBranch from a branch."""
+        return self.main.branch(name)
+
     def remove_orphan_files(self, older_than=None, *, dry_run: bool = False) -> list[str]:
         """The main table's orphan cleanup: files no snapshot, tag or changelog of main or of any branch
         references (the lines share their directories, so an orphan is one for all of them)."""

@@ -146,6 +146,7 @@ def test_an_unknown_branch_and_branch_management_on_a_branch_are_refused(tmp_pat
         with pytest.raises(UnsupportedFeature, match=r"db\.t\$branch_b1.*call \w+\(\) on 'db\.t'"):
             call()
     assert [s.id for s in b.snapshots()] == before and t.branches() == ["b1"]
+    assert b.branch("main") is t and b.branch("b1").name == "db.t$branch_b1"  # switching from a branch
     with pytest.raises(TableNotFound):
         cat.get_table("db.t$branch_b1$nosuchkind")
 

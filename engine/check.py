@@ -403,7 +403,10 @@ class _Checker:
         if snap.index_manifest:
             self._check_vectors(snap, live_adds, sid)
         opts = self.t.schema.table_options
-        if self.verify_data and sid == self.report.snapshot_ids[-1] and not self.t.schema.is_append_only:
+        latest = self.report.snapshot_ids[-1] if self.report.snapshot_ids else None
+        # only main's latest snapshot (a branch's or a tag's snapshot may carry the same id; main may have none)
+        if self.verify_data and sid == latest and path == self.paths.snapshot(sid) \
+                and not self.t.schema.is_append_only:
             if opts.deletion_vectors:
                 self._check_unique_live_keys(snap, sid, "deletion-vector-duplicate-keys")
             elif opts.merge_engine == "first-row":

@@ -601,3 +601,20 @@ def test_partition_expiration_check_interval_is_kept_per_branch(tmp_path, monkey
     assert len(expire_partitions_if_due(t, BATCH_COMMIT_IDENTIFIER, now + dt.timedelta(minutes=62))) == 2
     assert len(expire_partitions_if_due(b, BATCH_COMMIT_IDENTIFIER, now + dt.timedelta(minutes=63))) == 2
     assert b.read().num_rows == 0 and t.read().num_rows == 0
+
+
+def test_check_of_a_table_whose_only_snapshots_are_a_branch_s(tmp_path):
+    """An empty branch of a table without commits, written to: check() (of main, or of the branch, which runs
+    main's) checks the branch's snapshot instead of failing on main's missing latest snapshot."""
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    t = cat.create_table("db.t", SCHEMA, primary_key=["id"], options={"bucket": "1",
+                                                                        "deletion-vectors.enabled": "true"})
+    t.create_branch("b")
+    b = t.branch("b")
+    b.write(_rows(0, 3, "b"))
+    assert t.snapshots() == [] and _ids(b) == [0, 1, 2]
+    for line in (t, b):
+        report = line.check()
+        assert report.ok, report.problems
+        assert report.snapshot_ids == []

@@ -11,7 +11,8 @@ expiration, tags, rollback, schema changes (the branch's ``schema/`` only; main 
 expiration, changelog reads, streams and consumers. Whatever deletes files on a branch keeps every file main or
 another branch references (engine.branches.referenced_elsewhere) -- safer than Paimon, whose branch expiration does
 not look at the other branches. ``remove_orphan_files`` and ``check`` run on the whole table (main and every
-branch: orphans are defined by all of them). Branches are managed from the main table: ``create_branch``,
+branch: orphans are defined by all of them). lakemerge manages branches from the main table only (Paimon's
+branch table can also create a branch from its own tags and fast-forward itself): ``create_branch``,
 ``delete_branch``, ``branches`` and ``fast_forward`` on a branch raise UnsupportedFeature.
 """
 from __future__ import annotations
@@ -60,8 +61,8 @@ class BranchTable(Table):
 
 def _refuse(method: str):
     def refused(self, *args, **kwargs):
-        raise UnsupportedFeature(f"table {self.name!r}: {method}() on a branch is not supported (as in Paimon, "
-                                 f"branches are managed from the main table: call {method}() on "
+        raise UnsupportedFeature(f"table {self.name!r}: {method}() on a branch is not supported (lakemerge "
+                                 f"manages branches from the main table only: call {method}() on "
                                  f"{self.main.name!r})")
     refused.__name__ = method
     return refused

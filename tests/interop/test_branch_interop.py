@@ -142,7 +142,7 @@ def test_an_unknown_branch_and_branch_management_on_a_branch_are_refused(tmp_pat
     b = t.branch("b1")
     before = [s.id for s in b.snapshots()]
     for call in (lambda: b.create_branch("c"), lambda: b.delete_branch("b1"), lambda: b.branches(),
-                 lambda: b.fast_forward("b1")):  # as in Paimon, branches are managed from the main table
+                 lambda: b.fast_forward("b1")):  # lakemerge manages branches from main only
         with pytest.raises(UnsupportedFeature, match=r"db\.t\$branch_b1.*call \w+\(\) on 'db\.t'"):
             call()
     assert [s.id for s in b.snapshots()] == before and t.branches() == ["b1"]

@@ -618,3 +618,21 @@ def test_check_of_a_table_whose_only_snapshots_are_a_branch_s(tmp_path):
         report = line.check()
         assert report.ok, report.problems
         assert report.snapshot_ids == []
+
+
+def test_check_reads_branch_files_through_the_branch_schemas_when_main_has_other_ones_of_the_same_id(tmp_path):
+    """Main and its branch both ALTER to their own schema-1 (main adds x; the branch renames v and adds y) and
+    write: check() judges each data file by the schema of the line that wrote it, so the branch's files are not
+    called unreadable for lacking main's columns."""
+    cat, t = _main_with_branch_from_tag(tmp_path)
+    b = t.branch("b")
+    t.alter().add_column("x", pa.string()).commit()
+    b.alter().rename_column("v", "vv").add_column("y", pa.int32()).commit()
+    t.write(pa.table({"id": [10], "v": ["m"], "x": ["a"]}))
+    b.write(pa.table({"id": [100], "vv": ["b"], "y": pa.array([7], pa.int32())}))
+    b.compact(full=True)
+    assert [s.id for s in t.schemas()] == [0, 1] and [s.id for s in b.schemas()] == [0, 1]
+    assert _ids(b) == list(range(5)) + [100] and _ids(t) == list(range(5)) + [10]
+    for line in (t, b):
+        report = line.check()
+        assert report.ok, report.problems

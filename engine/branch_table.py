@@ -1,11 +1,19 @@
-"""A branch of a table, read as a table: ``Table.branch(name)`` / ``Catalog.get_table("db.t$branch_<name>")``.
+"""A branch of a table, as a table: ``Table.branch(name)`` / ``Catalog.get_table("db.t$branch_<name>")``.
 
-Its snapshots, schemas and tags are the branch's (``<table>/branch/branch-<name>/``, engine.branches); manifests and
-data files are read from and written to the table's shared directories. Reading, planning, lookups, time travel
-(snapshot ids and tags of the branch), writes, deletes, overwrites and compaction work as on main; a commit on a
-branch runs no maintenance after it (no snapshot or partition expiration: expiring a branch must keep what main and
-the other branches use, which lakemerge does not plan yet). Tags, expiration, rollback, schema changes, orphan
-cleanup, changelog streams, consumers and check() on a branch raise UnsupportedFeature.
+As Paimon's branch table (AbstractFileStoreTable.switchToBranch: an ordinary table whose snapshot, schema, tag,
+consumer and changelog paths are the branch's), its snapshots, schemas, tags, consumers and decoupled changelogs are
+the branch's (``<table>/branch/branch-<name>/``, engine.branches) and its options are those of the branch's schema;
+manifests, data and index files are read from and written to the table's shared directories.
+
+Everything a table does works on a branch: reads, time travel (snapshot ids and the branch's tags), writes,
+deletes, overwrites, compaction, the maintenance after a commit (with the branch's options), snapshot and changelog
+expiration, tags, rollback, schema changes (the branch's ``schema/`` only; main keeps its own), partition drop and
+expiration, changelog reads, streams and consumers. Whatever deletes files on a branch keeps every file main or
+another branch references (engine.branches.referenced_elsewhere) -- safer than Paimon, whose branch expiration does
+not look at the other branches. ``remove_orphan_files`` and ``check`` run on the whole table (main and every
+branch: orphans are defined by all of them). lakemerge manages branches from the main table only (Paimon's
+branch table can also create a branch from its own tags and fast-forward itself): ``create_branch``,
+``delete_branch``, ``branches`` and ``fast_forward`` on a branch raise UnsupportedFeature.
 """
 from __future__ import annotations
 
@@ -15,10 +23,7 @@ from engine.table import Table
 
 BRANCH_SUFFIX = "branch_"  # db.t$branch_<name>, as Paimon names a branch table
 
-_NOT_ON_A_BRANCH = ("expire_snapshots", "remove_orphan_files", "create_tag", "delete_tag", "rollback_to",
-                    "drop_partitions", "expire_partitions", "alter", "alter_table",
-                    "read_changes", "stream", "consumers", "reset_consumer", "check", "create_branch",
-                    "delete_branch", "branches", "fast_forward")
+_MANAGED_FROM_MAIN = ("create_branch", "delete_branch", "branches", "fast_forward")
 
 
 class BranchTable(Table):
@@ -40,18 +45,29 @@ class BranchTable(Table):
         self.branch_name = branch
         self.main = main
 
-    def _expire_after_commit(self, messages=(), identifier=None) -> None:
-        """No maintenance after a branch commit (see the module docstring)."""
+    def branch(self, name: str) -> Table:
+        """Branch ``name`` of the table (``main``: the main table), as Paimon's switchToBranch from a branch."""
+        return self.main.branch(name)
+
+    def remove_orphan_files(self, older_than=None, *, dry_run: bool = False) -> list[str]:
+        """The main table's orphan cleanup: files no snapshot, tag or changelog of main or of any branch
+        references (the lines share their directories, so an orphan is one for all of them)."""
+        return self.main.remove_orphan_files(older_than, dry_run=dry_run)
+
+    def check(self, *, verify_data: bool = True, find_orphans: bool = True):
+        """The main table's check, which covers every branch's snapshots and tags too (engine.check)."""
+        return self.main.check(verify_data=verify_data, find_orphans=find_orphans)
 
 
 def _refuse(method: str):
     def refused(self, *args, **kwargs):
-        raise UnsupportedFeature(f"table {self.name!r}: {method}() on a branch is not supported (lakemerge reads "
-                                 "branches only; use the main table)")
+        raise UnsupportedFeature(f"table {self.name!r}: {method}() on a branch is not supported (lakemerge "
+                                 f"manages branches from the main table only: call {method}() on "
+                                 f"{self.main.name!r})")
     refused.__name__ = method
     return refused
 
 
-for _method in _NOT_ON_A_BRANCH:
+for _method in _MANAGED_FROM_MAIN:
     assert hasattr(Table, _method), _method
     setattr(BranchTable, _method, _refuse(_method))

@@ -2,15 +2,14 @@
 ``schema/`` and ``tag/`` directories, while its manifests, data and index files live in the table's usual
 directories, shared with the main branch (Paimon's BranchManager.branchPath).
 
-Used by everything that deletes files: a file any branch's snapshot, tag or decoupled changelog references is in
-use.
+Used by everything that deletes files, on main and on a branch alike (``referenced_elsewhere``): a file that
+another line's -- main's or any branch's -- snapshot, tag or decoupled changelog references is in use.
 """
 from __future__ import annotations
 
 import os
 
 from engine.errors import CorruptFile, InvalidInput
-from engine.meta.snapshot import Snapshot
 from engine.paths import TablePaths
 
 BRANCH_DIR = "branch"
@@ -30,35 +29,60 @@ def branch_names(table) -> list[str]:
                   if n.startswith(BRANCH_PREFIX) and table.file_io.is_dir(os.path.join(directory, n)))
 
 
-def branch_snapshots(table) -> list[Snapshot]:
-    """Every snapshot and every tagged snapshot of every branch of ``table`` (not of main).
-
-    Raises CorruptFile when a branch has no schema (as Paimon's OrphanFilesClean, which then refuses to clean: such
-    a directory is not a branch it can read) or when one of its snapshots or tags cannot be read, so a caller
-    deciding what to delete fails closed."""
-    from engine.maintenance.tags import TagManager
-    from engine.snapshots import SnapshotManager
-
-    out: list[Snapshot] = []
-    for name in branch_names(table):
-        root = branch_root(table.root, name)
-        paths = TablePaths(root)
-        if not any(n.startswith("schema-") for n in table.file_io.list_names(paths.schema_dir)):
-            raise CorruptFile(root, f"branch {name!r} of table {table.name!r} has no schema")
-        sm = SnapshotManager(table.file_io, paths, f"{table.name}$branch_{name}")
-        out += [sm.snapshot(i) for i in sm.ids()]
-        out += list(TagManager(table, root=root).all().values())
+def other_lines(table) -> list:
+    """Every line of ``table``'s history except its own, as tables: for the main table each branch; for a branch
+    table (engine.branch_table) the main table and every other branch. Raises CorruptFile when one of those
+    branches has no schema (as Paimon's OrphanFilesClean, which then refuses to clean: such a directory is not a
+    branch it can read), so a caller deciding what to delete fails closed."""
+    main = getattr(table, "main", table)
+    own = getattr(table, "branch_name", None)
+    out = [] if own is None else [main]
+    for name in branch_names(main):
+        if name == own:
+            continue
+        root = branch_root(main.root, name)
+        if not any(n.startswith("schema-") for n in main.file_io.list_names(TablePaths(root).schema_dir)):
+            raise CorruptFile(root, f"branch {name!r} of table {main.name!r} has no schema")
+        out.append(main.branch(name))
     return out
 
 
-def branch_changelog_files(table) -> set[str]:
-    """Files (data and manifests, in the table's shared directories) that the decoupled changelogs of every branch
-    (``branch/branch-<name>/changelog/``) reference."""
-    from engine.changelog.retention import referenced
+def referenced_elsewhere(table) -> set[str]:
+    """Every file (manifest lists, manifests, index manifests, data, changelog and index files; the table's
+    directories are shared by all lines) that a line other than ``table``'s own (``other_lines``) references
+    through a snapshot, a tag or a decoupled changelog -- including the files a changelog of such a snapshot
+    reads. Whatever deletes files of one line (snapshot, changelog and tag expiration, rollback) keeps these.
+
+    A line whose snapshots or tags change while it is read (its own expiration runs concurrently) is read again;
+    an unreadable snapshot, tag or manifest of a line that did not change raises CorruptFile (callers fail
+    closed)."""
     out: set[str] = set()
-    for name in branch_names(table):
-        out |= referenced(table.branch(name))
+    for line in other_lines(table):
+        out |= _line_references(line)
     return out
+
+
+def _line_references(line, attempts: int = 5) -> set[str]:
+    """The files ``line``'s snapshots, tags and decoupled changelogs reference (see ``referenced_elsewhere``)."""
+    from engine.changelog import retention
+    from engine.errors import SnapshotNotFound, TagNotFound
+    from engine.maintenance.references import data_files, index_files, metadata_files
+    from engine.maintenance.tags import TagManager
+
+    sm, tags = line.snapshot_manager, TagManager(line)
+    attempt = 1
+    while True:
+        state = (sm.ids(), tags.names(), retention.ids(line))
+        try:
+            out: set[str] = set()
+            for snap in [sm.snapshot(i) for i in state[0]] + list(tags.all().values()):
+                data, meta = retention.changelog_paths(line, snap)
+                out |= data | meta | data_files(line, snap) | metadata_files(line, snap) | index_files(line, snap)
+            return out | retention.referenced(line)
+        except (CorruptFile, SnapshotNotFound, TagNotFound):
+            if attempt >= attempts or (sm.ids(), tags.names(), retention.ids(line)) == state:
+                raise
+            attempt += 1
 
 
 def validate_new_branch(table, name: str) -> None:

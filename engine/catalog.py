@@ -8,7 +8,7 @@ import pyarrow as pa
 
 from engine.crash_points import crash_point
 from engine.errors import (DatabaseAlreadyExists, DatabaseNotFound, InvalidSchema, TableAlreadyExists,
-                           TableNotFound, UnsupportedFeature)
+                           TableNotFound)
 from engine.io.file_io import FileIO, LocalFileIO, local_path
 from engine.options import TableOptions
 from engine.paths import TablePaths
@@ -128,8 +128,8 @@ class Catalog:
         return Table(identifier, root, self.io)
 
     def get_table(self, identifier: str):
-        """The table ``db.t``, its system table ``db.t$<kind>`` (engine.system_tables), or its branch
-        ``db.t$branch_<name>`` (read-only, Table.branch).
+        """The table ``db.t``, its system table ``db.t$<kind>`` (engine.system_tables), its branch
+        ``db.t$branch_<name>`` (Table.branch) or a system table of the branch ``db.t$branch_<name>$<kind>``.
 
         Raises TableNotFound if no schema exists for the table, the system table kind or the branch is unknown."""
         from engine.table import Table
@@ -140,10 +140,8 @@ class Catalog:
             base, kind = split_system_name(identifier)
             if kind.startswith(BRANCH_SUFFIX):
                 branch, _, rest = kind[len(BRANCH_SUFFIX):].partition("$")
-                if rest:
-                    raise UnsupportedFeature(f"system table {identifier!r}: system tables of a branch are not "
-                                             "supported")
-                return self.get_table(base).branch(branch)
+                table = self.get_table(base).branch(branch)
+                return system_table(table, rest) if rest else table
             return system_table(self.get_table(base), kind)
         root = self.table_path(identifier)
         if not SchemaManager(self.io, TablePaths(root), identifier).ids():

@@ -168,6 +168,7 @@ class _Checker:
         self.manifests = ManifestCache(self.io, self.paths)
         self.scan = TableScan(self.paths, table.schema, self.manifests, table.name)
         self.verify_data = verify_data
+        self.line = table  # the line (main or a branch) whose snapshot is being checked: its schemas judge the files
         self.report = CheckReport(table.name)
         self.schema_ids = set(self.schemas.ids())
         self._checked_files: set[str] = set()
@@ -268,6 +269,10 @@ class _Checker:
                           if n[len("schema-"):].isdigit() and n.startswith("schema-")}
             self.schema_ids = main_schema_ids | schema_ids
             try:
+                self.line = self.t.branch(name)  # its schema ids may name other schemas than main's
+            except LakemergeError:
+                self.line = self.t  # no schema: reported as schema-missing
+            try:
                 for path in sorted(files):
                     kind, base = os.path.basename(os.path.dirname(path)), os.path.basename(path)
                     is_snapshot = kind == "snapshot" and base.startswith("snapshot-")
@@ -281,6 +286,7 @@ class _Checker:
                     self._check_snapshot_files(snap, path, snap.id)
             finally:
                 self.schema_ids = main_schema_ids
+                self.line = self.t
             try:  # the files its decoupled changelogs read (they were checked when they were snapshots)
                 self.report.referenced_files.update(retention.referenced(self.t.branch(name)))
             except LakemergeError as e:
@@ -403,7 +409,10 @@ class _Checker:
         if snap.index_manifest:
             self._check_vectors(snap, live_adds, sid)
         opts = self.t.schema.table_options
-        if self.verify_data and sid == self.report.snapshot_ids[-1] and not self.t.schema.is_append_only:
+        latest = self.report.snapshot_ids[-1] if self.report.snapshot_ids else None
+        # only main's latest snapshot (a branch's or a tag's snapshot may carry the same id; main may have none)
+        if self.verify_data and sid == latest and path == self.paths.snapshot(sid) \
+                and not self.t.schema.is_append_only:
             if opts.deletion_vectors:
                 self._check_unique_live_keys(snap, sid, "deletion-vector-duplicate-keys")
             elif opts.merge_engine == "first-row":
@@ -625,18 +634,18 @@ class _Checker:
         """The schema data file ``meta`` was written under; the table's if that schema cannot be read (reported by
         the schema checks)."""
         try:
-            return self.t.schema_manager.schema(meta.schema_id)
+            return self.line.schema_manager.schema(meta.schema_id)
         except Exception:  # noqa: BLE001 - a missing schema is reported by the schema checks
-            return self.t.schema
+            return self.line.schema
 
     def _missing_columns(self, meta, present: list[str], key_names: list[str]) -> list[str]:
         """Columns a data file must hold but lacks: every field of the schema it was written under and, for a
         primary-key table, _SEQUENCE_NUMBER, _VALUE_KIND and each key (as _KEY_<k> or <k>, ``key_names`` of that
         schema)."""
         try:
-            fields = self.t.schema_manager.schema(meta.schema_id).field_names
+            fields = self.line.schema_manager.schema(meta.schema_id).field_names
         except Exception:  # noqa: BLE001 - a missing schema is reported by the schema checks
-            fields = self.t.schema.field_names if meta.schema_id == self.t.schema.id else []
+            fields = self.line.schema.field_names if meta.schema_id == self.line.schema.id else []
         have = set(present)
         missing = [f for f in fields if f not in have]
         if key_names:

@@ -9,6 +9,9 @@ are named and typed as Paimon's system table of that name (Java ``org.apache.pai
   vectors with each data file's range): the live state of one snapshot (default: latest;
   ``read(snapshot_id=N)`` travels in time as Paimon's ``scan.snapshot-id`` does).
 
+A branch's system tables (``db.t$branch_<name>$<kind>``, as Paimon names them) are those of the branch table: its
+snapshots, schemas, tags, consumers and files.
+
 Conventions taken from Paimon: timestamps are ``TIMESTAMP(3)`` in the local time zone (tz-naive ``ms``); in
 ``$files`` the partition, keys and stats are rendered as Java renders them (``{2024-01-01, 3}``, ``[42]``,
 ``{amount=0, id=0}``), ``$partitions`` and ``$buckets`` show partitions as ``dt=2024-01-01/h=3``; ``$schemas``
@@ -279,8 +282,9 @@ def _options(table) -> list[dict]:
 
 
 def _read_json_files(table, directory: str, prefix: str) -> list[tuple[str, str, dict]]:
-    """(name after prefix, path, parsed JSON object) of every ``<prefix><name>`` file in ``directory``."""
-    root = os.path.join(table.root, directory)
+    """(name after prefix, path, parsed JSON object) of every ``<prefix><name>`` file in ``directory`` (of the
+    table's metadata root: a branch table's is its branch directory)."""
+    root = os.path.join(table.paths.meta_root, directory)
     out = []
     for file_name in sorted(table.file_io.list_names(root)):
         if not file_name.startswith(prefix) or file_name.startswith("."):

@@ -54,9 +54,10 @@ class Table:
         return pinned
 
     def branch(self, name: str) -> Table:
-        """Branch ``name`` of this table (Paimon's ``db.t$branch_<name>``): a read-only Table whose snapshots,
-        schemas and tags are the branch's (``branch/branch-<name>/``); reading and time travel work as on main.
-        ``main`` is this table. Raises TableNotFound naming the table and the branch if there is no such branch."""
+        """Branch ``name`` of this table (Paimon's ``db.t$branch_<name>``): a Table (engine.branch_table) whose
+        snapshots, schemas, tags and consumers are the branch's (``branch/branch-<name>/``); everything but branch
+        management works as on main. ``main`` is this table. Raises TableNotFound naming the table and the branch
+        if there is no such branch."""
         from engine.branch_table import BranchTable
         return self if name == "main" else BranchTable(self, name)
 

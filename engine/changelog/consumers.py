@@ -20,10 +20,10 @@ _VALID_ID = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 class ConsumerManager:
     """Reads and writes the per-consumer progress files (next snapshot to read) under the table's consumer
-    directory."""
+    directory (of a branch table, its branch's: ``branch/branch-<name>/consumer``, as Paimon's ConsumerManager)."""
     def __init__(self, table):
         self.table = table
-        self.directory = os.path.join(table.root, CONSUMER_DIR)
+        self.directory = os.path.join(table.paths.meta_root, CONSUMER_DIR)
 
     def path(self, consumer_id: str) -> str:
         """Return the file path for ``consumer_id``; raises InvalidInput if the id is empty or not letters,

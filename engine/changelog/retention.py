@@ -172,18 +172,16 @@ def expire_changelogs(table, now_millis: int | None = None) -> list[int]:
     doomed = [cid for cid in present if cid < cut]
     if not doomed:
         return []
-    from engine.branches import branch_changelog_files, branch_snapshots
+    from engine.branches import referenced_elsewhere
     from engine.maintenance.tags import tagged_snapshots
     tags = tagged_snapshots(table)
     tagged = {s.id for s in tags}
-    branches = branch_snapshots(table)
-    in_use: set[str] = branch_changelog_files(table)
-    for snap in branches:  # a branch made from a tag shares that snapshot's changelog files
-        in_use |= set().union(*changelog_paths(table, snap))
+    # other lines (main, branches) share the files: a branch made from a tag holds that snapshot's changelog files
+    in_use: set[str] = referenced_elsewhere(table)
     if reads_deltas(table):
         # a changelog's delta files may still be live (not compacted yet), in a tag, or read by a later changelog
         from engine.maintenance.references import data_files, metadata_files
-        for snap in [sm.snapshot(sm.earliest_id())] + tags + branches:
+        for snap in [sm.snapshot(sm.earliest_id())] + tags:
             in_use |= data_files(table, snap) | metadata_files(table, snap)
         for cid in present:
             if cid >= cut and (snap := read(table, cid)) is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from engine.branches import branch_changelog_files, branch_snapshots
+from engine.branches import referenced_elsewhere
 from engine.crash_points import crash_point
 from engine.errors import CorruptFile
 from engine.maintenance.references import (changelog_added_files, committed_on, data_files, delta_added_files,
@@ -45,11 +45,12 @@ def plan_removal(table, doomed: Sequence[Snapshot], kept_data: Sequence[Snapshot
     Otherwise, with ``first_doomed_full``, the first doomed snapshot's live files plus later doomed snapshots' added
     files; else only doomed snapshots' added files. Changelog files of doomed snapshots are always candidates.
     Index files (every index type of the index manifests): see ``_index_candidates``.
-    ``tags``: the tagged snapshots that stay (default: every tag). Every snapshot, tag and decoupled changelog of
-    every branch stays too: branches share the table's manifests, data and index files.
+    ``tags``: the tagged snapshots of ``table``'s line that stay (default: every tag). Every file another line --
+    main or a branch, whichever ``table`` is not -- references stays too (engine.branches.referenced_elsewhere):
+    all lines share the table's manifests, data and index files.
     """
     doomed = sorted(doomed, key=lambda s: s.id)
-    tags = (tagged_snapshots(table) if tags is None else list(tags)) + branch_snapshots(table)
+    tags = tagged_snapshots(table) if tags is None else list(tags)
     candidates: set[str] = set()
     if expiring:
         for snap in doomed[1:] + list(kept_data):
@@ -59,8 +60,8 @@ def plan_removal(table, doomed: Sequence[Snapshot], kept_data: Sequence[Snapshot
             candidates |= data_files(table, snap) if (i == 0 and first_doomed_full) else \
                 delta_added_files(table, snap)
         candidates |= changelog_added_files(table, snap)
-    branch_changelogs = branch_changelog_files(table)
-    keep: set[str] = set(branch_changelogs)
+    elsewhere = referenced_elsewhere(table)
+    keep: set[str] = set(elsewhere)
     for snap in list(kept_data) + tags:
         keep |= data_files(table, snap)
     meta_candidates: set[str] = set()
@@ -68,10 +69,10 @@ def plan_removal(table, doomed: Sequence[Snapshot], kept_data: Sequence[Snapshot
         meta_candidates |= metadata_files(table, snap)
     # Manifests are immutable and, once merged away, never referenced again: a manifest shared by a doomed
     # snapshot and any remaining one is also used by the kept snapshot next to the doomed range.
-    meta_keep: set[str] = set(branch_changelogs)
+    meta_keep: set[str] = set(elsewhere)
     for snap in list(kept_data) + tags:
         meta_keep |= metadata_files(table, snap)
-    index_keep: set[str] = set()
+    index_keep: set[str] = set(elsewhere)
     for snap in list(kept_data) + tags:
         index_keep |= index_files(table, snap)
     index_candidates = _index_candidates(table, doomed, kept_data, index_keep, expiring)

@@ -11,8 +11,6 @@ Index files (``index/``) included: see engine/maintenance/cleanup.py.
 from __future__ import annotations
 
 import datetime as dt
-import json
-import os
 import time
 
 from engine.changelog.retention import expire_changelogs, preserve
@@ -27,27 +25,6 @@ def _millis(value) -> int:
     if isinstance(value, dt.timedelta):
         return int(value.total_seconds() * 1000)
     return int(value)
-
-
-def consumer_next_snapshots(table) -> list[int]:
-    """``nextSnapshot`` of every consumer in ``consumer/consumer-<id>`` (format spec §14). Raises CorruptFile for an
-    unreadable consumer file (expiring anyway could drop snapshots it still needs)."""
-    directory = os.path.join(table.root, "consumer")
-    out = []
-    for name in table.file_io.list_names(directory):
-        if not name.startswith("consumer-"):
-            continue
-        path = os.path.join(directory, name)
-        try:
-            value = json.loads(table.file_io.read_bytes(path))["nextSnapshot"]
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise ValueError(f"nextSnapshot is {value!r}")
-        except FileNotFoundError:
-            continue
-        except (ValueError, KeyError, TypeError) as e:
-            raise CorruptFile(path, f"consumer file is not valid: {e}") from None
-        out.append(value)
-    return out
 
 
 def expire_snapshots(table, *, retain_min: int | None = None, retain_max: int | None = None,

@@ -14,7 +14,7 @@ import datetime as dt
 import os
 import time
 
-from engine.branches import branch_changelog_files, branch_snapshots
+from engine.branches import referenced_elsewhere
 from engine.crash_points import crash_point
 from engine.data_paths import external_bucket_dirs
 from engine.errors import LakemergeError
@@ -38,10 +38,10 @@ def _older_than_ms(older_than) -> int:
 
 
 def referenced_files(table) -> set[str]:
-    """Every file path some snapshot, tag (of main or of any branch) or decoupled changelog references. Raises CorruptFile if any of them
-    cannot be read."""
+    """Every file path some snapshot, tag or decoupled changelog of ``table``'s line or of any other line (main,
+    branches) references. Raises CorruptFile if any of them cannot be read."""
     sm = table.snapshot_manager
-    snaps = [sm.snapshot(i) for i in sm.ids()] + tagged_snapshots(table) + branch_snapshots(table)
+    snaps = [sm.snapshot(i) for i in sm.ids()] + tagged_snapshots(table)
     out: set[str] = set()
     for snap in snaps:
         out |= metadata_files(table, snap)
@@ -49,7 +49,7 @@ def referenced_files(table) -> set[str]:
         out |= index_files(table, snap)
     from engine.changelog.retention import referenced
     out |= referenced(table)  # issue 5: decoupled changelogs
-    out |= branch_changelog_files(table)
+    out |= referenced_elsewhere(table)
     return out
 
 

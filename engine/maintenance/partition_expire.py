@@ -179,7 +179,7 @@ def expire_partitions_if_due(table, commit_identifier: int = BATCH_COMMIT_IDENTI
         return None
     now = dt.datetime.now() if now is None else now
     interval = dt.timedelta(milliseconds=opts.get(PARTITION_EXPIRATION_CHECK_INTERVAL))
-    key = os.path.realpath(table.root)
+    key = os.path.realpath(table.paths.meta_root)  # main and each branch check on their own
     with _lock:
         last = _last_check.get(key)
         if last is None:

@@ -11,6 +11,7 @@ Not safe while other writers commit to the table.
 """
 from __future__ import annotations
 
+from engine.branches import referenced_elsewhere
 from engine.changelog import retention
 from engine.crash_points import crash_point
 from engine.errors import SnapshotNotFound
@@ -49,8 +50,8 @@ def rollback_to(table, target) -> Removal:
         if tagged.id not in later:
             removal.merge(plan_removal(table, [tagged], [target_snap], first_doomed_full=True, tags=kept_tags))
     stale_changelogs = [cid for cid in retention.ids(table) if cid > target_id]
-    if stale_changelogs:  # a changelog's files belong to its snapshot id alone -- on main: branches share them
-        branch_use = _branch_files(table)
+    if stale_changelogs:  # a changelog's files belong to its snapshot id alone -- in this line: others share them
+        branch_use = referenced_elsewhere(table)
         for cid in stale_changelogs:
             snap = retention.read(table, cid)
             if snap is not None:
@@ -83,14 +84,3 @@ def rollback_to(table, target) -> Removal:
     delete_files(table, removal, "rollback.after-file-delete")
     return removal
 
-
-def _branch_files(table) -> set[str]:
-    """Every file a branch's snapshot, tag or decoupled changelog references (a branch made from a tag of main
-    holds that snapshot's data, manifests and changelog files). Raises CorruptFile if one cannot be read."""
-    from engine.branches import branch_changelog_files, branch_snapshots
-    from engine.maintenance.references import data_files, metadata_files
-    out: set[str] = set()
-    for snap in branch_snapshots(table):  # first: it raises CorruptFile for a branch without schema
-        data, meta = retention.changelog_paths(table, snap)
-        out |= data | meta | data_files(table, snap) | metadata_files(table, snap)
-    return out | branch_changelog_files(table)

@@ -49,8 +49,8 @@ def _table_with_branch(tmp_path):
     return t, pc
 
 
-def _branch_rows(pc):
-    bt = pc.get_table("db.t$branch_b1")
+def _branch_rows(pc, branch="b1"):
+    bt = pc.get_table(f"db.t$branch_{branch}")
     rb = bt.new_read_builder()
     return sorted(r["id"] for r in rb.new_read().to_arrow(rb.new_scan().plan().splits()).to_pylist())
 
@@ -130,7 +130,7 @@ def test_a_branch_reads_as_a_table_with_its_own_snapshots_and_tags(tmp_path):
     assert cat.get_table("db.t$branch_main").read().num_rows == 7
 
 
-def test_an_unknown_branch_and_writes_to_a_branch_are_refused(tmp_path):
+def test_an_unknown_branch_and_branch_management_on_a_branch_are_refused(tmp_path):
     t, _ = _table_with_branch(tmp_path)
     cat = Catalog(str(tmp_path / "wh"))
     with pytest.raises(TableNotFound, match="db.t.*no branch 'b9'"):
@@ -141,13 +141,14 @@ def test_an_unknown_branch_and_writes_to_a_branch_are_refused(tmp_path):
         t.branch("../t")
     b = t.branch("b1")
     before = [s.id for s in b.snapshots()]
-    for call in (lambda: b.create_tag("t2"), lambda: b.expire_snapshots(), lambda: b.remove_orphan_files(),
-                 lambda: b.rollback_to(1), lambda: b.create_branch("c")):
-        with pytest.raises(UnsupportedFeature, match=r"db\.t\$branch_b1"):
+    for call in (lambda: b.create_branch("c"), lambda: b.delete_branch("b1"), lambda: b.branches(),
+                 lambda: b.fast_forward("b1")):  # lakemerge manages branches from main only
+        with pytest.raises(UnsupportedFeature, match=r"db\.t\$branch_b1.*call \w+\(\) on 'db\.t'"):
             call()
-    assert [s.id for s in b.snapshots()] == before
-    with pytest.raises(UnsupportedFeature):
-        cat.get_table("db.t$branch_b1$files")
+    assert [s.id for s in b.snapshots()] == before and t.branches() == ["b1"]
+    assert b.branch("main") is t and b.branch("b1").name == "db.t$branch_b1"  # switching from a branch
+    with pytest.raises(TableNotFound):
+        cat.get_table("db.t$branch_b1$nosuchkind")
 
 
 def test_files_only_a_branch_changelog_reads_survive_main_maintenance(tmp_path):
@@ -323,3 +324,315 @@ def test_rollback_to_a_tag_keeps_the_files_a_branch_shares_with_dropped_decouple
     assert sorted(t.branch("b").read().column("id").to_pylist()) == [0, 1, 2, 3]
     report = t.check()
     assert report.ok, report.problems
+
+
+def _ids(table, **kw):
+    return sorted(table.read(**kw).column("id").to_pylist())
+
+
+def _main_with_branch_from_tag(tmp_path, options=None):
+    """Main: snapshot 1 (rows 0..4) tagged t1, branch b made from t1 by lakemerge."""
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    t = cat.create_table("db.t", SCHEMA, primary_key=["id"], options={"bucket": "1", **(options or {})})
+    t.write(_rows(0, 5, "main"))
+    t.create_tag("t1")
+    t.create_branch("b", "t1")
+    return cat, t
+
+
+def test_expiring_a_branch_keeps_the_files_main_still_reads(tmp_path):
+    """The branch's compaction replaces the data file it shares with main (made from main's tag): expiring the
+    branch's first snapshot frees that file for the branch, but main's snapshot (and tag) still read it. Paimon's
+    branch expiration would delete it (it knows no other line); lakemerge keeps it."""
+    cat, t = _main_with_branch_from_tag(tmp_path)
+    b = t.branch("b")
+    b.write(_rows(100, 102, "branch"))
+    b.compact(full=True)
+    b.delete_tag("t1")  # the branch's copy of main's tag; main's own tag stays
+    main_files = {p for p in _files(t.root) if p.endswith(".parquet")}
+    removal = expire_after_latest(b, retain_min=1, retain_max=1, time_retained=0)
+    assert [s.id for s in b.snapshots()] == [3] and removal.snapshot_ids == [1, 2]
+    assert all(os.path.exists(p) for p in main_files if p not in removal.data_files)
+    assert _ids(t) == list(range(5)) and _ids(t, tag="t1") == list(range(5))
+    assert _ids(b) == list(range(5)) + [100, 101]
+    assert _branch_rows(pp_catalog(str(tmp_path / "wh"), "db"), "b") == list(range(5)) + [100, 101]
+    report = t.check()
+    assert report.ok, report.problems
+    # the branch's own files that only its expired snapshots used did go
+    assert removal.data_files and not any(os.path.exists(p) for p in removal.data_files)
+
+
+def test_main_and_branch_expiring_in_turn_lose_no_file_of_either(tmp_path):
+    """Branch made from a tag of main, then both lines write, compact and expire (main first, then the branch,
+    then main again) with their tags deleted: both read as before, check() is clean and no file is left over."""
+    cat, t = _main_with_branch_from_tag(tmp_path)
+    t.create_branch("c", "t1")  # a third line holding the tagged snapshot: neither expiry may free its files
+    b = t.branch("b")
+    for i in range(3):
+        t.write(_rows(10 * i, 10 * i + 3, f"main{i}"))
+        b.write(_rows(100 + i, 101 + i, f"branch{i}"))
+    t.compact(full=True)
+    b.compact(full=True)
+    main_rows, branch_rows = _ids(t), _ids(b)
+    t.delete_tag("t1")
+    b.delete_tag("t1")
+    expire_after_latest(t, retain_min=1, retain_max=1, time_retained=0)
+    expire_after_latest(b, retain_min=1, retain_max=1, time_retained=0)
+    t.write(_rows(50, 51, "after"))
+    expire_after_latest(t, retain_min=1, retain_max=1, time_retained=0)
+    assert len(t.snapshots()) == 1 and len(b.snapshots()) == 1
+    assert _ids(t) == sorted(main_rows + [50]) and _ids(b) == branch_rows
+    assert _ids(t.branch("c")) == list(range(5))
+    _age_all(t.root)
+    report = t.check()
+    assert report.ok, report.problems
+    assert report.orphan_files == []  # expiry deleted exactly what no line uses any more
+    assert b.remove_orphan_files(older_than=0) == []
+    t.delete_branch("c")  # now the tagged snapshot's files are orphans, as Paimon leaves them
+    assert t.remove_orphan_files(older_than=0)
+    assert _ids(t) == sorted(main_rows + [50]) and _ids(b) == branch_rows
+    assert t.check().ok
+
+
+def _pp_read(pp_table):
+    rb = pp_table.new_read_builder()
+    return rb.new_read().to_arrow(rb.new_scan().plan().splits())
+
+
+def test_alter_on_a_branch_changes_its_schema_only_and_its_options_drive_its_maintenance(tmp_path):
+    """ALTER of ``t$branch_b`` writes the branch's schema/ (Paimon's SchemaManager with a branch); the branch's
+    snapshot options, not main's, drive the expiration after its commits (switchToBranch takes the branch's
+    schema options)."""
+    cat, t = _main_with_branch_from_tag(tmp_path)
+    b = cat.get_table("db.t$branch_b")
+    b.alter().add_column("w", pa.int32()).set_option("snapshot.num-retained.min", "1") \
+        .set_option("snapshot.num-retained.max", "1").commit()
+    assert [s.id for s in b.schemas()] == [0, 1] and b.schema.field_names[-1] == "w"
+    assert os.path.exists(os.path.join(t.root, "branch", "branch-b", "schema", "schema-1"))
+    main = cat.get_table("db.t")
+    assert [s.id for s in main.schemas()] == [0] and "w" not in main.schema.field_names
+    for i in range(4):
+        b.write(pa.table({"id": [100 + i], "v": ["b"], "w": pa.array([i], pa.int32())}))
+        t.write(_rows(10 + i, 11 + i, "main"))
+    assert len(b.snapshots()) == 1  # num-retained.max 1 on the branch: each commit expired the one before
+    assert t.snapshots()[0].id == 1 and len(t.snapshots()) >= 5  # main's defaults keep every snapshot
+    got = b.read().sort_by("id")
+    assert got.column("id").to_pylist() == list(range(5)) + [100, 101, 102, 103]
+    assert got.column("w").to_pylist() == [None] * 5 + [0, 1, 2, 3]
+    assert _ids(t) == list(range(5)) + [10, 11, 12, 13]
+    pp = pp_catalog(str(tmp_path / "wh"), "db")
+    pp_got = _pp_read(pp.get_table("db.t$branch_b")).sort_by("id")
+    assert pp_got.column("w").to_pylist() == got.column("w").to_pylist()
+    assert _pp_read(pp.get_table("db.t")).column_names == ["id", "v"]
+    report = t.check()
+    assert report.ok, report.problems
+
+
+def test_tags_and_rollback_on_a_branch(tmp_path):
+    """Tags of a branch live in its tag/ (Paimon's TagManager with a branch) and time-travel on it; rolling the
+    branch back drops its later snapshots, tags and files, never main's."""
+    cat, t = _main_with_branch_from_tag(tmp_path)
+    b = t.branch("b")
+    b.write(_rows(100, 102, "b"))
+    b.create_tag("bt2")
+    b.write(_rows(102, 104, "b"))
+    b.create_tag("bt3")
+    assert list(b.tags()) == ["bt2", "bt3", "t1"] and list(t.tags()) == ["t1"]
+    assert os.path.exists(os.path.join(t.root, "branch", "branch-b", "tag", "tag-bt2"))
+    assert _ids(b, tag="bt2") == list(range(5)) + [100, 101]
+    pp_branch = pp_catalog(str(tmp_path / "wh"), "db").get_table("db.t$branch_b")
+    assert sorted(_pp_read(pp_branch.copy({"scan.tag-name": "bt2"})).column("id").to_pylist()) == \
+        list(range(5)) + [100, 101]
+    t.write(_rows(10, 12, "main"))
+    with pytest.raises(TagNotFound):
+        t.read(tag="bt2")
+    b.delete_tag("bt3")
+    b.rollback_to("bt2")
+    assert [s.id for s in b.snapshots()] == [1, 2] and list(b.tags()) == ["bt2", "t1"]
+    assert _ids(b) == list(range(5)) + [100, 101]
+    b.rollback_to(1)  # the snapshot copied from main's tag: main's files it holds stay
+    assert list(b.tags()) == ["t1"] and _ids(b) == list(range(5))
+    assert _ids(t) == list(range(5)) + [10, 11] and _ids(t, tag="t1") == list(range(5))
+    _age_all(t.root)
+    report = t.check()
+    assert report.ok, report.problems
+    assert report.orphan_files == []  # the rollback deleted the files of the dropped branch snapshots
+
+
+def test_changes_streams_and_consumers_of_a_branch(tmp_path):
+    """read_changes / stream read the branch's snapshots; a consumer's progress goes to the branch's consumer/
+    (where pypaimon's ConsumerManager with a branch finds it) and holds the branch's expiration back."""
+    from pypaimon.consumer.consumer_manager import ConsumerManager as PPConsumerManager
+
+    cat, t = _main_with_branch_from_tag(tmp_path, {"changelog-producer": "input"})
+    b = t.branch("b")
+    b.write(_rows(100, 102, "b"))
+    t.write(_rows(10, 12, "main"))
+    changes = b.read_changes(1)
+    assert sorted(changes.column("id").to_pylist()) == [100, 101]
+    assert set(changes.column("_row_kind").to_pylist()) == {"+I"}
+    batches = list(b.stream("from-snapshot", snapshot_id=2, consumer_id="c1", idle_timeout=0))
+    assert sorted(i for x in batches for i in x.column("id").to_pylist()) == [100, 101]
+    assert b.consumers() == {"c1": 3} and t.consumers() == {}
+    assert os.path.exists(os.path.join(t.root, "branch", "branch-b", "consumer", "consumer-c1"))
+    pp_branch = pp_catalog(str(tmp_path / "wh"), "db").get_table("db.t$branch_b")
+    assert PPConsumerManager(pp_branch.file_io, pp_branch.table_path, "b").min_next_snapshot() == 3
+    b.write(_rows(102, 104, "b"))
+    b.reset_consumer("c1", 2)
+    expire_after_latest(b, retain_min=1, retain_max=1, time_retained=0)
+    assert [s.id for s in b.snapshots()] == [2, 3]  # the consumer still needs snapshot 2
+    b.reset_consumer("c1")
+    assert b.consumers() == {}
+    expire_after_latest(b, retain_min=1, retain_max=1, time_retained=0)
+    assert [s.id for s in b.snapshots()] == [3]
+    assert _ids(t) == list(range(5)) + [10, 11] and _ids(b) == list(range(5)) + [100, 101, 102, 103]
+    assert t.check().ok
+
+
+def test_drop_and_expire_partitions_on_a_branch(tmp_path):
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    schema = pa.schema([("id", pa.int64()), ("d", pa.string())])
+    t = cat.create_table("db.t", schema, primary_key=["id", "d"], partition_keys=["d"],
+                         options={"bucket": "1", "partition.expiration-time": "7 d",
+                                  "partition.timestamp-formatter": "yyyyMMdd"})
+    t.write(pa.table({"id": [1, 2, 3], "d": ["20240101", "20240110", "20240120"]}))
+    t.create_tag("t1")
+    t.create_branch("b", "t1")
+    b = t.branch("b")
+    b.drop_partitions({"d": "20240120"})
+    assert sorted(b.read().column("d").to_pylist()) == ["20240101", "20240110"]
+    expired = b.expire_partitions(now=dt.datetime(2024, 1, 15))
+    assert expired == [{"d": "20240101"}]
+    assert sorted(b.read().column("d").to_pylist()) == ["20240110"]
+    assert sorted(t.read().column("d").to_pylist()) == ["20240101", "20240110", "20240120"]
+    expire_after_latest(b, retain_min=1, retain_max=1, time_retained=0)
+    assert sorted(t.read().column("d").to_pylist()) == ["20240101", "20240110", "20240120"]
+    report = b.check()  # the whole table's check
+    assert report.ok, report.problems
+
+
+def test_branch_expiry_reads_main_again_when_main_expires_meanwhile(tmp_path):
+    """Main's snapshots expire while a branch's expiration reads them (two writers, each maintaining after its
+    commits): the branch reads main's line again instead of failing, and keeps what main still uses."""
+    cat, t = _main_with_branch_from_tag(tmp_path)
+    b = t.branch("b")
+    b.write(_rows(100, 102, "b"))
+    b.compact(full=True)
+    b.delete_tag("t1")
+    for i in range(3):
+        t.write(_rows(10 + i, 11 + i, "main"))
+    main_sm = b.main.snapshot_manager
+    read_snapshot, raced = main_sm.snapshot, []
+
+    def snapshot_racing_main_expiry(sid):
+        if not raced:
+            raced.append(sid)
+            expire_after_latest(t, retain_min=1, retain_max=1, time_retained=0)
+        return read_snapshot(sid)
+
+    main_sm.snapshot = snapshot_racing_main_expiry
+    removal = expire_after_latest(b, retain_min=1, retain_max=1, time_retained=0)
+    main_sm.snapshot = read_snapshot
+    assert raced and removal.snapshot_ids == [1, 2] and len(t.snapshots()) == 1
+    assert _ids(t) == list(range(5)) + [10, 11, 12] and _ids(t, tag="t1") == list(range(5))
+    assert _ids(b) == list(range(5)) + [100, 101]
+    report = t.check()
+    assert report.ok, report.problems
+
+
+def test_system_tables_of_a_branch(tmp_path):
+    """``t$branch_b$<kind>`` (Paimon's system tables of a branch table) read the branch's metadata."""
+    cat, t = _main_with_branch_from_tag(tmp_path)
+    b = t.branch("b")
+    b.write(_rows(100, 102, "b"))
+    b.create_tag("bt")
+    list(b.stream("from-snapshot", snapshot_id=2, consumer_id="c2", idle_timeout=0))
+    t.write(_rows(10, 12, "main"))
+    read = lambda kind: cat.get_table(f"db.t$branch_b${kind}").read()  # noqa: E731
+    assert read("snapshots").column("snapshot_id").to_pylist() == [1, 2]
+    assert read("tags").column("tag_name").to_pylist() == ["bt", "t1"]
+    assert read("consumers").column("consumer_id").to_pylist() == ["c2"]
+    assert read("files").num_rows == 2  # main's file from the tag and the branch's own
+    assert cat.get_table("db.t$tags").read().column("tag_name").to_pylist() == ["t1"]
+    assert cat.get_table("db.t$consumers").read().num_rows == 0
+
+
+def test_deleting_a_branch_tag_after_the_branch_expired_its_snapshot_keeps_main_files(tmp_path):
+    """The branch's copy of main's tag outlives the branch's copy of the snapshot; deleting that tag frees the
+    files only it kept for the branch -- not the ones main's snapshot and tag still read."""
+    cat, t = _main_with_branch_from_tag(tmp_path)
+    b = t.branch("b")
+    b.write(_rows(100, 102, "b"))
+    b.compact(full=True)
+    expire_after_latest(b, retain_min=1, retain_max=1, time_retained=0)
+    assert [s.id for s in b.snapshots()] == [3] and list(b.tags()) == ["t1"]
+    b.delete_tag("t1")
+    assert list(t.tags()) == ["t1"]
+    assert _ids(t) == list(range(5)) and _ids(t, tag="t1") == list(range(5))
+    assert _ids(b) == list(range(5)) + [100, 101]
+    report = t.check()
+    assert report.ok, report.problems
+
+
+def test_partition_expiration_check_interval_is_kept_per_branch(tmp_path, monkeypatch):
+    """Each line keeps its own last partition-expiration check (Paimon keeps it in each table's commit object): a
+    check that just ran on main does not make the branch's due check wait."""
+    from engine.maintenance import partition_expire
+    from engine.maintenance.partition_expire import expire_partitions_if_due
+    from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER
+
+    monkeypatch.setattr(partition_expire.random, "randrange", lambda n: 0)
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    t = cat.create_table("db.t", pa.schema([("id", pa.int64()), ("d", pa.string())]), primary_key=["id", "d"],
+                         partition_keys=["d"], options={"bucket": "1", "partition.expiration-time": "1 d",
+                                                        "partition.expiration-check-interval": "1 h",
+                                                        "partition.timestamp-formatter": "yyyyMMdd",
+                                                        "write-only": "true"})
+    t.write(pa.table({"id": [1, 2], "d": ["20000101", "20000102"]}))
+    t.create_tag("t1")
+    t.create_branch("b", "t1")
+    b = t.branch("b")
+    now = dt.datetime.now()
+    assert expire_partitions_if_due(b, BATCH_COMMIT_IDENTIFIER, now) is None  # first sight of the branch
+    assert expire_partitions_if_due(t, BATCH_COMMIT_IDENTIFIER, now + dt.timedelta(minutes=1)) is None
+    assert len(expire_partitions_if_due(t, BATCH_COMMIT_IDENTIFIER, now + dt.timedelta(minutes=62))) == 2
+    assert len(expire_partitions_if_due(b, BATCH_COMMIT_IDENTIFIER, now + dt.timedelta(minutes=63))) == 2
+    assert b.read().num_rows == 0 and t.read().num_rows == 0
+
+
+def test_check_of_a_table_whose_only_snapshots_are_a_branch_s(tmp_path):
+    """An empty branch of a table without commits, written to: check() (of main, or of the branch, which runs
+    main's) checks the branch's snapshot instead of failing on main's missing latest snapshot."""
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    t = cat.create_table("db.t", SCHEMA, primary_key=["id"], options={"bucket": "1",
+                                                                        "deletion-vectors.enabled": "true"})
+    t.create_branch("b")
+    b = t.branch("b")
+    b.write(_rows(0, 3, "b"))
+    assert t.snapshots() == [] and _ids(b) == [0, 1, 2]
+    for line in (t, b):
+        report = line.check()
+        assert report.ok, report.problems
+        assert report.snapshot_ids == []
+
+
+def test_check_reads_branch_files_through_the_branch_schemas_when_main_has_other_ones_of_the_same_id(tmp_path):
+    """Main and its branch both ALTER to their own schema-1 (main adds x; the branch renames v and adds y) and
+    write: check() judges each data file by the schema of the line that wrote it, so the branch's files are not
+    called unreadable for lacking main's columns."""
+    cat, t = _main_with_branch_from_tag(tmp_path)
+    b = t.branch("b")
+    t.alter().add_column("x", pa.string()).commit()
+    b.alter().rename_column("v", "vv").add_column("y", pa.int32()).commit()
+    t.write(pa.table({"id": [10], "v": ["m"], "x": ["a"]}))
+    b.write(pa.table({"id": [100], "vv": ["b"], "y": pa.array([7], pa.int32())}))
+    b.compact(full=True)
+    assert [s.id for s in t.schemas()] == [0, 1] and [s.id for s in b.schemas()] == [0, 1]
+    assert _ids(b) == list(range(5)) + [100] and _ids(t) == list(range(5)) + [10]
+    for line in (t, b):
+        report = line.check()
+        assert report.ok, report.problems

@@ -334,3 +334,23 @@ def test_to_reader_of_an_append_table(tmp_path):
     got = pa.Table.from_batches(list(t.to_reader(columns=["v"], filter=[("k", "=", 1)], batch_size=1)))
     assert sorted(got.column("v").to_pylist()) == ["x", "y"]
     assert _set(pa.Table.from_batches(list(t.to_reader()))) == _set(t.read())
+
+
+def test_never_null_columns_need_not_null_on_both_branches(tmp_path):
+    """Paimon compares the branches ignoring nullability, so a column NOT NULL on main may hold nulls in rows of
+    the other branch (here an append branch where ``k`` is nullable)."""
+    from engine.read.fallback_branch import never_null_columns
+    cat = _catalog(tmp_path)
+    t = _pk_table(cat)
+    t.create_branch("b")
+    b = t.branch("b")
+    s = b.schema
+    loose = dataclasses.replace(s, id=s.id + 1, primary_keys=(), options={**s.options, "bucket": "-1"},
+                                fields=tuple(dataclasses.replace(f, type=f.type.with_nullable(True))
+                                             if f.name == "k" else f for f in s.fields))
+    t.file_io.write_bytes(TablePaths(t.root, b.paths.meta_root).schema(loose.id), loose.to_json().encode())
+    assert never_null_columns(t) == ["pt", "k"]
+    _option(t, "scan.fallback-branch", "b")
+    assert never_null_columns(t) == ["pt"]
+    t.branch("b").write(pa.table({"pt": [2], "k": [None], "v": ["null key"]}, schema=t.branch("b").arrow_schema))
+    assert t.read().to_pylist() == [{"pt": 2, "k": None, "v": "null key"}]

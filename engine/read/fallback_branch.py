@@ -230,6 +230,19 @@ def _as_table_columns(rows, table, columns):
     return with_schema(rows.rename_columns(list(columns)), target)
 
 
+def never_null_columns(table) -> list[str]:
+    """The table's NOT NULL columns whose batch-read values are never null: with another branch read for some
+    partitions, only those NOT NULL on both (Paimon ignores nullability when it compares the branches)."""
+    names = [f.name for f in table.arrow_schema if not f.nullable]
+    setting = branch_setting(table)
+    other = open_branch(table, setting[1]) if setting is not None else None
+    if other is None:
+        return names
+    theirs = dict(zip(table.schema.field_names, other.arrow_schema)) if len(other.arrow_schema) == len(
+        table.arrow_schema) else {}
+    return [c for c in names if c in theirs and not theirs[c].nullable]
+
+
 def _plain(table, skip: frozenset):
     """A copy of ``table`` that reads without a fallback and plans no file of the partitions in ``skip``."""
     plain = copy.copy(table)

@@ -73,3 +73,25 @@ def test_spark_reads_the_primary_branch_partitions(spark, tables):
     assert _sorted(spark.read.format("lakemerge").load(t.root).collect()) == want
     assert _sorted(spark.read.format("lakemerge").option("columns", "v").load(t.root).collect()) == \
         sorted((r[2],) for r in want)
+
+
+def test_read_table_guard_keeps_the_other_branch_null_rows(spark, tmp_path):
+    """read_table's always-true ``<column> IS NOT NULL`` guard must be NOT NULL on both branches: main's key ``k``
+    is nullable on the append fallback branch, whose row with a null ``k`` must still be read."""
+    spark_glue.register(spark)
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    t = cat.create_table("db.t", SCHEMA, primary_key=["k", "pt"], partition_keys=["pt"], options={"bucket": "1"})
+    t.write(_rows((1, 10, "apple")))
+    t.create_branch("b")
+    b = t.branch("b")
+    s = b.schema
+    loose = dataclasses.replace(s, id=s.id + 1, primary_keys=(), options={**s.options, "bucket": "-1"},
+                                fields=tuple(dataclasses.replace(f, type=f.type.with_nullable(True))
+                                             if f.name == "k" else f for f in s.fields))
+    t.file_io.write_bytes(TablePaths(t.root, b.paths.meta_root).schema(loose.id), loose.to_json().encode())
+    t.branch("b").write(pa.table({"pt": [2], "k": [None], "v": ["null key"]}, schema=t.branch("b").arrow_schema))
+    t.alter().set_option("scan.fallback-branch", "b").commit()
+    got = spark_glue.read_table(spark, t.root, filter_pushdown=True).collect()
+    assert sorted((r.pt, r.k, r.v) for r in got if r.k is not None) == [(1, 10, "apple")]
+    assert [(r.pt, r.v) for r in got if r.k is None] == [(2, "null key")]

@@ -259,8 +259,10 @@ class Table:
     # --- reading ------------------------------------------------------------------------------------
     def plan(self, snapshot_id: int | None = None, filter=None) -> list[Split]:
         """The Splits (one per partition and bucket, with their live files) of ``snapshot_id`` (default: latest; none
-        without commits) that may hold rows matching ``filter``. Raises SnapshotNotFound, InvalidInput for a bad
-        filter, CorruptFile for damaged manifests.
+        without commits) that may hold rows matching ``filter``; with ``scan.fallback-branch`` /
+        ``scan.primary-branch`` also the other branch's splits of the partitions it supplies, marked with
+        ``Split.branch`` (engine.read.fallback_branch). Raises SnapshotNotFound, InvalidInput for a bad filter,
+        CorruptFile for damaged manifests.
         """
         from engine.read import fallback_branch
         dnf = pred.normalize(filter, self.arrow_schema, self.name)
@@ -271,7 +273,9 @@ class Table:
 
     def read(self, snapshot_id: int | None = None, columns: Sequence[str] | None = None, filter=None, *,
              tag: str | None = None) -> pa.Table:
-        """The merged table at ``snapshot_id`` (default: latest), optionally projected and filtered.
+        """The merged table at ``snapshot_id`` (default: latest), optionally projected and filtered. With
+        ``scan.fallback-branch`` / ``scan.primary-branch`` some partitions come from that branch, as Paimon's batch
+        reads (engine.read.fallback_branch; ``to_reader`` and ``lookup`` too).
 
         Raises SnapshotNotFound for an unknown snapshot, TagNotFound, InvalidInput for unknown columns, bad filters
         or both ``snapshot_id`` and ``tag``, CorruptFile if a referenced file is missing or damaged.

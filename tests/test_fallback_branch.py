@@ -354,3 +354,23 @@ def test_never_null_columns_need_not_null_on_both_branches(tmp_path):
     assert never_null_columns(t) == ["pt"]
     t.branch("b").write(pa.table({"pt": [2], "k": [None], "v": ["null key"]}, schema=t.branch("b").arrow_schema))
     assert t.read().to_pylist() == [{"pt": 2, "k": None, "v": "null key"}]
+
+
+def test_a_partition_with_only_level_0_files_of_a_deletion_vector_main_is_read_from_the_branch(tmp_path):
+    """Paimon lists the partitions a side owns with its batch scan, which skips level-0 files of a deletion-vector
+    table (AbstractBatchTableScan: batchScanSkipLevel0), so a partition whose main files are all still at level 0
+    is not main's: it is read from the fallback branch (lakemerge read it from main: no rows)."""
+    cat = _catalog(tmp_path)
+    t = _pk_table(cat, **{"deletion-vectors.enabled": "true", "write-only": "true"})
+    t.create_branch("b")
+    b = t.branch("b")
+    b.write(_rows((1, 20, "cat"), (2, 30, "dog")))
+    b.compact(full=True)
+    t.write(_rows((1, 10, "apple"), (2, 10, "pear")))
+    t.compact(full=True, partitions=[{"pt": 2}])
+    t.write(_rows((2, 11, "plum")))  # level 0: invisible to batch reads until compacted
+    _option(t, "scan.fallback-branch", "b")
+    want = [(1, 20, "cat"), (2, 10, "pear")]
+    assert _set(t.read()) == want
+    assert _set(pa.Table.from_batches(list(t.to_reader()))) == want
+    assert _set(t.lookup(pa.table({"pt": [1, 2], "k": [20, 10]}, schema=KEYS))) == want

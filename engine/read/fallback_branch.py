@@ -5,7 +5,8 @@ FileStoreTableFactory wraps such a table in a FallbackReadFileStoreTable.
   the partitions only branch ``b`` has are read from ``b``.
 * ``scan.primary-branch = b``: the partitions ``b`` has are read from ``b`` alone; the others from the table.
 
-Ownership is decided per partition by its live files, whatever the filter's value terms (a partition the first
+Ownership is decided per partition by the files the first side's batch read sees (live files of real buckets;
+not the level-0 files of a deletion-vector table), whatever the filter's value terms (a partition the first
 side has is never completed from the second). Each side is read as its own table: its own schema, primary keys,
 merge engine and buckets (a primary-key fallback branch of an append table is merged). Non-partitioned tables
 have one partition: the first side is read if it has any file, else the second.
@@ -251,12 +252,11 @@ def _plain(table, skip: frozenset):
 
 
 def _partitions(table, snapshot) -> frozenset:
-    """The serialized partitions with live files in real buckets at ``snapshot`` (what Paimon's partition listing
-    of a batch scan returns)."""
-    if snapshot is None:
-        return frozenset()
-    from engine.postpone import POSTPONE_BUCKET
-    return frozenset(e.partition for e in table.manifests.live_entries(snapshot) if e.bucket != POSTPONE_BUCKET)
+    """The serialized partitions a batch read of ``table`` at ``snapshot`` sees files of (real buckets only, and
+    without the level-0 files of a deletion-vector table: engine.read.split_read.batch_splits), which is what
+    Paimon's partition listing of a batch scan returns (its level and bucket filters apply to the listing)."""
+    from engine.read.split_read import batch_splits
+    return frozenset(sp.partition for sp in batch_splits(table.scan().plan(snapshot), table.schema))
 
 
 def _column_names(table, other, option: str, name: str) -> dict:

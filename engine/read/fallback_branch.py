@@ -143,10 +143,14 @@ def resolve(table, snapshot, other_snapshot: Callable) -> list[Side] | None:
 
 def splits(side_list: list[Side], dnf, *, batch: bool = True) -> list:
     """The splits of every side (``dnf`` over the table's columns), each other-branch split marked with its branch
-    (``Split.branch``). ``batch``: as a batch read sees them (engine.read.split_read.batch_splits)."""
+    (``Split.branch``). ``batch``: as a batch read sees them (engine.read.split_read.batch_splits); then raises
+    UnsupportedFeature for a side whose batch reads lakemerge does not honour (engine.postpone.require_batch_readable)."""
+    from engine.postpone import require_batch_readable
     from engine.read.split_read import batch_splits
     out = []
     for side in side_list:
+        if batch:
+            require_batch_readable(side.table.schema, side.table.name)
         planned = side.table.scan().plan(side.snapshot, side.dnf(dnf))
         planned = batch_splits(planned, side.table.schema) if batch else planned
         out += [sp if side.branch is None else replace(sp, branch=side.branch) for sp in planned]

@@ -95,3 +95,27 @@ def test_read_table_guard_keeps_the_other_branch_null_rows(spark, tmp_path):
     got = spark_glue.read_table(spark, t.root, filter_pushdown=True).collect()
     assert sorted((r.pt, r.k, r.v) for r in got if r.k is not None) == [(1, 10, "apple")]
     assert [(r.pt, r.v) for r in got if r.k is None] == [(2, "null key")]
+
+
+def test_a_batch_read_refuses_a_postponed_merge_on_read_branch_as_the_engine_does(tmp_path):
+    """The fallback branch is a ``bucket = -2`` table with ``postpone.merge-on-read = true``: lakemerge cannot merge
+    its postponed records into a batch read, so planning the Spark read refuses it as Table.read does (it planned
+    the branch without them: rows silently missing)."""
+    from engine.errors import UnsupportedFeature
+    from spark_glue.reading import plan_batch
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    t = cat.create_table("db.t", SCHEMA, primary_key=["pt", "k"], partition_keys=["pt"], options={"bucket": "1"})
+    t.write(_rows((1, 1, "main")))
+    t.create_branch("b")
+    b = t.branch("b")
+    s = b.schema
+    new = dataclasses.replace(s, id=s.id + 1, options={**s.options, "bucket": "-2", "postpone.merge-on-read": "true",
+                                                       "postpone.batch-write-fixed-bucket": "false"})
+    t.file_io.write_bytes(TablePaths(t.root, b.paths.meta_root).schema(new.id), new.to_json().encode())
+    t.branch("b").write(_rows((2, 1, "postponed")))
+    t.alter().set_option("scan.fallback-branch", "b").commit()
+    with pytest.raises(UnsupportedFeature, match="merge-on-read"):
+        t.read()
+    with pytest.raises(UnsupportedFeature, match="merge-on-read"):
+        plan_batch(t, t.snapshot(), None, {})

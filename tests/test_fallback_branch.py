@@ -374,3 +374,18 @@ def test_a_partition_with_only_level_0_files_of_a_deletion_vector_main_is_read_f
     assert _set(t.read()) == want
     assert _set(pa.Table.from_batches(list(t.to_reader()))) == want
     assert _set(t.lookup(pa.table({"pt": [1, 2], "k": [20, 10]}, schema=KEYS))) == want
+
+
+def test_streaming_full_read_of_an_append_table_reads_main_alone(tmp_path):
+    """Paimon's FallbackReadFileStoreTable streams through main's stream scan (DelegatedFileStoreTable
+    .newStreamScan), so the first (full) batch of ``latest-full`` holds main's rows only, not the fallback branch's
+    partitions (an append table's full read went through Table.read, which now reads both branches)."""
+    cat = _catalog(tmp_path)
+    t = cat.create_table("db.t", SCHEMA, partition_keys=["pt"], options={"bucket": "-1"})
+    t.write(_rows((1, 10, "apple")))
+    t.create_branch("b")
+    _option(t, "scan.fallback-branch", "b")
+    t.branch("b").write(_rows((2, 20, "cat")))
+    assert t.read().num_rows == 2
+    got = [r for b in t.stream("latest-full", idle_timeout=0.1, poll_interval=0.05) for r in b.to_pylist()]
+    assert got == [{"pt": 1, "k": 10, "v": "apple", "_row_kind": "+I"}]

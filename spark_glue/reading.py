@@ -37,6 +37,10 @@ TARGET_SPLIT_SIZE = "source.split.target-size"
 OPEN_FILE_COST = "source.split.open-file-cost"
 PRUNE = "filter-pushdown.prune"
 FOLLOW_LATEST = "follow-latest"
+# true: read the table's own snapshot only, without the partitions scan.fallback-branch / scan.primary-branch take
+# from another branch (the row-level commands of append tables rewrite the table's files, as Paimon's take their
+# splits from the table's own snapshot reader)
+TABLE_ALONE = "read.table-alone"
 DEFAULT_TARGET = 128 << 20
 DEFAULT_OPEN_COST = 4 << 20
 BATCH_ROWS = 64 * 1024
@@ -203,7 +207,8 @@ class MergedTableReader(DataSourceReader):
             # prune and filter nothing, Spark evaluates this query's filters itself
             dnf = None
             snap = table.snapshot()
-            splits, branch_schemas = plan_batch(table, snap, None, {})
+            alone = {TABLE_ALONE: self.options.get(TABLE_ALONE, "false")}
+            splits, branch_schemas = plan_batch(table, snap, None, alone)
             partition = SplitGroup(splits, None if snap is None else snap.id, schema_id=partition.schema_id,
                                    branch_schema_ids=branch_schemas)
         check_planned_zone(partition.planned_time, table.name)
@@ -270,12 +275,14 @@ class MergedTableReader(DataSourceReader):
 def plan_batch(table, snapshot, dnf, options) -> tuple[list[Split], dict]:
     """The splits a batch read of ``table`` at ``snapshot`` reads and, for a table with ``scan.fallback-branch`` /
     ``scan.primary-branch``, the schema id each other branch's splits are read through (engine.read.fallback_branch;
-    the other branch's snapshot from the same time-travel ``options``, tables.resolve_other_branch_snapshot)."""
+    the other branch's snapshot from the same time-travel ``options``, tables.resolve_other_branch_snapshot; option
+    ``read.table-alone``: none)."""
     from engine.read import fallback_branch
     from engine.read.split_read import batch_splits
     from spark_glue.tables import resolve_other_branch_snapshot
-    sides = fallback_branch.resolve(table, snapshot,
-                                    lambda other: resolve_other_branch_snapshot(other, snapshot, options))
+    alone = parse_bool(str(options.get(TABLE_ALONE, "false")))
+    sides = None if alone else fallback_branch.resolve(
+        table, snapshot, lambda other: resolve_other_branch_snapshot(other, snapshot, options))
     if sides is None:
         return batch_splits(table.scan().plan(snapshot, dnf), table.schema), {}
     return fallback_branch.splits(sides, dnf), {s.branch: s.table.schema.id for s in sides if s.branch is not None}

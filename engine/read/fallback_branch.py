@@ -144,7 +144,8 @@ def resolve(table, snapshot, other_snapshot: Callable) -> list[Side] | None:
 def splits(side_list: list[Side], dnf, *, batch: bool = True) -> list:
     """The splits of every side (``dnf`` over the table's columns), each other-branch split marked with its branch
     (``Split.branch``). ``batch``: as a batch read sees them (engine.read.split_read.batch_splits); then raises
-    UnsupportedFeature for a side whose batch reads lakemerge does not honour (engine.postpone.require_batch_readable)."""
+    UnsupportedFeature for a side whose batch reads lakemerge does not honour
+    (engine.postpone.require_batch_readable)."""
     from engine.postpone import require_batch_readable
     from engine.read.split_read import batch_splits
     out = []

@@ -119,3 +119,29 @@ def test_a_batch_read_refuses_a_postponed_merge_on_read_branch_as_the_engine_doe
         t.read()
     with pytest.raises(UnsupportedFeature, match="merge-on-read"):
         plan_batch(t, t.snapshot(), None, {})
+
+
+@pytest.mark.parametrize("option", ["scan.fallback-branch", "scan.primary-branch"])
+def test_append_row_level_commands_change_the_table_files_only(spark, tmp_path, option):
+    """DELETE / UPDATE / MERGE of an append table change the files of the table's own snapshot (Paimon's row-level commands
+    take their candidate splits from the table's snapshot reader, main's), whatever the other branch supplies to
+    reads; they failed (KeyError on the other branch's bucket) when their read also held the other branch's rows."""
+    from pyspark.sql import functions as F
+    spark_glue.register(spark)
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    t = cat.create_table("db.t", SCHEMA, partition_keys=["pt"], options={"bucket": "-1"})
+    t.write(_rows((1, 10, "x"), (1, 20, "keep"), (3, 10, "x")))
+    t.create_branch("b")
+    b = t.branch("b")
+    b.write(_rows((1, 30, "x"), (2, 10, "x"), (2, 20, "keep")))
+    t.alter().set_option(option, "b").commit()
+    branch_rows = _sorted(b.read().to_pylist())
+    assert spark_glue.delete_where(spark, t.root, "v = 'x' and k = 10") is not None
+    assert spark_glue.update_where(spark, t.root, {"v": F.lit("y")}, "k = 20") is not None
+    source = spark.createDataFrame([(2, 20, "gone")], "pt int, k int, v string")  # only the branch has (2, 20)
+    assert spark_glue.merge_into(spark, t.root, source, ["pt", "k"], when_matched="delete",
+                                 when_not_matched=None) is None
+    assert _sorted(t.branch("b").read().to_pylist()) == branch_rows
+    t.alter().remove_option(option).commit()
+    assert _sorted(t.read().to_pylist()) == [(1, 20, "y")]

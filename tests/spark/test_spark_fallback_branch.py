@@ -145,3 +145,20 @@ def test_append_row_level_commands_change_the_table_files_only(spark, tmp_path, 
     assert _sorted(t.branch("b").read().to_pylist()) == branch_rows
     t.alter().remove_option(option).commit()
     assert _sorted(t.read().to_pylist()) == [(1, 20, "y")]
+
+
+def test_file_rewriting_delete_of_a_primary_key_table_changes_the_table_files_only(spark, tmp_path):
+    """A first-row table's DELETE deletes from its files (Paimon's performNonPrimaryKeyDelete, whose splits come
+    from the table's own snapshot reader): a matching row of the fallback branch is not the table's and stays
+    (the read held it too, and its key, found in none of the table's files, failed the job)."""
+    spark_glue.register(spark)
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    t = cat.create_table("db.t", SCHEMA, primary_key=["pt", "k"], partition_keys=["pt"],
+                         options={"bucket": "1", "merge-engine": "first-row"})
+    t.write(_rows((1, 10, "main"), (1, 20, "main")))
+    t.create_branch("b")
+    t.branch("b").write(_rows((2, 10, "branch"), (2, 20, "branch")))
+    t.alter().set_option("scan.fallback-branch", "b").commit()
+    assert spark_glue.delete_where(spark, t.root, "k = 10") is not None
+    assert _sorted(t.read().to_pylist()) == [(1, 20, "main"), (2, 10, "branch"), (2, 20, "branch")]

@@ -137,8 +137,8 @@ def create_branch(table, name: str, tag: str | None = None) -> None:
 def delete_branch(table, name: str) -> None:
     """Delete branch ``name``: its directory only (its snapshots, schemas and tags), as Paimon does; the data it
     alone wrote become orphans for ``remove_orphan_files``. Raises InvalidInput for ``main``, an unknown branch, or
-    the branch named by ``scan.fallback-branch`` (as Paimon's AbstractFileStoreTable.deleteBranch) or
-    ``scan.primary-branch`` (lakemerge only: reads of the table would need it)."""
+    the branch named by ``scan.fallback-branch`` or ``scan.primary-branch`` (as Paimon's
+    AbstractFileStoreTable.deleteBranch: batch reads of the table read it)."""
     if name == MAIN_BRANCH or not isinstance(name, str) or name not in branch_names(table):
         raise InvalidInput(f"branch {name!r} does not exist", table=table.name)
     for option in ("scan.fallback-branch", "scan.primary-branch"):

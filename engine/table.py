@@ -26,6 +26,10 @@ from engine.write.table_write import TableWrite
 class Table:
     """A Paimon primary-key table. Create it through ``Catalog``; this object is cheap and holds caches only."""
 
+    # Set on the copies a fallback-branch read makes of each branch (engine.read.fallback_branch): those copies
+    # read plainly (no fallback of their own) and their scans leave these partitions out. None: a normal table.
+    _skip_partitions: frozenset[bytes] | None = None
+
     def __init__(self, name: str, root: str, file_io: FileIO, *, meta_root: str | None = None):
         self.name = name
         self.root = root
@@ -127,7 +131,8 @@ class Table:
         """A TableScan over this table's latest schema (planning splits of a snapshot); cheap, shares the manifest
         cache.
         """
-        return TableScan(self.paths, self.schema, self.manifests, self.name, self.schema_manager.schema)
+        return TableScan(self.paths, self.schema, self.manifests, self.name, self.schema_manager.schema,
+                         self._skip_partitions or frozenset())
 
     def bucket_dir(self, partition_values: tuple, bucket: int) -> str:
         """The directory of ``bucket`` in the partition with ``partition_values`` (Paimon's path rules). Pure path
@@ -255,22 +260,33 @@ class Table:
     # --- reading ------------------------------------------------------------------------------------
     def plan(self, snapshot_id: int | None = None, filter=None) -> list[Split]:
         """The Splits (one per partition and bucket, with their live files) of ``snapshot_id`` (default: latest; none
-        without commits) that may hold rows matching ``filter``. Raises SnapshotNotFound, InvalidInput for a bad
-        filter, CorruptFile for damaged manifests.
+        without commits) that may hold rows matching ``filter``; with ``scan.fallback-branch`` /
+        ``scan.primary-branch`` also the other branch's splits of the partitions it supplies, marked with
+        ``Split.branch`` (engine.read.fallback_branch). Raises SnapshotNotFound, InvalidInput for a bad filter,
+        CorruptFile for damaged manifests.
         """
-        snap = self.snapshot(snapshot_id)
+        from engine.read import fallback_branch
         dnf = pred.normalize(filter, self.arrow_schema, self.name)
-        return self.scan().plan(snap, dnf)
+        sides = fallback_branch.sides(self, snapshot_id)
+        if sides is not None:
+            return fallback_branch.splits(sides, dnf, batch=False)
+        return self.scan().plan(self.snapshot(snapshot_id), dnf)
 
     def read(self, snapshot_id: int | None = None, columns: Sequence[str] | None = None, filter=None, *,
              tag: str | None = None) -> pa.Table:
-        """The merged table at ``snapshot_id`` (default: latest), optionally projected and filtered.
+        """The merged table at ``snapshot_id`` (default: latest), optionally projected and filtered. With
+        ``scan.fallback-branch`` / ``scan.primary-branch`` some partitions come from that branch, as Paimon's batch
+        reads (engine.read.fallback_branch; ``to_reader`` and ``lookup`` too).
 
         Raises SnapshotNotFound for an unknown snapshot, TagNotFound, InvalidInput for unknown columns, bad filters
         or both ``snapshot_id`` and ``tag``, CorruptFile if a referenced file is missing or damaged.
         """
         if snapshot_id is not None and tag is not None:  # Paimon: only one time-travel option may be set
             raise InvalidInput(f"give snapshot_id ({snapshot_id}) or tag ({tag!r}), not both", table=self.name)
+        from engine.read import fallback_branch
+        sides = fallback_branch.sides(self, snapshot_id, tag)
+        if sides is not None:  # scan.fallback-branch / scan.primary-branch
+            return fallback_branch.read(self, sides, columns, filter)
         if self.schema.is_append_only:
             from engine.append.read import read_append
             snap = self.tag_snapshot(tag) if tag is not None else None
@@ -315,6 +331,10 @@ class Table:
         """Rows for the given primary keys at a snapshot; keys that do not exist are absent from the result."""
         if self.schema.is_append_only:
             raise InvalidInput("an append table has no primary key to look rows up by", table=self.name)
+        from engine.read import fallback_branch
+        sides = fallback_branch.sides(self, snapshot_id)
+        if sides is not None:  # scan.fallback-branch / scan.primary-branch: each side holds other partitions
+            return fallback_branch.lookup(self, sides, keys, columns)
         if self.schema.cross_partition_update:
             from engine.dynamic_bucket.cross_partition import lookup_cross_partition
             return lookup_cross_partition(self, keys, snapshot_id, columns)
@@ -334,6 +354,10 @@ class Table:
         """The merged rows as a ``pyarrow.RecordBatchReader`` that reads one bucket of one partition at a time
         (bounded memory); usable by DuckDB, Polars, DataFusion... The snapshot is pinned when this is called.
         Raises like ``read`` (data-file errors surface while iterating). See engine.read.stream."""
+        from engine.read import fallback_branch
+        sides = fallback_branch.sides(self, snapshot_id)
+        if sides is not None:  # scan.fallback-branch / scan.primary-branch
+            return fallback_branch.batch_reader(self, sides, columns, filter, batch_size)
         from engine.read.stream import batch_reader
         return batch_reader(self, snapshot_id, columns, filter, batch_size)
 

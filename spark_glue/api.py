@@ -53,8 +53,10 @@ def read_table(spark, path: str, *, columns=None, filter_pushdown: bool = True, 
     filter_pushdown = filter_pushdown or prune
     # The guard must be pushable, so a single never-null column: a key column (else a NOT NULL column), read
     # even when ``columns`` leaves it out (``a IS NOT NULL OR a IS NULL`` is never pushed: no re-plan).
-    not_null = [f.name for f in table.arrow_schema if not f.nullable]
-    guard = next(iter(list(table.primary_keys) + not_null), None) if filter_pushdown else None
+    from engine.read.fallback_branch import never_null_columns
+    not_null = never_null_columns(table)  # with a fallback/primary branch: NOT NULL on both branches
+    guard = next(iter([k for k in table.primary_keys if k in not_null] + not_null), None) if filter_pushdown \
+        else None
     read_cols = None if columns is None else list(columns) + ([guard] if guard and guard not in columns else [])
     reader = spark.read.format(FORMAT)
     if read_cols is not None:

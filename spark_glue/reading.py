@@ -37,6 +37,10 @@ TARGET_SPLIT_SIZE = "source.split.target-size"
 OPEN_FILE_COST = "source.split.open-file-cost"
 PRUNE = "filter-pushdown.prune"
 FOLLOW_LATEST = "follow-latest"
+# true: read the table's own snapshot only, without the partitions scan.fallback-branch / scan.primary-branch take
+# from another branch (the row-level commands of append tables rewrite the table's files, as Paimon's take their
+# splits from the table's own snapshot reader)
+TABLE_ALONE = "read.table-alone"
 DEFAULT_TARGET = 128 << 20
 DEFAULT_OPEN_COST = 4 << 20
 BATCH_ROWS = 64 * 1024
@@ -45,14 +49,17 @@ BATCH_ROWS = 64 * 1024
 class SplitGroup(InputPartition):
     """The splits one Spark task reads, the snapshot they belong to and, when a zone-less timestamp chose it, that
     timestamp's (key, value, epoch millis) as the planner read it (see tables.check_planned_zone). ``schema_id``:
-    the table schema the read was planned under, which the task reads through (None: the table's current one)."""
+    the table schema the read was planned under, which the task reads through (None: the table's current one).
+    A split of another branch (``scan.fallback-branch`` / ``scan.primary-branch``, ``Split.branch``) is read
+    through that branch's schema ``branch_schema_ids[branch]``, its columns by position under the table's."""
 
     def __init__(self, splits, snapshot_id: int | None, planned_time: tuple[str, str, int] | None = None,
-                 schema_id: int | None = None):
+                 schema_id: int | None = None, branch_schema_ids: dict | None = None):
         self.splits = tuple(splits)
         self.snapshot_id = snapshot_id
         self.planned_time = planned_time
         self.schema_id = schema_id
+        self.branch_schema_ids = dict(branch_schema_ids or {})  # fallback reads: branch -> schema id it read
 
 
 class LatestSnapshot(InputPartition):
@@ -174,8 +181,7 @@ class MergedTableReader(DataSourceReader):
         if self._follow_latest(table):
             return [LatestSnapshot(table.schema.id)]
         snap = resolve_snapshot(table, self.options)
-        from engine.read.split_read import batch_splits
-        splits = batch_splits(table.scan().plan(snap, self._dnf(table)), table.schema)
+        splits, branch_schemas = plan_batch(table, snap, self._dnf(table), self.options)
         target = parse_memory_size(self.options.get(TARGET_SPLIT_SIZE, str(DEFAULT_TARGET)))
         cost = parse_memory_size(self.options.get(OPEN_FILE_COST, str(DEFAULT_OPEN_COST)))
         sid = None if snap is None else snap.id
@@ -184,13 +190,15 @@ class MergedTableReader(DataSourceReader):
         planned = None if zone_less is None else (*zone_less, timestamp_millis(*zone_less, None, table.name))
         groups = pack_splits(splits, max(1, target), cost)
         # Spark needs at least one partition; an empty group reads nothing.
-        return [SplitGroup(g, sid, planned, table.schema.id) for g in groups] or [SplitGroup((), sid, planned,
-                                                                                              table.schema.id)]
+        return [SplitGroup(g, sid, planned, table.schema.id, branch_schemas) for g in groups] \
+            or [SplitGroup((), sid, planned, table.schema.id)]
 
     def read(self, partition: SplitGroup | LatestSnapshot):
 
         from engine.append.read import ordered_files, read_append_positions
-        from engine.read.split_read import SplitReader, batch_splits
+        from engine.errors import TableNotFound
+        from engine.read.fallback_branch import open_branch
+        from engine.read.split_read import SplitReader
         from spark_glue.source import FILE_PATH, ROW_INDEX, metadata_columns
         table = open_table(self.options.get("path"))
         dnf = self._dnf(table)
@@ -199,8 +207,10 @@ class MergedTableReader(DataSourceReader):
             # prune and filter nothing, Spark evaluates this query's filters itself
             dnf = None
             snap = table.snapshot()
-            partition = SplitGroup(() if snap is None else batch_splits(table.scan().plan(snap), table.schema),
-                                   None if snap is None else snap.id, schema_id=partition.schema_id)
+            alone = {TABLE_ALONE: self.options.get(TABLE_ALONE, "false")}
+            splits, branch_schemas = plan_batch(table, snap, None, alone)
+            partition = SplitGroup(splits, None if snap is None else snap.id, schema_id=partition.schema_id,
+                                   branch_schema_ids=branch_schemas)
         check_planned_zone(partition.planned_time, table.name)
         if not partition.splits:
             return iter(())
@@ -217,10 +227,27 @@ class MergedTableReader(DataSourceReader):
             raise SchemaMismatch(f"column {missing[0]!r} of this read is not in the table's schema "
                                  f"{schema.id}; the schema changed after the view or DataFrame was created: "
                                  "create it again", table=table.name, column=missing[0])
-        reader = SplitReader(table.file_io, schema, table.schema_manager.schema)
+        sides = {}  # Split.branch -> (reader, its schema, the read columns as it names them)
+
+        def side_of(split):
+            if split.branch not in sides:
+                if split.branch is None:
+                    sides[None] = (SplitReader(table.file_io, schema, table.schema_manager.schema), schema, read_cols)
+                else:
+                    other = open_branch(table, split.branch)
+                    if other is None:
+                        raise TableNotFound(f"{table.name}$branch_{split.branch}", "the branch this read planned "
+                                            "splits of was deleted; run the query again")
+                    other_schema = other.schema_manager.schema(partition.branch_schema_ids[split.branch])
+                    names = dict(zip(schema.field_names, other_schema.field_names))
+                    sides[split.branch] = (SplitReader(other.file_io, other_schema, other.schema_manager.schema),
+                                           other_schema, [names[c] for c in read_cols])
+            return sides[split.branch]
 
         def append_file(split, f):
-            rows, positions = read_append_positions(reader, split, f, read_cols)
+            reader, _, cols = side_of(split)
+            rows, positions = read_append_positions(reader, split, f, cols)
+            rows = rows.rename_columns(read_cols)
             if FILE_PATH in meta_cols:
                 path = data_file_path(split.bucket_dir, f)
                 rows = rows.append_column(FILE_PATH, pa.array([path] * rows.num_rows, pa.string()))
@@ -229,9 +256,10 @@ class MergedTableReader(DataSourceReader):
             return rows
 
         def parts(split):
-            if table.schema.is_append_only:  # nothing to merge: each file's rows, in append order
+            reader, side_schema, cols = side_of(split)
+            if side_schema.is_append_only:  # nothing to merge: each file's rows, in append order
                 return (append_file(split, f) for f in ordered_files(split))
-            return [reader.read(split, read_cols)]
+            return [reader.read(split, cols).rename_columns(read_cols)]
 
         def batches():
             for merged in (part for split in partition.splits for part in parts(split)):
@@ -242,6 +270,22 @@ class MergedTableReader(DataSourceReader):
                                             for i in range(len(self.columns))], schema=target)
                 yield from out.to_batches(max_chunksize=BATCH_ROWS)
         return batches()
+
+
+def plan_batch(table, snapshot, dnf, options) -> tuple[list[Split], dict]:
+    """The splits a batch read of ``table`` at ``snapshot`` reads and, for a table with ``scan.fallback-branch`` /
+    ``scan.primary-branch``, the schema id each other branch's splits are read through (engine.read.fallback_branch;
+    the other branch's snapshot from the same time-travel ``options``, tables.resolve_other_branch_snapshot; option
+    ``read.table-alone``: none)."""
+    from engine.read import fallback_branch
+    from engine.read.split_read import batch_splits
+    from spark_glue.tables import resolve_other_branch_snapshot
+    alone = parse_bool(str(options.get(TABLE_ALONE, "false")))
+    sides = None if alone else fallback_branch.resolve(
+        table, snapshot, lambda other: resolve_other_branch_snapshot(other, snapshot, options))
+    if sides is None:
+        return batch_splits(table.scan().plan(snapshot, dnf), table.schema), {}
+    return fallback_branch.splits(sides, dnf), {s.branch: s.table.schema.id for s in sides if s.branch is not None}
 
 
 class PushdownReader(MergedTableReader):

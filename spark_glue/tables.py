@@ -160,6 +160,20 @@ def resolve_snapshot(table: Table, options: Mapping[str, str]) -> Snapshot | Non
     return best
 
 
+def resolve_other_branch_snapshot(other: Table, snapshot: Snapshot | None, options: Mapping[str, str]
+                                  ) -> Snapshot | None:
+    """The snapshot of branch table ``other`` that a fallback-branch read (engine.read.fallback_branch) of the
+    table at ``snapshot`` (resolved from ``options``) reads, as Paimon's FallbackReadFileStoreTable passes the
+    read's options on: ``scan.snapshot-id`` is mapped by time (the branch's latest snapshot committed at or
+    before, else its snapshot 1); every other option (tag, version, timestamp) is resolved by the branch itself.
+    Raises SnapshotNotFound, TagNotFound, InvalidInput, InvalidOption as resolve_snapshot."""
+    opts = lower_options(options)
+    if opts.get(SNAPSHOT_ID) and snapshot is not None:
+        from engine.read.fallback_branch import snapshot_at_or_before
+        return snapshot_at_or_before(other, snapshot.time_millis)
+    return resolve_snapshot(other, opts)
+
+
 def time_zone(options: Mapping[str, str]) -> str | None:
     """The zone of a time-travel timestamp written without one: option ``timeZone``, else the query's
     ``spark.sql.session.timeZone`` when this runs in a Spark task and the session set one (Spark hands SQL settings to

@@ -80,7 +80,8 @@ def full_read(table, snapshot: Snapshot, columns: list[str]) -> pa.Table:
     """The merged rows of ``snapshot`` as +I rows, with the producer's file selection (module docstring)."""
     schema = output_schema(table, columns)
     if table.schema.is_append_only:  # append tables: every row in append order, no merge
-        rows = table.read(snapshot.id, columns)
+        from engine.append.read import read_append
+        rows = read_append(table, None, columns, snapshot=snapshot)  # the table's own rows (no fallback branch)
         return pa.Table.from_arrays(rows.columns + [pa.array(["+I"] * rows.num_rows, pa.string())], schema=schema)
     reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema)
     parts = [rows for split in table.scan().plan(snapshot)

@@ -15,18 +15,10 @@ POSTPONE_BUCKET = -2  # the bucket id (and total bucket count) of postponed file
 def require_batch_readable(schema, table_name: str) -> None:
     """Raise UnsupportedFeature for batch-read settings lakemerge does not honour, rather than return incomplete
     rows: ``postpone.merge-on-read = true`` (Paimon then merges postponed records into batch reads, routing them to
-    their real buckets), ``scan.fallback-branch`` and ``scan.primary-branch`` (Paimon's FallbackReadFileStoreTable
-    reads the partitions the table lacks from, or the partitions the branch has from, that branch)."""
+    their real buckets)."""
     from engine.errors import UnsupportedFeature
     from engine.options import POSTPONE_MERGE_ON_READ
     opts = schema.table_options
-    for option, what in (("scan.fallback-branch", "taking missing partitions from"),
-                         ("scan.primary-branch", "taking the partitions it has from")):
-        other = schema.options.get(option)
-        if other:
-            raise UnsupportedFeature(f"table {table_name!r}: {option}={other!r} (batch reads {what} another "
-                                     "branch) is not supported; read the table and Table.branch(name) separately, "
-                                     "or unset the option")
     if opts.bucket == POSTPONE_BUCKET and opts.get(POSTPONE_MERGE_ON_READ):
         raise UnsupportedFeature(f"table {table_name!r}: postpone.merge-on-read=true (batch reads merging postponed "
                                  "records) is not supported; compact the table and read with it false")

@@ -54,7 +54,9 @@ def lookup_rows(table, keys, snapshot, columns=None, *, exclude: frozenset[str] 
     # Other merge engines fold every record of a key: all runs are searched and merged per bucket.
     dedupe = schema.table_options.merge_engine == "deduplicate"
     newest_wins = dedupe and not schema.table_options.sequence_fields
-    read_cols = out_cols if dedupe else required_columns(schema, out_cols)
+    # dedupe groups the hits by primary key (partition columns included), so those are read whatever ``columns``
+    read_cols = list(dict.fromkeys(out_cols + list(schema.primary_keys))) if dedupe \
+        else required_columns(schema, out_cols)
     from engine.read.split_read import _lookup_merge
     newest_high_wins = _lookup_merge(schema)  # issue 5: levels of lookup tables hold full states
     merged_parts = []

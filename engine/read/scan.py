@@ -41,6 +41,7 @@ class Split:
     bucket_dir: str
     files: tuple[DataFileMeta, ...]
     vectors: BucketVectors = BucketVectors()
+    branch: str | None = None  # a fallback read's split of another branch (engine.read.fallback_branch)
 
     def deletion_file(self, file_name: str) -> DeletionFile | None:
         """Where the deletion vector of data file ``file_name`` is, or None when it has none."""
@@ -129,9 +130,12 @@ class ManifestCache:
 
 class TableScan:
     """Plans reads: the live data files of a snapshot grouped into one Split per (partition, bucket), pruned by a
-    filter using partition values, bucket hashing and file statistics. Only reads metadata."""
+    filter using partition values, bucket hashing and file statistics. Only reads metadata. ``skip_partitions``:
+    serialized partitions whose files ``plan`` leaves out (the partitions another branch supplies in a fallback
+    read, engine.read.fallback_branch)."""
     def __init__(self, paths: TablePaths, schema: TableSchema, manifests: ManifestCache, table_name: str,
-                 schema_of=None):
+                 schema_of=None, skip_partitions: frozenset[bytes] = frozenset()):
+        self.skip_partitions = skip_partitions
         self.manifests_schema = schema_of or (lambda schema_id: schema)
         self.paths = paths
         self.schema = schema
@@ -203,7 +207,7 @@ class TableScan:
         key_types = s.types_of(key_names)
         groups: dict[tuple[bytes, int], list[ManifestEntry]] = {}
         for entry in self.manifests.live_entries(snapshot):
-            if entry.file.file_name in exclude:
+            if entry.file.file_name in exclude or entry.partition in self.skip_partitions:
                 continue
             values = self.partition_values(entry.partition)
             if not partition_ok(values):

@@ -33,13 +33,16 @@ def batch_reader(table, snapshot_id: int | None = None, columns: Sequence[str] |
     dnf = pred.normalize(filter, table.arrow_schema, table.name)
     from engine.postpone import require_batch_readable
     require_batch_readable(table.schema, table.name)
+    max_rows = batch_size or DEFAULT_BATCH_ROWS
+    out_schema = pa.schema([table.arrow_schema.field(c) for c in out_cols])
+    if table.schema.is_append_only:  # nothing to merge: file by file, in append order (engine.append.read)
+        return pa.RecordBatchReader.from_batches(out_schema, _append_batches(table, table.snapshot(snapshot_id),
+                                                                             out_cols, dnf, max_rows))
     splits = batch_splits(table.scan().plan(table.snapshot(snapshot_id), dnf), table.schema)
     read_cols = list(dict.fromkeys(out_cols + sorted(pred.columns_of(dnf))))
     read_schema = pa.schema([table.arrow_schema.field(c) for c in read_cols])
-    out_schema = pa.schema([table.arrow_schema.field(c) for c in out_cols])
     expression = pred.to_expression(dnf) if dnf else None
     reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema)
-    max_rows = batch_size or DEFAULT_BATCH_ROWS
 
     def batches() -> Iterator[pa.RecordBatch]:
         for split in splits:
@@ -54,3 +57,12 @@ def batch_reader(table, snapshot_id: int | None = None, columns: Sequence[str] |
             pa.default_memory_pool().release_unused()  # give the bucket's memory back before the next one
 
     return pa.RecordBatchReader.from_batches(out_schema, batches())
+
+
+def _append_batches(table, snapshot, columns, dnf, max_rows: int) -> Iterator[pa.RecordBatch]:
+    """An append table's rows at ``snapshot`` (None: none) in batches of at most ``max_rows``."""
+    if snapshot is None:
+        return
+    from engine.append.read import iter_append_batches
+    for batch in iter_append_batches(table, None, columns, dnf, snapshot=snapshot):
+        yield from pa.Table.from_batches([batch]).to_batches(max_chunksize=max_rows)

@@ -278,26 +278,61 @@ def test_lakemerge_writes_and_compacts_a_branch_and_pypaimon_reads_it(tmp_path):
     assert _branch_rows(pc) == expected
 
 
-def test_batch_reads_of_a_table_with_a_fallback_branch_are_refused(tmp_path):
-    """scan.fallback-branch: Paimon's batch reads take the partitions main lacks from that branch, which lakemerge
-    does not do; it refuses instead of returning those partitions' rows missing. The branch itself reads."""
-    t, _ = _table_with_branch(tmp_path)
+PT_SCHEMA = pa.schema([pa.field("pt", pa.int32(), nullable=False), pa.field("id", pa.int64(), nullable=False),
+                       ("v", pa.string())])
+
+
+def _pt_rows(rows):
+    return pa.table({"pt": [r[0] for r in rows], "id": [r[1] for r in rows], "v": [r[2] for r in rows]},
+                    schema=PT_SCHEMA)
+
+
+def _partitioned_table_with_pypaimon_branch(tmp_path):
+    """Main (lakemerge) holds pt=1; branch b1, made by pypaimon from tag t1, gets pt=1 and pt=2 rows from pypaimon."""
+    wh = str(tmp_path / "wh")
+    cat = Catalog(wh)
+    cat.create_database("db")
+    t = cat.create_table("db.t", PT_SCHEMA, primary_key=["pt", "id"], partition_keys=["pt"],
+                         options={"bucket": "2"})
+    t.write(_pt_rows([(1, 1, "main"), (1, 2, "main")]))
+    t.create_tag("t1")
+    pc = pp_catalog(wh, "db")
+    pc.create_branch("db.t", "b1", "t1")
+    bt = pc.get_table("db.t$branch_b1")
+    builder = bt.new_batch_write_builder()
+    w, c = builder.new_write(), builder.new_commit()
+    w.write_arrow(_pt_rows([(1, 2, "branch"), (1, 3, "branch"), (2, 1, "branch")]))
+    c.commit(w.prepare_commit())
+    w.close()
+    c.close()
+    return t, pc
+
+
+def _pp_rows(pc, name):
+    rb = pc.get_table(name).new_read_builder()
+    return sorted(tuple(r.values()) for r in rb.new_read().to_arrow(rb.new_scan().plan().splits()).to_pylist())
+
+
+def test_fallback_branch_written_by_pypaimon_fills_the_partitions_main_lacks(tmp_path):
+    """scan.fallback-branch (Paimon's FallbackReadFileStoreTable): pt=1 from main, pt=2 from the branch pypaimon
+    wrote. pypaimon 2.1 does not implement the option (it reads main alone); lakemerge follows Paimon."""
+    t, pc = _partitioned_table_with_pypaimon_branch(tmp_path)
     t.alter().set_option("scan.fallback-branch", "b1").commit()
-    for read in (t.read, t.to_reader):
-        with pytest.raises(UnsupportedFeature, match="scan.fallback-branch"):
-            read()
-    assert t.branch("b1").read().num_rows > 0
+    want = [(1, 1, "main"), (1, 2, "main"), (2, 1, "branch")]
+    assert sorted(tuple(r.values()) for r in t.read().to_pylist()) == want
+    assert sorted(tuple(r.values()) for r in pa.Table.from_batches(list(t.to_reader())).to_pylist()) == want
+    assert _pp_rows(pc, "db.t") == [(1, 1, "main"), (1, 2, "main")]  # pypaimon 2.1: main only (not Paimon's)
+    assert t.branch("b1").read().num_rows == 4
 
 
-def test_batch_reads_of_a_table_with_a_primary_branch_are_refused(tmp_path):
-    """scan.primary-branch (Paimon's FileStoreTableFactory wraps the table in a FallbackReadFileStoreTable too):
-    batch reads take every partition the primary branch has from that branch, so reading main alone would return
-    main's rows where Paimon returns the branch's; lakemerge refuses."""
-    t, _ = _table_with_branch(tmp_path)
+def test_primary_branch_written_by_pypaimon_owns_its_partitions(tmp_path):
+    """scan.primary-branch: every partition b1 has (pt=1, pt=2) is read from b1; main's pt=1 rows are not."""
+    t, pc = _partitioned_table_with_pypaimon_branch(tmp_path)
+    t.write(_pt_rows([(3, 1, "main")]))
     t.alter().set_option("scan.primary-branch", "b1").commit()
-    for read in (t.read, t.to_reader):
-        with pytest.raises(UnsupportedFeature, match="scan.primary-branch"):
-            read()
+    assert sorted(tuple(r.values()) for r in t.read().to_pylist()) == \
+        [(1, 1, "main"), (1, 2, "branch"), (1, 3, "branch"), (2, 1, "branch"), (3, 1, "main")]
+    assert _pp_rows(pc, "db.t$branch_b1") == [(1, 1, "main"), (1, 2, "branch"), (1, 3, "branch"), (2, 1, "branch")]
 
 
 def test_rollback_to_a_tag_keeps_the_files_a_branch_shares_with_dropped_decoupled_changelogs(tmp_path):

@@ -1,0 +1,164 @@
+"""Spark batch reads of tables with ``scan.fallback-branch`` / ``scan.primary-branch``: the same rows as the
+engine (engine.read.fallback_branch), splits of both branches read through each branch's own schema."""
+from __future__ import annotations
+
+import dataclasses
+
+import pyarrow as pa
+import pytest
+
+import spark_glue
+from engine import Catalog
+from engine.paths import TablePaths
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = pa.schema([pa.field("pt", pa.int32(), nullable=False), pa.field("k", pa.int32(), nullable=False),
+                    ("v", pa.string())])
+
+
+def _rows(*rows):
+    return pa.table({"pt": [r[0] for r in rows], "k": [r[1] for r in rows], "v": [r[2] for r in rows]},
+                    schema=SCHEMA)
+
+
+def _sorted(rows):
+    return sorted(tuple(r.asDict().values()) if hasattr(r, "asDict") else tuple(r.values()) for r in rows)
+
+
+@pytest.fixture
+def tables(spark, tmp_path):
+    """An append main (pt=1, pt=3) and a primary-key branch ``pk`` (pt=1 and pt=2 upserts, a column renamed)."""
+    spark_glue.register(spark)
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    t = cat.create_table("db.t", SCHEMA, partition_keys=["pt"], options={"bucket": "-1"})
+    t.write(_rows((1, 10, "apple"), (1, 20, "banana")))
+    t.create_branch("pk")
+    b = t.branch("pk")
+    s = b.schema  # what Paimon's ALTER TABLE `t$branch_pk` SET ('primary-key' ...) plus a rename leave
+    new = dataclasses.replace(s, id=s.id + 1, primary_keys=("pt", "k"), options={**s.options, "bucket": "2"},
+                              fields=tuple(dataclasses.replace(f, name="value") if f.name == "v" else f
+                                           for f in s.fields))
+    t.file_io.write_bytes(TablePaths(t.root, b.paths.meta_root).schema(new.id), new.to_json().encode())
+    b = t.branch("pk")
+    branch_rows = _rows((1, 20, "cat"), (2, 10, "tiger"), (2, 20, "wolf")).rename_columns(["pt", "k", "value"])
+    b.write(branch_rows.cast(b.arrow_schema))
+    b.write(_rows((2, 10, "lion")).rename_columns(["pt", "k", "value"]).cast(b.arrow_schema))
+    t.write(_rows((3, 10, "horse")))
+    return t
+
+
+def test_spark_reads_the_fallback_branch_partitions(spark, tables):
+    t = tables
+    t.alter().set_option("scan.fallback-branch", "pk").commit()
+    want = [(1, 10, "apple"), (1, 20, "banana"), (2, 10, "lion"), (2, 20, "wolf"), (3, 10, "horse")]
+    assert _sorted(t.read().to_pylist()) == want
+    df = spark.read.format("lakemerge").load(t.root)
+    assert _sorted(df.collect()) == want
+    assert _sorted(df.where("pt = 2").collect()) == [(2, 10, "lion"), (2, 20, "wolf")]
+    assert _sorted(spark_glue.read_table(spark, t.root, prune=True).where("v = 'wolf' or pt = 1").collect()) == \
+        [(1, 10, "apple"), (1, 20, "banana"), (2, 20, "wolf")]
+    # time travel by snapshot id: main's snapshot 1 predates the branch's pt=2 writes except its first (id 1)
+    first = spark.read.format("lakemerge").option("scan.snapshot-id", "1").load(t.root).collect()
+    assert _sorted(first) == _sorted(t.read(snapshot_id=1).to_pylist())
+    assert _sorted(spark.read.format("lakemerge").option("follow-latest", "true").load(t.root).collect()) == want
+
+
+def test_spark_reads_the_primary_branch_partitions(spark, tables):
+    t = tables
+    t.alter().set_option("scan.primary-branch", "pk").commit()
+    want = [(1, 20, "cat"), (2, 10, "lion"), (2, 20, "wolf"), (3, 10, "horse")]
+    assert _sorted(t.read().to_pylist()) == want
+    assert _sorted(spark.read.format("lakemerge").load(t.root).collect()) == want
+    assert _sorted(spark.read.format("lakemerge").option("columns", "v").load(t.root).collect()) == \
+        sorted((r[2],) for r in want)
+
+
+def test_read_table_guard_keeps_the_other_branch_null_rows(spark, tmp_path):
+    """read_table's always-true ``<column> IS NOT NULL`` guard must be NOT NULL on both branches: main's key ``k``
+    is nullable on the append fallback branch, whose row with a null ``k`` must still be read."""
+    spark_glue.register(spark)
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    t = cat.create_table("db.t", SCHEMA, primary_key=["k", "pt"], partition_keys=["pt"], options={"bucket": "1"})
+    t.write(_rows((1, 10, "apple")))
+    t.create_branch("b")
+    b = t.branch("b")
+    s = b.schema
+    loose = dataclasses.replace(s, id=s.id + 1, primary_keys=(), options={**s.options, "bucket": "-1"},
+                                fields=tuple(dataclasses.replace(f, type=f.type.with_nullable(True))
+                                             if f.name == "k" else f for f in s.fields))
+    t.file_io.write_bytes(TablePaths(t.root, b.paths.meta_root).schema(loose.id), loose.to_json().encode())
+    t.branch("b").write(pa.table({"pt": [2], "k": [None], "v": ["null key"]}, schema=t.branch("b").arrow_schema))
+    t.alter().set_option("scan.fallback-branch", "b").commit()
+    got = spark_glue.read_table(spark, t.root, filter_pushdown=True).collect()
+    assert sorted((r.pt, r.k, r.v) for r in got if r.k is not None) == [(1, 10, "apple")]
+    assert [(r.pt, r.v) for r in got if r.k is None] == [(2, "null key")]
+
+
+def test_a_batch_read_refuses_a_postponed_merge_on_read_branch_as_the_engine_does(tmp_path):
+    """The fallback branch is a ``bucket = -2`` table with ``postpone.merge-on-read = true``: lakemerge cannot merge
+    its postponed records into a batch read, so planning the Spark read refuses it as Table.read does (it planned
+    the branch without them: rows silently missing)."""
+    from engine.errors import UnsupportedFeature
+    from spark_glue.reading import plan_batch
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    t = cat.create_table("db.t", SCHEMA, primary_key=["pt", "k"], partition_keys=["pt"], options={"bucket": "1"})
+    t.write(_rows((1, 1, "main")))
+    t.create_branch("b")
+    b = t.branch("b")
+    s = b.schema
+    new = dataclasses.replace(s, id=s.id + 1, options={**s.options, "bucket": "-2", "postpone.merge-on-read": "true",
+                                                       "postpone.batch-write-fixed-bucket": "false"})
+    t.file_io.write_bytes(TablePaths(t.root, b.paths.meta_root).schema(new.id), new.to_json().encode())
+    t.branch("b").write(_rows((2, 1, "postponed")))
+    t.alter().set_option("scan.fallback-branch", "b").commit()
+    with pytest.raises(UnsupportedFeature, match="merge-on-read"):
+        t.read()
+    with pytest.raises(UnsupportedFeature, match="merge-on-read"):
+        plan_batch(t, t.snapshot(), None, {})
+
+
+@pytest.mark.parametrize("option", ["scan.fallback-branch", "scan.primary-branch"])
+def test_append_row_level_commands_change_the_table_files_only(spark, tmp_path, option):
+    """DELETE / UPDATE / MERGE of an append table change the files of the table's own snapshot (Paimon's row-level commands
+    take their candidate splits from the table's snapshot reader, main's), whatever the other branch supplies to
+    reads; they failed (KeyError on the other branch's bucket) when their read also held the other branch's rows."""
+    from pyspark.sql import functions as F
+    spark_glue.register(spark)
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    t = cat.create_table("db.t", SCHEMA, partition_keys=["pt"], options={"bucket": "-1"})
+    t.write(_rows((1, 10, "x"), (1, 20, "keep"), (3, 10, "x")))
+    t.create_branch("b")
+    b = t.branch("b")
+    b.write(_rows((1, 30, "x"), (2, 10, "x"), (2, 20, "keep")))
+    t.alter().set_option(option, "b").commit()
+    branch_rows = _sorted(b.read().to_pylist())
+    assert spark_glue.delete_where(spark, t.root, "v = 'x' and k = 10") is not None
+    assert spark_glue.update_where(spark, t.root, {"v": F.lit("y")}, "k = 20") is not None
+    source = spark.createDataFrame([(2, 20, "gone")], "pt int, k int, v string")  # only the branch has (2, 20)
+    assert spark_glue.merge_into(spark, t.root, source, ["pt", "k"], when_matched="delete",
+                                 when_not_matched=None) is None
+    assert _sorted(t.branch("b").read().to_pylist()) == branch_rows
+    t.alter().remove_option(option).commit()
+    assert _sorted(t.read().to_pylist()) == [(1, 20, "y")]
+
+
+def test_file_rewriting_delete_of_a_primary_key_table_changes_the_table_files_only(spark, tmp_path):
+    """A first-row table's DELETE deletes from its files (Paimon's performNonPrimaryKeyDelete, whose splits come
+    from the table's own snapshot reader): a matching row of the fallback branch is not the table's and stays
+    (the read held it too, and its key, found in none of the table's files, failed the job)."""
+    spark_glue.register(spark)
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    t = cat.create_table("db.t", SCHEMA, primary_key=["pt", "k"], partition_keys=["pt"],
+                         options={"bucket": "1", "merge-engine": "first-row"})
+    t.write(_rows((1, 10, "main"), (1, 20, "main")))
+    t.create_branch("b")
+    t.branch("b").write(_rows((2, 10, "branch"), (2, 20, "branch")))
+    t.alter().set_option("scan.fallback-branch", "b").commit()
+    assert spark_glue.delete_where(spark, t.root, "k = 10") is not None
+    assert _sorted(t.read().to_pylist()) == [(1, 20, "main"), (2, 10, "branch"), (2, 20, "branch")]

@@ -37,7 +37,7 @@ from pyspark.sql.datasource import (DataSourceArrowWriter, DataSourceStreamArrow
 
 from engine.errors import CommitConflict, CommitRetriesExhausted, InvalidInput, SchemaMismatch, UnsupportedFeature
 from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER
-from engine.options import POSTPONE_BATCH_WRITE_FIXED_BUCKET, WRITE_ONLY, parse_bool
+from engine.options import POSTPONE_BATCH_WRITE_FIXED_BUCKET, POSTPONE_DEFAULT_BUCKET_NUM, WRITE_ONLY, parse_bool
 from engine.postpone import POSTPONE_BUCKET
 from engine.table import Table
 from engine.write.commit_message import CommitMessage
@@ -75,8 +75,8 @@ class WriteJob:
             table = open_or_create_table(self.path, opts, schema, drop_columns=[opts.get(ROW_KIND_COLUMN)])
         self.table_name = table.name
         require_spark_writable(table)
-        self.postpone = not table.schema.is_append_only and table.schema.table_options.bucket == POSTPONE_BUCKET
-        self.stage = self.postpone and table.schema.table_options.get(POSTPONE_BATCH_WRITE_FIXED_BUCKET)
+        self.postpone = postpone_write_mode(table)
+        self.bucket_counts: dict[bytes, int] | None = None
         if schema is not None:
             check_input_schema(table, schema, opts.get(ROW_KIND_COLUMN))
         self.base_id = table.latest_snapshot_id()
@@ -99,6 +99,14 @@ class WriteJob:
         self.kind_column = opts.get(ROW_KIND_COLUMN)
         self.overwrite = overwrite
         self.dynamic = parse_bool(opts.get(DYNAMIC_OVERWRITE, "true"))
+
+    def use_bucket_counts(self, counts: dict[bytes, int]) -> None:
+        """A fixed-bucket write of a postpone table with the bucket counts the driver decided for its input
+        (spark_glue.postpone_buckets): its tasks write real buckets (DIRECT)."""
+        if self.postpone not in (DIRECT, STAGED):
+            raise InvalidInput("bucket counts are decided only for fixed-bucket writes of a postpone table",
+                               table=self.table_name)
+        self.postpone, self.bucket_counts = DIRECT, dict(counts)
 
     # --- executor side ------------------------------------------------------------------------------
     def tag_for(self, batch_id) -> str:
@@ -123,6 +131,11 @@ class WriteJob:
         lane = (0, 1) if placed_by_bucket else (TaskContext.get().partitionId() % SEQUENCE_LANES, SEQUENCE_LANES)
         if schema.is_append_only:  # no keys to order: tasks may share buckets freely
             writer = table.new_write(commit_user=self.commit_user, commit_identifier=identifier)
+        elif self.postpone == DIRECT:  # real buckets, counts decided before the tasks (module docstring)
+            from engine.postpone.write import FixedBucketPostponeWrite
+            writer = FixedBucketPostponeWrite(table, overwrite=self.overwrite, decided=self.bucket_counts or {},
+                                              commit_user=self.commit_user, commit_identifier=identifier,
+                                              sequence_lane=lane)
         elif self.postpone:  # postponed, or staged for the driver's fixed-bucket rewrite (module docstring)
             from engine.postpone.write import PostponedWrite
             writer = PostponedWrite(table, commit_user=self.commit_user, commit_identifier=identifier,
@@ -153,7 +166,7 @@ class WriteJob:
         holds this identifier, or the latest id when there was nothing to write)."""
         table = open_table(self.path)
         messages = [m for tf in task_files if tf is not None for m in tf.messages]
-        if self.postpone:  # postponed writers never compact
+        if self.postpone in (POSTPONED, STAGED):  # postponed writers never compact
             dropped = set()
         else:
             dropped = {(m.partition, m.bucket) for m in messages} if self.overwrite else shared_buckets(task_files)
@@ -166,7 +179,7 @@ class WriteJob:
             if done is not None:  # a replayed batch: already applied once
                 remove_tagged_files(table, tag, keep=set())
                 return done
-        if self.stage:
+        if self.postpone == STAGED:
             messages = self.rewrite_staged(table, messages, tag, ident)
         try:
             if self.overwrite:
@@ -225,6 +238,23 @@ class WriteJob:
             if tf is not None and tf.tag:
                 return tf.tag
         return self.tag_for(batch_id)
+
+
+POSTPONED, DIRECT, STAGED = "postponed", "direct", "staged"  # how a job writes a postpone table (module docstring)
+
+
+def postpone_write_mode(table: Table, bucket_counts=None) -> str | None:
+    """How a Spark job writes ``table``: None unless it is a postpone-bucket primary-key table; POSTPONED without
+    ``postpone.batch-write-fixed-bucket``; DIRECT (tasks write real buckets) when the driver decided the
+    ``bucket_counts`` or ``postpone.default-bucket-num`` is set; STAGED else."""
+    opts = table.schema.table_options
+    if table.schema.is_append_only or opts.bucket != POSTPONE_BUCKET:
+        return None
+    if not opts.get(POSTPONE_BATCH_WRITE_FIXED_BUCKET):
+        return POSTPONED
+    if bucket_counts is not None or opts.get(POSTPONE_DEFAULT_BUCKET_NUM) is not None:
+        return DIRECT
+    return STAGED
 
 
 def require_spark_writable(table: Table) -> None:

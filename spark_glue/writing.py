@@ -18,11 +18,18 @@ Protocol (one write job = one snapshot):
   overwrite drops every task's compaction (it replaces the files they started from) and compacts the written
   buckets the same way: in deletion-vector mode batch reads see no level-0 file until it is compacted.
 - Postpone-bucket primary-key tables (``bucket = -2``), as Paimon's PaimonSparkWriter (batch jobs and streaming
-  micro-batches alike): tasks write postponed files (engine.postpone.write.PostponedWrite, on sequence lanes).
-  With ``postpone.batch-write-fixed-bucket`` (the default) those files are only staged: the driver rewrites them
-  into real buckets (engine.postpone.staged, one writer, files carrying the job tag) and commits that instead,
-  as SparkPostponeStagedCommitter; the staged files are then deleted with the job's leftovers. Otherwise the
-  postponed files are committed as they are (a later compaction moves them into real buckets).
+  micro-batches alike; ``postpone_write_mode``). Without ``postpone.batch-write-fixed-bucket`` (POSTPONED) tasks
+  write postponed files (engine.postpone.write.PostponedWrite, on sequence lanes), committed as they are (a
+  later compaction moves them into real buckets). With it (the default) rows land in real buckets, one bucket
+  count per partition. DIRECT: the counts are known before the tasks run -- decided by ``write_table`` on the
+  driver (spark_glue.postpone_buckets, ``use_bucket_counts``), or each partition's known count (its real-bucket
+  files in the task's base; none for an overwrite) else ``postpone.default-bucket-num`` -- and the tasks write
+  real buckets (engine.postpone.write.FixedBucketPostponeWrite), as a fixed-bucket table's. STAGED (the data
+  source without that default, as it cannot measure its input first): tasks write real buckets for partitions
+  with a known count and stage postponed files for the others (engine.postpone.staged.PartlyStagedWrite); the
+  driver rewrites the staged records into real buckets (engine.postpone.staged.rewrite_staged, one writer, files
+  carrying the job tag), as SparkPostponeStagedCommitter, commits them with the tasks' real-bucket files, and
+  deletes the staged files with the job's leftovers.
 """
 from __future__ import annotations
 
@@ -136,7 +143,11 @@ class WriteJob:
             writer = FixedBucketPostponeWrite(table, overwrite=self.overwrite, decided=self.bucket_counts or {},
                                               commit_user=self.commit_user, commit_identifier=identifier,
                                               sequence_lane=lane)
-        elif self.postpone:  # postponed, or staged for the driver's fixed-bucket rewrite (module docstring)
+        elif self.postpone == STAGED:  # real buckets where the count is known, else staged (module docstring)
+            from engine.postpone.staged import PartlyStagedWrite
+            writer = PartlyStagedWrite(table, overwrite=self.overwrite, commit_user=self.commit_user,
+                                       commit_identifier=identifier, sequence_lane=lane)
+        elif self.postpone:  # POSTPONED: committed as they are
             from engine.postpone.write import PostponedWrite
             writer = PostponedWrite(table, commit_user=self.commit_user, commit_identifier=identifier,
                                     sequence_lane=lane)
@@ -166,10 +177,11 @@ class WriteJob:
         holds this identifier, or the latest id when there was nothing to write)."""
         table = open_table(self.path)
         messages = [m for tf in task_files if tf is not None for m in tf.messages]
-        if self.postpone in (POSTPONED, STAGED):  # postponed writers never compact
+        if self.postpone == POSTPONED:  # postponed writers never compact
             dropped = set()
         else:
             dropped = {(m.partition, m.bucket) for m in messages} if self.overwrite else shared_buckets(task_files)
+            dropped = {(p, b) for p, b in dropped if b != POSTPONE_BUCKET}  # staged files: rewritten, not compacted
         messages = [without_compaction(table, m) if (m.partition, m.bucket) in dropped else m for m in messages]
         ident = self.identifier if identifier is None else int(identifier)
         tag = self.task_tag(task_files, identifier)
@@ -179,8 +191,9 @@ class WriteJob:
             if done is not None:  # a replayed batch: already applied once
                 remove_tagged_files(table, tag, keep=set())
                 return done
-        if self.postpone == STAGED:
-            messages = self.rewrite_staged(table, messages, tag, ident)
+        if self.postpone == STAGED:  # the staged partitions' messages are replaced by their rewrite's
+            messages = ([m for m in messages if m.bucket != POSTPONE_BUCKET]
+                        + self.rewrite_staged(table, messages, tag, ident))
         try:
             if self.overwrite:
                 scope = "dynamic" if (self.dynamic and table.partition_keys) else None

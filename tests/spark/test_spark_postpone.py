@@ -212,17 +212,23 @@ def test_write_table_overwrite_decides_counts_afresh_from_the_input(spark, tmp_p
     assert rows(spark_t) == rows(engine_t) == sorted(data + [("b", 4, "old")])
 
 
-def test_data_source_without_a_default_count_stages_and_matches_the_engine(spark, tmp_path):
+def test_data_source_without_a_default_count_stages_new_partitions_and_matches_the_engine(spark, tmp_path):
     """df.write.format cannot measure its input before the tasks run: without postpone.default-bucket-num its
-    tasks stage postponed files and the driver rewrites them (engine.postpone.staged), with the engine's counts."""
+    tasks write partitions with a known count straight to their buckets and stage the new ones, which the driver
+    rewrites (engine.postpone.staged) with the engine's counts."""
     engine_t, spark_t = twin_tables(tmp_path, **{"postpone.target-row-num-per-bucket": "4"})
-    data = [("b", i, f"s{i}") for i in range(20)] + [("c", i, f"s{i}") for i in range(3)]
+    for t in (engine_t, spark_t):
+        t.write(pa.table({"dt": ["a"] * 8, "id": list(range(8)), "v": ["first"] * 8}, schema=SCHEMA))
+    data = ([("a", i, f"s{i}") for i in range(4, 30)] + [("b", i, f"s{i}") for i in range(20)]
+            + [("c", i, f"s{i}") for i in range(3)])
     engine_t.write(pa.table({"dt": [r[0] for r in data], "id": [r[1] for r in data], "v": [r[2] for r in data]},
                             schema=SCHEMA))
-    spark.createDataFrame(data, DDL).write.format("lakemerge").mode("append").save(spark_t.root)
-    assert counts(spark_t) == counts(engine_t) == {"b": {8}, "c": {1}}
+    spark.createDataFrame(data, DDL).repartition(2).write.format("lakemerge").mode("append").save(spark_t.root)
+    assert counts(spark_t) == counts(engine_t) == {"a": {2}, "b": {8}, "c": {1}}
     assert rows(spark_t) == rows(engine_t)
-    assert files_on_disk(spark_t) == live_files(spark_t)  # staged files deleted
+    assert all(e.bucket != POSTPONE_BUCKET for e in spark_t.manifests.live_entries(spark_t.snapshot()))
+    older = {e.file.file_name for s in spark_t.snapshots() for e in spark_t.manifests.live_entries(s)}
+    assert files_on_disk(spark_t) == older  # staged files deleted
 
 
 def _fail_first_attempt_of_task_0(batches):

@@ -78,8 +78,8 @@ def distribute_by_bucket(df, path: str, num_tasks: int | None = None, *, bucket_
     key of an unpartitioned table (spark_glue.bucketing), else the engine's hashing kernel in an Arrow UDF over the
     bucket (and partition) columns; then ``repartitionById``. A bucket-unaware append table takes ``df`` as it is.
     A postpone-bucket primary-key table has one bucket count per partition: ``bucket_counts`` (serialized
-    partition -> count, spark_glue.postpone_buckets), ``postpone.default-bucket-num`` for a partition it lacks,
-    else 1 (placement only).
+    partition -> count, spark_glue.postpone_buckets; default: the counts the latest snapshot's real-bucket files
+    record), ``postpone.default-bucket-num`` for a partition it lacks, else 1 (placement only).
     Default task count: one per core (at most one per bucket of an unpartitioned table); ``num_tasks = bucket``
     gives exactly one bucket per task.
 
@@ -99,10 +99,15 @@ def distribute_by_bucket(df, path: str, num_tasks: int | None = None, *, bucket_
     if postpone:  # one count per partition
         from engine.options import POSTPONE_DEFAULT_BUCKET_NUM
         default = table.schema.table_options.get(POSTPONE_DEFAULT_BUCKET_NUM) or 1
-        counts = dict(bucket_counts or {})
+        if bucket_counts is None:
+            from engine.postpone.buckets import known_bucket_counts
+            snapshot = table.snapshot_manager.latest()
+            bucket_counts = {} if snapshot is None else \
+                known_bucket_counts(table.manifests.live_entries(snapshot), table.root)
+        counts = dict(bucket_counts)
         nb = max([default, *counts.values()]) if parts else next(iter(counts.values()), default)
-        if parts:  # keyed by partition values, as the placing function sees them
-            per_partition = ({table.scan().partition_values(p): n for p, n in counts.items()}, default)
+        if parts:  # keyed by the serialized partition, computed as the writer computes it
+            per_partition = (counts, default, table.schema.types_of(parts))
     if num_tasks is None:  # one wave of tasks: each task's Python start-up and table load is per-commit overhead;
         # on local[2] one task per core upserts 1M rows ~10% faster than two (benchmarks/spark_bench)
         num_tasks = max(1, df.sparkSession.sparkContext.defaultParallelism)
@@ -122,8 +127,9 @@ def distribute_by_bucket(df, path: str, num_tasks: int | None = None, *, bucket_
 
 def _slot_function(types: list, num_bucket_keys: int, num_buckets: int, num_tasks: int, per_partition=None):
     """Arrow UDF body: (bucket key columns..., partition columns...) -> the task slot of each row's
-    (partition, bucket), computed with the engine's Paimon hashing kernel. ``per_partition`` = (partition values
-    -> bucket count, count of other partitions) replaces ``num_buckets`` (postpone tables)."""
+    (partition, bucket), computed with the engine's Paimon hashing kernel. ``per_partition`` = (serialized
+    partition -> bucket count, count of other partitions, partition types) replaces ``num_buckets`` (postpone
+    tables)."""
     def slots(*columns):
         from kernels.hashing import (  # import in the worker: keeps Numba's disk cache
             bucket_ids,
@@ -145,14 +151,17 @@ def _slot_function(types: list, num_bucket_keys: int, num_buckets: int, num_task
     return slots
 
 
-def _postpone_buckets(keys: list, parts: list, counts: dict, default: int) -> np.ndarray:
-    """Bucket of each row, each partition (values tuple) hashed with its count in ``counts`` or ``default``."""
+def _postpone_buckets(keys: list, parts: list, counts: dict, default: int, types: list) -> np.ndarray:
+    """Bucket of each row, each partition hashed with its count in ``counts`` (keyed by the partition serialized
+    with ``types``, as TableWrite keys it) or ``default``."""
+    from engine.meta.binary_row import serialize_row
     from engine.partitioning import partition_groups
     from kernels.hashing import bucket_ids
     names = [f"p{i}" for i in range(len(parts))]
     out = np.zeros(len(keys[0]), np.int64)
     for values, idx in partition_groups(pa.table(parts, names=names), names):
-        out[idx] = bucket_ids([k.take(pa.array(idx)) for k in keys], counts.get(values, default))
+        count = counts.get(serialize_row(list(values), types), default)
+        out[idx] = bucket_ids([k.take(pa.array(idx)) for k in keys], count)
     return out
 
 
@@ -160,6 +169,10 @@ def write_table(df, path: str, mode: str = "append", *, num_tasks: int | None = 
     """Upsert (``mode="append"``) or overwrite ``df`` into the table at ``path`` in one snapshot, one task per
     (partition, bucket) group; returns the id of the last snapshot published (the COMPACT one when the writers
     compacted; the latest id when ``df`` was empty; None for an empty table left empty).
+
+    A postpone-bucket table (``bucket = -2``) with ``postpone.batch-write-fixed-bucket`` gets its partitions' bucket
+    counts decided here first (spark_glue.postpone_buckets: one Spark aggregation of ``df`` when
+    ``postpone.default-bucket-num`` is unset), then its tasks write real buckets.
 
     Options as for ``df.write.format("lakemerge")`` (with ``primary-key`` etc. the table is created if missing);
     ``dynamic_partition_overwrite=False`` overwrites the whole table. Same commit protocol as the data source

@@ -1,14 +1,14 @@
 """Bucket counts of a Spark batch write into a postpone-bucket table (``bucket = -2``), decided on the driver.
 
 With ``postpone.batch-write-fixed-bucket`` (the default) a batch write puts rows straight into real buckets, one
-bucket count per partition, as the engine's FixedBucketPostponeWrite decides it (engine.postpone.write): a partition
-keeps the count its real-bucket files in the job's base snapshot record (none for an overwrite, which decides
-afresh); another gets ``postpone.default-bucket-num``, else ``engine.postpone.buckets.batch_write_buckets`` of its
-input rows and estimated bytes. Those sizes come from one Spark aggregation over the input (only when the default
-is unset): every task measures its batches as the engine's writer measures its input (rows conformed to the table, less
-those the writer drops, each weighing its batch's average Arrow size) and the driver sums them per partition. The input is then placed by
-(partition, bucket) with these counts (api.distribute_by_bucket) and each task writes its real buckets; no row
-passes through the driver.
+bucket count per partition, as the engine's FixedBucketPostponeWrite decides it (engine.postpone.write): a
+partition keeps the count its real-bucket files in the job's base snapshot record (none for an overwrite, which
+decides afresh); another gets ``postpone.default-bucket-num``, else ``engine.postpone.buckets.batch_write_buckets``
+of its input rows and estimated bytes. Those sizes come from one Spark aggregation over the input (only when the
+default is unset): every task measures its batches as the engine's writer measures its input (rows conformed to
+the table, less those the writer drops, each weighing its batch's average Arrow size) and the driver sums them
+per partition. The input is then placed by (partition, bucket) with these counts (api.distribute_by_bucket) and
+each task writes its real buckets; no row passes through the driver.
 """
 from __future__ import annotations
 

@@ -275,3 +275,27 @@ def test_a_failed_direct_write_leaves_the_table_and_storage_unchanged(spark, tmp
     with pytest.raises(Exception, match="null"):
         spark_glue.write_table(bad, t.root)
     assert (t.latest_snapshot_id(), files_on_disk(t)) == before
+
+
+def test_write_stream_without_a_default_count_matches_the_engine_per_micro_batch(spark, tmp_path):
+    """PaimonSink writes each micro-batch through PaimonSparkWriter: real buckets, not postponed. Micro-batch 0
+    creates partition a (staged, rewritten with the estimated count); micro-batch 1 writes a's known buckets from
+    the tasks and stages the new partition b."""
+    import pyarrow.parquet as pq
+    engine_t, spark_t = twin_tables(tmp_path, **{"postpone.target-row-num-per-bucket": "4"})
+    src = tmp_path / "in"
+    src.mkdir()
+    batches = [pa.table({"dt": ["a"] * 10, "id": list(range(10)), "v": ["s0"] * 10}, schema=SCHEMA),
+               pa.table({"dt": ["a"] * 3 + ["b"] * 9, "id": list(range(8, 11)) + list(range(9)), "v": ["s1"] * 12},
+                        schema=SCHEMA)]
+    for i, batch in enumerate(batches):
+        pq.write_table(batch, str(src / f"{i}.parquet"))
+        engine_t.write(batch)
+    q = (spark.readStream.schema(DDL).option("maxFilesPerTrigger", 1).parquet(str(src)).writeStream
+         .format("lakemerge").option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True)
+         .start(spark_t.root))
+    q.awaitTermination(180)
+    assert {s.commit_identifier for s in spark_t.snapshots()} == {0, 1}  # two micro-batches
+    assert counts(spark_t) == counts(engine_t) == {"a": {4}, "b": {4}}  # ceil(10/4)=3 -> 4; ceil(9/4)=3 -> 4
+    assert rows(spark_t) == rows(engine_t)
+    assert all(e.bucket != POSTPONE_BUCKET for e in spark_t.manifests.live_entries(spark_t.snapshot()))

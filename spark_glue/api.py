@@ -79,7 +79,8 @@ def distribute_by_bucket(df, path: str, num_tasks: int | None = None, *, bucket_
     bucket (and partition) columns; then ``repartitionById``. A bucket-unaware append table takes ``df`` as it is.
     A postpone-bucket primary-key table has one bucket count per partition: ``bucket_counts`` (serialized
     partition -> count, spark_glue.postpone_buckets; default: the counts the latest snapshot's real-bucket files
-    record), ``postpone.default-bucket-num`` for a partition it lacks, else 1 (placement only).
+    record), ``postpone.default-bucket-num`` for a partition it lacks, else 1 (placement only); without
+    ``postpone.batch-write-fixed-bucket`` (rows stay postponed) by the key hash with the task count as bucket count.
     Default task count: one per core (at most one per bucket of an unpartitioned table); ``num_tasks = bucket``
     gives exactly one bucket per task.
 
@@ -96,7 +97,9 @@ def distribute_by_bucket(df, path: str, num_tasks: int | None = None, *, bucket_
         return df
     parts = list(table.partition_keys)
     per_partition = None
-    if postpone:  # one count per partition
+    from engine.options import POSTPONE_BATCH_WRITE_FIXED_BUCKET
+    postponed = postpone and not table.schema.table_options.get(POSTPONE_BATCH_WRITE_FIXED_BUCKET)
+    if postpone and not postponed:  # one count per partition
         from engine.options import POSTPONE_DEFAULT_BUCKET_NUM
         default = table.schema.table_options.get(POSTPONE_DEFAULT_BUCKET_NUM) or 1
         if bucket_counts is None:
@@ -111,8 +114,10 @@ def distribute_by_bucket(df, path: str, num_tasks: int | None = None, *, bucket_
     if num_tasks is None:  # one wave of tasks: each task's Python start-up and table load is per-commit overhead;
         # on local[2] one task per core upserts 1M rows ~10% faster than two (benchmarks/spark_bench)
         num_tasks = max(1, df.sparkSession.sparkContext.defaultParallelism)
-        if not parts:
+        if not parts and not postponed:
             num_tasks = min(num_tasks, nb)
+    if postponed:  # rows stay in bucket -2: place by the key hash modulo the task count
+        nb = num_tasks
     bucket_keys = list(table.schema.bucket_keys)
     types = [table.arrow_schema.field(k).type for k in bucket_keys + parts]
     from spark_glue.bucketing import with_bucket_column

@@ -113,6 +113,18 @@ def test_without_fixed_bucket_writes_spark_commits_postponed_files(spark, tmp_pa
     assert rows(t) == [("a", i, "p") for i in range(10)]
 
 
+def test_postponed_write_table_spreads_a_new_partition_over_the_tasks(spark, tmp_path):
+    """Without postpone.batch-write-fixed-bucket the rows stay in bucket -2, which has no bucket count: write_table
+    places them by the key hash modulo the task count (local[2]: two tasks, two postponed-file writers), not as
+    one real bucket of a partition without a count."""
+    t = make(tmp_path, **{"postpone.batch-write-fixed-bucket": "false"})
+    spark_glue.write_table(spark.range(0, 2000).selectExpr("'a' AS dt", "id", "'v' AS v"), t.root)
+    names = [e.file.file_name for e in t.manifests.live_entries(t.snapshot())]
+    assert len({n.split("-w-")[0] for n in names}) == 2  # <prefix>-u-<user>-s-<writer id>-w-: one per task
+    t.compact()
+    assert len(rows(t)) == 2000
+
+
 def test_streaming_micro_batches_go_to_real_buckets_exactly_once(spark, tmp_path):
     """PaimonSink writes micro-batches through PaimonSparkWriter: fixed buckets too, not postponed."""
     t = make(tmp_path, **{"postpone.default-bucket-num": "2"})

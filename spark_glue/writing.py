@@ -192,6 +192,7 @@ class WriteJob:
                 remove_tagged_files(table, tag, keep=set())
                 return done
         if self.postpone == STAGED:  # the staged partitions' messages are replaced by their rewrite's
+            self.check_staged_apart(table, messages, tag)
             messages = ([m for m in messages if m.bucket != POSTPONE_BUCKET]
                         + self.rewrite_staged(table, messages, tag, ident))
         try:
@@ -213,6 +214,21 @@ class WriteJob:
         except Exception as e:  # noqa: BLE001 - leftovers are orphans for remove_orphan_files, never data
             log.warning("table %s: snapshot %s is committed, but the work after it failed: %s", table.name, sid, e)
         return sid
+
+    def check_staged_apart(self, table: Table, messages, tag: str) -> None:
+        """Raise CommitConflict (after deleting every file of the job) when one partition was both staged by a
+        task and written to real buckets by another: the tasks saw different base snapshots (a stream's tasks
+        each take the latest, and a concurrent commit gave the partition real buckets meanwhile), and the
+        rewrite would number the staged records from the latest snapshot, so a key both tasks wrote could get
+        one sequence number twice. A replay of the micro-batch sees the partition's count in every task."""
+        from engine.postpone.staged import staged_files
+        direct = {m.partition for m in messages if m.bucket != POSTPONE_BUCKET and m.new_files}
+        both = direct & set(staged_files(messages))
+        if both:
+            remove_tagged_files(table, tag, keep=set())
+            raise CommitConflict(table.name, f"partition {table.scan().partition_values(next(iter(both)))} got "
+                                 "real buckets from a concurrent commit while this write ran: some tasks staged "
+                                 "its rows, others wrote them to its buckets; retry the write")
 
     def rewrite_staged(self, table: Table, messages, tag: str, ident: int | None) -> list[CommitMessage]:
         """The fixed-bucket messages of the tasks' staged postponed files (engine.postpone.staged), written here

@@ -311,3 +311,39 @@ def test_write_stream_without_a_default_count_matches_the_engine_per_micro_batch
     assert counts(spark_t) == counts(engine_t) == {"a": {4}, "b": {4}}  # ceil(10/4)=3 -> 4; ceil(9/4)=3 -> 4
     assert rows(spark_t) == rows(engine_t)
     assert all(e.bucket != POSTPONE_BUCKET for e in spark_t.manifests.live_entries(spark_t.snapshot()))
+
+
+def test_a_micro_batch_whose_tasks_disagree_on_a_partitions_count_is_refused(tmp_path):
+    """A streaming data-source task takes the latest snapshot as its base: a concurrent commit that gives a new
+    partition real buckets mid-batch makes an early task stage the partition and a later one write it directly.
+    The driver's rewrite of the staged records would number them from the latest snapshot too, so a key written
+    by both tasks could get one sequence number twice (readers would pick either). The commit is refused
+    (CommitConflict), every file of the micro-batch is deleted and the table keeps the concurrent snapshot; the
+    replayed micro-batch then writes the partition's known buckets."""
+    from engine.errors import CommitConflict
+    from engine.postpone.staged import PartlyStagedWrite
+    from spark_glue.job_files import tag_files
+    from spark_glue.writing import TaskFiles, WriteJob
+    t = make(tmp_path, **{"postpone.target-row-num-per-bucket": "100"})
+    job = WriteJob({"path": t.root, "commit.user": "stream"}, overwrite=False, streaming=True)
+    tag = job.tag_for(0)
+    batch = pa.table({"dt": ["b"] * 10, "id": list(range(10)), "v": ["s"] * 10}, schema=SCHEMA)
+    early = PartlyStagedWrite(tag_files(Catalog(str(tmp_path / "wh")).get_table("db.t"), tag),
+                              commit_user="stream", commit_identifier=0, sequence_lane=(0, 2))
+    early.write(batch)
+    t.write(pa.table({"dt": ["b"] * 4, "id": list(range(4)), "v": ["c"] * 4}, schema=SCHEMA))  # concurrent
+    late = PartlyStagedWrite(tag_files(Catalog(str(tmp_path / "wh")).get_table("db.t"), tag),
+                             commit_user="stream", commit_identifier=0, sequence_lane=(1, 2))
+    late.write(batch)
+    tasks = [TaskFiles(tuple(w.prepare_commit()), tag) for w in (early, late)]
+    assert {m.bucket == POSTPONE_BUCKET for tf in tasks for m in tf.messages} == {True, False}
+    sid = t.latest_snapshot_id()
+    with pytest.raises(CommitConflict, match="partition"):
+        job.commit_job(tasks, identifier=0)
+    assert t.latest_snapshot_id() == sid and files_on_disk(t) == live_files(t)  # the job's files are gone
+    assert rows(t) == [("b", i, "c") for i in range(4)]
+    replay = PartlyStagedWrite(tag_files(Catalog(str(tmp_path / "wh")).get_table("db.t"), tag),
+                               commit_user="stream", commit_identifier=0, sequence_lane=(0, 2))
+    replay.write(batch)
+    job.commit_job([TaskFiles(tuple(replay.prepare_commit()), tag)], identifier=0)
+    assert rows(t) == [("b", i, "s") for i in range(10)] and counts(t) == {"b": {1}}

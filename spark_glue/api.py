@@ -74,14 +74,15 @@ def read_table(spark, path: str, *, columns=None, filter_pushdown: bool = True, 
     return df
 
 
-def distribute_by_bucket(df, path: str, num_tasks: int | None = None):
+def distribute_by_bucket(df, path: str, num_tasks: int | None = None, *, bucket_counts: dict | None = None):
     """``df`` repartitioned so every (partition, bucket) of the table lands in exactly one task (so a commit
     writes one sorted run per bucket): the bucket is Paimon's hash as Spark expressions for a single INT/BIGINT
     key of an unpartitioned table (spark_glue.bucketing), else the engine's hashing kernel in an Arrow UDF over the
     bucket (and partition) columns; then ``repartitionById``. A bucket-unaware append table takes ``df`` as it is.
-    A postpone-bucket primary-key table has no bucket count before the write (its tasks stage postponed files,
-    spark_glue.writing): its rows are placed by the same hash with the task count as bucket count, so each key's
-    records are in one task, in order.
+    A postpone-bucket primary-key table has one bucket count per partition: ``bucket_counts`` (serialized
+    partition -> count, spark_glue.postpone_buckets; default: the counts the latest snapshot's real-bucket files
+    record), ``postpone.default-bucket-num`` for a partition it lacks, else 1 (placement only); without
+    ``postpone.batch-write-fixed-bucket`` (rows stay postponed) by the key hash with the task count as bucket count.
     Default task count: one per core (at most one per bucket of an unpartitioned table); ``num_tasks = bucket``
     gives exactly one bucket per task.
 
@@ -97,12 +98,27 @@ def distribute_by_bucket(df, path: str, num_tasks: int | None = None):
     if nb < 1 and not postpone:  # a bucket-unaware append table: any task may write any row
         return df
     parts = list(table.partition_keys)
+    per_partition = None
+    from engine.options import POSTPONE_BATCH_WRITE_FIXED_BUCKET
+    postponed = postpone and not table.schema.table_options.get(POSTPONE_BATCH_WRITE_FIXED_BUCKET)
+    if postpone and not postponed:  # one count per partition
+        from engine.options import POSTPONE_DEFAULT_BUCKET_NUM
+        default = table.schema.table_options.get(POSTPONE_DEFAULT_BUCKET_NUM) or 1
+        if bucket_counts is None:
+            from engine.postpone.buckets import known_bucket_counts
+            snapshot = table.snapshot_manager.latest()
+            bucket_counts = {} if snapshot is None else \
+                known_bucket_counts(table.manifests.live_entries(snapshot), table.root)
+        counts = dict(bucket_counts)
+        nb = max([default, *counts.values()]) if parts else next(iter(counts.values()), default)
+        if parts:  # keyed by the serialized partition, computed as the writer computes it
+            per_partition = (counts, default, table.schema.types_of(parts))
     if num_tasks is None:  # one wave of tasks: each task's Python start-up and table load is per-commit overhead;
         # on local[2] one task per core upserts 1M rows ~10% faster than two (benchmarks/spark_bench)
         num_tasks = max(1, df.sparkSession.sparkContext.defaultParallelism)
-        if not parts and not postpone:
+        if not parts and not postponed:
             num_tasks = min(num_tasks, nb)
-    if postpone:  # no bucket count before the write: place by the key hash modulo the task count
+    if postponed:  # rows stay in bucket -2: place by the key hash modulo the task count
         nb = num_tasks
     bucket_keys = list(table.schema.bucket_keys)
     types = [table.arrow_schema.field(k).type for k in bucket_keys + parts]
@@ -110,14 +126,17 @@ def distribute_by_bucket(df, path: str, num_tasks: int | None = None):
     slotted = with_bucket_column(df, bucket_keys[0], types[0], nb, SLOT, modulo=num_tasks) \
         if not parts and len(bucket_keys) == 1 else None
     if slotted is None:  # only the bucket and partition columns travel to Python and back; the rows stay in the JVM
-        slotted = df.withColumn(SLOT, F.arrow_udf(_slot_function(types, len(bucket_keys), nb, num_tasks), "int")(
+        slotted = df.withColumn(SLOT, F.arrow_udf(
+            _slot_function(types, len(bucket_keys), nb, num_tasks, per_partition), "int")(
             *[df[c] for c in bucket_keys + parts]))
     return slotted.repartitionById(num_tasks, SLOT).drop(SLOT)
 
 
-def _slot_function(types: list, num_bucket_keys: int, num_buckets: int, num_tasks: int):
+def _slot_function(types: list, num_bucket_keys: int, num_buckets: int, num_tasks: int, per_partition=None):
     """Arrow UDF body: (bucket key columns..., partition columns...) -> the task slot of each row's
-    (partition, bucket), computed with the engine's Paimon hashing kernel."""
+    (partition, bucket), computed with the engine's Paimon hashing kernel. ``per_partition`` = (serialized
+    partition -> bucket count, count of other partitions, partition types) replaces ``num_buckets`` (postpone
+    tables)."""
     def slots(*columns):
         from kernels.hashing import (  # import in the worker: keeps Numba's disk cache
             bucket_ids,
@@ -126,7 +145,10 @@ def _slot_function(types: list, num_bucket_keys: int, num_buckets: int, num_task
         n = len(columns[0])
         try:
             cast = [c.cast(t) for c, t in zip(columns, types)]
-            slot = bucket_ids(cast[:num_bucket_keys], num_buckets).astype(np.int64)
+            if per_partition is None:
+                slot = bucket_ids(cast[:num_bucket_keys], num_buckets).astype(np.int64)
+            else:
+                slot = _postpone_buckets(cast[:num_bucket_keys], cast[num_bucket_keys:], *per_partition)
             if len(cast) > num_bucket_keys:
                 h = hash_codes(cast[num_bucket_keys:]).astype(np.int64)
                 slot = np.abs(h) * num_buckets + slot
@@ -136,10 +158,28 @@ def _slot_function(types: list, num_bucket_keys: int, num_buckets: int, num_task
     return slots
 
 
+def _postpone_buckets(keys: list, parts: list, counts: dict, default: int, types: list) -> np.ndarray:
+    """Bucket of each row, each partition hashed with its count in ``counts`` (keyed by the partition serialized
+    with ``types``, as TableWrite keys it) or ``default``."""
+    from engine.meta.binary_row import serialize_row
+    from engine.partitioning import partition_groups
+    from kernels.hashing import bucket_ids
+    names = [f"p{i}" for i in range(len(parts))]
+    out = np.zeros(len(keys[0]), np.int64)
+    for values, idx in partition_groups(pa.table(parts, names=names), names):
+        count = counts.get(serialize_row(list(values), types), default)
+        out[idx] = bucket_ids([k.take(pa.array(idx)) for k in keys], count)
+    return out
+
+
 def write_table(df, path: str, mode: str = "append", *, num_tasks: int | None = None, **options) -> int | None:
     """Upsert (``mode="append"``) or overwrite ``df`` into the table at ``path`` in one snapshot, one task per
     (partition, bucket) group; returns the id of the last snapshot published (the COMPACT one when the writers
     compacted; the latest id when ``df`` was empty; None for an empty table left empty).
+
+    A postpone-bucket table (``bucket = -2``) with ``postpone.batch-write-fixed-bucket`` gets its partitions' bucket
+    counts decided here first (spark_glue.postpone_buckets: one Spark aggregation of ``df`` when
+    ``postpone.default-bucket-num`` is unset), then its tasks write real buckets.
 
     Options as for ``df.write.format("lakemerge")`` (with ``primary-key`` etc. the table is created if missing);
     ``dynamic_partition_overwrite=False`` overwrites the whole table. Same commit protocol as the data source
@@ -148,7 +188,7 @@ def write_table(df, path: str, mode: str = "append", *, num_tasks: int | None = 
     another ``mode``, SchemaMismatch before any job for columns that do not fit the table (writing.check_input_
     schema), the engine's errors (wrapped by Spark) for bad values; a failed job leaves the table unchanged.
     """
-    from spark_glue.writing import WriteJob, check_input_schema, run_write_job
+    from spark_glue.writing import DIRECT, STAGED, WriteJob, check_input_schema, run_write_job
     if mode not in ("append", "overwrite"):
         raise InvalidInput(f"write_table mode must be 'append' or 'overwrite', got {mode!r}")
     opts = {k.replace("_", "-") if k == "dynamic_partition_overwrite" else k: str(v) for k, v in options.items()}
@@ -156,7 +196,13 @@ def write_table(df, path: str, mode: str = "append", *, num_tasks: int | None = 
     check_input_schema(table, df.schema, opts.get("rowkind.column"))
     opts.setdefault("commit.user", f"lakemerge-spark-{uuid.uuid4().hex}")
     job = WriteJob({**opts, "path": path}, overwrite=mode == "overwrite")
-    sid = run_write_job(distribute_by_bucket(df, path, num_tasks), job)
+    counts = None
+    if job.postpone in (DIRECT, STAGED):  # fixed-bucket postpone write: counts decided here, tasks write buckets
+        from spark_glue.postpone_buckets import decide_bucket_counts
+        counts = decide_bucket_counts(df, path, job.base_id, overwrite=job.overwrite,
+                                      kind_column=opts.get("rowkind.column"))
+        job.use_bucket_counts(counts)
+    sid = run_write_job(distribute_by_bucket(df, path, num_tasks, bucket_counts=counts), job)
     return sid if sid is not None else open_table(path).latest_snapshot_id()
 
 

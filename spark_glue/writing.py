@@ -18,11 +18,18 @@ Protocol (one write job = one snapshot):
   overwrite drops every task's compaction (it replaces the files they started from) and compacts the written
   buckets the same way: in deletion-vector mode batch reads see no level-0 file until it is compacted.
 - Postpone-bucket primary-key tables (``bucket = -2``), as Paimon's PaimonSparkWriter (batch jobs and streaming
-  micro-batches alike): tasks write postponed files (engine.postpone.write.PostponedWrite, on sequence lanes).
-  With ``postpone.batch-write-fixed-bucket`` (the default) those files are only staged: the driver rewrites them
-  into real buckets (engine.postpone.staged, one writer, files carrying the job tag) and commits that instead,
-  as SparkPostponeStagedCommitter; the staged files are then deleted with the job's leftovers. Otherwise the
-  postponed files are committed as they are (a later compaction moves them into real buckets).
+  micro-batches alike; ``postpone_write_mode``). Without ``postpone.batch-write-fixed-bucket`` (POSTPONED) tasks
+  write postponed files (engine.postpone.write.PostponedWrite, on sequence lanes), committed as they are (a
+  later compaction moves them into real buckets). With it (the default) rows land in real buckets, one bucket
+  count per partition. DIRECT: the counts are known before the tasks run -- decided by ``write_table`` on the
+  driver (spark_glue.postpone_buckets, ``use_bucket_counts``), or each partition's known count (its real-bucket
+  files in the task's base; none for an overwrite) else ``postpone.default-bucket-num`` -- and the tasks write
+  real buckets (engine.postpone.write.FixedBucketPostponeWrite), as a fixed-bucket table's. STAGED (the data
+  source without that default, as it cannot measure its input first): tasks write real buckets for partitions
+  with a known count and stage postponed files for the others (engine.postpone.staged.PartlyStagedWrite); the
+  driver rewrites the staged records into real buckets (engine.postpone.staged.rewrite_staged, one writer, files
+  carrying the job tag), as SparkPostponeStagedCommitter, commits them with the tasks' real-bucket files, and
+  deletes the staged files with the job's leftovers.
 """
 from __future__ import annotations
 
@@ -37,7 +44,7 @@ from pyspark.sql.datasource import (DataSourceArrowWriter, DataSourceStreamArrow
 
 from engine.errors import CommitConflict, CommitRetriesExhausted, InvalidInput, SchemaMismatch, UnsupportedFeature
 from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER
-from engine.options import POSTPONE_BATCH_WRITE_FIXED_BUCKET, WRITE_ONLY, parse_bool
+from engine.options import POSTPONE_BATCH_WRITE_FIXED_BUCKET, POSTPONE_DEFAULT_BUCKET_NUM, WRITE_ONLY, parse_bool
 from engine.postpone import POSTPONE_BUCKET
 from engine.table import Table
 from engine.write.commit_message import CommitMessage
@@ -75,8 +82,8 @@ class WriteJob:
             table = open_or_create_table(self.path, opts, schema, drop_columns=[opts.get(ROW_KIND_COLUMN)])
         self.table_name = table.name
         require_spark_writable(table)
-        self.postpone = not table.schema.is_append_only and table.schema.table_options.bucket == POSTPONE_BUCKET
-        self.stage = self.postpone and table.schema.table_options.get(POSTPONE_BATCH_WRITE_FIXED_BUCKET)
+        self.postpone = postpone_write_mode(table)
+        self.bucket_counts: dict[bytes, int] | None = None
         if schema is not None:
             check_input_schema(table, schema, opts.get(ROW_KIND_COLUMN))
         self.base_id = table.latest_snapshot_id()
@@ -99,6 +106,14 @@ class WriteJob:
         self.kind_column = opts.get(ROW_KIND_COLUMN)
         self.overwrite = overwrite
         self.dynamic = parse_bool(opts.get(DYNAMIC_OVERWRITE, "true"))
+
+    def use_bucket_counts(self, counts: dict[bytes, int]) -> None:
+        """A fixed-bucket write of a postpone table with the bucket counts the driver decided for its input
+        (spark_glue.postpone_buckets): its tasks write real buckets (DIRECT)."""
+        if self.postpone not in (DIRECT, STAGED):
+            raise InvalidInput("bucket counts are decided only for fixed-bucket writes of a postpone table",
+                               table=self.table_name)
+        self.postpone, self.bucket_counts = DIRECT, dict(counts)
 
     # --- executor side ------------------------------------------------------------------------------
     def tag_for(self, batch_id) -> str:
@@ -123,7 +138,16 @@ class WriteJob:
         lane = (0, 1) if placed_by_bucket else (TaskContext.get().partitionId() % SEQUENCE_LANES, SEQUENCE_LANES)
         if schema.is_append_only:  # no keys to order: tasks may share buckets freely
             writer = table.new_write(commit_user=self.commit_user, commit_identifier=identifier)
-        elif self.postpone:  # postponed, or staged for the driver's fixed-bucket rewrite (module docstring)
+        elif self.postpone == DIRECT:  # real buckets, counts decided before the tasks (module docstring)
+            from engine.postpone.write import FixedBucketPostponeWrite
+            writer = FixedBucketPostponeWrite(table, overwrite=self.overwrite, decided=self.bucket_counts or {},
+                                              commit_user=self.commit_user, commit_identifier=identifier,
+                                              sequence_lane=lane)
+        elif self.postpone == STAGED:  # real buckets where the count is known, else staged (module docstring)
+            from engine.postpone.staged import PartlyStagedWrite
+            writer = PartlyStagedWrite(table, overwrite=self.overwrite, commit_user=self.commit_user,
+                                       commit_identifier=identifier, sequence_lane=lane)
+        elif self.postpone:  # POSTPONED: committed as they are
             from engine.postpone.write import PostponedWrite
             writer = PostponedWrite(table, commit_user=self.commit_user, commit_identifier=identifier,
                                     sequence_lane=lane)
@@ -153,10 +177,11 @@ class WriteJob:
         holds this identifier, or the latest id when there was nothing to write)."""
         table = open_table(self.path)
         messages = [m for tf in task_files if tf is not None for m in tf.messages]
-        if self.postpone:  # postponed writers never compact
+        if self.postpone == POSTPONED:  # postponed writers never compact
             dropped = set()
         else:
             dropped = {(m.partition, m.bucket) for m in messages} if self.overwrite else shared_buckets(task_files)
+            dropped = {(p, b) for p, b in dropped if b != POSTPONE_BUCKET}  # staged files: rewritten, not compacted
         messages = [without_compaction(table, m) if (m.partition, m.bucket) in dropped else m for m in messages]
         ident = self.identifier if identifier is None else int(identifier)
         tag = self.task_tag(task_files, identifier)
@@ -166,8 +191,10 @@ class WriteJob:
             if done is not None:  # a replayed batch: already applied once
                 remove_tagged_files(table, tag, keep=set())
                 return done
-        if self.stage:
-            messages = self.rewrite_staged(table, messages, tag, ident)
+        if self.postpone == STAGED:  # the staged partitions' messages are replaced by their rewrite's
+            self.check_staged_apart(table, messages, tag)
+            messages = ([m for m in messages if m.bucket != POSTPONE_BUCKET]
+                        + self.rewrite_staged(table, messages, tag, ident))
         try:
             if self.overwrite:
                 scope = "dynamic" if (self.dynamic and table.partition_keys) else None
@@ -187,6 +214,21 @@ class WriteJob:
         except Exception as e:  # noqa: BLE001 - leftovers are orphans for remove_orphan_files, never data
             log.warning("table %s: snapshot %s is committed, but the work after it failed: %s", table.name, sid, e)
         return sid
+
+    def check_staged_apart(self, table: Table, messages, tag: str) -> None:
+        """Raise CommitConflict (after deleting every file of the job) when one partition was both staged by a
+        task and written to real buckets by another: the tasks saw different base snapshots (a stream's tasks
+        each take the latest, and a concurrent commit gave the partition real buckets meanwhile), and the
+        rewrite would number the staged records from the latest snapshot, so a key both tasks wrote could get
+        one sequence number twice. A replay of the micro-batch sees the partition's count in every task."""
+        from engine.postpone.staged import staged_files
+        direct = {m.partition for m in messages if m.bucket != POSTPONE_BUCKET and m.new_files}
+        both = direct & set(staged_files(messages))
+        if both:
+            remove_tagged_files(table, tag, keep=set())
+            raise CommitConflict(table.name, f"partition {table.scan().partition_values(next(iter(both)))} got "
+                                 "real buckets from a concurrent commit while this write ran: some tasks staged "
+                                 "its rows, others wrote them to its buckets; retry the write")
 
     def rewrite_staged(self, table: Table, messages, tag: str, ident: int | None) -> list[CommitMessage]:
         """The fixed-bucket messages of the tasks' staged postponed files (engine.postpone.staged), written here
@@ -225,6 +267,23 @@ class WriteJob:
             if tf is not None and tf.tag:
                 return tf.tag
         return self.tag_for(batch_id)
+
+
+POSTPONED, DIRECT, STAGED = "postponed", "direct", "staged"  # how a job writes a postpone table (module docstring)
+
+
+def postpone_write_mode(table: Table, bucket_counts=None) -> str | None:
+    """How a Spark job writes ``table``: None unless it is a postpone-bucket primary-key table; POSTPONED without
+    ``postpone.batch-write-fixed-bucket``; DIRECT (tasks write real buckets) when the driver decided the
+    ``bucket_counts`` or ``postpone.default-bucket-num`` is set; STAGED else."""
+    opts = table.schema.table_options
+    if table.schema.is_append_only or opts.bucket != POSTPONE_BUCKET:
+        return None
+    if not opts.get(POSTPONE_BATCH_WRITE_FIXED_BUCKET):
+        return POSTPONED
+    if bucket_counts is not None or opts.get(POSTPONE_DEFAULT_BUCKET_NUM) is not None:
+        return DIRECT
+    return STAGED
 
 
 def require_spark_writable(table: Table) -> None:

@@ -18,10 +18,12 @@ import pytest
 
 from engine.errors import (
     CommitConflict,
+    InvalidInput,
     InvalidOption,
     InvalidSchema,
     UnsupportedFeature,
 )
+from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER
 from engine.postpone import POSTPONE_BUCKET
 from engine.postpone.write import FixedBucketPostponeWrite, PostponedWrite
 from tests.conftest import list_files
@@ -413,6 +415,53 @@ def test_an_overwrite_writer_decides_the_bucket_count_afresh(catalog):
         w.write(rows("b", [9], "later"))
         t.commit(w.prepare_commit())
     assert bucket_counts(t) == {"a": {5}, "b": {4}}
+
+
+def test_a_writer_with_decided_counts_never_holds_input_back(catalog):
+    """One task of a distributed write (spark_glue.postpone_buckets): decided counts, else the partition's known
+    count (which wins), else postpone.default-bucket-num; without that default an undecided partition raises."""
+    from engine.meta import binary_row
+    t = make(catalog, **{"postpone.target-row-num-per-bucket": "2"})
+    t.write(rows("a", range(4), "x"))  # 2 buckets
+    b = binary_row.serialize_row(["b"], t.schema.types_of(["dt"]))
+    a = binary_row.serialize_row(["a"], t.schema.types_of(["dt"]))
+    with FixedBucketPostponeWrite(t, decided={a: 7, b: 3}) as w:
+        w.write(rows("a", range(4, 6), "y"))
+        w.write(rows("b", range(40), "y"))  # not estimated from its rows (20 -> 32)
+        assert not w._held
+        t.commit(w.prepare_commit())
+    assert bucket_counts(t) == {"a": {2}, "b": {3}}
+    with FixedBucketPostponeWrite(t, decided={}) as w:
+        with pytest.raises(InvalidInput, match="postpone.default-bucket-num"):
+            w.write(rows("c", [1], "z"))
+    t.alter().set_option("postpone.default-bucket-num", "5").commit()
+    with FixedBucketPostponeWrite(t, decided={}) as w:
+        w.write(rows("c", [1], "z"))
+        t.commit(w.prepare_commit())
+    assert bucket_counts(t) == {"a": {2}, "b": {3}, "c": {5}}
+
+
+def test_a_partly_staged_write_stages_only_partitions_without_a_known_count(catalog):
+    """PartlyStagedWrite (a data source task when the counts cannot be decided first): a partition with real
+    buckets in the base is written to them; a new one is staged in bucket-postpone, and rewrite_staged gives it
+    the engine's count; an overwrite stages every partition."""
+    from engine.postpone.staged import PartlyStagedWrite, rewrite_staged
+    t = make(catalog, **{"postpone.target-row-num-per-bucket": "2"})
+    t.write(rows("a", range(4), "x"))  # 2 buckets
+    with PartlyStagedWrite(t, commit_user="u") as w:
+        w.write(pa.concat_tables([rows("a", range(2, 6), "y"), rows("b", range(5), "y")]))
+        messages = w.prepare_commit()
+    where = {(t.scan().partition_values(m.partition)[0], m.bucket == POSTPONE_BUCKET) for m in messages}
+    assert where == {("a", False), ("b", True)}
+    final = [m for m in messages if m.bucket != POSTPONE_BUCKET] + rewrite_staged(
+        t, messages, commit_user="u", commit_identifier=BATCH_COMMIT_IDENTIFIER)
+    t.commit(final)
+    assert bucket_counts(t) == {"a": {2}, "b": {4}}  # ceil(5 / 2) = 3 -> 4
+    assert as_rows(t.read()) == sorted([("a", i, f"x{i}") for i in range(2)] + [("a", i, f"y{i}") for i in range(2, 6)]
+                                       + [("b", i, f"y{i}") for i in range(5)])
+    with PartlyStagedWrite(t, overwrite=True) as w:
+        w.write(rows("a", [1], "z"))
+        assert {m.bucket for m in w.prepare_commit()} == {POSTPONE_BUCKET}
 
 
 @pytest.mark.parametrize("options", [{"deletion-vectors.enabled": "true"}, {"changelog-producer": "lookup"}])

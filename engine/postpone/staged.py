@@ -7,6 +7,10 @@ into real buckets with one FixedBucketPostponeWrite: a partition keeps the count
 (none for an overwrite), else gets ``engine.postpone.buckets.batch_write_buckets`` of its staged rows and file
 sizes (PostponeUtils.decideFixedBucketNum's inputs).
 
+``PartlyStagedWrite`` is a task of such a parallel write: rows of a partition whose count is known (its
+real-bucket files in the writer's base snapshot; none for an overwrite) go straight to real buckets
+(FixedBucketPostponeWrite), only the others are staged; ``rewrite_staged`` then rewrites the staged ones.
+
 Contract of ``rewrite_staged``: the staged records of each partition enter the fixed-bucket writer in order of
 their staged sequence numbers (writers on separate sequence lanes interleave, so two records of one key from
 different writers are ordered as a fixed-bucket write on those lanes would order them), and get the next sequence
@@ -19,13 +23,16 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from engine.meta import binary_row
+from engine.partitioning import partition_groups
 from engine.postpone import POSTPONE_BUCKET
 from engine.postpone.buckets import batch_write_buckets
-from engine.postpone.write import FixedBucketPostponeWrite
+from engine.postpone.write import FixedBucketPostponeWrite, PostponedWrite
 from engine.read.scan import Split
 from engine.read.split_read import SplitReader
 from engine.schema import SEQUENCE_NUMBER, VALUE_KIND
 from engine.write.commit_message import CommitMessage
+from engine.write.lifecycle import WriterLifecycle
 
 
 def staged_files(messages) -> dict[bytes, tuple[tuple, list]]:
@@ -69,3 +76,51 @@ def rewrite_staged(table, messages, *, base=None, overwrite: bool = False, commi
     except BaseException:
         writer.abort()
         raise
+
+
+class PartlyStagedWrite(WriterLifecycle):
+    """One task's writer of a parallel fixed-bucket write (module docstring): ``write`` sends each row to the
+    fixed-bucket writer when its partition has a known count, else to a staging PostponedWrite (same commit user,
+    identifier and sequence lane). ``prepare_commit`` returns both writers' messages; ``abort`` deletes both's
+    files. Raises what the writers raise."""
+
+    def __init__(self, table, *, overwrite: bool = False, **kw):
+        self.table = table
+        self.direct = FixedBucketPostponeWrite(table, overwrite=overwrite, decided={}, **kw)
+        self.staged = PostponedWrite(table, **kw)
+        self._start_lifecycle()
+
+    @property
+    def base_snapshot(self):
+        return self.direct.base_snapshot
+
+    @base_snapshot.setter
+    def base_snapshot(self, snapshot) -> None:
+        self.direct.base_snapshot = self.staged.base_snapshot = snapshot
+
+    def write(self, data, row_kinds=None) -> None:
+        from engine.write.validate import conform
+        self._check_open()
+        rows, kinds = conform(data, self.table.schema, self.table.name, row_kinds=row_kinds)
+        known = self.direct._known_counts()
+        types = self.table.schema.types_of(self.table.schema.partition_keys)
+        direct = np.zeros(rows.num_rows, bool)
+        for values, idx in partition_groups(rows, self.table.schema.partition_keys):
+            if binary_row.serialize_row(list(values), types) in known:
+                direct[slice(None) if idx is None else idx] = True
+        for writer, mask in ((self.direct, direct), (self.staged, ~direct)):
+            if mask.all():
+                writer._add(rows, kinds)
+            elif mask.any():
+                keep = np.flatnonzero(mask)
+                writer._add(rows.take(pa.array(keep)), kinds[keep])
+
+    def prepare_commit(self) -> list[CommitMessage]:
+        self._check_open()
+        messages = self.direct.prepare_commit() + self.staged.prepare_commit()
+        self._prepared = True
+        return messages
+
+    def abort(self) -> None:
+        self.direct.abort()
+        self.staged.abort()

@@ -8,6 +8,9 @@ ignores the replaced layout (postpone.default-bucket-num). Until every partition
 input has a count, input is held back in arrival order (at most ``write-buffer-size`` bytes; past that the counts
 are decided from what was seen), so sequence numbers still follow input order. Rows are then merged, compacted and
 turn into changelog exactly as in a fixed-bucket table, and each message records its partition's count.
+A writer given ``decided`` counts (one task of a distributed write, whose driver decided the counts of the whole
+input beforehand) never holds input back: a partition without a known or decided count gets
+``postpone.default-bucket-num``, or raises InvalidInput when that is unset.
 
 ``PostponedWrite`` (``postpone.batch-write-fixed-bucket = false``, and streaming writes, which Paimon always
 postpones): every
@@ -27,7 +30,7 @@ import pyarrow as pa
 from engine.errors import UnsupportedFeature
 from engine.meta import binary_row
 from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER
-from engine.options import DATA_FILE_PREFIX, FILE_FORMAT, STATS_MODE, TableOptions
+from engine.options import DATA_FILE_PREFIX, FILE_FORMAT, POSTPONE_DEFAULT_BUCKET_NUM, STATS_MODE, TableOptions
 from engine.partitioning import partition_groups
 from engine.postpone import POSTPONE_BUCKET
 from engine.postpone.buckets import batch_write_buckets, known_bucket_counts
@@ -39,10 +42,11 @@ from engine.write.table_write import TableWrite, _BucketBuffer
 class FixedBucketPostponeWrite(TableWrite):
     """Batch writer of a postpone table into real buckets (module docstring)."""
 
-    def __init__(self, table, *, overwrite: bool = False, **kw):
+    def __init__(self, table, *, overwrite: bool = False, decided: dict[bytes, int] | None = None, **kw):
         super().__init__(table, **kw)
         self.overwrite = overwrite
         self._counts: dict[bytes, int] | None = None
+        self._decided = None if decided is None else dict(decided)
         self._held: list[tuple[pa.Table, np.ndarray]] = []
         self._held_bytes = 0
         self._held_stats: dict[bytes, list[int]] = {}  # partition without a count -> [rows, bytes]
@@ -57,7 +61,7 @@ class FixedBucketPostponeWrite(TableWrite):
                 self._load_base()
             entries = [] if self.base_snapshot is None or self.overwrite \
                 else self.table.manifests.live_entries(self.base_snapshot)
-            self._counts = known_bucket_counts(entries, self.table.root)
+            self._counts = {**(self._decided or {}), **known_bucket_counts(entries, self.table.root)}
         return self._counts
 
     def _total_buckets(self, partition: bytes) -> int:
@@ -73,15 +77,10 @@ class FixedBucketPostponeWrite(TableWrite):
         rows, kinds = self._filter_kinds(rows, kinds)
         check_write_kinds(self.schema, kinds, self.table.name, rows)  # refuse a bad batch now, not at its release
         counts = self._known_counts()
-        types = self.schema.types_of(self.schema.partition_keys)
-        new = {}
-        if rows.num_rows:
-            bytes_per_row = rows.nbytes / rows.num_rows
-            for values, idx in partition_groups(rows, self.schema.partition_keys):
-                partition = binary_row.serialize_row(list(values), types)
-                if partition not in counts:
-                    n = rows.num_rows if idx is None else len(idx)
-                    new[partition] = (n, int(bytes_per_row * n))
+        new = {p: stats for p, stats in partition_stats(self.schema, rows).items() if p not in counts}
+        if new and self._decided is not None:
+            self._default_counts(new)
+            new = {}
         if not new and not self._held:
             super()._add(rows, kinds)
             return
@@ -93,6 +92,17 @@ class FixedBucketPostponeWrite(TableWrite):
             stats[1] += nbytes
         if self._held_bytes > self._buffer_limit:
             self._release()
+
+    def _default_counts(self, partitions) -> None:
+        """Give ``partitions`` (without a known or decided count) the default bucket count, or raise."""
+        from engine.errors import InvalidInput
+        default = self.options.get(POSTPONE_DEFAULT_BUCKET_NUM)
+        if default is None:
+            raise InvalidInput(f"no bucket count was decided for partition "
+                               f"{self.table.scan().partition_values(next(iter(partitions)))} of this distributed "
+                               f"write and postpone.default-bucket-num is not set", table=self.table.name)
+        for partition in partitions:
+            self._counts[partition] = batch_write_buckets(self.options, 0, 0)  # validates; the default
 
     def _release(self) -> None:
         """Decide the counts of the held partitions, then buffer the held input in arrival order."""
@@ -112,6 +122,21 @@ class FixedBucketPostponeWrite(TableWrite):
     def abort(self) -> None:
         self._held, self._held_stats, self._held_bytes = [], {}, 0
         super().abort()
+
+
+def partition_stats(schema, rows: pa.Table) -> dict[bytes, tuple[int, int]]:
+    """Partition (serialized) -> (rows, estimated bytes) of ``rows`` (conformed to ``schema``): the input sizes a
+    fixed-bucket postpone write decides new partitions' bucket counts from (each row weighs the batch's average
+    Arrow size)."""
+    if not rows.num_rows:
+        return {}
+    types = schema.types_of(schema.partition_keys)
+    bytes_per_row = rows.nbytes / rows.num_rows
+    out = {}
+    for values, idx in partition_groups(rows, schema.partition_keys):
+        n = rows.num_rows if idx is None else len(idx)
+        out[binary_row.serialize_row(list(values), types)] = (n, int(bytes_per_row * n))
+    return out
 
 
 def postponed_file_format(schema) -> tuple[DataFileFormat, str]:

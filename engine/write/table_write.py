@@ -55,6 +55,20 @@ class _BucketBuffer:
     changelog: list = field(default_factory=list)  # changelog-producer=input files (issue 5)
 
 
+def filter_kinds(options, rows: pa.Table, kinds: np.ndarray) -> tuple[pa.Table, np.ndarray]:
+    """``rows`` and their ``kinds`` without the rows a writer drops: -U and -D with ``ignore-delete``, -U with
+    ``ignore-update-before``."""
+    drop = None
+    if options.ignore_delete:
+        drop = (kinds == 1) | (kinds == 3)
+    elif options.get(IGNORE_UPDATE_BEFORE):
+        drop = kinds == 1
+    if drop is not None and drop.any():
+        keep = np.flatnonzero(~drop)
+        return rows.take(pa.array(keep)), kinds[keep]
+    return rows, kinds
+
+
 class TableWrite(WriterLifecycle):
     """Buffers rows for a primary-key table and writes sorted files per (partition, bucket).
     Nothing is visible until the messages from prepare_commit are committed."""
@@ -146,15 +160,7 @@ class TableWrite(WriterLifecycle):
         TableOptions(self.schema.options, table=self.table.name).require_writable()
 
     def _filter_kinds(self, rows: pa.Table, kinds: np.ndarray):
-        drop = None
-        if self.options.ignore_delete:
-            drop = (kinds == 1) | (kinds == 3)
-        elif self.options.get(IGNORE_UPDATE_BEFORE):
-            drop = kinds == 1
-        if drop is not None and drop.any():
-            keep = np.flatnonzero(~drop)
-            return rows.take(pa.array(keep)), kinds[keep]
-        return rows, kinds
+        return filter_kinds(self.options, rows, kinds)
 
     def _add(self, rows: pa.Table, kinds: np.ndarray) -> None:
         rows, kinds = self._filter_kinds(rows, kinds)

@@ -24,8 +24,8 @@ from engine.meta.manifest import max_sequence_numbers
 from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER
 from engine.options import FILE_COMPRESSION, FORMAT_CODEC_KEYS, WRITE_BUFFER_SIZE
 from engine.partitioning import bucket_groups, partition_groups
-from engine.write.bucket_layout import check_partition_count, fixed_bucket_counts
 from engine.schema import TableSchema
+from engine.write.bucket_layout import check_partition_count, fixed_bucket_counts
 from engine.write.commit_message import CommitMessage
 from engine.write.formats import CODECS, WRITABLE_FORMATS
 from engine.write.lifecycle import WriterLifecycle

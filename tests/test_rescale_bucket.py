@@ -228,3 +228,19 @@ def test_rescale_postpone_table(catalog):
         t.rescale(2, partitions={"dt": "b"})
     t.write(rows("c", [1]))  # c holds postponed files only: nothing to rescale (Paimon reads real buckets only)
     assert t.rescale(2, partitions={"dt": "c"}) is None
+
+
+def test_primary_key_row_level_dml_on_an_old_layout_partition(table):
+    """DELETE / UPDATE of a primary-key table write -D / +U records through the writer, so an old-layout partition
+    refuses them as Paimon's writer does; a partition-only DELETE (a truncate) needs no writer."""
+    sid = table.latest_snapshot_id()
+    with pytest.raises(InvalidInput, match=MISMATCH):
+        table.delete_where([("dt", "=", "a"), ("k", "=", 3)])
+    with pytest.raises(InvalidInput, match=MISMATCH):
+        table.update_where({"v": "z"}, [("dt", "=", "a"), ("k", "=", 3)])
+    assert table.latest_snapshot_id() == sid
+    table.delete_where([("dt", "=", "a")])
+    assert counts(table) == {"b": {2}}
+    table.rescale()
+    table.delete_where([("dt", "=", "b"), ("k", "=", 3)])
+    assert counts(table) == {"b": {4}} and len(content(table)) == 19

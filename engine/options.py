@@ -238,6 +238,9 @@ POSTPONE_TARGET_SIZE_PER_BUCKET = _opt("postpone.target-size-per-bucket", parse_
                                        "postpone bucket mode: bytes per bucket when a bucket count is estimated")
 POSTPONE_MAX_PARALLELISM = _opt("postpone.batch-write-fixed-bucket.max-parallelism", parse_int, 2048,
                                 "postpone bucket mode: most buckets an estimate gives a partition")
+POSTPONE_RESCALE_LOAD_FACTOR = _opt("postpone.batch-write-fixed-bucket.rescale-load-factor", parse_int, 32,
+                                    "postpone bucket mode: how many times the existing count a staged batch "
+                                    "must need before its write rescales the partition")
 POSTPONE_MERGE_ON_READ = _opt("postpone.merge-on-read", parse_bool, False,
                               "postpone bucket mode: batch reads merge postponed records (not supported here)")
 CROSS_PARTITION_INDEX_TTL = _opt("cross-partition-upsert.index-ttl", parse_duration_ms, None,
@@ -331,7 +334,6 @@ KNOWN_PAIMON_KEYS = frozenset({
     "write-buffer-spillable", "sort-spill-buffer-size", "file-index.read.enabled", "bucket-function.type",
     "sequence.snapshot-ordering", "partial-update.ignore-delete", "first-row.ignore-delete",
     "deduplicate.ignore-delete", "fields.default-aggregate-function",
-    "postpone.batch-write-fixed-bucket.rescale-load-factor",
 })
 _PER_FIELD = re.compile(r"^fields\.[^.]+\.[a-z0-9.-]+$")
 # Options of a data file format, passed to its writer by Paimon (``orc.*``, ``parquet.*``, ``avro.*``). lakemerge

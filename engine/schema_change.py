@@ -14,7 +14,9 @@ Contract:
 - Nullability: NOT NULL -> nullable is always allowed (not for primary keys); nullable -> NOT NULL only while the
   table has no snapshot (Paimon's ``alter-column-null-to-not-null.disabled`` default refuses it on data).
 - Options: immutable options (Paimon's ``@Immutable`` set) cannot be set or removed once the table has snapshots;
-  ``bucket`` cannot change on a table with data (rescale with an overwrite into a new table instead).
+  ``bucket`` can change between fixed counts (and -2) on a table with data, as Paimon: only the metadata changes,
+  each data file keeps the count it records, and a partition moves to the new count when it is overwritten
+  (``Table.rescale``); it cannot be removed, nor changed from or to -1.
 - ``alter_table`` publishes with put-if-absent and re-applies the changes on top of a concurrently published schema.
 """
 from __future__ import annotations
@@ -390,9 +392,24 @@ def _check_option_change(key: str, old: str | None, new: str | None, has_snapsho
              "a full compaction first, reads may return keys twice; compact fully, then set "
              "'deletion-vectors.modifiable' = 'true' to allow the change")
     if key == BUCKET:
-        fail(f"option 'bucket' cannot be changed from {old} to {new} on a table with data: the existing files "
-             "are placed by the old bucket count; rescale by creating a table with the new bucket count and "
-             "overwriting it with this table's rows")
+        _check_bucket_change(old, new, fail)
+
+
+def _check_bucket_change(old: str | None, new: str | None, fail) -> None:
+    """Paimon's SchemaManager rules for ``bucket`` on a table with data: it cannot be removed, nor changed from or
+    to -1 (dynamic bucket: the keys' HASH index is built for one layout). Between fixed counts (and postpone -2)
+    only the metadata changes: each file keeps the count it records, and a partition moves to the new count when
+    it is overwritten (Table.rescale)."""
+    if new is None:
+        fail("Cannot reset bucket. (option 'bucket' cannot be removed from a table with data)")
+    try:
+        old_count, new_count = (-1 if old is None else int(old)), int(new)
+    except ValueError:
+        return  # not a number: TableOptions validation refuses it with InvalidOption
+    if old_count == -1:
+        fail("Cannot change bucket when it is -1. (a dynamic-bucket table keeps its layout)")
+    if new_count == -1:
+        fail("Cannot change bucket to -1. (a table with data cannot become a dynamic-bucket table)")
 
 
 def _true(value: str | None) -> bool:
@@ -450,10 +467,25 @@ def alter_table(table, changes: Sequence[SchemaChange], *, max_attempts: int = 1
         latest = table.schema_manager.latest()
         has_snapshots = table.snapshot_manager.latest_id() is not None
         new = apply_changes(latest, changes, table=table.name, has_snapshots=has_snapshots)
+        if has_snapshots and latest.table_options.bucket == -2 and new.table_options.bucket != -2:
+            _require_no_postponed_files(table)
         if table.schema_manager.commit(new):
             table.schema = new
             return new
     raise CommitConflict(table.name, f"schema changed concurrently {max_attempts} times; nothing was changed")
+
+
+def _require_no_postponed_files(table) -> None:
+    """Leaving postpone bucket mode (-2 -> N) with live postponed files would hide their records for good (only a
+    postpone table's compaction moves them into real buckets): refuse it until a compaction moved them (lakemerge's
+    refusal; Paimon lets the change through)."""
+    from engine.postpone import POSTPONE_BUCKET
+    snap = table.snapshot_manager.latest()
+    postponed = [e for e in table.manifests.live_entries(snap) if e.bucket == POSTPONE_BUCKET]
+    if postponed:
+        raise InvalidSchema(f"table {table.name!r}: option 'bucket' cannot leave postpone mode (-2) while "
+                            f"{len(postponed)} postponed file(s) are live (their records would never reach real "
+                            "buckets); compact the table first (Table.compact)")
 
 
 class SchemaUpdate:
@@ -544,8 +576,11 @@ def check_commit_schema(written: TableSchema, latest: TableSchema, table: str) -
         conflict("the partition keys changed")
     if ids(written, written.bucket_keys) != ids(latest, latest.bucket_keys):
         conflict("the bucket key changed")
-    if written.table_options.bucket != latest.table_options.bucket:
-        conflict("the bucket count changed")
+    old_bucket, new_bucket = written.table_options.bucket, latest.table_options.bucket
+    if old_bucket != new_bucket and not (old_bucket > 0 and (new_bucket > 0 or new_bucket == -2)):
+        # fixed-count files stay readable under any count (each records its own; the commit checks that a
+        # partition keeps one count, as Paimon's ConflictDetection); postponed or dynamic-bucket files do not
+        conflict(f"the bucket mode changed from bucket={old_bucket} to bucket={new_bucket}")
     if ids(written, written.table_options.sequence_fields) != ids(latest, latest.table_options.sequence_fields):
         conflict("sequence.field changed")
     if written.table_options.merge_engine != latest.table_options.merge_engine:

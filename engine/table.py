@@ -162,12 +162,13 @@ class Table:
     def new_write(self, *, commit_user: str | None = None, commit_identifier: int | None = None,
                   overwrite: bool = False) -> TableWrite:
         """A writer for many batches committed together (use as a context manager). ``overwrite=True``: its
-        messages are for ``commit_overwrite`` (a dynamic-bucket writer then starts the index of every partition it
+        messages are for ``commit_overwrite`` (a fixed-bucket writer ignores the partitions' previous files and places
+        rows by the table's current ``bucket``, rescaling the partitions it overwrites; a dynamic-bucket writer then starts the index of every partition it
         writes empty, as Paimon's overwrite writer does, so its messages can only be committed by an overwrite; a
         postpone table's decides each partition's bucket count afresh, without the replaced layout)."""
         if self.schema.is_append_only:
             from engine.append.write import AppendWrite
-            return AppendWrite(self, commit_user=commit_user, commit_identifier=commit_identifier)
+            return AppendWrite(self, commit_user=commit_user, commit_identifier=commit_identifier, overwrite=overwrite)
         if self.schema.table_options.bucket == -1 and self.schema.cross_partition_update:
             from engine.dynamic_bucket.cross_partition import CrossPartitionWrite
             return CrossPartitionWrite(self, commit_user=commit_user, commit_identifier=commit_identifier)
@@ -179,7 +180,7 @@ class Table:
             from engine.dynamic_bucket.write import DynamicBucketWrite
             return DynamicBucketWrite(self, commit_user=commit_user, commit_identifier=commit_identifier,
                                       overwrite=overwrite)
-        return TableWrite(self, commit_user=commit_user, commit_identifier=commit_identifier)
+        return TableWrite(self, commit_user=commit_user, commit_identifier=commit_identifier, overwrite=overwrite)
 
     def commit(self, messages: Sequence[CommitMessage], *, properties: dict | None = None) -> int | None:
         """Publish messages from ``prepare_commit`` as one snapshot; returns its id.
@@ -457,6 +458,14 @@ class Table:
         idents = {m.commit_identifier for m in messages} or ({int(identifier)} if identifier is not None else set())
         maintain_after_commit(self, idents.pop() if len(idents) == 1 else BATCH_COMMIT_IDENTIFIER)
 
+    def rescale(self, bucket_num: int | None = None, partitions=None) -> int | None:
+        """Paimon's ``rescale`` procedure: rewrite the partitions matching ``partitions`` (as in drop_partitions;
+        None: every partition) with ``bucket_num`` buckets (default: the table's ``bucket``) in ONE OVERWRITE
+        snapshot; returns its id, or None when no matched partition has data. See engine.maintenance.rescale.
+        Raises InvalidInput, UnsupportedFeature, CommitConflict (a commit to those partitions meanwhile)."""
+        from engine.maintenance.rescale import rescale
+        return rescale(self, bucket_num, partitions)
+
     def drop_partitions(self, partitions) -> int | None:
         """Drop partitions as Paimon's ALTER TABLE DROP PARTITION: ONE OVERWRITE snapshot deleting every live data
         file and index file record (HASH, deletion vectors) of the partitions matching ``partitions`` (a dict, or a
@@ -501,7 +510,8 @@ class Table:
 
     # --- overwrite (issue 6) ------------------------------------------------------------------------
     def commit_overwrite(self, messages: Sequence[CommitMessage], partitions=None, *, commit_user: str | None = None,
-                         commit_identifier: int | None = None, properties: dict | None = None) -> int | None:
+                         commit_identifier: int | None = None, properties: dict | None = None,
+                         strict_after: int | None = None) -> int | None:
         """Publish an OVERWRITE snapshot: the live files of ``partitions`` are replaced by the messages' files.
 
         ``partitions``: None replaces the whole table; ``"dynamic"`` replaces the partitions the messages write
@@ -509,7 +519,8 @@ class Table:
         write one of them (else InvalidInput, the messages' files are deleted and the table is unchanged). Same
         atomicity, exactly-once, cleanup and snapshot-expiration behaviour as ``commit``; returns the snapshot id.
         A dynamic-bucket table's messages must come from ``new_write(overwrite=True)`` (else InvalidInput, files
-        deleted): the written partitions' HASH index then holds only the keys written.
+        deleted): the written partitions' HASH index then holds only the keys written. ``strict_after``: a snapshot
+        id; CommitConflict if a later snapshot changed real-bucket files of an overwritten partition.
         """
         from engine.dynamic_bucket.write import DynamicBucketCommitMessage
         from engine.meta import binary_row
@@ -536,7 +547,8 @@ class Table:
                                    f"{tuple(stray.partition_values)}, which does not belong to them", table=self.name)
         try:
             sid = Committer(self).overwrite(messages, parts, commit_user=commit_user,
-                                            commit_identifier=commit_identifier, properties=properties)
+                                            commit_identifier=commit_identifier, properties=properties,
+                                            strict_after=strict_after)
         except (CommitConflict, CommitRetriesExhausted):
             self._delete_uncommitted(messages)
             raise

@@ -137,7 +137,8 @@ class WriteJob:
         identifier = BATCH_COMMIT_IDENTIFIER if self.identifier is None else self.identifier
         lane = (0, 1) if placed_by_bucket else (TaskContext.get().partitionId() % SEQUENCE_LANES, SEQUENCE_LANES)
         if schema.is_append_only:  # no keys to order: tasks may share buckets freely
-            writer = table.new_write(commit_user=self.commit_user, commit_identifier=identifier)
+            writer = table.new_write(commit_user=self.commit_user, commit_identifier=identifier,
+                                     overwrite=self.overwrite)
         elif self.postpone == DIRECT:  # real buckets, counts decided before the tasks (module docstring)
             from engine.postpone.write import FixedBucketPostponeWrite
             writer = FixedBucketPostponeWrite(table, overwrite=self.overwrite, decided=self.bucket_counts or {},
@@ -152,7 +153,9 @@ class WriteJob:
             writer = PostponedWrite(table, commit_user=self.commit_user, commit_identifier=identifier,
                                     sequence_lane=lane)
         else:
-            writer = TableWrite(table, commit_user=self.commit_user, commit_identifier=identifier, sequence_lane=lane)
+            # an overwrite ignores the replaced files and places rows by the current 'bucket' (rescale-bucket)
+            writer = TableWrite(table, commit_user=self.commit_user, commit_identifier=identifier, sequence_lane=lane,
+                                overwrite=self.overwrite)
         if not self.streaming:  # number sequences from the snapshot the job started from
             writer.base_snapshot = None if self.base_id is None else table.snapshot(self.base_id)
         with writer:

@@ -289,7 +289,7 @@ def test_alter_nullability(run, warehouse):
 
 def test_alter_refusals_publish_nothing(run, table, warehouse):
     _one_line_error(run("alter", "db.t", "--set-type", "v", "INT"), 1, "column 'v' cannot change type")
-    _one_line_error(run("alter", "db.t", "--set-option", "bucket=4"), 1, "rescale")
+    _one_line_error(run("alter", "db.t", "--remove-option", "bucket"), 1, "Cannot reset bucket")
     _one_line_error(run("alter", "db.t", "--drop-column", "id"), 1, "primary key column 'id'")
     _one_line_error(run("alter", "db.t", "--rename-column", "nope", "x"), 1, "column 'nope' does not exist")
     _one_line_error(run("alter", "db.t", "--add-column", "x WHATEVER"), 1, "WHATEVER")

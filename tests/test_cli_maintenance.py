@@ -238,3 +238,20 @@ def test_progress_on_stderr_only_when_asked_off_a_terminal(run, table):
     spin = run("expire", "db.t", "--progress")
     assert spin.exit_code == 0 and "expiring snapshots of db.t" in spin.stderr
     assert run("remove-orphans", "db.t", "--no-progress").stderr == ""
+
+
+def test_alter_bucket_then_rescale(run, table, warehouse):
+    """``alter --set-option bucket=N`` points at ``rescale``; writes to old partitions fail until it ran."""
+    from engine.errors import InvalidInput
+    r = run("alter", "db.t", "--set-option", "bucket=3")
+    assert r.exit_code == 0 and "lakemerge rescale db.t" in r.stdout
+    rows = pa.table({"dt": ["A"], "id": pa.array([9], pa.int64()), "v": ["x"]})
+    with pytest.raises(InvalidInput, match="new bucket num 3, but the previous bucket num is 1"):
+        Catalog(warehouse).get_table("db.t").write(rows)
+    r = run("rescale", "db.t", "-p", "dt=A")
+    assert r.exit_code == 0 and "rescaled db.t to 3 bucket(s) in snapshot 5" in r.stdout
+    assert json.loads(run("rescale", "db.t", "-p", "dt=Z", "--json").stdout)["snapshot"] is None
+    t = Catalog(warehouse).get_table("db.t")
+    t.write(rows)
+    assert {e.total_buckets for e in t.manifests.live_entries(t.snapshot())} == {1, 3}
+    assert run("rescale", "db.t", "--bucket-num", "0").exit_code == 2

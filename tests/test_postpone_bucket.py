@@ -521,3 +521,31 @@ def test_postponed_files_keep_the_table_format_for_names_avro_refuses(catalog):
     assert ext == "parquet"
     t.compact()
     assert t.read().sort_by("id").column("my col").to_pylist() == [5, 6]
+
+
+def test_decide_fixed_bucket_num_as_paimon_postpone_utils():
+    """PostponeUtilsTest.testDecideFixedBucketNum: an existing count is kept unless the staged batch needs more than
+    rescale-load-factor times it (and the rounded, capped count is larger); without one, postpone.default-bucket-num
+    or the rounded estimate."""
+    from engine.errors import InvalidOption
+    from engine.options import TableOptions
+    from engine.postpone.buckets import decide_fixed_bucket_num
+
+    o = TableOptions({"postpone.target-row-num-per-bucket": "1",
+                      "postpone.batch-write-fixed-bucket.max-parallelism": "16",
+                      "postpone.batch-write-fixed-bucket.rescale-load-factor": "32"}, table="t")
+    assert decide_fixed_bucket_num(o, 3, 0, None) == (4, False)
+    assert decide_fixed_bucket_num(o, 2 ** 31, 0, None) == (16, False)
+    assert decide_fixed_bucket_num(o, 224, 0, 7) == (7, False)
+    assert decide_fixed_bucket_num(o, 225, 0, 7) == (16, True)
+    capped = TableOptions({**o.raw, "postpone.batch-write-fixed-bucket.max-parallelism": "4"}, table="t")
+    assert decide_fixed_bucket_num(capped, 225, 0, 7) == (7, False)
+    assert decide_fixed_bucket_num(o, 257, 0, 8) == (16, True)
+    low = TableOptions({**o.raw, "postpone.batch-write-fixed-bucket.rescale-load-factor": "4"}, table="t")
+    assert decide_fixed_bucket_num(low, 29, 0, 7) == (16, True)
+    with_default = TableOptions({**o.raw, "postpone.default-bucket-num": "3"}, table="t")
+    assert decide_fixed_bucket_num(with_default, 100, 0, None) == (3, False)
+    assert decide_fixed_bucket_num(with_default, 225, 0, 7) == (16, True)
+    bad = TableOptions({**o.raw, "postpone.batch-write-fixed-bucket.rescale-load-factor": "0"}, table="t")
+    with pytest.raises(InvalidOption, match="rescale-load-factor"):
+        decide_fixed_bucket_num(bad, 1, 0, 1)

@@ -25,6 +25,7 @@ from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER
 from engine.options import FILE_COMPRESSION, FORMAT_CODEC_KEYS, WRITE_BUFFER_SIZE
 from engine.partitioning import bucket_groups, partition_groups
 from engine.schema import TableSchema
+from engine.write.bucket_layout import check_partition_count, fixed_bucket_counts
 from engine.write.commit_message import CommitMessage
 from engine.write.formats import CODECS, WRITABLE_FORMATS
 from engine.write.lifecycle import WriterLifecycle
@@ -50,7 +51,8 @@ def require_append_writable(schema: TableSchema, table: str) -> None:
 class AppendWrite(WriterLifecycle):
     """Buffers rows for an append (no primary key) table and writes them as files per (partition, bucket).
     Nothing is visible until the messages from prepare_commit are committed."""
-    def __init__(self, table, *, commit_user: str | None = None, commit_identifier: int | None = None):
+    def __init__(self, table, *, commit_user: str | None = None, commit_identifier: int | None = None,
+                 overwrite: bool = False):
         self.table = table
         self.schema = table.schema
         require_append_writable(self.schema, table.name)
@@ -59,6 +61,8 @@ class AppendWrite(WriterLifecycle):
         self.commit_identifier = BATCH_COMMIT_IDENTIFIER if commit_identifier is None else int(commit_identifier)
         self.base_snapshot = table.snapshot_manager.latest()
         self._max_seq: dict | None = None
+        self._layout: dict[bytes, int] = {}  # partition -> bucket count its live files record
+        self.ignore_previous_files = bool(overwrite)  # an overwrite writer: the partitions' files are replaced
         self._pending: dict[tuple[bytes, int], list[pa.Table]] = {}
         self._values: dict[bytes, tuple] = {}
         self._next_seq: dict[tuple[bytes, int], int] = {}
@@ -80,8 +84,13 @@ class AppendWrite(WriterLifecycle):
         if any(c.num_chunks > 1 for c in rows.columns):
             rows = rows.combine_chunks()
         part_types = self.schema.types_of(self.schema.partition_keys)
-        for values, idx in partition_groups(rows, self.schema.partition_keys):
-            partition = binary_row.serialize_row(list(values), part_types)
+        groups = [(values, idx, binary_row.serialize_row(list(values), part_types))
+                  for values, idx in partition_groups(rows, self.schema.partition_keys)]
+        if self.num_buckets > 0:  # a partition keeps the count its files record (engine.write.bucket_layout)
+            self._load_base()
+            for values, _, partition in groups:
+                check_partition_count(self.table, self._layout, partition, values, self.num_buckets)
+        for values, idx, partition in groups:
             self._values[partition] = values
             part_rows = rows if idx is None else rows.take(pa.array(idx))
             if self.num_buckets <= 0:
@@ -139,8 +148,16 @@ class AppendWrite(WriterLifecycle):
 
     def _next_sequence(self, key) -> int:
         if key not in self._next_seq:
-            if self._max_seq is None:  # the first read of the base (Table.writer_base may move it)
-                self.base_snapshot, entries = self.table.writer_base(self.base_snapshot)
-                self._max_seq = max_sequence_numbers(entries)
+            self._load_base()
             self._next_seq[key] = self._max_seq.get(key, -1) + 1
         return self._next_seq[key]
+
+    def _load_base(self) -> None:
+        """Read the base once (Table.writer_base may move it): each bucket's largest sequence number and each
+        partition's bucket count; none for an overwrite writer."""
+        if self._max_seq is None:
+            self.base_snapshot, entries = self.table.writer_base(self.base_snapshot)
+            if self.ignore_previous_files:
+                entries = []
+            self._max_seq = max_sequence_numbers(entries)
+            self._layout = fixed_bucket_counts(entries)

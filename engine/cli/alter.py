@@ -69,7 +69,8 @@ def _key_value(item: str, option: str) -> tuple[str, str]:
 @click.option("--not-null", "not_nulls", multiple=True, metavar="COL",
               help="Make a column NOT NULL (only while the table has no snapshot).")
 @click.option("--set-option", "set_options", multiple=True, metavar="KEY=VALUE",
-              help="Set a table option ('bucket' and other structural options are fixed once there is data).")
+              help="Set a table option (structural options are fixed once there is data; 'bucket' changes for "
+                   "new partitions, existing ones keep theirs until 'lakemerge rescale').")
 @click.option("--remove-option", "remove_options", multiple=True, metavar="KEY", help="Remove a table option.")
 @click.option("--comment", "comment", metavar="TEXT", help="Set the table comment ('' removes it).")
 @click.option("--dry-run", is_flag=True, help="Check the changes and print the resulting schema; publish nothing.")
@@ -110,6 +111,10 @@ def alter(table, adds, drops, renames, types, nullables, not_nulls, set_options,
     else:
         after = alter_table(t, changes)
     _report(t.name, before, after, dry_run, as_json)
+    if not as_json and before.options.get("bucket") != after.options.get("bucket") \
+            and t.snapshot_manager.latest_id() is not None:
+        click.echo(f"  existing partitions keep their bucket count and refuse writes until rescaled: "
+                   f"lakemerge rescale {t.name}")
 
 
 def _report(name: str, before, after, dry_run: bool, as_json: bool) -> None:

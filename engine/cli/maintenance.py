@@ -1,4 +1,4 @@
-"""Maintenance commands: ``compact``, ``expire``, ``drop-partition``, ``remove-orphans``, ``tag create|delete|list``, ``rollback``.
+"""Maintenance commands: ``compact``, ``expire``, ``drop-partition``, ``rescale``, ``remove-orphans``, ``tag create|delete|list``, ``rollback``.
 
 They follow the conventions of engine/cli/__init__.py and wrap the Table methods of issue 4 (engine.compact,
 engine.maintenance). Each prints a one-line summary (or one JSON document with ``--json``) and shows a spinner on
@@ -260,6 +260,35 @@ def drop_partition(table, partitions, warehouse, as_json):
         click.echo(f"dropped {len(partitions)} partition spec(s) of {t.name} in snapshot {sid}")
     else:
         click.echo(f"{t.name}: no live file in the given partition(s); nothing committed")
+
+
+# --- rescale ---------------------------------------------------------------------------------------------
+@cli.command()
+@table_argument
+@click.option("--bucket-num", "-b", type=click.IntRange(min=1), metavar="N",
+              help="Buckets to rewrite the partitions with (default: the table's option 'bucket'; required for "
+                   "bucket = -2 tables).")
+@click.option("--partition", "-p", "partitions", multiple=True, metavar="COL=VALUE[,COL=VALUE]",
+              help="Only rescale this partition (repeatable; default: every partition).")
+@warehouse_option()
+@json_option
+@debug_option
+def rescale(table, bucket_num, partitions, warehouse, as_json):
+    """Rewrite partitions with a bucket count in one OVERWRITE snapshot (Paimon's rescale procedure).
+
+    After ``lakemerge alter TABLE --set bucket=N`` the existing partitions keep their old count and refuse
+    writes until they are rescaled: ``lakemerge rescale TABLE`` rewrites them with N.
+    """
+    specs = _parse_partition_specs(partitions)
+    t = _data_table(warehouse, table)
+    sid = t.rescale(bucket_num, specs)
+    count = bucket_num or t.schema.table_options.bucket
+    if as_json:
+        click.echo(to_json({"table": t.name, "bucket_num": count, "partitions": specs, "snapshot": sid}))
+    elif sid is None:
+        click.echo(f"{t.name}: no data in the given partition(s); nothing to rescale")
+    else:
+        click.echo(f"rescaled {t.name} to {count} bucket(s) in snapshot {sid}")
 
 
 # --- remove-orphans --------------------------------------------------------------------------------------

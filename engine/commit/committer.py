@@ -394,11 +394,11 @@ class Committer:
             if e.bucket == POSTPONE_BUCKET:  # postponed files record -2; the real buckets keep their count
                 continue
             expected = totals.setdefault(e.partition, e.total_buckets)
-            if expected != e.total_buckets:
-                raise CommitConflict(
-                    self.table.name,
-                    f"partition {self.table.scan().partition_values(e.partition)} has {expected} buckets but the "
-                    f"commit writes with {e.total_buckets}; rescale the partition with an overwrite")
+            if expected != e.total_buckets:  # Paimon's ConflictDetection: one count per partition unless overwritten
+                from engine.write.bucket_layout import bucket_num_mismatch
+                values = self.table.scan().partition_values(e.partition)
+                raise CommitConflict(self.table.name, bucket_num_mismatch(self.table.schema, values, e.total_buckets,
+                                                                          expected))
 
     def _write_manifest(self, entries: list[ManifestEntry], schema_id: int) -> tuple[str, ManifestFileMeta]:
         t = self.table
@@ -525,7 +525,8 @@ class Committer:
     # --- overwrite (issue 6) ------------------------------------------------------------------------
     def overwrite(self, messages: Sequence[CommitMessage], partitions: set[bytes] | None = None, *,
                   commit_user: str | None = None, commit_identifier: int | None = None,
-                  properties: dict | None = None, base_snapshot_id: int | None = None) -> int | None:
+                  properties: dict | None = None, base_snapshot_id: int | None = None,
+                  strict_after: int | None = None) -> int | None:
         """Publish one OVERWRITE snapshot: every live file of ``partitions`` (serialized partition rows; None =
         the whole table) is deleted and the messages' files are added, atomically.
 
@@ -537,12 +538,15 @@ class Committer:
         any container of serialized partition rows (engine.maintenance.partitions.PartitionMatcher).
         The messages' compaction results (a writer compacts its bucket's old files with the new ones) are not
         published, since the overwrite replaces the files they came from: the files they wrote (data, changelog,
-        DV index) are deleted. Raises CommitConflict, CommitRetriesExhausted, CommitOutcomeUnknown.
+        DV index) are deleted. ``strict_after`` as in ``commit``: refused when a later snapshot changed real-bucket
+        files of an overwritten partition (a rescale, which rewrites what it read, would lose them).
+        Raises CommitConflict, CommitRetriesExhausted, CommitOutcomeUnknown.
         """
         t = self.table
         messages = list(messages)
         self._messages = messages
         self._overwritten = partitions
+        self._strict_after = strict_after
         self._delete_compaction_outputs(messages)
         self._check_schemas({m.schema_id for m in messages})
         adds = [ManifestEntry(ADD, m.partition, m.bucket, m.total_buckets, f) for m in messages for f in m.new_files]
@@ -578,6 +582,7 @@ class Committer:
             entries = deletes + adds
             if not entries:
                 return None if latest is None else latest.id
+            self._check_strict(entries, latest)
             self._check_overwrite_buckets(adds)
             delta_name, delta_meta = self._write_manifest(entries, schema_id)
             try:

@@ -10,6 +10,7 @@ from engine.errors import CorruptFile, InvalidOption
 from engine.options import (
     POSTPONE_DEFAULT_BUCKET_NUM,
     POSTPONE_MAX_PARALLELISM,
+    POSTPONE_RESCALE_LOAD_FACTOR,
     POSTPONE_TARGET_ROW_NUM_PER_BUCKET,
     POSTPONE_TARGET_SIZE_PER_BUCKET,
     TableOptions,
@@ -47,17 +48,35 @@ def batch_write_buckets(opts: TableOptions, rows: int, nbytes: int) -> int:
     about ``nbytes`` bytes (PostponeUtils.decideFixedBucketNum without an existing layout): the default bucket
     count, else the required count rounded up to a power of two and capped by
     ``postpone.batch-write-fixed-bucket.max-parallelism``. Raises InvalidOption for a non-positive option."""
+    return decide_fixed_bucket_num(opts, rows, nbytes, None)[0]
+
+
+def decide_fixed_bucket_num(opts: TableOptions, rows: int, nbytes: int, existing: int | None) -> tuple[int, bool]:
+    """``(buckets, rescale)`` for a staged batch of ``rows`` rows / ``nbytes`` file bytes written into a partition
+    with ``existing`` real buckets (None: none yet), as PostponeUtils.decideFixedBucketNum (used by Paimon's Spark
+    SparkPostponeStagedCommitter only; compaction never rescales). Without a layout: the default bucket count, else
+    the required count rounded up to a power of two, capped by max-parallelism. With one: it is kept unless the
+    required count exceeds ``existing`` times ``postpone.batch-write-fixed-bucket.rescale-load-factor`` and the
+    rounded count is larger; then ``rescale`` is True (the partition's files are rewritten with the new count
+    before the batch is written). Raises InvalidOption for a non-positive option."""
     default = _positive(opts, POSTPONE_DEFAULT_BUCKET_NUM)
-    if default is not None:
-        return default
+    if existing is None and default is not None:
+        return default, False
     cap = _positive(opts, POSTPONE_MAX_PARALLELISM)
+    factor = _positive(opts, POSTPONE_RESCALE_LOAD_FACTOR)
     target_rows = _positive(opts, POSTPONE_TARGET_ROW_NUM_PER_BUCKET)
     if target_rows is not None:
         required = _ceil_div(rows, target_rows)
     else:
         required = _ceil_div(nbytes, _positive(opts, POSTPONE_TARGET_SIZE_PER_BUCKET))
-    capped = min(max(required, 1), cap)
-    return 1 if capped <= 1 else min(1 << (capped - 1).bit_length(), cap)
+    required = max(required, 1)
+    capped = min(required, cap)
+    suggested = 1 if capped <= 1 else min(1 << (capped - 1).bit_length(), cap)
+    if existing is None:
+        return suggested, False
+    if required > existing * factor and suggested > existing:
+        return suggested, True
+    return existing, False
 
 
 def compaction_buckets(opts: TableOptions, rows: int, nbytes: int) -> int:

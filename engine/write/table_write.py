@@ -9,6 +9,9 @@ Contract:
 - On flush (buffer full, or ``prepare_commit``) each bucket's records are sorted by (key, sequence order), merged
   per key with the merge engine, and written as one level-0 sorted run (rolled at ``target-file-size``).
 - Used as a context manager, files of a write that raised or was never committed are deleted on exit.
+- Fixed bucket: rows for a partition whose live files record another bucket count (``bucket`` was altered) are
+  refused with InvalidInput, nothing buffered (engine.write.bucket_layout); ``overwrite=True`` writers (for
+  ``Table.commit_overwrite``) ignore the previous files instead: no restore, no compaction with them.
 - Unless ``write-only``, each touched bucket is compacted (universal picking) at ``prepare_commit``, and
   synchronously after a flush that leaves more sorted runs than ``num-sorted-run.stop-trigger``; the messages
   carry the changes as ``compact_before`` / ``compact_after`` (engine.compact.manager).
@@ -37,6 +40,7 @@ from engine.options import (
     TableOptions,
 )
 from engine.partitioning import bucket_groups, partition_groups
+from engine.write.bucket_layout import check_partition_count, fixed_bucket_counts
 from engine.write.commit_message import CommitMessage
 from engine.write.file_writer import physical_table, write_sorted_run
 from engine.write.lifecycle import WriterLifecycle
@@ -73,7 +77,7 @@ class TableWrite(WriterLifecycle):
     """Buffers rows for a primary-key table and writes sorted files per (partition, bucket).
     Nothing is visible until the messages from prepare_commit are committed."""
     def __init__(self, table, *, commit_user: str | None = None, commit_identifier: int | None = None,
-                 sequence_lane: tuple[int, int] = (0, 1)):
+                 sequence_lane: tuple[int, int] = (0, 1), overwrite: bool = False):
         lane, lanes = sequence_lane
         if not 0 <= lane < lanes:
             raise ValueError(f"sequence lane {lane} is not in [0, {lanes})")
@@ -88,6 +92,10 @@ class TableWrite(WriterLifecycle):
         self.commit_identifier = BATCH_COMMIT_IDENTIFIER if commit_identifier is None else int(commit_identifier)
         self.base_snapshot = table.snapshot_manager.latest()
         self.num_buckets = self.options.bucket
+        # an overwrite writer (Paimon's withIgnorePreviousFiles): its files replace the partitions' files, so it
+        # neither restores nor compacts them, and may place rows by a bucket count the partition does not have yet
+        self.ignore_previous_files = bool(overwrite)
+        self._layout: dict[bytes, int] = {}  # partition -> the bucket count its live files record
         self._buffers: dict[tuple[bytes, int], _BucketBuffer] = {}
         self._max_seq: dict[tuple[bytes, int], int] | None = None
         self._buffered = 0
@@ -174,8 +182,15 @@ class TableWrite(WriterLifecycle):
         if any(col.num_chunks > 1 for col in rows.columns):
             rows = rows.combine_chunks()
         bytes_per_row = rows.nbytes / rows.num_rows
-        for values, idx in partition_groups(rows, self.schema.partition_keys):
-            partition = binary_row.serialize_row(list(values), self.schema.types_of(self.schema.partition_keys))
+        part_types = self.schema.types_of(self.schema.partition_keys)
+        groups = [(values, idx, binary_row.serialize_row(list(values), part_types))
+                  for values, idx in partition_groups(rows, self.schema.partition_keys)]
+        if self.num_buckets > 0:  # fixed bucket: a partition keeps the count its files record (refused unbuffered)
+            if self._max_seq is None:
+                self._load_base()
+            for values, _, partition in groups:
+                check_partition_count(self.table, self._layout, partition, values, self.num_buckets)
+        for values, idx, partition in groups:
             key_cols = [rows.column(k) if idx is None else rows.column(k).take(pa.array(idx))
                         for k in self.schema.bucket_keys]
             for b, chunk in bucket_groups(self._bucket_ids(partition, key_cols)):
@@ -195,8 +210,12 @@ class TableWrite(WriterLifecycle):
         """Read the base snapshot once, before anything depends on it: each bucket's largest sequence number and
         live files (Table.writer_base moves the base to the latest snapshot if a concurrent expiration removed it)."""
         self.base_snapshot, entries = self.table.writer_base(self.base_snapshot)
+        if self.ignore_previous_files:
+            entries = []
         self._max_seq = max_sequence_numbers(entries)
-        self._base_vectors = self.table.scan().vectors(self.base_snapshot) if self.options.deletion_vectors else {}
+        self._layout = fixed_bucket_counts(entries)
+        self._base_vectors = {} if self.ignore_previous_files or not self.options.deletion_vectors \
+            else self.table.scan().vectors(self.base_snapshot)
         self._base_files = {}
         for e in entries:
             self._base_files.setdefault((e.partition, e.bucket), []).append(e.file)

@@ -1,0 +1,246 @@
+"""Rescaling the bucket count of a table with data, as Paimon (docs/maintenance/rescale-bucket.md).
+
+``ALTER TABLE SET ('bucket' = M)`` only changes metadata (SchemaManager.checkAlterTableOption refuses only -1 and
+resetting); each file keeps the count it records and reads prune buckets per file. Writing a partition whose files
+have another count fails (AbstractFileStoreWrite / ConflictDetection: "Try to write ... with a new bucket num");
+an overwrite rescales it; ``rescale`` is Paimon's RescaleProcedure.
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from engine.errors import CommitConflict, InvalidInput, InvalidSchema, UnsupportedFeature
+from tests.conftest import list_files
+
+SCHEMA = pa.schema([("dt", pa.string()), ("k", pa.int64()), ("v", pa.string())])
+MISMATCH = r"Try to write partition \{dt=a\} with a new bucket num 4, but the previous bucket num is 2"
+
+
+def rows(dt, keys, tag="v"):
+    return pa.table({"dt": [dt] * len(keys), "k": list(keys), "v": [f"{tag}{k}" for k in keys]})
+
+
+def counts(t) -> dict:
+    """Partition value -> the set of bucket counts its live files record."""
+    out: dict = {}
+    for e in t.manifests.live_entries(t.snapshot()):
+        out.setdefault(t.scan().partition_values(e.partition)[0], set()).add(e.total_buckets)
+    return out
+
+
+def content(t) -> list:
+    return sorted((r["dt"], r["k"], r["v"]) for r in t.read().to_pylist())
+
+
+@pytest.fixture
+def table(catalog):
+    """Partitions a and b written with 2 buckets, then ``bucket`` altered to 4."""
+    t = catalog.create_table("db.t", SCHEMA, ["dt", "k"], ["dt"], {"bucket": "2"})
+    t.write(pa.concat_tables([rows("a", range(20)), rows("b", range(20))]))
+    t.alter().set_option("bucket", "4").commit()
+    return t
+
+
+def test_alter_changes_metadata_only_and_reads_filters_lookups_still_work(table):
+    assert table.schema.table_options.bucket == 4
+    assert counts(table) == {"a": {2}, "b": {2}}
+    assert len(content(table)) == 40
+    for k in range(20):  # a key filter prunes buckets by each file's own count
+        assert table.read(filter=[("dt", "=", "a"), ("k", "=", k)]).to_pylist() == [{"dt": "a", "k": k, "v": f"v{k}"}]
+    found = table.lookup(pa.table({"dt": ["a", "b", "b"], "k": [3, 7, 99]}))
+    assert sorted(found.column("k").to_pylist()) == [3, 7]
+
+
+def test_write_into_an_old_layout_partition_is_refused_and_leaves_the_table_unchanged(table, warehouse):
+    before, sid = list_files(warehouse), table.latest_snapshot_id()
+    with pytest.raises(InvalidInput, match=MISMATCH):
+        table.write(pa.concat_tables([rows("c", [1]), rows("a", [100])]))  # c is new, a is not: all refused
+    assert list_files(warehouse) == before and table.latest_snapshot_id() == sid
+    table.write(rows("c", range(5)))  # a new partition takes the new count
+    assert counts(table)["c"] == {4}
+
+
+def test_unpartitioned_message_names_the_table(catalog):
+    t = catalog.create_table("db.u", pa.schema([("k", pa.int64()), ("v", pa.string())]), ["k"],
+                             options={"bucket": "1"})
+    t.write(pa.table({"k": [1, 2], "v": ["x", "y"]}))
+    t.alter().set_option("bucket", "3").commit()
+    with pytest.raises(InvalidInput, match="Try to write table with a new bucket num 3, but the previous bucket num is 1"):
+        t.write(pa.table({"k": [3], "v": ["z"]}))
+
+
+def test_overwrite_rescales_the_partition_then_writes_work(table):
+    with table.new_write(overwrite=True) as w:
+        w.write(rows("a", range(0, 20, 2), "n"))
+        msgs = w.prepare_commit()
+    table.commit_overwrite(msgs, [("a",)])
+    assert counts(table) == {"a": {4}, "b": {2}}
+    table.write(rows("a", [1]))
+    assert [r for r in content(table) if r[0] == "a"] == sorted(
+        [("a", k, f"n{k}") for k in range(0, 20, 2)] + [("a", 1, "v1")])
+
+
+def test_a_writer_from_before_the_alter_commits_into_unrescaled_partitions_only(catalog):
+    t = catalog.create_table("db.t", SCHEMA, ["dt", "k"], ["dt"], {"bucket": "2"})
+    t.write(pa.concat_tables([rows("a", range(10)), rows("b", range(10))]))
+    old_a, old_b = t.new_write(), t.new_write()  # started under bucket = 2
+    old_a.write(rows("a", [50]))
+    old_b.write(rows("b", [50]))
+    msgs_a, msgs_b = old_a.prepare_commit(), old_b.prepare_commit()
+    t.alter().set_option("bucket", "4").commit()
+    t.rescale(partitions={"dt": "a"})
+    sid = t.latest_snapshot_id()
+    with pytest.raises(CommitConflict, match=r"\{dt=a\} with a new bucket num 2, but the previous bucket num is 4"):
+        t.commit(msgs_a)
+    assert t.latest_snapshot_id() == sid and counts(t)["a"] == {4}
+    t.commit(msgs_b)  # running writes are not influenced by the rescale (Paimon's docs)
+    assert counts(t) == {"a": {4}, "b": {2}} and ("b", 50, "v50") in content(t)
+
+
+def test_compaction_and_append_table_row_level_dml_keep_the_old_count(catalog, table):
+    table.write(rows("c", range(3)))
+    table.compact(full=True)
+    assert counts(table) == {"a": {2}, "b": {2}, "c": {4}}
+    assert len(content(table)) == 43
+    a = catalog.create_table("db.app", SCHEMA, partition_keys=["dt"], options={"bucket": "2", "bucket-key": "k"})
+    a.write(pa.concat_tables([rows("a", range(6)), rows("a", range(6))]))
+    a.alter().set_option("bucket", "4").commit()
+    a.delete_where([("k", "=", 3)])  # copy-on-write of the old layout's files
+    assert counts(a) == {"a": {2}} and a.read().num_rows == 10
+    with pytest.raises(InvalidInput, match=MISMATCH):
+        a.write(rows("a", [9]))
+    a.rescale()
+    assert counts(a) == {"a": {4}} and sorted(a.read().column("k").to_pylist()) == sorted(
+        [k for k in range(6) if k != 3] * 2)
+    a.write(rows("a", [9]))
+
+
+def test_bucket_option_rules(catalog, table):
+    with pytest.raises(InvalidSchema, match="Cannot change bucket to -1"):
+        table.alter().set_option("bucket", "-1").commit()
+    with pytest.raises(InvalidSchema, match="Cannot reset bucket"):
+        table.alter().remove_option("bucket").commit()
+    dyn = catalog.create_table("db.dyn", SCHEMA, ["dt", "k"], ["dt"], {"bucket": "-1"})
+    dyn.write(rows("a", [1]))
+    with pytest.raises(InvalidSchema, match="Cannot change bucket when it is -1"):
+        dyn.alter().set_option("bucket", "4").commit()
+    table.alter().set_option("bucket", "-2").commit()  # fixed -> postpone: partitions keep their counts
+    table.write(rows("a", [100]))
+    assert counts(table)["a"] == {2}
+
+
+def test_leaving_postpone_mode_with_postponed_files_is_refused(catalog):
+    t = catalog.create_table("db.pp", SCHEMA, ["dt", "k"], ["dt"],
+                             {"bucket": "-2", "postpone.batch-write-fixed-bucket": "false"})
+    t.write(rows("a", range(4)))
+    with pytest.raises(InvalidSchema, match="postponed file"):
+        t.alter().set_option("bucket", "2").commit()
+    t.alter().set_option("postpone.default-bucket-num", "2").commit()
+    t.compact()
+    t.alter().set_option("bucket", "2").commit()
+    assert counts(t) == {"a": {2}} and len(content(t)) == 4
+
+
+def test_rescale_whole_table_and_partitions(table):
+    before = content(table)
+    assert table.rescale(partitions={"dt": "b"}) == table.latest_snapshot_id()
+    assert table.snapshot().commit_kind == "OVERWRITE" and counts(table) == {"a": {2}, "b": {4}}
+    assert table.rescale(partitions={"dt": "zzz"}) is None  # no data there: no snapshot
+    table.rescale()
+    assert counts(table) == {"a": {4}, "b": {4}} and content(table) == before
+    table.alter().set_option("bucket", "2").commit()  # scale down again
+    table.rescale(2)
+    assert counts(table) == {"a": {2}, "b": {2}} and content(table) == before
+
+
+def test_rescale_to_another_count_than_the_option_leaves_the_schema(table):
+    """Paimon rescales with a copy of the table whose 'bucket' is bucket_num: the schema keeps its option."""
+    table.rescale(8, partitions={"dt": "a"})
+    assert counts(table)["a"] == {8} and table.schema.table_options.bucket == 4
+    with pytest.raises(InvalidInput, match="new bucket num 4, but the previous bucket num is 8"):
+        table.write(rows("a", [1]))
+
+
+def test_rescale_errors(catalog, table):
+    empty = catalog.create_table("db.e", SCHEMA, ["dt", "k"], ["dt"], {"bucket": "2"})
+    with pytest.raises(InvalidInput, match="has no snapshot, no need to rescale"):
+        empty.rescale(4)
+    with pytest.raises(InvalidInput, match="positive"):
+        table.rescale(0)
+    with pytest.raises(InvalidInput, match="partition key"):
+        table.rescale(partitions={"k": 1})
+    dyn = catalog.create_table("db.dyn", SCHEMA, ["dt", "k"], ["dt"], {"bucket": "-1"})
+    dyn.write(rows("a", [1]))
+    with pytest.raises(UnsupportedFeature, match="bucket = -1"):
+        dyn.rescale(4)
+
+
+def test_rescale_reads_level_0_files_of_a_deletion_vector_table(catalog):
+    """Paimon's RescaleProcedureTest: rows still in level-0 files (which a batch read of a deletion-vector table
+    skips) are rescaled too, and the result needs no deletion vector."""
+    t = catalog.create_table("db.dv", SCHEMA, ["dt", "k"], ["dt"], {"bucket": "1", "deletion-vectors.enabled": "true"})
+    t.write(rows("a", [1, 2, 3]))
+    t.write(rows("a", [2], "updated"))
+    t.alter().set_option("write-only", "true").commit()
+    t.write(rows("a", [4], "level0"))
+    assert t.read(filter=[("k", "=", 4)]).num_rows == 0
+    t.alter().set_option("bucket", "2").set_option("write-only", "false").commit()
+    t.rescale(2)
+    assert counts(t) == {"a": {2}}
+    assert content(t) == [("a", 1, "v1"), ("a", 2, "updated2"), ("a", 3, "v3"), ("a", 4, "level04")]
+    assert all(e.file.level > 0 for e in t.manifests.live_entries(t.snapshot()))
+
+
+def test_rescale_refuses_a_commit_to_the_partitions_meanwhile(table, monkeypatch):
+    """Strict mode (commit.strict-mode.last-safe-snapshot = the snapshot read): a write that landed while the
+    rescale ran would be lost by its overwrite, so the rescale fails instead."""
+    import engine.maintenance.rescale as rescale_mod
+    real = rescale_mod._rows
+
+    def rows_then_concurrent_write(t, splits):
+        out = real(t, splits)
+        if not getattr(rows_then_concurrent_write, "done", False):
+            rows_then_concurrent_write.done = True
+            t.write(rows("c", [1]))  # another partition: no conflict
+            t.compact(full=True, partitions={"dt": "a"})  # a concurrent change of a
+        return out
+    monkeypatch.setattr(rescale_mod, "_rows", rows_then_concurrent_write)
+    sid_before = None
+    with pytest.raises(CommitConflict):
+        sid_before = table.rescale(partitions={"dt": "a"})
+    assert sid_before is None and counts(table)["a"] == {2}
+
+
+def test_rescale_postpone_table(catalog):
+    t = catalog.create_table("db.pp", SCHEMA, ["dt", "k"], ["dt"],
+                             {"bucket": "-2", "postpone.default-bucket-num": "1"})
+    t.write(pa.concat_tables([rows("a", range(10)), rows("b", range(10))]))  # batch: real buckets, 1 each
+    with pytest.raises(InvalidInput, match="you must provide the resulting bucket number"):
+        t.rescale()
+    t.rescale(3, partitions={"dt": "a"})
+    assert counts(t) == {"a": {3}, "b": {1}} and len(content(t)) == 20
+    t.write(rows("a", [50]))  # the postpone writer keeps the partition's new count
+    assert counts(t)["a"] == {3}
+    t.alter().set_option("postpone.batch-write-fixed-bucket", "false").commit()
+    t.write(rows("b", [50]))  # postponed: b holds real and postponed files
+    with pytest.raises(InvalidInput, match="postponed files"):
+        t.rescale(2, partitions={"dt": "b"})
+    t.write(rows("c", [1]))  # c holds postponed files only: nothing to rescale (Paimon reads real buckets only)
+    assert t.rescale(2, partitions={"dt": "c"}) is None
+
+
+def test_primary_key_row_level_dml_on_an_old_layout_partition(table):
+    """DELETE / UPDATE of a primary-key table write -D / +U records through the writer, so an old-layout partition
+    refuses them as Paimon's writer does; a partition-only DELETE (a truncate) needs no writer."""
+    sid = table.latest_snapshot_id()
+    with pytest.raises(InvalidInput, match=MISMATCH):
+        table.delete_where([("dt", "=", "a"), ("k", "=", 3)])
+    with pytest.raises(InvalidInput, match=MISMATCH):
+        table.update_where({"v": "z"}, [("dt", "=", "a"), ("k", "=", 3)])
+    assert table.latest_snapshot_id() == sid
+    table.delete_where([("dt", "=", "a")])
+    assert counts(table) == {"b": {2}}
+    table.rescale()
+    table.delete_where([("dt", "=", "b"), ("k", "=", 3)])
+    assert counts(table) == {"b": {4}} and len(content(table)) == 19

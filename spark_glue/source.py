@@ -19,6 +19,8 @@ Options (keys are case-insensitive):
   (the data file's full path) and ``__paimon_row_index`` (the row's position in that file, which deletion vectors
   mark) after the table's columns.
 - system tables: ``load(path + "$snapshots")`` or option ``system-table`` (see spark_glue.system_read).
+- branches: ``load(path + "$branch_b1")`` or option ``branch`` (as Paimon's): reads, writes, streams and system
+  tables of that branch (engine.branch_table); a write never creates a branch (``Table.create_branch``).
 - streaming read (``spark.readStream``): ``scan.mode``, ``scan.snapshot-id``, ``scan.timestamp-millis``,
   ``read.changelog`` (adds ``_row_kind``), ``changelog.normalize``, ``consumer-id``; see spark_glue.stream_read.
 - write: ``primary-key`` / ``partition`` / ``bucket`` and other Paimon table options create the table on the
@@ -32,7 +34,7 @@ from pyspark.sql.datasource import DataSource
 
 from engine.errors import InvalidInput
 from engine.options import parse_bool
-from spark_glue.tables import lower_options, open_table, spark_schema
+from spark_glue.tables import open_table, spark_schema, with_branch
 
 FILTER_PUSHDOWN = "filter-pushdown"
 READ_CHANGELOG = "read.changelog"
@@ -63,7 +65,7 @@ class LakemergeDataSource(DataSource):
         return "lakemerge"
 
     def _opts(self) -> dict:
-        return lower_options(self.options)
+        return with_branch(self.options)
 
     def _system_kind(self):
         from spark_glue.system_read import split_system_path

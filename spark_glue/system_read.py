@@ -15,6 +15,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from engine.errors import InvalidInput
 from spark_glue.reading import to_spark_type
 from spark_glue.tables import (
+    BRANCH_MARK,
     arrow_of_spark,
     lower_options,
     open_table,
@@ -26,11 +27,13 @@ SYSTEM_TABLE = "system-table"
 
 def split_system_path(options) -> tuple[str | None, str | None]:
     """(table path, system table kind or None) from the ``path`` and ``system-table`` options. A ``$`` in the
-    last path component names the kind (``.../orders$snapshots``). Raises InvalidInput if both name a kind."""
+    last path component names the kind (``.../orders$snapshots``, ``.../orders$branch_b1$snapshots``; a lone
+    ``$branch_<name>`` is a branch, not a kind). Raises InvalidInput if both name a kind."""
     opts = lower_options(options)
     path = opts.get("path")
     kind = opts.get(SYSTEM_TABLE) or None
-    if path and "$" in path.rstrip("/").rsplit("/", 1)[-1]:
+    last = path.rstrip("/").rsplit("/", 1)[-1] if path else ""
+    if "$" in last and not (last.count("$") == 1 and BRANCH_MARK in last):  # ``t$branch_b`` is a table
         path, _, in_path = path.rstrip("/").rpartition("$")
         if kind and kind != in_path:
             raise InvalidInput(f"system table named twice: ${in_path} in the path, {kind!r} in option "

@@ -48,15 +48,45 @@ def table_name_of(root: str) -> str:
     return f"{db[:-3]}.{name}" if db.endswith(".db") else root
 
 
+BRANCH = "branch"  # data source option, as Paimon's: read and write that branch of the table
+BRANCH_MARK = "$branch_"  # ``.../orders$branch_b1``: the branch in the path, as Paimon's ``orders$branch_b1``
+
+
+def split_branch(path: str) -> tuple[str, str | None]:
+    """``.../orders$branch_b1`` -> (``.../orders``, ``b1``); a path without a branch -> (path, None)."""
+    head, sep, name = str(path).rstrip("/").rpartition("/")
+    table, mark, branch = name.partition(BRANCH_MARK)
+    if not mark:
+        return path, None
+    return f"{head}{sep}{table}", branch
+
+
+def with_branch(options: Mapping[str, str]) -> dict[str, str]:
+    """Lower-cased ``options`` whose ``path`` carries the ``branch`` option (``main`` or none: the path as given).
+    Raises InvalidInput when the option and the path name different branches."""
+    opts = lower_options(options)
+    branch = opts.get(BRANCH)
+    if not branch or branch == "main" or not opts.get("path"):
+        return opts
+    root, in_path = split_branch(opts["path"])
+    if in_path is not None and in_path != branch:
+        raise InvalidInput(f"branch named twice: {BRANCH_MARK}{in_path} in the path, {branch!r} in option {BRANCH!r}")
+    return {**opts, "path": f"{root}{BRANCH_MARK}{branch}"}
+
+
 def open_table(path: str | None) -> Table:
-    """The table at ``path`` (a local path or file: URI). Raises InvalidInput without a path, TableNotFound."""
+    """The table at ``path`` (a local path or file: URI), or its branch when the last path component is
+    ``<table>$branch_<name>`` (engine.branch_table). Raises InvalidInput without a path, TableNotFound (no table,
+    no such branch)."""
     if not path:
         raise InvalidInput("the lakemerge data source needs a table path: .load('<warehouse>/<db>.db/<table>')")
-    root = local_path(str(path))
+    path, branch = split_branch(str(path))
+    root = local_path(path)
     try:
-        return Table(table_name_of(root), root, LocalFileIO())
+        table = Table(table_name_of(root), root, LocalFileIO())
     except TableNotFound:
         raise TableNotFound(f"{table_name_of(root)} (no schema under {root})") from None
+    return table.branch(branch) if branch is not None else table
 
 
 PRIMARY_KEY = "primary-key"
@@ -73,6 +103,8 @@ def open_or_create_table(path: str | None, options: Mapping[str, str], spark_sch
         return open_table(path)
     except TableNotFound:
         opts = lower_options(options)
+        if split_branch(str(path))[1] is not None:
+            raise  # a branch is made with Table.create_branch, never by a write
         if not opts.get(PRIMARY_KEY):
             raise TableNotFound(f"{table_name_of(local_path(str(path)))} (no table at {path}; to create it on "
                                 "this write, set option 'primary-key' and optionally 'partition' and 'bucket')") \

@@ -1,0 +1,67 @@
+"""Spark reads and writes of a table's branch: ``load(path + "$branch_<name>")`` or option ``branch``, as
+Paimon's ``t$branch_<name>`` and its ``branch`` option."""
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+import spark_glue
+from engine import Catalog
+from engine.errors import TableNotFound
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = pa.schema([pa.field("k", pa.int64(), nullable=False), ("v", pa.string())])
+
+
+def _sorted(df):
+    return sorted(tuple(r) for r in df.collect())
+
+
+@pytest.fixture
+def table(spark, tmp_path):
+    """``db.t`` (k=1 a, k=2 b) with branch ``dev`` made from tag ``t1``, then k=3 c written on main only."""
+    spark_glue.register(spark)
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    t = cat.create_table("db.t", SCHEMA, primary_key=["k"], options={"bucket": "2"})
+    t.write(pa.table({"k": [1, 2], "v": ["a", "b"]}, schema=SCHEMA))
+    t.create_tag("t1")
+    t.create_branch("dev", tag="t1")
+    t.write(pa.table({"k": [3], "v": ["c"]}, schema=SCHEMA))
+    return t
+
+
+def test_spark_reads_a_branch_by_path_or_option(spark, table):
+    root = table.root
+    assert _sorted(spark.read.format("lakemerge").load(root + "$branch_dev")) == [(1, "a"), (2, "b")]
+    assert _sorted(spark.read.format("lakemerge").option("branch", "dev").load(root)) == [(1, "a"), (2, "b")]
+    assert _sorted(spark.read.format("lakemerge").option("branch", "main").load(root)) == [(1, "a"), (2, "b"),
+                                                                                          (3, "c")]
+    snaps = spark.read.format("lakemerge").load(root + "$branch_dev$snapshots").collect()
+    assert [r.snapshot_id for r in snaps] == [s.id for s in table.branch("dev").snapshots()]
+
+
+def test_spark_writes_go_to_the_branch_only(spark, table):
+    root = table.root
+    df = spark.createDataFrame([(2, "B"), (4, "d")], "k long, v string")
+    df.write.format("lakemerge").mode("append").option("branch", "dev").save(root)
+    spark_glue.write_table(df.selectExpr("k + 10 as k", "v"), root + "$branch_dev")
+    assert sorted(table.branch("dev").read().to_pylist(), key=lambda r: r["k"]) == [
+        {"k": 1, "v": "a"}, {"k": 2, "v": "B"}, {"k": 4, "v": "d"}, {"k": 12, "v": "B"}, {"k": 14, "v": "d"}]
+    assert sorted(table.read().to_pylist(), key=lambda r: r["k"]) == [  # main unchanged
+        {"k": 1, "v": "a"}, {"k": 2, "v": "b"}, {"k": 3, "v": "c"}]
+    spark_glue.delete_where(spark, root + "$branch_dev", "k > 10")
+    assert sorted(r["k"] for r in table.branch("dev").read().to_pylist()) == [1, 2, 4]
+    assert sorted(r["k"] for r in table.read().to_pylist()) == [1, 2, 3]
+
+
+def test_spark_branch_errors(spark, table):
+    root = table.root
+    with pytest.raises(Exception, match="no branch 'nope'"):
+        spark.read.format("lakemerge").load(root + "$branch_nope").collect()
+    with pytest.raises(Exception, match="branch named twice"):
+        spark.read.format("lakemerge").option("branch", "x").load(root + "$branch_dev").collect()
+    with pytest.raises(TableNotFound, match="no branch"):  # a write never creates a branch
+        spark_glue.write_table(spark.createDataFrame([(1, "x")], "k long, v string"), root + "$branch_new")
+    assert table.branches() == ["dev"]

@@ -54,6 +54,12 @@ def test_spark_writes_go_to_the_branch_only(spark, table):
     spark_glue.delete_where(spark, root + "$branch_dev", "k > 10")
     assert sorted(r["k"] for r in table.branch("dev").read().to_pylist()) == [1, 2, 4]
     assert sorted(r["k"] for r in table.read().to_pylist()) == [1, 2, 3]
+    main_latest = table.latest_snapshot_id()
+    sid = spark_glue.compact(spark, root + "$branch_dev", full=True)
+    branch = table.branch("dev")
+    assert sid == branch.latest_snapshot_id() and branch.snapshot(sid).commit_kind == "COMPACT"
+    assert table.latest_snapshot_id() == main_latest
+    assert sorted(r["k"] for r in branch.read().to_pylist()) == [1, 2, 4]
 
 
 def test_spark_branch_errors(spark, table):

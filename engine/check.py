@@ -249,7 +249,8 @@ class _Checker:
         """Every file under a branch directory (``branch/branch-<name>/``: its snapshots, schemas, tags, hints)
         counts as referenced, and each branch snapshot and tag is checked like a snapshot: the manifests, data,
         changelog and index files it references, which live in the table's shared directories, must exist (and
-        count as referenced). Branch schema ids count as known for them."""
+        count as referenced), as must the files its decoupled changelogs read. Branch schema ids count as known for
+        them."""
         from engine.branches import branch_names, branch_root
         from engine.changelog import retention
         from engine.maintenance.tags import TAG_PREFIX
@@ -287,10 +288,16 @@ class _Checker:
             finally:
                 self.schema_ids = main_schema_ids
                 self.line = self.t
-            try:  # the files its decoupled changelogs read (they were checked when they were snapshots)
-                self.report.referenced_files.update(retention.referenced(self.t.branch(name)))
+            try:  # the files its decoupled changelogs read: they must still exist
+                changelog_files = retention.referenced(self.t.branch(name))
             except LakemergeError as e:
                 self.problem("changelog-unreadable", os.path.join(root, retention.CHANGELOG_DIR), str(e))
+                continue
+            self.report.referenced_files.update(changelog_files)
+            for path in sorted(changelog_files):
+                if not self.io.exists(path):
+                    self.problem("changelog-file-missing", path, f"a decoupled changelog of branch {name!r} "
+                                 "reads it but it does not exist")
 
     def _check_changelogs(self) -> None:
         """Decoupled changelogs (issue 5): each ``changelog-<id>`` parses, ids are contiguous, and the changelog

@@ -671,3 +671,23 @@ def test_check_reads_branch_files_through_the_branch_schemas_when_main_has_other
     for line in (t, b):
         report = line.check()
         assert report.ok, report.problems
+
+
+def test_check_reports_a_missing_file_of_a_branch_decoupled_changelog(tmp_path):
+    """A branch's expiration keeps its snapshots' changelog files in decoupled changelogs (branch/branch-b/
+    changelog/); check() finds one of those files missing as it does for main's."""
+    from engine.changelog import retention
+
+    cat, t = _main_with_branch_from_tag(tmp_path, {"changelog-producer": "input", "changelog.num-retained.min": "20",
+                                                    "changelog.num-retained.max": "30"})
+    b = t.branch("b")
+    for i in range(3):
+        b.write(_rows(100 + i, 101 + i, "b"))
+    expire_after_latest(b, retain_min=1, retain_max=1, time_retained=0)
+    assert retention.ids(b) == [1, 2, 3] and retention.ids(t) == []
+    assert t.check().ok
+    only_the_changelog = sorted(p for p in retention.changelog_paths(b, retention.read(b, 3))[0])
+    assert only_the_changelog
+    os.remove(only_the_changelog[0])
+    report = t.check()
+    assert [(p.kind, p.path) for p in report.problems] == [("changelog-file-missing", only_the_changelog[0])]

@@ -1,6 +1,7 @@
 """Table: the public face of one primary-key table (write, delete, commit, read, lookup, snapshots)."""
 from __future__ import annotations
 
+import dataclasses
 import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
@@ -536,8 +537,10 @@ class Table:
         commit a COMPACT snapshot, as Paimon commits the overwrite writer's compaction after the OVERWRITE. A
         deletion-vector read skips level-0 files, and the overwrite publishes the new files at level 0 (the
         writer's compaction of the replaced files is dropped), so without it the partitions read empty until the
-        next compaction. A failure here (a conflict, an unreadable file) is logged, never raised: the overwrite
-        has landed, and its files stay at level 0 until a later compaction."""
+        next compaction. Like Paimon's (FileStoreCommitImpl.overwritePartition), a fixed-bucket table's compaction
+        commits no changelog: a lookup producer would report every overwritten row as inserted (after a rescale,
+        rows already in the table). A failure here (a conflict, an unreadable file) is logged, never raised: the
+        overwrite has landed, and its files stay at level 0 until a later compaction."""
         import logging
 
         from engine.errors import LakemergeError
@@ -551,7 +554,18 @@ class Table:
             parts = [dict(zip(self.partition_keys, v))
                      for v in dict.fromkeys(tuple(m.partition_values) for m in messages if m.new_files)]
         try:
-            self.compact(partitions=parts)
+            if self.schema.is_append_only or opts.bucket == -2:
+                self.compact(partitions=parts)
+            else:  # as Paimon's overwrite commits its compaction: without the changelog it produced
+                from engine.compact.manager import compact_table
+                messages = compact_table(self, partitions=parts)
+                for m in messages:
+                    for f in m.compact_changelog:
+                        self.file_io.delete(data_file_path(self.bucket_dir(m.partition_values, m.bucket), f))
+                messages = [dataclasses.replace(m, compact_changelog=()) for m in messages]
+                if messages:
+                    Committer(self).commit(messages)
+                    self._expire_after_commit(messages)
         except LakemergeError as e:
             log.warning("table %s: compaction after the overwrite failed (%s); its files stay at level 0, which "
                         "deletion-vector reads skip, until the next compaction", self.name, e)

@@ -244,3 +244,21 @@ def test_primary_key_row_level_dml_on_an_old_layout_partition(table):
     table.rescale()
     table.delete_where([("dt", "=", "b"), ("k", "=", 3)])
     assert counts(table) == {"b": {4}} and len(content(table)) == 19
+
+
+def test_rescale_of_a_lookup_changelog_table_emits_no_changelog(catalog):
+    """A rescale only moves rows: a streaming reader must see no change. Paimon's overwrite commits the writer's
+    compaction without its changelog (FileStoreCommitImpl.overwritePartition: "Overwrite mode currently does not
+    commit any changelog"), so the deletion-vector table's compaction after the OVERWRITE emits none either."""
+    t = catalog.create_table("db.lk", SCHEMA, ["dt", "k"], ["dt"],
+                             {"bucket": "2", "deletion-vectors.enabled": "true", "changelog-producer": "lookup"})
+    t.write(rows("a", range(5)))
+    t.compact(full=True)
+    sid = t.latest_snapshot_id()
+    t.alter().set_option("bucket", "4").commit()
+    t.rescale()
+    assert [s.commit_kind for s in t.snapshots()[-2:]] == ["OVERWRITE", "COMPACT"]
+    assert t.read_changes(sid).num_rows == 0
+    assert len(content(t)) == 5 and counts(t) == {"a": {4}}
+    t.write(rows("a", [1], "new"))  # later changes still produce changelog
+    assert t.read_changes(t.latest_snapshot_id() - 2).column("_row_kind").to_pylist() == ["-U", "+U"]

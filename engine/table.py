@@ -537,8 +537,8 @@ class Table:
         commit a COMPACT snapshot, as Paimon commits the overwrite writer's compaction after the OVERWRITE. A
         deletion-vector read skips level-0 files, and the overwrite publishes the new files at level 0 (the
         writer's compaction of the replaced files is dropped), so without it the partitions read empty until the
-        next compaction. Like Paimon's (FileStoreCommitImpl.overwritePartition), a fixed-bucket table's compaction
-        commits no changelog: a lookup producer would report every overwritten row as inserted (after a rescale,
+        next compaction. Like Paimon's (FileStoreCommitImpl.overwritePartition), the compaction of files the
+        overwrite wrote into real buckets commits no changelog: a lookup producer would report every overwritten row as inserted (after a rescale,
         rows already in the table). A failure here (a conflict, an unreadable file) is logged, never raised: the
         overwrite has landed, and its files stay at level 0 until a later compaction."""
         import logging
@@ -554,8 +554,8 @@ class Table:
             parts = [dict(zip(self.partition_keys, v))
                      for v in dict.fromkeys(tuple(m.partition_values) for m in messages if m.new_files)]
         try:
-            if self.schema.is_append_only or opts.bucket == -2:
-                self.compact(partitions=parts)
+            if self.schema.is_append_only or any(m.bucket == -2 for m in messages if m.new_files):
+                self.compact(partitions=parts)  # postponed files move into real buckets: their changelog is due
             else:  # as Paimon's overwrite commits its compaction: without the changelog it produced
                 from engine.compact.manager import compact_table
                 messages = compact_table(self, partitions=parts)

@@ -262,3 +262,16 @@ def test_rescale_of_a_lookup_changelog_table_emits_no_changelog(catalog):
     assert len(content(t)) == 5 and counts(t) == {"a": {4}}
     t.write(rows("a", [1], "new"))  # later changes still produce changelog
     assert t.read_changes(t.latest_snapshot_id() - 2).column("_row_kind").to_pylist() == ["-U", "+U"]
+
+
+def test_rescale_of_a_postpone_lookup_changelog_table_emits_no_changelog(catalog):
+    t = catalog.create_table("db.pl", SCHEMA, ["dt", "k"], ["dt"],
+                             {"bucket": "-2", "postpone.default-bucket-num": "1", "deletion-vectors.enabled": "true",
+                              "changelog-producer": "lookup"})
+    t.write(rows("a", range(5)))
+    t.compact(full=True)
+    sid = t.latest_snapshot_id()
+    t.rescale(3)
+    assert [s.commit_kind for s in t.snapshots()[-2:]] == ["OVERWRITE", "COMPACT"]
+    assert t.read_changes(sid).num_rows == 0
+    assert len(content(t)) == 5 and counts(t) == {"a": {3}}

@@ -185,8 +185,9 @@ class Table:
         snapshot, tag or changelog references are deleted (files an earlier commit published stay).
         """
         messages = list(messages)
-        fresh = next((m for m in messages if getattr(m, "index_fresh", False)), None)
-        if fresh is not None:  # its HASH index lacks the partition's other keys: only an overwrite may publish it
+        fresh = next((m for m in messages if m.overwrite_only or getattr(m, "index_fresh", False)), None)
+        if fresh is not None:  # it ignored the partition's files (sequence numbers, HASH index): only an overwrite
+            # may publish it
             self._delete_uncommitted(messages)
             raise InvalidInput(f"the messages of an overwrite writer (new_write(overwrite=True)) for partition "
                                f"{tuple(fresh.partition_values)} can only be committed with commit_overwrite",

@@ -275,3 +275,26 @@ def test_rescale_of_a_postpone_lookup_changelog_table_emits_no_changelog(catalog
     assert [s.commit_kind for s in t.snapshots()[-2:]] == ["OVERWRITE", "COMPACT"]
     assert t.read_changes(sid).num_rows == 0
     assert len(content(t)) == 5 and counts(t) == {"a": {3}}
+
+
+@pytest.mark.parametrize("pk", [["dt", "k"], None], ids=["primary-key", "append"])
+def test_messages_of_an_overwrite_writer_cannot_be_committed_as_an_append(catalog, warehouse, pk):
+    """An overwrite writer ignores the partitions' files (it restores no sequence numbers): published by a plain
+    commit its records would number below the rows they update, which would win (a lost update). Refused as for
+    the dynamic-bucket overwrite writer; its files are deleted, the table unchanged."""
+    options = {"bucket": "2"} if pk else {"bucket": "2", "bucket-key": "k"}
+    t = catalog.create_table("db.o", SCHEMA, pk, ["dt"], options)
+    t.write(rows("a", range(5)))
+    t.write(rows("a", range(5), "w"))
+    before, sid = list_files(warehouse), t.latest_snapshot_id()
+    with t.new_write(overwrite=True) as w:
+        w.write(rows("a", [1], "new"))
+        msgs = w.prepare_commit()
+    with pytest.raises(InvalidInput, match="can only be committed with commit_overwrite"):
+        t.commit(msgs)
+    assert list_files(warehouse) == before and t.latest_snapshot_id() == sid
+    with t.new_write(overwrite=True) as w:
+        w.write(rows("a", [1], "new"))
+        msgs = w.prepare_commit()
+    t.commit_overwrite(msgs, [("a",)])
+    assert content(t) == [("a", 1, "new1")]

@@ -1,7 +1,6 @@
 """Table: the public face of one primary-key table (write, delete, commit, read, lookup, snapshots)."""
 from __future__ import annotations
 
-import dataclasses
 import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
@@ -558,12 +557,8 @@ class Table:
             if self.schema.is_append_only or any(m.bucket == -2 for m in messages if m.new_files):
                 self.compact(partitions=parts)  # postponed files move into real buckets: their changelog is due
             else:  # as Paimon's overwrite commits its compaction: without the changelog it produced
-                from engine.compact.manager import compact_table
-                messages = compact_table(self, partitions=parts)
-                for m in messages:
-                    for f in m.compact_changelog:
-                        self.file_io.delete(data_file_path(self.bucket_dir(m.partition_values, m.bucket), f))
-                messages = [dataclasses.replace(m, compact_changelog=()) for m in messages]
+                from engine.compact.manager import compact_table, without_changelog
+                messages = without_changelog(self, compact_table(self, partitions=parts))
                 if messages:
                     Committer(self).commit(messages)
                     self._expire_after_commit(messages)

@@ -538,9 +538,10 @@ class Table:
         deletion-vector read skips level-0 files, and the overwrite publishes the new files at level 0 (the
         writer's compaction of the replaced files is dropped), so without it the partitions read empty until the
         next compaction. Like Paimon's (FileStoreCommitImpl.overwritePartition), the compaction of files the
-        overwrite wrote into real buckets commits no changelog: a lookup producer would report every overwritten row as inserted (after a rescale,
-        rows already in the table). A failure here (a conflict, an unreadable file) is logged, never raised: the
-        overwrite has landed, and its files stay at level 0 until a later compaction."""
+        overwrite wrote into real buckets commits no changelog: a lookup producer would report every overwritten
+        row as inserted (after a rescale, rows already in the table). A failure here (a conflict, an unreadable
+        file) is logged, never raised: the overwrite has landed, and its files stay at level 0 until a later
+        compaction."""
         import logging
 
         from engine.errors import LakemergeError

@@ -190,8 +190,9 @@ class Table:
         snapshot, tag or changelog references are deleted (files an earlier commit published stay).
         """
         messages = list(messages)
-        fresh = next((m for m in messages if getattr(m, "index_fresh", False)), None)
-        if fresh is not None:  # its HASH index lacks the partition's other keys: only an overwrite may publish it
+        fresh = next((m for m in messages if m.overwrite_only or getattr(m, "index_fresh", False)), None)
+        if fresh is not None:  # it ignored the partition's files (sequence numbers, HASH index): only an overwrite
+            # may publish it
             self._delete_uncommitted(messages)
             raise InvalidInput(f"the messages of an overwrite writer (new_write(overwrite=True)) for partition "
                                f"{tuple(fresh.partition_values)} can only be committed with commit_overwrite",
@@ -561,8 +562,11 @@ class Table:
         commit a COMPACT snapshot, as Paimon commits the overwrite writer's compaction after the OVERWRITE. A
         deletion-vector read skips level-0 files, and the overwrite publishes the new files at level 0 (the
         writer's compaction of the replaced files is dropped), so without it the partitions read empty until the
-        next compaction. A failure here (a conflict, an unreadable file) is logged, never raised: the overwrite
-        has landed, and its files stay at level 0 until a later compaction."""
+        next compaction. Like Paimon's (FileStoreCommitImpl.overwritePartition), the compaction of files the
+        overwrite wrote into real buckets commits no changelog: a lookup producer would report every overwritten
+        row as inserted (after a rescale, rows already in the table). A failure here (a conflict, an unreadable
+        file) is logged, never raised: the overwrite has landed, and its files stay at level 0 until a later
+        compaction."""
         import logging
 
         from engine.errors import LakemergeError
@@ -576,7 +580,14 @@ class Table:
             parts = [dict(zip(self.partition_keys, v))
                      for v in dict.fromkeys(tuple(m.partition_values) for m in messages if m.new_files)]
         try:
-            self.compact(partitions=parts)
+            if self.schema.is_append_only or any(m.bucket == -2 for m in messages if m.new_files):
+                self.compact(partitions=parts)  # postponed files move into real buckets: their changelog is due
+            else:  # as Paimon's overwrite commits its compaction: without the changelog it produced
+                from engine.compact.manager import compact_table, without_changelog
+                messages = without_changelog(self, compact_table(self, partitions=parts))
+                if messages:
+                    Committer(self).commit(messages)
+                    self._expire_after_commit(messages)
         except LakemergeError as e:
             log.warning("table %s: compaction after the overwrite failed (%s); its files stay at level 0, which "
                         "deletion-vector reads skip, until the next compaction", self.name, e)

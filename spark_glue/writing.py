@@ -213,7 +213,8 @@ class WriteJob:
             remove_tagged_files(table, tag, keep=message_file_names(messages))
             if dropped and not table.schema.is_append_only and not table.schema.table_options.get(WRITE_ONLY):
                 sid = compact_dropped_buckets(table, dropped, self.commit_user,
-                                              BATCH_COMMIT_IDENTIFIER if ident is None else ident, sid)
+                                              BATCH_COMMIT_IDENTIFIER if ident is None else ident, sid,
+                                              changelog=not self.overwrite)
         except Exception as e:  # noqa: BLE001 - leftovers are orphans for remove_orphan_files, never data
             log.warning("table %s: snapshot %s is committed, but the work after it failed: %s", table.name, sid, e)
         return sid
@@ -355,14 +356,17 @@ def without_compaction(table: Table, message: CommitMessage) -> CommitMessage:
     return replace(message, compact_before=(), compact_after=(), compact_changelog=(), dv_before=None, dv_after=())
 
 
-def compact_dropped_buckets(table: Table, buckets, commit_user: str, identifier: int, sid: int | None) -> int | None:
+def compact_dropped_buckets(table: Table, buckets, commit_user: str, identifier: int, sid: int | None, *,
+                            changelog: bool = True) -> int | None:
     """After a commit that dropped its tasks' compactions of ``buckets`` (shared buckets, or an overwrite): compact
-    those buckets here, as their writers would have (and produce their lookup / full-compaction changelog),
-    committed as a COMPACT snapshot with the same user and identifier; returns its id, or ``sid`` when nothing
-    needed work or the compaction lost to a concurrent one (the data is committed either way; the next write
-    compacts)."""
-    from engine.compact.manager import compact_buckets
+    those buckets here, as their writers would have (and produce their lookup / full-compaction changelog, unless
+    ``changelog`` is False: after an overwrite, which as Paimon's commits none), committed as a COMPACT snapshot
+    with the same user and identifier; returns its id, or ``sid`` when nothing needed work or the compaction lost
+    to a concurrent one (the data is committed either way; the next write compacts)."""
+    from engine.compact.manager import compact_buckets, without_changelog
     messages = compact_buckets(table, buckets, commit_user=commit_user, commit_identifier=identifier)
+    if not changelog:
+        messages = without_changelog(table, messages)
     if not messages:
         return sid
     try:

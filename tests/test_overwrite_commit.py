@@ -162,17 +162,17 @@ def test_overwrite_keeps_level_0_for_overlapping_or_retracting_files_and_without
 @pytest.mark.parametrize("error", ["conflict", "corrupt"])
 def test_a_failed_compaction_after_a_deletion_vector_overwrite_leaves_the_overwrite_committed(catalog, error,
                                                                                            monkeypatch, caplog):
+    import engine.compact.manager as manager
     from engine.errors import CorruptFile
-    from engine.table import Table
     t = catalog.create_table("db.t", SCHEMA, ["p", "k"], ["p"], {"bucket": "1", "deletion-vectors.enabled": "true"})
     t.write(pa.table({"p": pa.array([1], pa.int32()), "k": [1], "v": ["a"]}))
     messages = _staged(t, pa.table({"p": pa.array([1], pa.int32()), "k": [2], "v": ["b"]}))
 
-    def fail(self, **kw):
+    def fail(table, **kw):
         if error == "conflict":
-            raise CommitConflict(self.name, "a concurrent compaction")
+            raise CommitConflict(table.name, "a concurrent compaction")
         raise CorruptFile("some/data-file.parquet", "unreadable")
-    monkeypatch.setattr(Table, "compact", fail)
+    monkeypatch.setattr(manager, "compact_table", fail)
     sid = t.commit_overwrite(messages, "dynamic")  # returns: the overwrite landed
     assert t.snapshot().id == sid and t.snapshot(sid).commit_kind == "OVERWRITE"
     assert "compaction after the overwrite failed" in caplog.text

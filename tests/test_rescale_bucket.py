@@ -244,3 +244,57 @@ def test_primary_key_row_level_dml_on_an_old_layout_partition(table):
     table.rescale()
     table.delete_where([("dt", "=", "b"), ("k", "=", 3)])
     assert counts(table) == {"b": {4}} and len(content(table)) == 19
+
+
+def test_rescale_of_a_lookup_changelog_table_emits_no_changelog(catalog):
+    """A rescale only moves rows: a streaming reader must see no change. Paimon's overwrite commits the writer's
+    compaction without its changelog (FileStoreCommitImpl.overwritePartition: "Overwrite mode currently does not
+    commit any changelog"), so the deletion-vector table's compaction after the OVERWRITE emits none either."""
+    t = catalog.create_table("db.lk", SCHEMA, ["dt", "k"], ["dt"],
+                             {"bucket": "2", "deletion-vectors.enabled": "true", "changelog-producer": "lookup"})
+    t.write(rows("a", range(5)))
+    t.compact(full=True)
+    sid = t.latest_snapshot_id()
+    t.alter().set_option("bucket", "4").commit()
+    t.rescale()
+    assert [s.commit_kind for s in t.snapshots()[-2:]] == ["OVERWRITE", "COMPACT"]
+    assert t.read_changes(sid).num_rows == 0
+    assert len(content(t)) == 5 and counts(t) == {"a": {4}}
+    t.write(rows("a", [1], "new"))  # later changes still produce changelog
+    assert t.read_changes(t.latest_snapshot_id() - 2).column("_row_kind").to_pylist() == ["-U", "+U"]
+
+
+def test_rescale_of_a_postpone_lookup_changelog_table_emits_no_changelog(catalog):
+    t = catalog.create_table("db.pl", SCHEMA, ["dt", "k"], ["dt"],
+                             {"bucket": "-2", "postpone.default-bucket-num": "1", "deletion-vectors.enabled": "true",
+                              "changelog-producer": "lookup"})
+    t.write(rows("a", range(5)))
+    t.compact(full=True)
+    sid = t.latest_snapshot_id()
+    t.rescale(3)
+    assert [s.commit_kind for s in t.snapshots()[-2:]] == ["OVERWRITE", "COMPACT"]
+    assert t.read_changes(sid).num_rows == 0
+    assert len(content(t)) == 5 and counts(t) == {"a": {3}}
+
+
+@pytest.mark.parametrize("pk", [["dt", "k"], None], ids=["primary-key", "append"])
+def test_messages_of_an_overwrite_writer_cannot_be_committed_as_an_append(catalog, warehouse, pk):
+    """An overwrite writer ignores the partitions' files (it restores no sequence numbers): published by a plain
+    commit its records would number below the rows they update, which would win (a lost update). Refused as for
+    the dynamic-bucket overwrite writer; its files are deleted, the table unchanged."""
+    options = {"bucket": "2"} if pk else {"bucket": "2", "bucket-key": "k"}
+    t = catalog.create_table("db.o", SCHEMA, pk, ["dt"], options)
+    t.write(rows("a", range(5)))
+    t.write(rows("a", range(5), "w"))
+    before, sid = list_files(warehouse), t.latest_snapshot_id()
+    with t.new_write(overwrite=True) as w:
+        w.write(rows("a", [1], "new"))
+        msgs = w.prepare_commit()
+    with pytest.raises(InvalidInput, match="can only be committed with commit_overwrite"):
+        t.commit(msgs)
+    assert list_files(warehouse) == before and t.latest_snapshot_id() == sid
+    with t.new_write(overwrite=True) as w:
+        w.write(rows("a", [1], "new"))
+        msgs = w.prepare_commit()
+    t.commit_overwrite(msgs, [("a",)])
+    assert content(t) == [("a", 1, "new1")]

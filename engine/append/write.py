@@ -130,7 +130,8 @@ class AppendWrite(WriterLifecycle):
         self._prepared = True
         base = None if self.base_snapshot is None else self.base_snapshot.id
         return [CommitMessage(p, self._values[p], b, self.num_buckets if self.num_buckets > 0 else -1,
-                              tuple(files), self.commit_user, self.commit_identifier, base, self.schema.id)
+                              tuple(files), self.commit_user, self.commit_identifier, base, self.schema.id,
+                              overwrite_only=self.ignore_previous_files)
                 for (p, b), files in self._files.items() if files]
 
     def abort(self) -> None:

@@ -218,6 +218,16 @@ def compact_split(table, split, base_snapshot_id: int, *, full: bool = False, co
                          dv_after=dv_after)
 
 
+def without_changelog(table, messages: list[CommitMessage]) -> list[CommitMessage]:
+    """``messages`` without the changelog files their compactions wrote, which are deleted: the compaction after
+    an overwrite commits none, as Paimon's (FileStoreCommitImpl.overwritePartition commits no changelog)."""
+    import dataclasses
+    for m in messages:
+        for f in m.compact_changelog:
+            table.file_io.delete(data_file_path(table.bucket_dir(m.partition_values, m.bucket), f))
+    return [dataclasses.replace(m, compact_changelog=()) for m in messages]
+
+
 def compact_table(table, *, full: bool = False, partitions=None, progress=None) -> list[CommitMessage]:
     """Compact every bucket of the latest snapshot (optionally only some partitions) and return COMPACT messages
     (commit them with ``Table.commit``). Buckets compact on parallel threads (Parquet and the merge kernels release

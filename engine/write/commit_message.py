@@ -24,6 +24,9 @@ class CommitMessage:
     ``dv_before`` / ``dv_after`` (deletion-vector mode) are set when the compaction changed the bucket's deletion
     vectors: the bucket's DV index files in the base snapshot (names) and the index-manifest records that replace
     them (none when no vector is left). They land with the COMPACT snapshot, never without it.
+
+    ``overwrite_only``: written by an overwrite writer (``new_write(overwrite=True)``) that ignored the partition's
+    files, so its sequence numbers start afresh; only ``Table.commit_overwrite`` may publish it.
     """
     partition: bytes
     partition_values: tuple
@@ -40,3 +43,4 @@ class CommitMessage:
     compact_changelog: tuple[DataFileMeta, ...] = ()
     dv_before: tuple[str, ...] | None = None
     dv_after: tuple[dict, ...] = ()
+    overwrite_only: bool = False

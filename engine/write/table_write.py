@@ -137,7 +137,8 @@ class TableWrite(WriterLifecycle):
                                           self.schema.id, compact_before=before, compact_after=after,
                                           changelog_files=tuple(b.changelog),
                                           compact_changelog=bc.changelog_files() if bc is not None else (),
-                                          dv_before=dv_before, dv_after=dv_after))
+                                          dv_before=dv_before, dv_after=dv_after,
+                                          overwrite_only=self.ignore_previous_files))
         return messages
 
     def flush(self) -> None:

@@ -55,3 +55,22 @@ def test_spark_append_into_an_old_layout_partition_fails_and_overwrite_rescales(
     assert got == sorted(new_eu + [("us", i, 4) for i in range(5)] + [("eu", 100, 9)])
     for k in (0, 3, 100):  # bucket pruning by the new count finds every key
         assert t.read(filter=[("region", "=", "eu"), ("id", "=", k)]).num_rows == 1
+
+
+def test_spark_overwrite_of_a_lookup_changelog_table_emits_no_changelog(spark, tmp_path):
+    """Paimon's overwrite commits no changelog (FileStoreCommitImpl.overwritePartition), nor does the compaction of
+    the buckets the overwrite's tasks shared: a rescale by INSERT OVERWRITE streams no row again."""
+    spark_glue.register(spark)
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    t = cat.create_table("db.orders", SCHEMA, ["region", "id"], ["region"],
+                         {"bucket": "1", "changelog-producer": "lookup"})
+    data = [("eu", i, 1) for i in range(40)]
+    t.write(pa.table({"region": [r for r, _, _ in data], "id": [i for _, i, _ in data],
+                      "qty": pa.array([q for _, _, q in data], pa.int32())}))
+    t.compact(full=True)
+    sid = t.latest_snapshot_id()
+    t.alter().set_option("bucket", "2").commit()
+    spark.createDataFrame(data, DDL).repartition(2).write.format("lakemerge").mode("overwrite").save(t.root)
+    assert _counts(t) == {"eu": {2}} and t.read().num_rows == 40
+    assert t.read_changes(sid).num_rows == 0

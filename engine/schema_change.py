@@ -407,7 +407,7 @@ def _check_bucket_change(old: str | None, new: str | None, fail) -> None:
     except ValueError:
         return  # not a number: TableOptions validation refuses it with InvalidOption
     if old_count == -1:
-        fail("Cannot change bucket when it is -1. (a dynamic-bucket table keeps its layout)")
+        fail("Cannot change bucket when it is -1. (a dynamic-bucket or bucket-unaware table keeps its layout)")
     if new_count == -1:
         fail("Cannot change bucket to -1. (a table with data cannot become a dynamic-bucket table)")
 

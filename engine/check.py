@@ -44,6 +44,7 @@ from engine.postpone import POSTPONE_BUCKET
 from engine.read.scan import ManifestCache, TableScan
 from engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND
 from engine.snapshots import SchemaManager, SnapshotManager
+from engine.write.bucket_layout import partition_text
 
 PROBLEM_KINDS = {
     "snapshot-unreadable": "a snapshot file does not parse or holds another id",
@@ -75,6 +76,9 @@ PROBLEM_KINDS = {
     "deletion-vector-out-of-range": "a deletion vector deletes a row position beyond its data file's rows",
     "deletion-vector-duplicate-keys": "a deletion-vector table holds a key in two live rows above level 0: its "
                                       "batch reads (no merge) return it twice; a full compaction repairs it",
+    "bucket-count-mixed": "a partition holds files placed by two bucket counts (a write after ALTER 'bucket' that "
+                          "did not rescale the partition, as pypaimon 2.1 allows): a key may live in two buckets "
+                          "and be read twice; Table.rescale of the partition repairs it",
     "first-row-duplicate-keys": "a first-row table holds a key in two files above level 0 (written by a lakemerge "
                                 "before its first-row compaction looked keys up): Paimon's batch reads (no merge) "
                                 "return it twice, lakemerge's read does not; a full compaction repairs it",
@@ -418,12 +422,32 @@ class _Checker:
         opts = self.t.schema.table_options
         latest = self.report.snapshot_ids[-1] if self.report.snapshot_ids else None
         # only main's latest snapshot (a branch's or a tag's snapshot may carry the same id; main may have none)
+        if sid == latest and path == self.paths.snapshot(sid):
+            self._check_bucket_counts(live_adds, path, sid)
         if self.verify_data and sid == latest and path == self.paths.snapshot(sid) \
                 and not self.t.schema.is_append_only:
             if opts.deletion_vectors:
                 self._check_unique_live_keys(snap, sid, "deletion-vector-duplicate-keys")
             elif opts.merge_engine == "first-row":
                 self._check_unique_live_keys(snap, sid, "first-row-duplicate-keys")
+
+    def _check_bucket_counts(self, live_adds, path: str, sid: int) -> None:
+        """Every partition's fixed-bucket files record one bucket count (Paimon's writers and commits refuse a
+        second one; see engine.write.bucket_layout)."""
+        counts: dict[bytes, set[int]] = {}
+        for e in live_adds:
+            if e.total_buckets > 0 and e.bucket >= 0:
+                counts.setdefault(e.partition, set()).add(e.total_buckets)
+        schema = self.t.schema
+        types = schema.types_of(schema.partition_keys)
+        for partition, seen in counts.items():
+            if len(seen) > 1:
+                try:
+                    where = partition_text(schema, tuple(binary_row.deserialize_row(partition, types)) if types
+                                           else ())
+                except Exception:  # a partition row of another schema: name it by its bytes
+                    where = f"partition {partition.hex()}"
+                self.problem("bucket-count-mixed", path, f"{where} holds files of bucket counts {sorted(seen)}", sid)
 
     def _check_vectors(self, snap, live_adds, sid: int) -> None:
         """Each deletion vector of the snapshot decodes (each DV index file is read once, by ``read_dv_index``),

@@ -32,8 +32,8 @@ class BranchTable(Table):
     branch)."""
 
     def __init__(self, main: Table, branch: str):
-        if not isinstance(branch, str) or not branch.strip() or "/" in branch or "\\" in branch \
-                or branch.startswith("."):
+        # a leading '.' is a name Paimon accepts (its directory is ``branch-.x``); only path separators are refused
+        if not isinstance(branch, str) or not branch.strip() or "/" in branch or "\\" in branch:
             raise InvalidInput(f"{branch!r} is not a branch name", table=main.name)
         root = branch_root(main.root, branch)
         name = f"{main.name}${BRANCH_SUFFIX}{branch}"

@@ -691,3 +691,24 @@ def test_check_reports_a_missing_file_of_a_branch_decoupled_changelog(tmp_path):
     os.remove(only_the_changelog[0])
     report = t.check()
     assert [(p.kind, p.path) for p in report.problems] == [("changelog-file-missing", only_the_changelog[0])]
+
+
+def test_a_paimon_branch_named_with_a_leading_dot_is_read_and_protected(tmp_path):
+    """Paimon's BranchManager.validateBranch accepts '.dot' (only main, blank and numeric names are refused):
+    lakemerge opens such a branch, and main's expiry, which must read every branch, is not blocked by it."""
+    wh = str(tmp_path / "wh")
+    cat = Catalog(wh)
+    cat.create_database("db")
+    t = cat.create_table("db.t", SCHEMA, primary_key=["id"], options={"bucket": "1"})
+    t.write(_rows(0, 5, "main"))
+    t.create_tag("t1")
+    pc = pp_catalog(wh, "db")
+    pc.create_branch("db.t", ".dot", "t1")
+    t.delete_tag("t1")
+    t.write(_rows(0, 5, "newer"))
+    t.compact(full=True)
+    expire_after_latest(t, retain_min=1, retain_max=1, time_retained=0)
+    assert [s.id for s in t.snapshots()] == [t.latest_snapshot_id()]
+    assert sorted(r["id"] for r in t.branch(".dot").read().to_pylist()) == list(range(5))
+    assert {r["v"] for r in t.branch(".dot").read().to_pylist()} == {"main"}  # its tag's files were kept
+    assert t.check().ok

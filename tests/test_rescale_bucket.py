@@ -298,3 +298,21 @@ def test_messages_of_an_overwrite_writer_cannot_be_committed_as_an_append(catalo
         msgs = w.prepare_commit()
     t.commit_overwrite(msgs, [("a",)])
     assert content(t) == [("a", 1, "new1")]
+
+
+def test_rescale_reads_one_old_bucket_at_a_time(table, monkeypatch):
+    """A partition is never held whole: each read hands the writer one old bucket's rows (the writer spills runs
+    past write-buffer-size), and the result is the whole partition at the new count."""
+    import engine.maintenance.rescale as rescale_module
+    seen = []
+    real = rescale_module._rows
+
+    def one_bucket(t, splits):
+        seen.append(sorted((sp.partition, sp.bucket) for sp in splits))
+        return real(t, splits)
+
+    monkeypatch.setattr(rescale_module, "_rows", one_bucket)
+    before = content(table)
+    table.rescale(partitions={"dt": "a"})
+    assert seen and all(len(s) == 1 for s in seen) and len(seen) == 2  # partition a's two old buckets
+    assert counts(table) == {"a": {4}, "b": {2}} and content(table) == before

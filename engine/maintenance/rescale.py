@@ -10,6 +10,8 @@ the option is altered to match (``ALTER TABLE SET ('bucket' = ...)`` first is th
 Contract of ``rescale``:
 - Rows are the merged rows of every level (a deletion-vector table's level-0 files too, as Paimon's rescale
   reads them); append tables keep their rows in append order per bucket.
+- Memory: one old bucket's merged rows at a time, plus the writer's buffer (``write-buffer-size``), which spills
+  sorted runs; a partition is never held whole.
 - Only partitions holding real-bucket files are rewritten; none matched: nothing is committed, None returned.
 - Postpone tables (``bucket = -2``) need ``bucket_num``; the partitions then get that count.
 - Raises InvalidInput (no snapshot; bad ``bucket_num``; bad partition spec; a matched partition of a postpone
@@ -61,9 +63,10 @@ def rescale(table, bucket_num: int | None = None, partitions=None) -> int | None
     writer = _overwrite_writer(table, bucket_num, grouped, user)
     with writer as w:
         for parts in grouped.values():
-            rows = _rows(table, parts)
-            if rows.num_rows:
-                w.write(rows)
+            for split in parts:  # one old bucket at a time: the writer spills sorted runs as its buffer fills
+                rows = _rows(table, [split])
+                if rows.num_rows:
+                    w.write(rows)
         messages = w.prepare_commit()
     scope = [tuple(parts[0].partition_values) for parts in grouped.values()] if table.partition_keys else None
     return table.commit_overwrite(messages, scope, commit_user=user, strict_after=snap.id)

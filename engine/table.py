@@ -293,19 +293,23 @@ class Table:
             from engine.append.read import read_append
             snap = self.tag_snapshot(tag) if tag is not None else None
             return read_append(self, snapshot_id, columns, filter, snapshot=snap)
-        out_cols = list(columns) if columns is not None else list(self.schema.field_names)
-        unknown = [c for c in out_cols if c not in self.schema.field_names]
-        if unknown:
-            raise InvalidInput(f"unknown column(s) {unknown}", table=self.name, column=unknown[0])
+        out_cols = self.output_columns(columns)
         snap = self.tag_snapshot(tag) if tag is not None else self.snapshot(snapshot_id)
         return self._read_merged(snap, out_cols, filter)
+
+    def output_columns(self, columns=None) -> list[str]:
+        """The columns a read of ``columns`` returns, in that order (every field when None). Raises InvalidInput
+        naming the first column the table does not have."""
+        out = list(columns) if columns is not None else list(self.schema.field_names)
+        unknown = [c for c in out if c not in self.schema.field_names]
+        if unknown:
+            raise InvalidInput(f"unknown column(s) {unknown}", table=self.name, column=unknown[0])
+        return out
 
     def _read_merged(self, snap: Snapshot | None, out_cols: list[str], filter, *,
                      exclude: frozenset[str] = frozenset(), every_level: bool = False) -> pa.Table:
         """``read`` of a resolved snapshot; ``exclude`` and ``every_level`` as in engine.read.lookup.lookup_rows."""
-        unknown = [c for c in out_cols if c not in self.schema.field_names]
-        if unknown:
-            raise InvalidInput(f"unknown column(s) {unknown}", table=self.name, column=unknown[0])
+        self.output_columns(out_cols)
         dnf = pred.normalize(filter, self.arrow_schema, self.name)
         from engine.postpone import real_bucket_splits, require_batch_readable
         from engine.read.split_read import batch_splits, with_schema

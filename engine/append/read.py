@@ -14,7 +14,6 @@ import pyarrow as pa
 
 from engine.data_paths import data_file_path
 from engine.deletion_vectors.index_file import read_deletion_vector
-from engine.errors import InvalidInput
 from engine.meta.data_file import DataFileMeta
 from engine.read import predicate as pred
 from engine.read.scan import Split
@@ -72,10 +71,7 @@ def iter_append_batches(table, snapshot_id: int | None = None, columns: Sequence
     latest; ``snapshot``: an already resolved Snapshot, such as a tag's, instead), rows matching ``filter``.
     Raises InvalidInput for an unknown column."""
     schema = table.schema
-    out_cols = list(columns) if columns is not None else list(schema.field_names)
-    unknown = [c for c in out_cols if c not in schema.field_names]
-    if unknown:
-        raise InvalidInput(f"unknown column(s) {unknown}", table=table.name, column=unknown[0])
+    out_cols = table.output_columns(columns)
     dnf = pred.normalize(filter, table.arrow_schema, table.name)
     read_cols = list(dict.fromkeys(out_cols + sorted(pred.columns_of(dnf))))
     snap = snapshot if snapshot is not None else table.snapshot(snapshot_id)
@@ -113,10 +109,7 @@ def iter_appended_batches(table, from_snapshot_id: int, to_snapshot_id: int | No
     from engine.meta.snapshot import COMMIT_KIND_APPEND
 
     schema = table.schema
-    out_cols = list(columns) if columns is not None else list(schema.field_names)
-    unknown = [c for c in out_cols if c not in schema.field_names]
-    if unknown:
-        raise InvalidInput(f"unknown column(s) {unknown}", table=table.name, column=unknown[0])
+    out_cols = table.output_columns(columns)
     end = to_snapshot_id if to_snapshot_id is not None else table.latest_snapshot_id()
     if end is None:
         return

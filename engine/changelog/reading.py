@@ -40,11 +40,7 @@ def output_schema(table, columns: Sequence[str]) -> pa.Schema:
 
 def check_columns(table, columns) -> list[str]:
     """Return ``columns`` as a list (all table fields if None); raises InvalidInput for an unknown column."""
-    out = list(columns) if columns is not None else list(table.schema.field_names)
-    unknown = [c for c in out if c not in table.schema.field_names]
-    if unknown:
-        raise InvalidInput(f"unknown column(s) {unknown}", table=table.name, column=unknown[0])
-    return out
+    return table.output_columns(columns)
 
 
 def change_entries(table, snapshot: Snapshot) -> list:

@@ -162,7 +162,7 @@ def read(table, side_list: list[Side], columns=None, filter=None):
     """``Table.read`` of a fallback read: every side's rows (first side first) as the table's columns. Raises
     InvalidInput for unknown columns or a bad filter, CorruptFile."""
     import pyarrow as pa
-    out_cols = _columns(table, columns)
+    out_cols = table.output_columns(columns)
     dnf = pred.normalize(filter, table.arrow_schema, table.name)
     parts = []
     for side in side_list:
@@ -183,7 +183,7 @@ def batch_reader(table, side_list: list[Side], columns=None, filter=None, batch_
     """``Table.to_reader`` of a fallback read: each side's reader in turn (snapshots pinned now), batches under the
     table's names. Raises like engine.read.stream.batch_reader."""
     import pyarrow as pa
-    out_cols = _columns(table, columns)
+    out_cols = table.output_columns(columns)
     dnf = pred.normalize(filter, table.arrow_schema, table.name)
     readers = [side.table.to_reader(side.snapshot.id, side.columns(out_cols), side.dnf(dnf), batch_size=batch_size)
                for side in side_list if side.snapshot is not None]
@@ -201,7 +201,7 @@ def lookup(table, side_list: list[Side], keys, columns=None):
     Raises UnsupportedFeature when the other branch is an append table or has other primary keys."""
     import pyarrow as pa
     from engine.write.validate import to_arrow_table
-    out_cols = _columns(table, columns)
+    out_cols = table.output_columns(columns)
     probes = to_arrow_table(keys, table.name)
     parts = []
     for side in side_list:
@@ -218,14 +218,6 @@ def lookup(table, side_list: list[Side], keys, columns=None):
         parts.append(_as_table_columns(rows, table, out_cols))
     target = pa.schema([table.arrow_schema.field(c) for c in out_cols])
     return pa.concat_tables(parts) if parts else target.empty_table()
-
-
-def _columns(table, columns) -> list[str]:
-    out_cols = list(columns) if columns is not None else list(table.schema.field_names)
-    unknown = [c for c in out_cols if c not in table.schema.field_names]
-    if unknown:
-        raise InvalidInput(f"unknown column(s) {unknown}", table=table.name, column=unknown[0])
-    return out_cols
 
 
 def _as_table_columns(rows, table, columns):

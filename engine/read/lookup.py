@@ -10,7 +10,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.errors import InvalidInput
 from engine.merge import merge_unsorted, schema_order_words, sort_dedupe
 from engine.merge_engines import apply_default_values, required_columns
 from engine.partitioning import bucket_groups, partition_groups
@@ -30,10 +29,7 @@ def lookup_rows(table, keys, snapshot, columns=None, *, exclude: frozenset[str] 
     files a batch read of a deletion-vector table does not see (engine.read.split_read.batch_view).
     Raises InvalidInput for an unknown column or bad keys; no snapshot gives an empty table."""
     schema = table.schema
-    out_cols = list(columns) if columns is not None else list(schema.field_names)
-    unknown = [c for c in out_cols if c not in schema.field_names]
-    if unknown:
-        raise InvalidInput(f"unknown column(s) {unknown}", table=table.name, column=unknown[0])
+    out_cols = table.output_columns(columns)
     probes = to_arrow_table(keys, table.name)
     probes = probes.select([c for c in probes.column_names if c in schema.primary_keys])
     probes, _ = conform(probes, schema, table.name, delete=True)

@@ -24,10 +24,7 @@ def batch_reader(table, snapshot_id: int | None = None, columns: Sequence[str] |
                  batch_size: int | None = None) -> pa.RecordBatchReader:
     """A RecordBatchReader over the merged rows of ``table`` (see the module docstring). ``batch_size`` caps the
     rows per batch (default 65,536). Raises InvalidInput / SnapshotNotFound before any data is read."""
-    out_cols = list(columns) if columns is not None else list(table.schema.field_names)
-    unknown = [c for c in out_cols if c not in table.schema.field_names]
-    if unknown:
-        raise InvalidInput(f"unknown column(s) {unknown}", table=table.name, column=unknown[0])
+    out_cols = table.output_columns(columns)
     if batch_size is not None and batch_size < 1:
         raise InvalidInput(f"batch_size must be positive, got {batch_size}", table=table.name)
     dnf = pred.normalize(filter, table.arrow_schema, table.name)

@@ -469,10 +469,30 @@ def alter_table(table, changes: Sequence[SchemaChange], *, max_attempts: int = 1
         new = apply_changes(latest, changes, table=table.name, has_snapshots=has_snapshots)
         if has_snapshots and latest.table_options.bucket == -2 and new.table_options.bucket != -2:
             _require_no_postponed_files(table)
+        _validate_read_branches(table, new)
         if table.schema_manager.commit(new):
             table.schema = new
             return new
     raise CommitConflict(table.name, f"schema changed concurrently {max_attempts} times; nothing was changed")
+
+
+def _validate_read_branches(table, schema: TableSchema) -> None:
+    """Paimon's SchemaValidation.validateFallbackBranch, run on every schema commit: ``scan.fallback-branch`` and
+    ``scan.primary-branch`` are not both set, and a branch either names has a schema. Raises InvalidOption."""
+    from engine.branches import branch_root
+    from engine.errors import InvalidOption
+    from engine.paths import TablePaths
+    fallback = (schema.options.get("scan.fallback-branch") or "").strip()
+    primary = (schema.options.get("scan.primary-branch") or "").strip()
+    if fallback and primary:
+        raise InvalidOption("scan.primary-branch", primary, "Cannot set both 'scan.fallback-branch' and "
+                            "'scan.primary-branch' at the same time.", table=table.name)
+    main = getattr(table, "main", table)  # a branch table's branches are the main table's
+    for key, name in (("scan.fallback-branch", fallback), ("scan.primary-branch", primary)):
+        schema_dir = TablePaths(branch_root(main.root, name)).schema_dir if name else None
+        if name and not any(n.startswith("schema-") for n in main.file_io.list_names(schema_dir)):
+            raise InvalidOption(key, name, f"Cannot set '{key}' = '{name}' because the branch '{name}' does not "
+                                "exist.", table=table.name)
 
 
 def _require_no_postponed_files(table) -> None:

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from engine import Catalog
-from engine.errors import InvalidInput, SnapshotNotFound, TagNotFound, UnsupportedFeature
+from engine.errors import InvalidInput, InvalidOption, SnapshotNotFound, TagNotFound, UnsupportedFeature
 from engine.paths import TablePaths
 
 SCHEMA = pa.schema([pa.field("pt", pa.int32(), nullable=False), pa.field("k", pa.int32(), nullable=False),
@@ -292,15 +292,43 @@ def test_other_field_ids_are_refused(tmp_path):
         t.read()
 
 
+def _force_options(t, drop=(), **options):
+    """Options written into a new schema file directly, as a table another tool altered (or whose branch was
+    removed by hand) may hold them, past ALTER's validation."""
+    import dataclasses
+    s = t.schema_manager.latest()
+    kept = {k: v for k, v in s.options.items() if k not in drop}
+    new = dataclasses.replace(s, id=s.id + 1, options={**kept, **options})
+    t.file_io.write_bytes(t.paths.schema(new.id), new.to_json().encode())
+    t.schema = new
+
+
+def test_alter_refuses_both_options_and_a_missing_branch_as_paimon(tmp_path):
+    """SchemaValidation.validateFallbackBranch on every schema commit; nothing is written."""
+    cat = _catalog(tmp_path)
+    t = _pk_table(cat)
+    t.write(_rows((1, 1, "m")))
+    t.create_branch("b")
+    before = t.schema_manager.latest().id
+    with pytest.raises(InvalidOption, match="Cannot set both"):
+        t.alter().set_option("scan.fallback-branch", "b").set_option("scan.primary-branch", "b").commit()
+    for key in ("scan.fallback-branch", "scan.primary-branch"):
+        with pytest.raises(InvalidOption, match="because the branch 'gone' does not exist"):
+            t.alter().set_option(key, "gone").commit()
+    assert t.schema_manager.latest().id == before
+    t.alter().set_option("scan.primary-branch", "b").commit()  # an existing branch is accepted
+    assert t.schema.options["scan.primary-branch"] == "b"
+
+
 def test_both_options_are_refused_and_a_missing_branch_reads_main_alone(tmp_path, caplog):
     cat = _catalog(tmp_path)
     t = _pk_table(cat)
     t.write(_rows((1, 1, "m")))
     t.create_branch("b")
-    t.alter().set_option("scan.fallback-branch", "b").set_option("scan.primary-branch", "b").commit()
+    _force_options(t, **{"scan.fallback-branch": "b", "scan.primary-branch": "b"})
     with pytest.raises(InvalidInput, match="both"):
         t.read()
-    t.alter().remove_option("scan.primary-branch").set_option("scan.fallback-branch", "gone").commit()
+    _force_options(t, drop=("scan.primary-branch",), **{"scan.fallback-branch": "gone"})
     with caplog.at_level(logging.ERROR, logger="engine.read.fallback_branch"):
         assert _set(t.read()) == [(1, 1, "m")]  # Paimon's factory logs an error and reads main alone
     assert "gone" in caplog.text

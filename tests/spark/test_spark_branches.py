@@ -71,3 +71,12 @@ def test_spark_branch_errors(spark, table):
     with pytest.raises(TableNotFound, match="no branch"):  # a write never creates a branch
         spark_glue.write_table(spark.createDataFrame([(1, "x")], "k long, v string"), root + "$branch_new")
     assert table.branches() == ["dev"]
+
+
+def test_spark_merge_into_a_branch(spark, table):
+    root = table.root
+    source = spark.createDataFrame([(1, "A"), (7, "g")], "k long, v string")
+    spark_glue.merge_into(spark, root + "$branch_dev", source, on=["k"])
+    assert sorted((r["k"], r["v"]) for r in table.branch("dev").read().to_pylist()) == [(1, "A"), (2, "b"),
+                                                                                        (7, "g")]
+    assert sorted((r["k"], r["v"]) for r in table.read().to_pylist()) == [(1, "a"), (2, "b"), (3, "c")]

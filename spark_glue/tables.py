@@ -22,6 +22,7 @@ from engine.errors import (
     TagNotFound,
     UnsupportedFeature,
 )
+from engine.branch_table import BRANCH_SUFFIX
 from engine.io.file_io import LocalFileIO, local_path
 from engine.meta.snapshot import Snapshot
 from engine.table import Table
@@ -49,7 +50,7 @@ def table_name_of(root: str) -> str:
 
 
 BRANCH = "branch"  # data source option, as Paimon's: read and write that branch of the table
-BRANCH_MARK = "$branch_"  # ``.../orders$branch_b1``: the branch in the path, as Paimon's ``orders$branch_b1``
+BRANCH_MARK = "$" + BRANCH_SUFFIX  # ``.../orders$branch_b1``: the branch in the path, as the catalog's ``db.orders$branch_b1``
 
 
 def split_branch(path: str) -> tuple[str, str | None]:

@@ -11,19 +11,18 @@ expiration, tags, rollback, schema changes (the branch's ``schema/`` only; main 
 expiration, changelog reads, streams and consumers. Whatever deletes files on a branch keeps every file main or
 another branch references (engine.branches.referenced_elsewhere) -- safer than Paimon, whose branch expiration does
 not look at the other branches. ``remove_orphan_files`` and ``check`` run on the whole table (main and every
-branch: orphans are defined by all of them). lakemerge manages branches from the main table only (Paimon's
-branch table can also create a branch from its own tags and fast-forward itself): ``create_branch``,
-``delete_branch``, ``branches`` and ``fast_forward`` on a branch raise UnsupportedFeature.
+branch: orphans are defined by all of them). Branch management works from a branch as from main, as on Paimon's
+branch table: ``create_branch`` copies this branch's latest schema or one of its tags, ``fast_forward(other)``
+replaces this branch's history with ``other``'s, and ``branches``, ``delete_branch`` and ``rename_branch`` act on
+the table's branches.
 """
 from __future__ import annotations
 
 from engine.branches import branch_root
-from engine.errors import InvalidInput, TableNotFound, UnsupportedFeature
+from engine.errors import InvalidInput, TableNotFound
 from engine.table import Table
 
 BRANCH_SUFFIX = "branch_"  # db.t$branch_<name>, as Paimon names a branch table
-
-_MANAGED_FROM_MAIN = ("create_branch", "delete_branch", "branches", "fast_forward")
 
 
 class BranchTable(Table):
@@ -58,16 +57,3 @@ class BranchTable(Table):
         """The main table's check, which covers every branch's snapshots and tags too (engine.check)."""
         return self.main.check(verify_data=verify_data, find_orphans=find_orphans)
 
-
-def _refuse(method: str):
-    def refused(self, *args, **kwargs):
-        raise UnsupportedFeature(f"table {self.name!r}: {method}() on a branch is not supported (lakemerge "
-                                 f"manages branches from the main table only: call {method}() on "
-                                 f"{self.main.name!r})")
-    refused.__name__ = method
-    return refused
-
-
-for _method in _MANAGED_FROM_MAIN:
-    assert hasattr(Table, _method), _method
-    setattr(BranchTable, _method, _refuse(_method))

@@ -134,31 +134,63 @@ def create_branch(table, name: str, tag: str | None = None) -> None:
         raise
 
 
-def delete_branch(table, name: str) -> None:
-    """Delete branch ``name``: its directory only (its snapshots, schemas and tags), as Paimon does; the data it
-    alone wrote become orphans for ``remove_orphan_files``. Raises InvalidInput for ``main``, an unknown branch, or
-    the branch named by ``scan.fallback-branch`` or ``scan.primary-branch`` (as Paimon's
-    AbstractFileStoreTable.deleteBranch: batch reads of the table read it)."""
+def _refuse_if_read_by_fallback(table, name: str, action: str) -> None:
+    """Raise InvalidInput if ``scan.fallback-branch`` or ``scan.primary-branch`` of ``table`` or of its main table
+    names branch ``name`` (batch reads of that table read the branch)."""
+    main = getattr(table, "main", table)
+    for line in {id(main): main, id(table): table}.values():
+        for option in ("scan.fallback-branch", "scan.primary-branch"):
+            if line.schema.options.get(option) == name:
+                raise InvalidInput(f"cannot {action} branch {name!r}: it is configured as {option!r} of "
+                                   f"{line.name!r}; unset it first", table=table.name)
+
+
+def _require_branch(table, name) -> None:
     if name == MAIN_BRANCH or not isinstance(name, str) or name not in branch_names(table):
         raise InvalidInput(f"branch {name!r} does not exist", table=table.name)
-    for option in ("scan.fallback-branch", "scan.primary-branch"):
-        if table.schema.options.get(option) == name:
-            raise InvalidInput(f"cannot delete branch {name!r}: it is configured as {option!r}; unset it first",
-                               table=table.name)
+
+
+def delete_branch(table, name: str) -> None:
+    """Delete branch ``name``: its directory only (its snapshots, schemas, tags and consumers), as Paimon does; the
+    data it alone wrote become orphans for ``remove_orphan_files``. ``table`` may be main or any branch (the branch
+    itself included, as Paimon allows). Raises InvalidInput for ``main``, an unknown branch, or the branch named by
+    ``scan.fallback-branch`` or ``scan.primary-branch`` of ``table`` or of the main table (as Paimon's
+    AbstractFileStoreTable.deleteBranch, which checks the calling table only: batch reads of main read it)."""
+    _require_branch(table, name)
+    _refuse_if_read_by_fallback(table, name, "delete")
     table.file_io.delete_tree(branch_root(table.root, name))
 
 
+def rename_branch(table, source: str, target: str) -> None:
+    """Rename branch ``source`` to ``target`` by renaming its directory in one step, as Paimon's
+    FileSystemBranchManager.renameBranch: its snapshots, schemas, tags and consumers move with it; data files are
+    shared and stay. Raises InvalidInput for ``main``, an unknown ``source``, a bad or existing ``target``, or a
+    ``source`` that ``scan.fallback-branch`` / ``scan.primary-branch`` names (lakemerge's addition: Paimon renames
+    it and the table's batch reads then fail)."""
+    if source == MAIN_BRANCH:
+        raise InvalidInput("cannot rename the main branch", table=table.name)
+    _require_branch(table, source)
+    validate_new_branch(table, target)
+    _refuse_if_read_by_fallback(table, source, "rename")
+    table.file_io.rename_dir(branch_root(table.root, source), branch_root(table.root, target))
+
+
 def fast_forward(table, name: str) -> None:
-    """Make branch ``name``'s history the main branch's, as Paimon's FileSystemBranchManager.fastForward does: the
-    main snapshots from the branch's earliest snapshot id on, the main schemas from that snapshot's schema id on and
-    the main tags of snapshots from that id on are deleted (with the LATEST hint), then the branch's snapshot,
-    schema and tag files are copied into main. Files only the dropped main snapshots used stay on storage as
-    orphans (``remove_orphan_files``). Not atomic (neither is Paimon's): a crash in between leaves main partly
-    replaced; run it again. Raises InvalidInput for ``main``, an unknown branch or a branch without snapshot."""
+    """Make branch ``name``'s history ``table``'s (main, or the branch ``table`` is), as Paimon's
+    FileSystemBranchManager.fastForward does: ``table``'s snapshots from the branch's earliest snapshot id on, its
+    schemas from that snapshot's schema id on and its tags of snapshots from that id on are deleted (with the LATEST
+    hint), then the branch's snapshot, schema and tag files are copied into ``table``'s directories. Files only the
+    dropped snapshots used stay on storage as orphans (``remove_orphan_files``). Not atomic (neither is Paimon's): a
+    crash in between leaves ``table`` partly replaced; run it again. Raises InvalidInput for ``main`` (as Paimon's
+    BranchManager.fastForwardValidate), ``table``'s own branch, an unknown branch or a branch without snapshot."""
     from engine.maintenance.tags import TagManager
 
-    if name == MAIN_BRANCH or not isinstance(name, str) or name not in branch_names(table):
-        raise InvalidInput(f"branch {name!r} does not exist", table=table.name)
+    if name == MAIN_BRANCH:
+        raise InvalidInput("branch 'main' cannot be fast-forwarded to (fast-forward a branch into main instead)",
+                           table=table.name)
+    if name == getattr(table, "branch_name", None):
+        raise InvalidInput(f"fast-forward from the current branch {name!r} is not allowed", table=table.name)
+    _require_branch(table, name)
     branch = table.branch(name)
     ids = branch.snapshot_manager.ids()
     if not ids:

@@ -81,6 +81,12 @@ class Table:
         from engine.branches import delete_branch
         delete_branch(self, name)
 
+    def rename_branch(self, source: str, target: str) -> None:
+        """Rename branch ``source`` to ``target`` in one step (engine.branches.rename_branch, as Paimon's
+        ``rename_branch``). Raises InvalidInput."""
+        from engine.branches import rename_branch
+        rename_branch(self, source, target)
+
     def fast_forward(self, branch: str) -> None:
         """Make branch ``branch``'s history the table's (engine.branches.fast_forward, as Paimon's
         ``fast_forward``); this object then sees the new snapshots and latest schema. Raises InvalidInput."""

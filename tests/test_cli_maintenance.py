@@ -255,3 +255,26 @@ def test_alter_bucket_then_rescale(run, table, warehouse):
     t.write(rows)
     assert {e.total_buckets for e in t.manifests.live_entries(t.snapshot())} == {1, 3}
     assert run("rescale", "db.t", "--bucket-num", "0").exit_code == 2
+
+
+def test_branches_create_rename_fast_forward_delete_and_maintenance_on_a_branch(run, table):
+    assert _json(run("tag", "create", "db.t", "t2", "-s", "2", "--json"))["snapshot_id"] == 2
+    assert _json(run("branch", "create", "db.t", "b1", "--tag", "t2", "--json")) == {
+        "table": "db.t", "branch": "b1", "tag": "t2"}
+    # a branch is a data table for the maintenance commands: tag it, then branch off its tag
+    assert _json(run("tag", "create", "db.t$branch_b1", "bt", "--json"))["snapshot_id"] == 2
+    r = run("branch", "create", "db.t$branch_b1", "c", "-t", "bt")
+    assert r.exit_code == 0 and "created branch 'c' of db.t$branch_b1 from tag 'bt'" in r.stdout
+    assert _json(run("branch", "list", "db.t", "--json"))["branches"] == ["b1", "c"]
+    assert run("branch", "list", "db.t$branch_c").stdout.split() == ["b1", "c"]
+    assert _json(run("branch", "rename", "db.t", "c", "c2", "--json"))["renamed_from"] == "c"
+    assert table.branch("c2").read().num_rows == 4  # ids 1-2 in both partitions, as of snapshot 2
+    table.branch("c2").write(pa.table({"dt": ["A"], "id": pa.array([9], pa.int64()), "v": ["c2"]}))
+    assert _json(run("branch", "fast-forward", "db.t$branch_b1", "c2", "--json"))["latest_snapshot"] == 3
+    assert sorted(table.branch("b1").read().column("id").to_pylist()) == [1, 1, 2, 2, 9]
+    assert table.read().num_rows == 8  # main untouched
+    _one_line_error(run("branch", "fast-forward", "db.t$branch_b1", "b1"), 1, "current branch 'b1'")
+    _one_line_error(run("branch", "delete", "db.t", "nosuch"), 1, "'nosuch' does not exist")
+    _one_line_error(run("branch", "create", "db.t$snapshots", "x"), 1, "not a system table")
+    assert _json(run("branch", "delete", "db.t", "b1", "--json"))["deleted"] is True
+    assert table.branches() == ["c2"]

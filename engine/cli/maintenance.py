@@ -1,4 +1,5 @@
-"""Maintenance commands: ``compact``, ``expire``, ``drop-partition``, ``rescale``, ``remove-orphans``, ``tag create|delete|list``, ``rollback``.
+"""Maintenance commands: ``compact``, ``expire``, ``drop-partition``, ``rescale``, ``remove-orphans``, ``tag create|delete|list``,
+``branch create|delete|rename|fast-forward|list``, ``rollback``.
 
 They follow the conventions of engine/cli/__init__.py and wrap the Table methods of issue 4 (engine.compact,
 engine.maintenance). Each prints a one-line summary (or one JSON document with ``--json``) and shows a spinner on
@@ -80,12 +81,15 @@ def _age_as_timedelta(age) -> dt.timedelta:
 
 
 def _data_table(warehouse: str, name: str):
-    """The data table ``name``; InvalidInput for a system table name (maintenance needs a data table)."""
+    """The data table ``name``, main or a branch (``db.t$branch_b``); InvalidInput for a system table name
+    (maintenance needs a data table)."""
     from engine.errors import InvalidInput
+    from engine.table import Table
 
-    if "$" in name:
+    table = open_table(warehouse, name)
+    if not isinstance(table, Table):
         raise InvalidInput(f"{name!r}: give the data table's name, not a system table")
-    return open_table(warehouse, name)
+    return table
 
 
 def progress_option(f):
@@ -373,6 +377,87 @@ def tag_list(table, warehouse, as_json):
     rows = system_table(_data_table(warehouse, table), "tags").read()
     _emit(rows, as_json, columns=["tag_name", "snapshot_id", "schema_id", "commit_time", "record_count",
                                   "create_time"])
+
+
+# --- branches --------------------------------------------------------------------------------------------
+@cli.group()
+def branch():
+    """Create, delete, rename, fast-forward and list branches (TABLE may be a branch: db.t$branch_b)."""
+
+
+def _branch_done(as_json: bool, result: dict, text: str) -> None:
+    click.echo(to_json(result) if as_json else text)
+
+
+@branch.command(name="create")
+@table_argument
+@click.argument("name")
+@click.option("--tag", "-t", "tag_name", metavar="TAG", help="Start from this tag of TABLE (default: empty, with "
+              "TABLE's latest schema).")
+@warehouse_option()
+@json_option
+@debug_option
+def branch_create(table, name, tag_name, warehouse, as_json):
+    """Create branch NAME, empty or from a tag (data files are shared, not copied)."""
+    t = _data_table(warehouse, table)
+    t.create_branch(name, tag=tag_name)
+    _branch_done(as_json, {"table": t.name, "branch": name, "tag": tag_name},
+                 f"created branch {name!r} of {t.name}" + (f" from tag {tag_name!r}" if tag_name else ""))
+
+
+@branch.command(name="delete")
+@table_argument
+@click.argument("name")
+@warehouse_option()
+@json_option
+@debug_option
+def branch_delete(table, name, warehouse, as_json):
+    """Delete branch NAME's metadata (its data files are left to remove-orphans)."""
+    t = _data_table(warehouse, table)
+    t.delete_branch(name)
+    _branch_done(as_json, {"table": t.name, "branch": name, "deleted": True}, f"deleted branch {name!r} of {t.name}")
+
+
+@branch.command(name="rename")
+@table_argument
+@click.argument("name")
+@click.argument("new_name")
+@warehouse_option()
+@json_option
+@debug_option
+def branch_rename(table, name, new_name, warehouse, as_json):
+    """Rename branch NAME to NEW_NAME (its snapshots, tags and consumers move with it)."""
+    t = _data_table(warehouse, table)
+    t.rename_branch(name, new_name)
+    _branch_done(as_json, {"table": t.name, "branch": new_name, "renamed_from": name},
+                 f"renamed branch {name!r} of {t.name} to {new_name!r}")
+
+
+@branch.command(name="fast-forward")
+@table_argument
+@click.argument("name")
+@warehouse_option()
+@json_option
+@debug_option
+def branch_fast_forward(table, name, warehouse, as_json):
+    """Make branch NAME's history TABLE's (TABLE's snapshots from NAME's earliest on are replaced)."""
+    t = _data_table(warehouse, table)
+    t.fast_forward(name)
+    latest = t.snapshot_manager.latest_id()
+    _branch_done(as_json, {"table": t.name, "branch": name, "latest_snapshot": latest},
+                 f"fast-forwarded {t.name} to branch {name!r}: snapshot {latest} is the latest")
+
+
+@branch.command(name="list")
+@table_argument
+@warehouse_option()
+@json_option
+@debug_option
+def branch_list(table, warehouse, as_json):
+    """List a table's branches."""
+    t = _data_table(warehouse, table)
+    names = t.branches()
+    click.echo(to_json({"table": t.name, "branches": names}) if as_json else "\n".join(names))
 
 
 # --- rollback --------------------------------------------------------------------------------------------

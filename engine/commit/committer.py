@@ -474,6 +474,9 @@ class Committer:
                 properties=properties or None, uuid=str(uuid.uuid4()), writer_version=WRITER_VERSION,
                 watermark=latest.watermark if latest else None, index_manifest=index_manifest)
             body = snapshot.to_json().encode()
+            if not io.exists(paths.schema_dir):  # its branch was deleted or renamed (or the table dropped) meanwhile
+                raise CommitConflict(t.name, f"{paths.meta_root} no longer holds the table's schema (was the "
+                                     "branch deleted or renamed, or the table dropped?); nothing was committed")
             io.mkdirs(paths.snapshot_dir)
             path = paths.snapshot(new_id)
             if self._expired(latest):

@@ -32,7 +32,7 @@ from engine.io.file_io import FileIO, LocalFileIO
 
 KINDS = ("eio", "enospc", "torn", "lost-ack", "delay", "crash")
 OPS = ("read_bytes", "write_bytes", "write_if_absent", "overwrite", "exists", "is_dir", "size", "list_names",
-       "mkdirs", "delete", "delete_tree")
+       "mkdirs", "delete", "delete_tree", "rename_dir")
 WRITE_OPS = ("write_bytes", "write_if_absent", "overwrite")
 CRASH_EXIT_CODE = 86
 
@@ -187,6 +187,10 @@ class FaultyFileIO:
     def delete(self, path: str) -> None:
         """Delegate delete, unless a matching fault fires."""
         return self._call("delete", path)
+
+    def rename_dir(self, source: str, target: str) -> None:
+        """Delegate rename_dir, unless a matching fault (matched on ``source``) fires."""
+        return self._call("rename_dir", source, target)
 
     def delete_tree(self, directory: str) -> None:
         """Delegate delete_tree, unless a matching fault fires."""

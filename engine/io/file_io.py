@@ -79,6 +79,10 @@ class FileIO(Protocol):
     def delete_tree(self, directory: str) -> None:
         """Delete ``directory`` and everything under it; a missing directory is not an error. Raises StorageError."""
 
+    def rename_dir(self, source: str, target: str) -> None:
+        """Rename directory ``source`` to ``target`` in one step (readers see the old name or the new one, never
+        both or neither). Raises FileNotFoundError if ``source`` is missing, StorageError if ``target`` exists."""
+
 
 class LocalFileIO:
     """FileIO on the local filesystem (see the module docstring for guarantees)."""
@@ -184,6 +188,16 @@ class LocalFileIO:
             pass
         except OSError as e:
             raise StorageError(path, f"delete failed: {e.strerror}", e.errno) from e
+
+    def rename_dir(self, source: str, target: str) -> None:
+        """Rename directory ``source`` to ``target`` with one ``os.rename`` (atomic on a POSIX file system). Raises
+        FileNotFoundError if ``source`` is missing, StorageError if ``target`` exists (an existing empty directory
+        included, which a bare ``os.rename`` would replace)."""
+        if not os.path.isdir(source):
+            raise FileNotFoundError(source)
+        if os.path.lexists(target):
+            raise StorageError(target, "file already exists", errno_mod.EEXIST)
+        self._guard(target, lambda: os.rename(source, target))
 
     def delete_tree(self, directory: str) -> None:
         """Delete ``directory`` recursively; a missing directory is not an error. Raises StorageError."""

@@ -1,0 +1,145 @@
+"""Branch management from main and from a branch table, as Paimon's FileSystemBranchManager: create (empty: the
+calling line's latest schema; from a tag: the calling line's tag), delete, rename (one directory rename), list and
+fast-forward (into the calling line). A commit by a table object whose branch was deleted or renamed meanwhile is
+refused and resurrects nothing."""
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+import pytest
+
+from engine.errors import CommitConflict, InvalidInput, StorageError, TagNotFound
+from engine.io.faulty import Fault, FaultyFileIO
+
+SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
+
+
+def _rows(ids, v):
+    return pa.table({"id": list(ids), "v": [v] * len(ids)})
+
+
+def _ids(table, **kw):
+    return sorted(table.read(**kw).column("id").to_pylist())
+
+
+@pytest.fixture()
+def table(catalog):
+    """db.t with ids 0-4 on main, tag ``t1``, and branch ``b1`` from it holding ids 0-4 and 100-102."""
+    t = catalog.create_table("db.t", SCHEMA, primary_key=["id"], options={"bucket": "1"})
+    t.write(_rows(range(5), "main"))
+    t.create_tag("t1")
+    t.create_branch("b1", tag="t1")
+    t.branch("b1").write(_rows(range(100, 103), "b1"))
+    return t
+
+
+def test_create_from_a_branch_copies_that_branchs_schema_and_tags(table):
+    b1 = table.branch("b1")
+    b1.alter().add_column("extra", pa.int32()).commit()
+    b1.write(pa.table({"id": [200], "v": ["b1"], "extra": pa.array([7], pa.int32())}))
+    b1.create_tag("bt")
+    b1.create_branch("empty")  # empty: b1's latest schema, not main's
+    empty = table.branch("empty")
+    assert empty.snapshots() == [] and "extra" in empty.arrow_schema.names
+    assert "extra" not in table.arrow_schema.names
+    b1.create_branch("fromtag", tag="bt")  # from b1's own tag
+    c = table.branch("fromtag")
+    assert _ids(c) == _ids(b1) == [0, 1, 2, 3, 4, 100, 101, 102, 200]
+    assert c.tag_snapshot("bt").id == b1.tag_snapshot("bt").id
+    with pytest.raises(TagNotFound):
+        b1.create_branch("x", tag="nosuch")  # main has no tag 'bt', and b1 has no 'nosuch'
+    with pytest.raises(TagNotFound):
+        table.create_branch("x", tag="bt")  # b1's tag is not main's
+    assert b1.branches() == table.branches() == ["b1", "empty", "fromtag"]
+    c.write(pa.table({"id": [300], "v": ["c"], "extra": pa.array([None], pa.int32())}))  # its own line
+    assert 300 not in _ids(b1) and 300 in _ids(c) and _ids(table) == [0, 1, 2, 3, 4]
+
+
+def test_fast_forward_into_a_branch_replaces_its_history_only(table):
+    b1 = table.branch("b1")
+    b1.create_tag("b1t")
+    b1.create_branch("c", tag="b1t")
+    c = table.branch("c")
+    c.write(_rows([500], "c"))
+    c.delete(_rows([100], "c"))
+    b1.write(_rows([600], "b1"))  # replaced: snapshot 3 of b1 is at or after c's earliest snapshot (2)
+    b1.fast_forward("c")
+    assert _ids(b1) == _ids(c) == [0, 1, 2, 3, 4, 101, 102, 500]
+    assert [s.id for s in b1.snapshots()] == [1] + [s.id for s in c.snapshots()]  # b1's own before c's earliest
+    assert _ids(table) == [0, 1, 2, 3, 4] and _ids(table.branch("b1")) == _ids(c)
+    b1.write(_rows([700], "b1"))  # b1 goes on from c's history; c is unchanged
+    assert 700 in _ids(b1) and 700 not in _ids(c)
+    with pytest.raises(InvalidInput, match="current branch 'b1'"):
+        b1.fast_forward("b1")
+    with pytest.raises(InvalidInput, match="'main' cannot be fast-forwarded"):
+        b1.fast_forward("main")
+    with pytest.raises(InvalidInput, match="'nosuch' does not exist"):
+        b1.fast_forward("nosuch")
+
+
+def test_rename_moves_the_branch_with_its_tags_and_consumers(table):
+    b1 = table.branch("b1")
+    b1.create_tag("bt")
+    before = _ids(b1)
+    table.rename_branch("b1", "b2")
+    assert table.branches() == ["b2"]
+    b2 = table.branch("b2")
+    assert _ids(b2) == before and b2.tag_snapshot("bt").id == 2 and b2.name == "db.t$branch_b2"
+    b2.write(_rows([900], "b2"))
+    assert 900 in _ids(b2) and _ids(table) == [0, 1, 2, 3, 4]
+    b2.rename_branch("b2", "b3")  # from the branch itself, as Paimon's branch table allows
+    assert table.branches() == ["b3"] and 900 in _ids(table.branch("b3"))
+    assert table.check().ok
+
+
+@pytest.mark.parametrize("source,target,message", [
+    ("main", "x", "cannot rename the main branch"),
+    ("nosuch", "x", "'nosuch' does not exist"),
+    ("b1", "b1", "already exists"),
+    ("b1", "main", "default branch"),
+    ("b1", "123", "purely numeric"),
+    ("b1", "a/b", "path separators"),
+    ("b1", " ", "non-blank"),
+])
+def test_rename_refuses_bad_names_and_changes_nothing(table, source, target, message):
+    with pytest.raises(InvalidInput, match=message):
+        table.rename_branch(source, target)
+    assert table.branches() == ["b1"] and _ids(table.branch("b1")) == [0, 1, 2, 3, 4, 100, 101, 102]
+
+
+def test_a_branch_that_main_falls_back_to_is_neither_renamed_nor_deleted_from_any_line(table):
+    table.create_branch("b2")
+    table.alter().set_option("scan.fallback-branch", "b1").commit()
+    for line in (table, table.branch("b2"), table.branch("b1")):
+        with pytest.raises(InvalidInput, match="'scan.fallback-branch' of 'db.t'"):
+            line.rename_branch("b1", "x")
+        with pytest.raises(InvalidInput, match="'scan.fallback-branch' of 'db.t'"):
+            line.delete_branch("b1")
+    assert table.branches() == ["b1", "b2"]
+    table.branch("b2").delete_branch("b2")  # a branch may delete itself, as in Paimon
+    assert table.branches() == ["b1"]
+
+
+def test_a_failed_rename_leaves_the_branch_as_it_was(catalog, table):
+    faulty = FaultyFileIO(table.file_io, [Fault("rename_dir", "*branch-b1")])
+    t = type(table)(table.name, table.root, faulty)
+    with pytest.raises(StorageError):
+        t.rename_branch("b1", "b2")
+    assert table.branches() == ["b1"] and _ids(table.branch("b1")) == [0, 1, 2, 3, 4, 100, 101, 102]
+
+
+@pytest.mark.parametrize("change", ["delete", "rename"])
+def test_a_commit_to_a_branch_deleted_or_renamed_meanwhile_is_refused(table, change):
+    stale = table.branch("b1")
+    if change == "delete":
+        table.delete_branch("b1")
+    else:
+        table.rename_branch("b1", "b2")
+    files_before = {os.path.join(d, f) for d, _, fs in os.walk(table.root) for f in fs}
+    with pytest.raises(CommitConflict, match="branch deleted or renamed"):
+        stale.write(_rows([42], "late"))
+    assert not os.path.exists(os.path.join(table.root, "branch", "branch-b1"))  # nothing resurrected
+    files_after = {os.path.join(d, f) for d, _, fs in os.walk(table.root) for f in fs}
+    assert files_after == files_before  # the refused commit's data and manifest files are gone
+    assert table.check().ok

@@ -8,6 +8,7 @@ another line's -- main's or any branch's -- snapshot, tag or decoupled changelog
 from __future__ import annotations
 
 import os
+import uuid
 
 from engine.errors import CorruptFile, InvalidInput
 from engine.paths import TablePaths
@@ -211,3 +212,99 @@ def fast_forward(table, name: str) -> None:
             io.mkdirs(target)
         for n in names:
             io.overwrite(os.path.join(target, n), io.read_bytes(os.path.join(source, n)))
+
+
+def _line(table, name: str):
+    """Line ``name`` of ``table``'s history (main or a branch) as a table; InvalidInput if there is none."""
+    main = getattr(table, "main", table)
+    if name == MAIN_BRANCH:
+        return main
+    if name not in branch_names(main):
+        raise InvalidInput(f"branch {name!r} does not exist", table=main.name)
+    return main.branch(name)
+
+
+def _require_append_history(line, name: str) -> None:
+    """Paimon's validateCompleteAppendOnly: every snapshot from 1 to the latest exists and is APPEND or ANALYZE
+    (without lineage metadata, only a complete append-only history shows which files are whose)."""
+    from engine.meta.snapshot import COMMIT_KIND_ANALYZE, COMMIT_KIND_APPEND
+
+    ids = line.snapshot_manager.ids()
+    if ids and ids[0] != 1:
+        raise InvalidInput(f"cannot merge: branch {name!r} does not start at snapshot 1 (earliest is {ids[0]}); "
+                           "branch merge needs the complete append-only snapshot history", table=line.name)
+    if ids and len(ids) != ids[-1]:
+        missing = sorted(set(range(1, ids[-1] + 1)) - set(ids))[0]
+        raise InvalidInput(f"cannot merge: snapshot {missing} is missing on branch {name!r}; branch merge needs "
+                           "the complete append-only snapshot history", table=line.name)
+    for sid in ids:
+        kind = line.snapshot_manager.snapshot(sid).commit_kind
+        if kind not in (COMMIT_KIND_APPEND, COMMIT_KIND_ANALYZE):
+            raise InvalidInput(f"cannot merge: snapshot {sid} on branch {name!r} has commit kind {kind!r}; branch "
+                               "merge needs the complete append-only snapshot history", table=line.name)
+
+
+def merge_branch(table, source: str, target: str = MAIN_BRANCH) -> int | None:
+    """Add to line ``target`` (main or a branch) every data file line ``source``'s latest snapshot holds and
+    ``target``'s does not, as one APPEND snapshot of ``target`` -- Paimon's FileSystemBranchManager.mergeBranch
+    (``CALL sys.merge_branch``), a file-level merge for append tables. Files are shared, not copied. Returns the new
+    snapshot id of ``target``, or its latest id when there is nothing to merge.
+
+    Refused (InvalidInput, nothing written) as by Paimon: blank or equal names, an unknown branch, a line without
+    snapshots, a line with primary keys, a line whose history is not complete (snapshots 1..latest) and append-only
+    (APPEND / ANALYZE), differing latest columns, or a merged file whose schema id ``target`` lacks or holds
+    differently. UnsupportedFeature for row-tracking or data-evolution tables (lakemerge assigns no row ids).
+    CommitConflict if ``target`` already holds one of the files (a concurrent merge) -- nothing is deleted then:
+    the files are ``source``'s."""
+    from engine.commit.committer import Committer
+    from engine.errors import UnsupportedFeature
+    from engine.meta.manifest import ADD
+    from engine.write.commit_message import CommitMessage
+
+    for role, name in (("source", source), ("target", target)):
+        if not isinstance(name, str) or not name.strip():
+            raise InvalidInput(f"{role} branch name {name!r} is blank", table=table.name)
+    if source == target:
+        raise InvalidInput(f"cannot merge branch {source!r} into itself", table=table.name)
+    src, dst = _line(table, source), _line(table, target)
+    latest = {}
+    for name, line, verb in ((source, src, "merge branch"), (target, dst, "merge into branch")):
+        latest[name] = line.snapshot_manager.latest()
+        if latest[name] is None:
+            raise InvalidInput(f"cannot {verb} {name!r}: it has no snapshot", table=line.name)
+    for name, line in ((source, src), (target, dst)):
+        _require_append_history(line, name)
+    for name, line in ((source, src), (target, dst)):
+        if line.schema.primary_keys:
+            raise InvalidInput(f"branch merge is only for append tables, but branch {name!r} has primary keys",
+                               table=line.name)
+    for name, line in ((source, src), (target, dst)):
+        for option in ("data-evolution.enabled", "row-tracking.enabled"):
+            if str(line.schema.options.get(option, "false")).lower() == "true":
+                raise UnsupportedFeature(f"branch merge of {option.split('.')[0]} tables is not supported (branch "
+                                         f"{name!r})", table=line.name)
+    if src.schema.fields != dst.schema.fields:
+        raise InvalidInput(f"cannot merge branch {source!r} into {target!r}: their columns differ",
+                           table=table.name)
+    have = {e.identifier for e in dst.manifests.live_entries(latest[target])}
+    merged = [e for e in src.manifests.live_entries(latest[source]) if e.kind == ADD and e.identifier not in have]
+    if not merged:
+        return latest[target].id
+    for schema_id in sorted({e.file.schema_id for e in merged}):
+        if schema_id not in dst.schema_manager.ids():
+            raise InvalidInput(f"cannot merge branch {source!r} into {target!r}: {target!r} has no schema "
+                               f"{schema_id}, which files of {source!r} were written with", table=table.name)
+        if src.schema_manager.schema(schema_id).fields != dst.schema_manager.schema(schema_id).fields:
+            raise InvalidInput(f"cannot merge branch {source!r} into {target!r}: their schema {schema_id} "
+                               "differs", table=table.name)
+    groups: dict[tuple, list] = {}
+    for e in merged:
+        groups.setdefault((e.partition, e.bucket, e.total_buckets), []).append(e.file)
+    scan, user = dst.scan(), f"merge-branch-{uuid.uuid4()}"
+    messages = [CommitMessage(partition=p, partition_values=tuple(scan.partition_values(p)), bucket=b,
+                              total_buckets=n, new_files=tuple(files), commit_user=user, commit_identifier=0,
+                              base_snapshot_id=None, schema_id=dst.schema.id)
+                for (p, b, n), files in groups.items()]
+    sid = Committer(dst).commit(messages)  # on failure nothing is deleted: the files are the source's
+    dst._expire_after_commit(messages)
+    return sid

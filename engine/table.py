@@ -87,6 +87,13 @@ class Table:
         from engine.branches import rename_branch
         rename_branch(self, source, target)
 
+    def merge_branch(self, source: str, target: str = "main") -> int | None:
+        """Add the data files of append-table line ``source`` that line ``target`` lacks to ``target`` as one
+        APPEND snapshot (engine.branches.merge_branch, as Paimon's ``merge_branch``); returns ``target``'s latest
+        snapshot id. Raises InvalidInput, UnsupportedFeature, CommitConflict."""
+        from engine.branches import merge_branch
+        return merge_branch(self, source, target)
+
     def fast_forward(self, branch: str) -> None:
         """Make branch ``branch``'s history the table's (engine.branches.fast_forward, as Paimon's
         ``fast_forward``); this object then sees the new snapshots and latest schema. Raises InvalidInput."""

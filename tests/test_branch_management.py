@@ -143,3 +143,80 @@ def test_a_commit_to_a_branch_deleted_or_renamed_meanwhile_is_refused(table, cha
     files_after = {os.path.join(d, f) for d, _, fs in os.walk(table.root) for f in fs}
     assert files_after == files_before  # the refused commit's data and manifest files are gone
     assert table.check().ok
+
+
+APPEND_SCHEMA = pa.schema([("dt", pa.string()), ("id", pa.int64())])
+
+
+def _append_rows(dt, ids):
+    return pa.table({"dt": [dt] * len(ids), "id": list(ids)})
+
+
+@pytest.fixture()
+def append_table(catalog):
+    """Append table db.a partitioned by dt: main holds ids 0-2 (dt A); branch b1 from tag t1 adds ids 10-11 (dt A)
+    and 20 (dt B) in two commits; main then adds id 3."""
+    t = catalog.create_table("db.a", APPEND_SCHEMA, partition_keys=["dt"])
+    t.write(_append_rows("A", range(3)))
+    t.create_tag("t1")
+    t.create_branch("b1", tag="t1")
+    b1 = t.branch("b1")
+    b1.write(_append_rows("A", [10, 11]))
+    b1.write(_append_rows("B", [20]))
+    t.write(_append_rows("A", [3]))
+    return t
+
+
+def test_merge_branch_adds_the_files_only_the_source_has(append_table):
+    t = append_table
+    files_before = sorted(os.listdir(os.path.join(t.root, "dt=A", "bucket-0")))
+    sid = t.merge_branch("b1")
+    assert _ids(t) == [0, 1, 2, 3, 10, 11, 20]
+    snap = t.snapshot(sid)
+    assert snap.commit_kind == "APPEND" and snap.delta_record_count == 3
+    assert sorted(os.listdir(os.path.join(t.root, "dt=A", "bucket-0"))) == files_before  # shared, not copied
+    assert t.merge_branch("b1") == sid  # nothing left to merge: no new snapshot
+    assert _ids(t.branch("b1")) == [0, 1, 2, 10, 11, 20]  # the source is unchanged
+    t.branch("b1").merge_branch("main", "b1")  # the other way, from the branch table: main's id 3 joins b1
+    assert _ids(t.branch("b1")) == [0, 1, 2, 3, 10, 11, 20]
+    # main's merged files outlive the branch: delete it and clean orphans
+    t.delete_branch("b1")
+    t.remove_orphan_files(older_than=0)
+    assert _ids(t) == [0, 1, 2, 3, 10, 11, 20] and t.check().ok
+
+
+def test_merge_branch_refusals_change_nothing(catalog, append_table):
+    t = append_table
+    before = [s.id for s in t.snapshots()]
+    t.branch("b1").compact(full=True)  # a COMPACT snapshot breaks the append-only history
+    for call, message in [
+        (lambda: t.merge_branch("b1"), "commit kind 'COMPACT'"),
+        (lambda: t.merge_branch("main"), "into itself"),
+        (lambda: t.merge_branch(" "), "blank"),
+        (lambda: t.merge_branch("nosuch"), "'nosuch' does not exist"),
+        (lambda: t.merge_branch("main", "nosuch"), "'nosuch' does not exist"),
+    ]:
+        with pytest.raises(InvalidInput, match=message):
+            call()
+    t.create_branch("empty")
+    with pytest.raises(InvalidInput, match="merge branch 'empty': it has no snapshot"):
+        t.merge_branch("empty")
+    t.create_branch("b2", tag="t1")
+    t.branch("b2").alter().add_column("x", pa.int32()).commit()
+    t.branch("b2").write(pa.table({"dt": ["C"], "id": [30], "x": pa.array([1], pa.int32())}))
+    with pytest.raises(InvalidInput, match="columns differ"):
+        t.merge_branch("b2")
+    pk = catalog.create_table("db.k", SCHEMA, primary_key=["id"], options={"bucket": "1"})
+    pk.write(_rows([1], "x"))
+    pk.create_tag("t")
+    pk.create_branch("b", tag="t")
+    with pytest.raises(InvalidInput, match="only for append tables"):
+        pk.merge_branch("b")
+    assert [s.id for s in t.snapshots()] == before and _ids(t) == [0, 1, 2, 3]
+
+
+def test_merge_branch_needs_the_history_from_snapshot_1(append_table):
+    t = append_table
+    t.expire_snapshots(retain_max=1, retain_min=1)
+    with pytest.raises(InvalidInput, match="does not start at snapshot 1"):
+        t.merge_branch("b1")

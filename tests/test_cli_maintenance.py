@@ -278,3 +278,16 @@ def test_branches_create_rename_fast_forward_delete_and_maintenance_on_a_branch(
     _one_line_error(run("branch", "create", "db.t$snapshots", "x"), 1, "not a system table")
     assert _json(run("branch", "delete", "db.t", "b1", "--json"))["deleted"] is True
     assert table.branches() == ["c2"]
+
+
+def test_branch_merge_of_an_append_table(run, warehouse):
+    assert run("create", "db.a", "--schema", "id BIGINT").exit_code == 0
+    a = Catalog(warehouse).get_table("db.a")
+    a.write(pa.table({"id": pa.array([1], pa.int64())}))
+    a.create_tag("t1")
+    a.create_branch("b", tag="t1")
+    a.branch("b").write(pa.table({"id": pa.array([2], pa.int64())}))
+    assert _json(run("branch", "merge", "db.a", "b", "--json")) == {
+        "table": "db.a", "source": "b", "target": "main", "snapshot_id": 2}
+    assert sorted(a.read().column("id").to_pylist()) == [1, 2]
+    _one_line_error(run("branch", "merge", "db.a", "main", "--into", "main"), 1, "into itself")

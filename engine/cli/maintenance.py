@@ -1,5 +1,5 @@
 """Maintenance commands: ``compact``, ``expire``, ``drop-partition``, ``rescale``, ``remove-orphans``, ``tag create|delete|list``,
-``branch create|delete|rename|fast-forward|list``, ``rollback``.
+``branch create|delete|rename|fast-forward|merge|list``, ``rollback``.
 
 They follow the conventions of engine/cli/__init__.py and wrap the Table methods of issue 4 (engine.compact,
 engine.maintenance). Each prints a one-line summary (or one JSON document with ``--json``) and shows a spinner on
@@ -382,7 +382,7 @@ def tag_list(table, warehouse, as_json):
 # --- branches --------------------------------------------------------------------------------------------
 @cli.group()
 def branch():
-    """Create, delete, rename, fast-forward and list branches (TABLE may be a branch: db.t$branch_b)."""
+    """Create, delete, rename, fast-forward, merge and list branches (TABLE may be a branch: db.t$branch_b)."""
 
 
 def _branch_done(as_json: bool, result: dict, text: str) -> None:
@@ -446,6 +446,22 @@ def branch_fast_forward(table, name, warehouse, as_json):
     latest = t.snapshot_manager.latest_id()
     _branch_done(as_json, {"table": t.name, "branch": name, "latest_snapshot": latest},
                  f"fast-forwarded {t.name} to branch {name!r}: snapshot {latest} is the latest")
+
+
+@branch.command(name="merge")
+@table_argument
+@click.argument("source")
+@click.option("--into", "target", default="main", show_default=True, metavar="BRANCH",
+              help="The branch that receives SOURCE's files.")
+@warehouse_option()
+@json_option
+@debug_option
+def branch_merge(table, source, target, warehouse, as_json):
+    """Add the data files append-table branch SOURCE has and --into lacks, as one APPEND snapshot."""
+    t = _data_table(warehouse, table)
+    sid = t.merge_branch(source, target)
+    _branch_done(as_json, {"table": t.name, "source": source, "target": target, "snapshot_id": sid},
+                 f"merged branch {source!r} of {t.name} into {target!r}: snapshot {sid} is its latest")
 
 
 @branch.command(name="list")

@@ -713,3 +713,26 @@ def test_a_paimon_branch_named_with_a_leading_dot_is_read_and_protected(tmp_path
     assert sorted(r["id"] for r in t.branch(".dot").read().to_pylist()) == list(range(5))
     assert {r["v"] for r in t.branch(".dot").read().to_pylist()} == {"main"}  # its tag's files were kept
     assert t.check().ok
+
+
+def test_merge_branch_of_an_append_table_pypaimon_wrote_to_is_read_by_pypaimon(tmp_path):
+    """pypaimon appends to a branch of a lakemerge append table; lakemerge's merge_branch (Paimon's
+    FileSystemBranchManager.mergeBranch) adds those files to main, where pypaimon reads them."""
+    wh = str(tmp_path / "wh")
+    cat = Catalog(wh)
+    cat.create_database("db")
+    t = cat.create_table("db.a", SCHEMA, options={"bucket": "-1"})
+    t.write(_rows(0, 3, "main"))
+    t.create_tag("t1")
+    t.create_branch("b1", tag="t1")
+    pc = pp_catalog(wh, "db")
+    builder = pc.get_table("db.a$branch_b1").new_batch_write_builder()
+    w, c = builder.new_write(), builder.new_commit()
+    w.write_arrow(_rows(100, 102, "branch"))
+    c.commit(w.prepare_commit())
+    w.close()
+    c.close()
+    t.merge_branch("b1")
+    rb = pc.get_table("db.a").new_read_builder()
+    got = sorted(r["id"] for r in rb.new_read().to_arrow(rb.new_scan().plan().splits()).to_pylist())
+    assert got == sorted(t.read().column("id").to_pylist()) == [0, 1, 2, 100, 101]

@@ -244,6 +244,12 @@ def _require_append_history(line, name: str) -> None:
                                "merge needs the complete append-only snapshot history", table=line.name)
 
 
+def _schema_identity(schema) -> tuple:
+    """What Paimon's TableSchema.equals compares: version, fields, keys, options, comment and creation time."""
+    return (schema.version, schema.fields, schema.partition_keys, schema.primary_keys, schema.options,
+            schema.comment, schema.time_millis)
+
+
 def merge_branch(table, source: str, target: str = MAIN_BRANCH) -> int | None:
     """Add to line ``target`` (main or a branch) every data file line ``source``'s latest snapshot holds and
     ``target``'s does not, as one APPEND snapshot of ``target`` -- Paimon's FileSystemBranchManager.mergeBranch
@@ -253,7 +259,8 @@ def merge_branch(table, source: str, target: str = MAIN_BRANCH) -> int | None:
     Refused (InvalidInput, nothing written) as by Paimon: blank or equal names, an unknown branch, a line without
     snapshots, a line with primary keys, a line whose history is not complete (snapshots 1..latest) and append-only
     (APPEND / ANALYZE), differing latest columns, or a merged file whose schema id ``target`` lacks or holds
-    differently. UnsupportedFeature for row-tracking or data-evolution tables (lakemerge assigns no row ids).
+    differently (the whole schema, as Paimon's TableSchema.equals: options and creation time included).
+    UnsupportedFeature for row-tracking or data-evolution tables (lakemerge assigns no row ids).
     CommitConflict if ``target`` already holds one of the files (a concurrent merge) -- nothing is deleted then:
     the files are ``source``'s."""
     from engine.commit.committer import Committer
@@ -294,7 +301,8 @@ def merge_branch(table, source: str, target: str = MAIN_BRANCH) -> int | None:
         if schema_id not in dst.schema_manager.ids():
             raise InvalidInput(f"cannot merge branch {source!r} into {target!r}: {target!r} has no schema "
                                f"{schema_id}, which files of {source!r} were written with", table=table.name)
-        if src.schema_manager.schema(schema_id).fields != dst.schema_manager.schema(schema_id).fields:
+        if _schema_identity(src.schema_manager.schema(schema_id)) != _schema_identity(
+                dst.schema_manager.schema(schema_id)):
             raise InvalidInput(f"cannot merge branch {source!r} into {target!r}: their schema {schema_id} "
                                "differs", table=table.name)
     groups: dict[tuple, list] = {}

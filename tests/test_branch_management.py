@@ -220,3 +220,19 @@ def test_merge_branch_needs_the_history_from_snapshot_1(append_table):
     t.expire_snapshots(retain_max=1, retain_min=1)
     with pytest.raises(InvalidInput, match="does not start at snapshot 1"):
         t.merge_branch("b1")
+
+
+def test_merge_branch_refuses_files_of_a_schema_id_the_lines_hold_differently(append_table):
+    """Paimon's validateMergeFileSchemas compares the whole schema of each merged file's schema id
+    (TableSchema.equals: fields, keys, options, comment, time), not only its fields: main and b1 each made their
+    own schema 1 (same columns, different options), so b1's files written with it are not merged."""
+    t = append_table
+    t.alter().set_option("snapshot.num-retained.min", "5").commit()
+    b1 = t.branch("b1")
+    b1.alter().set_option("snapshot.num-retained.min", "7").commit()
+    b1.write(_append_rows("C", [30]))
+    assert t.schema.id == b1.schema.id == 1 and t.schema.fields == b1.schema.fields
+    before = [s.id for s in t.snapshots()]
+    with pytest.raises(InvalidInput, match="schema 1 differs"):
+        t.merge_branch("b1")
+    assert [s.id for s in t.snapshots()] == before and _ids(t) == [0, 1, 2, 3]

@@ -236,3 +236,23 @@ def test_merge_branch_refuses_files_of_a_schema_id_the_lines_hold_differently(ap
     with pytest.raises(InvalidInput, match="schema 1 differs"):
         t.merge_branch("b1")
     assert [s.id for s in t.snapshots()] == before and _ids(t) == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("change", ["delete", "rename"])
+def test_consumer_progress_of_a_branch_deleted_or_renamed_meanwhile_resurrects_nothing(table, change):
+    """A stream with a consumer id (or ``reset_consumer``) on a branch table object whose branch was deleted or
+    renamed must not recreate ``branch/branch-b1/consumer/``: a schema-less branch directory makes every cleanup of
+    the table fail (engine.branches.other_lines fails closed)."""
+    from engine.errors import TableNotFound
+    stale = table.branch("b1")
+    if change == "delete":
+        table.delete_branch("b1")
+    else:
+        table.rename_branch("b1", "b2")
+    with pytest.raises(TableNotFound, match="branch deleted or renamed"):
+        stale.reset_consumer("c1", 1)
+    with pytest.raises(TableNotFound, match="branch deleted or renamed"):
+        list(stale.stream(consumer_id="c1", idle_timeout=0.1, poll_interval=0.01))
+    assert not os.path.exists(os.path.join(table.root, "branch", "branch-b1"))
+    table.remove_orphan_files(older_than=0)
+    assert table.check().ok

@@ -43,8 +43,15 @@ class ConsumerManager:
         return _parse(raw, path)
 
     def record(self, consumer_id: str, next_snapshot: int) -> None:
-        """Store ``next_snapshot`` as the consumer's next snapshot id, replacing any previous record."""
+        """Store ``next_snapshot`` as the consumer's next snapshot id, replacing any previous record. Raises
+        TableNotFound when the table's line has no schema directory any more (its branch was deleted or renamed,
+        or the table dropped): recording would recreate a schema-less branch directory, which every cleanup of the
+        table refuses (engine.branches.other_lines)."""
+        from engine.errors import TableNotFound
         path = self.path(consumer_id)
+        if not self.table.file_io.exists(self.table.paths.schema_dir):
+            raise TableNotFound(self.table.name, f"{self.table.paths.meta_root} no longer holds its schema (was the "
+                                "branch deleted or renamed, or the table dropped?); consumer progress not recorded")
         self.table.file_io.mkdirs(self.directory)
         self.table.file_io.overwrite(path, json.dumps({"nextSnapshot": int(next_snapshot)}).encode())
 

@@ -461,10 +461,15 @@ def _now_millis() -> int:
 def alter_table(table, changes: Sequence[SchemaChange], *, max_attempts: int = 10) -> TableSchema:
     """Apply ``changes`` to the table's latest schema and publish it as ``schema-<N+1>``; returns the new schema
     and updates ``table.schema``. If another writer publishes a schema first, the changes are re-applied on top
-    of it. Raises InvalidSchema / InvalidOption (nothing written) or CommitConflict after ``max_attempts``."""
+    of it. Raises InvalidSchema / InvalidOption (nothing written), TableNotFound when the table (or its branch) has
+    no schema any more, or CommitConflict after ``max_attempts``."""
     changes = list(changes)
     for _ in range(max_attempts):
         latest = table.schema_manager.latest()
+        if latest is None:  # e.g. a branch table object whose branch was deleted or renamed meanwhile
+            from engine.errors import TableNotFound
+            raise TableNotFound(table.name, f"{table.paths.meta_root} holds no schema (was the branch deleted or "
+                                "renamed, or the table dropped?)")
         has_snapshots = table.snapshot_manager.latest_id() is not None
         new = apply_changes(latest, changes, table=table.name, has_snapshots=has_snapshots)
         if has_snapshots and latest.table_options.bucket == -2 and new.table_options.bucket != -2:

@@ -256,3 +256,12 @@ def test_consumer_progress_of_a_branch_deleted_or_renamed_meanwhile_resurrects_n
     assert not os.path.exists(os.path.join(table.root, "branch", "branch-b1"))
     table.remove_orphan_files(older_than=0)
     assert table.check().ok
+
+
+def test_altering_a_branch_deleted_meanwhile_raises_table_not_found(table):
+    from engine.errors import TableNotFound
+    stale = table.branch("b1")
+    table.delete_branch("b1")
+    with pytest.raises(TableNotFound, match="no schema"):
+        stale.alter().set_option("snapshot.num-retained.min", "3").commit()
+    assert not os.path.exists(os.path.join(table.root, "branch", "branch-b1"))

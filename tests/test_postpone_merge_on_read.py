@@ -130,3 +130,19 @@ def test_lookups_are_refused_as_paimon_refuses_them(catalog):
     write(t, rows("a", [1], 1, "x"), postpone=True)
     with pytest.raises(UnsupportedFeature, match="lookups of a postpone.merge-on-read table"):
         t.lookup(pa.table({"dt": ["a"], "id": [1]}))
+
+
+def test_deletion_vector_level_0_real_files_are_merged_as_paimon_merges_them(catalog):
+    """Paimon's PostponeMergeReadBuilder plans real buckets with a plain snapshot reader (no level filter): unlike an
+    ordinary deletion-vector batch scan, its merge-on-read sees real-bucket level-0 files (here left by write-only
+    fixed-bucket writes) -- and the rows equal those after the postpone compaction."""
+    t = make(catalog, **{"deletion-vectors.enabled": "true", "write-only": "true"})
+    write(t, rows("a", [1, 2, 3], 1, "r"), postpone=False)
+    write(t, rows("b", [1], 1, "r"), postpone=False)  # a partition without postponed records
+    write(t, rows("a", [2], 2, "p"), postpone=True)
+    assert {e.file.level for e in t.manifests.live_entries(t.snapshot()) if e.bucket >= 0} == {0}
+    expected = [("a", 1, 1, "r"), ("a", 2, 2, "p"), ("a", 3, 1, "r"), ("b", 1, 1, "r")]
+    assert as_rows(t.read()) == expected
+    assert as_rows(t.to_reader().read_all()) == expected
+    t.compact()
+    assert as_rows(t.read()) == expected

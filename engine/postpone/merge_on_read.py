@@ -10,7 +10,9 @@ Without the option a batch read sees real buckets only; with it, the postponed r
 * postponed records are newer than every real-bucket record of their bucket and keep their commit order among
   themselves (files in the order their snapshots added them, rows in file order): they get the sequence numbers
   after the bucket's largest, as the postpone compaction's writer gives them; ``sequence.field`` still orders first;
-* they are merged with the table's merge engine like one more sorted run (engine.read.split_read.SplitReader).
+* they are merged with the table's merge engine like one more sorted run (engine.read.split_read.SplitReader);
+* real buckets are read at every level, also the level-0 files a deletion-vector batch scan skips (Paimon plans
+  them with a plain snapshot reader, without AbstractBatchTableScan's level filter).
 
 Streaming reads, changelog reads and lookups are not merged on read (Paimon: a batch-scan feature; its lookup
 joins refuse such tables, and so does ``Table.lookup``). Contract of ``attach_postponed``: every key of the selected
@@ -36,10 +38,10 @@ def merges_on_read(schema) -> bool:
 
 def attach_postponed(splits, batch_views) -> list:
     """The batch splits of a merge-on-read postpone table. ``splits``: a plan's splits (postpone-bucket splits
-    included, their files in commit order); ``batch_views``: the real-bucket splits a batch read sees
-    (engine.read.split_read.batch_view of each, empty ones included). A partition with postponed files gets a split
-    for each of its buckets (an empty one where the plan has none), each carrying the postponed split
-    (``Split.postponed``); a partition without real-bucket files gets one split of bucket -2 with no files that
+    included, their files in commit order); ``batch_views``: the plan's real-bucket splits, every level (Paimon's
+    postpone merge read does not skip the level-0 files of deletion-vector tables). A partition with postponed
+    files gets a split for each of its buckets (an empty one where the plan has none), each carrying the postponed
+    split (``Split.postponed``); a partition without real-bucket files gets one split of bucket -2 with no files that
     carries them. Splits left with neither files nor postponed records are dropped."""
     postponed = {sp.partition: sp for sp in splits if sp.bucket == POSTPONE_BUCKET and sp.files}
     by_partition: dict[bytes, list] = {}

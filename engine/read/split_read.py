@@ -291,13 +291,15 @@ def batch_splits(splits, schema: TableSchema) -> list[Split]:
 
 
 def batch_read_splits(splits, schema: TableSchema) -> list[Split]:
-    """What a batch read of the rows merges: ``batch_splits``, and with ``postpone.merge-on-read`` the postponed
-    records attached to the splits of their buckets (engine.postpone.merge_on_read)."""
+    """What a batch read of the rows merges: ``batch_splits``, and with ``postpone.merge-on-read`` the real-bucket
+    splits at every level (no ``batch_view``: Paimon's PostponeMergeReadBuilder plans them with a plain snapshot
+    reader, which keeps the level-0 files a deletion-vector batch scan skips) with the postponed records attached to
+    the splits of their buckets (engine.postpone.merge_on_read)."""
     from engine.postpone import real_bucket_splits
     from engine.postpone.merge_on_read import attach_postponed, merges_on_read
     if not merges_on_read(schema):
         return batch_splits(splits, schema)
-    return attach_postponed(splits, [batch_view(sp, schema) for sp in real_bucket_splits(splits)])
+    return attach_postponed(splits, real_bucket_splits(splits))
 
 
 def with_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:

@@ -246,8 +246,9 @@ def _plain(table, skip: frozenset):
 
 def _partitions(table, snapshot) -> frozenset:
     """The serialized partitions a batch read of ``table`` at ``snapshot`` sees files of (real buckets only -- and
-    the postponed records of a ``postpone.merge-on-read`` table -- and without the level-0 files of a
-    deletion-vector table: engine.read.split_read.batch_read_splits), which is what
+    the postponed records of a ``postpone.merge-on-read`` table, whose real buckets count at every level -- and
+    otherwise without the level-0 files of a deletion-vector table: engine.read.split_read.batch_read_splits),
+    which is what
     Paimon's partition listing of a batch scan returns (its level and bucket filters apply to the listing)."""
     from engine.read.split_read import batch_read_splits
     return frozenset(sp.partition for sp in batch_read_splits(table.scan().plan(snapshot), table.schema))

@@ -324,11 +324,10 @@ class Table:
         """``read`` of a resolved snapshot; ``exclude`` and ``every_level`` as in engine.read.lookup.lookup_rows."""
         self.output_columns(out_cols)
         dnf = pred.normalize(filter, self.arrow_schema, self.name)
-        from engine.postpone import real_bucket_splits, require_batch_readable
-        from engine.read.split_read import batch_splits, with_schema
-        require_batch_readable(self.schema, self.name)
+        from engine.postpone import real_bucket_splits
+        from engine.read.split_read import batch_read_splits, with_schema
         planned = self.scan().plan(snap, dnf, exclude=exclude)
-        splits = real_bucket_splits(planned) if every_level else batch_splits(planned, self.schema)
+        splits = real_bucket_splits(planned) if every_level else batch_read_splits(planned, self.schema)
         read_cols = list(dict.fromkeys(out_cols + sorted(pred.columns_of(dnf))))
         reader = SplitReader(self.file_io, self.schema, self.schema_manager.schema)
         parts = self._map(lambda sp: reader.read(sp, read_cols), splits)
@@ -354,6 +353,8 @@ class Table:
         sides = fallback_branch.sides(self, snapshot_id)
         if sides is not None:  # scan.fallback-branch / scan.primary-branch: each side holds other partitions
             return fallback_branch.lookup(self, sides, keys, columns)
+        from engine.postpone import require_lookup_readable
+        require_lookup_readable(self.schema, self.name)
         if self.schema.cross_partition_update:
             from engine.dynamic_bucket.cross_partition import lookup_cross_partition
             return lookup_cross_partition(self, keys, snapshot_id, columns)

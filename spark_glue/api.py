@@ -48,8 +48,6 @@ def read_table(spark, path: str, *, columns=None, filter_pushdown: bool = True, 
     if not any(k.lower() == TIME_ZONE for k in options):
         options = {**options, "timeZone": spark.conf.get(SESSION_TIME_ZONE)}
     table = open_table(path)
-    from engine.postpone import require_batch_readable
-    require_batch_readable(table.schema, table.name)  # postpone.merge-on-read: refused as the engine's read is
     filter_pushdown = filter_pushdown or prune
     # The guard must be pushable, so a single never-null column: a key column (else a NOT NULL column), read
     # even when ``columns`` leaves it out (``a IS NOT NULL OR a IS NULL`` is never pushed: no re-plan).

@@ -175,9 +175,7 @@ class MergedTableReader(DataSourceReader):
         return on
 
     def partitions(self):
-        from engine.postpone import require_batch_readable
         table = open_table(self.options.get("path"))
-        require_batch_readable(table.schema, table.name)
         if self._follow_latest(table):
             return [LatestSnapshot(table.schema.id)]
         snap = resolve_snapshot(table, self.options)
@@ -278,13 +276,13 @@ def plan_batch(table, snapshot, dnf, options) -> tuple[list[Split], dict]:
     the other branch's snapshot from the same time-travel ``options``, tables.resolve_other_branch_snapshot; option
     ``read.table-alone``: none)."""
     from engine.read import fallback_branch
-    from engine.read.split_read import batch_splits
+    from engine.read.split_read import batch_read_splits
     from spark_glue.tables import resolve_other_branch_snapshot
     alone = parse_bool(str(options.get(TABLE_ALONE, "false")))
     sides = None if alone else fallback_branch.resolve(
         table, snapshot, lambda other: resolve_other_branch_snapshot(other, snapshot, options))
     if sides is None:
-        return batch_splits(table.scan().plan(snapshot, dnf), table.schema), {}
+        return batch_read_splits(table.scan().plan(snapshot, dnf), table.schema), {}
     return fallback_branch.splits(sides, dnf), {s.branch: s.table.schema.id for s in sides if s.branch is not None}
 
 

@@ -69,10 +69,6 @@ def test_option_checks(catalog):
     assert t.snapshot() is None and [f for f in list_files(t.root) if "bucket" in f] == []
     with pytest.raises(InvalidSchema, match="partition key"):  # a cross-partition key needs bucket=-1
         catalog.create_table("db.c", SCHEMA, ["id"], ["dt"], options={"bucket": "-2"})
-    mor = make(catalog, "db.m", **{"postpone.merge-on-read": "true"})
-    mor.write(rows("a", [1], "x"))
-    with pytest.raises(UnsupportedFeature, match="postpone.merge-on-read"):
-        mor.read()
 
 
 # --- fixed-bucket batch writes ---------------------------------------------------------------------------

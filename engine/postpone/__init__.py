@@ -1,7 +1,8 @@
 """Postpone bucket mode (``bucket = -2``) of primary-key tables, as Paimon runs it.
 
 * Postponed writes put files in the partition's ``bucket-postpone`` directory (bucket -2, total buckets -2); they
-  are not merged and batch reads do not see them (Paimon's AbstractBatchTableScan reads only real buckets).
+  are not merged and batch reads do not see them (Paimon's AbstractBatchTableScan reads only real buckets), unless
+  ``postpone.merge-on-read`` (engine.postpone.merge_on_read).
 * A postpone compaction (engine.postpone.compact) moves them into the partition's real buckets.
 * Batch writes with ``postpone.batch-write-fixed-bucket`` (the default) go straight to real buckets
   (engine.postpone.write).
@@ -12,16 +13,15 @@ from __future__ import annotations
 POSTPONE_BUCKET = -2  # the bucket id (and total bucket count) of postponed files
 
 
-def require_batch_readable(schema, table_name: str) -> None:
-    """Raise UnsupportedFeature for batch-read settings lakemerge does not honour, rather than return incomplete
-    rows: ``postpone.merge-on-read = true`` (Paimon then merges postponed records into batch reads, routing them to
-    their real buckets)."""
+def require_lookup_readable(schema, table_name: str) -> None:
+    """Raise UnsupportedFeature for a point lookup of a ``postpone.merge-on-read`` table: its batch reads merge
+    postponed records in (engine.postpone.merge_on_read), which lookups do not; Paimon's lookup reads refuse such
+    tables too (DataTableSource: "not supported for lookup reads")."""
     from engine.errors import UnsupportedFeature
-    from engine.options import POSTPONE_MERGE_ON_READ
-    opts = schema.table_options
-    if opts.bucket == POSTPONE_BUCKET and opts.get(POSTPONE_MERGE_ON_READ):
-        raise UnsupportedFeature(f"table {table_name!r}: postpone.merge-on-read=true (batch reads merging postponed "
-                                 "records) is not supported; compact the table and read with it false")
+    from engine.postpone.merge_on_read import merges_on_read
+    if merges_on_read(schema):
+        raise UnsupportedFeature(f"table {table_name!r}: lookups of a postpone.merge-on-read table are not "
+                                 "supported (as in Paimon); read with a key filter instead")
 
 
 def real_bucket_splits(splits) -> list:

@@ -143,17 +143,13 @@ def resolve(table, snapshot, other_snapshot: Callable) -> list[Side] | None:
 
 def splits(side_list: list[Side], dnf, *, batch: bool = True) -> list:
     """The splits of every side (``dnf`` over the table's columns), each other-branch split marked with its branch
-    (``Split.branch``). ``batch``: as a batch read sees them (engine.read.split_read.batch_splits); then raises
-    UnsupportedFeature for a side whose batch reads lakemerge does not honour
-    (engine.postpone.require_batch_readable)."""
-    from engine.postpone import require_batch_readable
-    from engine.read.split_read import batch_splits
+    (``Split.branch``). ``batch``: as a batch read merges them (engine.read.split_read.batch_read_splits: a
+    postpone side with ``postpone.merge-on-read`` carries its postponed records)."""
+    from engine.read.split_read import batch_read_splits
     out = []
     for side in side_list:
-        if batch:
-            require_batch_readable(side.table.schema, side.table.name)
         planned = side.table.scan().plan(side.snapshot, side.dnf(dnf))
-        planned = batch_splits(planned, side.table.schema) if batch else planned
+        planned = batch_read_splits(planned, side.table.schema) if batch else planned
         out += [sp if side.branch is None else replace(sp, branch=side.branch) for sp in planned]
     return out
 
@@ -249,11 +245,13 @@ def _plain(table, skip: frozenset):
 
 
 def _partitions(table, snapshot) -> frozenset:
-    """The serialized partitions a batch read of ``table`` at ``snapshot`` sees files of (real buckets only, and
-    without the level-0 files of a deletion-vector table: engine.read.split_read.batch_splits), which is what
+    """The serialized partitions a batch read of ``table`` at ``snapshot`` sees files of (real buckets only -- and
+    the postponed records of a ``postpone.merge-on-read`` table, whose real buckets count at every level -- and
+    otherwise without the level-0 files of a deletion-vector table: engine.read.split_read.batch_read_splits),
+    which is what
     Paimon's partition listing of a batch scan returns (its level and bucket filters apply to the listing)."""
-    from engine.read.split_read import batch_splits
-    return frozenset(sp.partition for sp in batch_splits(table.scan().plan(snapshot), table.schema))
+    from engine.read.split_read import batch_read_splits
+    return frozenset(sp.partition for sp in batch_read_splits(table.scan().plan(snapshot), table.schema))
 
 
 def _column_names(table, other, option: str, name: str) -> dict:

@@ -24,6 +24,7 @@ from engine.meta.manifest import (ADD, ManifestEntry, ManifestFileMeta, decode_m
 from engine.meta.snapshot import Snapshot
 from engine.options import PARTITION_DEFAULT_NAME, PARTITION_LEGACY_NAME
 from engine.paths import TablePaths
+from engine.postpone.merge_on_read import merges_on_read
 from engine.read import predicate as pred
 from engine.schema import TableSchema
 
@@ -42,6 +43,9 @@ class Split:
     files: tuple[DataFileMeta, ...]
     vectors: BucketVectors = BucketVectors()
     branch: str | None = None  # a fallback read's split of another branch (engine.read.fallback_branch)
+    # postpone.merge-on-read: the partition's postpone-bucket split, whose records of this bucket are merged in as
+    # the newest run (engine.postpone.merge_on_read); None otherwise
+    postponed: Split | None = None
 
     def deletion_file(self, file_name: str) -> DeletionFile | None:
         """Where the deletion vector of data file ``file_name`` is, or None when it has none."""
@@ -222,6 +226,8 @@ class TableScan:
         value_cols = pred.columns_of(dnf) - set(key_names) - set(parts)
         if s.table_options.merge_engine in ("partial-update", "aggregation"):
             value_cols = set()  # issue 3: a merged row can match a value filter that no single record matches
+        if merges_on_read(s):  # a postponed record may replace a matching one (or, first-row, lose to one)
+            value_cols = set()
         vectors = self.vectors(snapshot) if groups else {}
         for (partition, bucket), entries in groups.items():
             if value_cols and not any(self._values_may_match(e.file, dnf) for e in entries):

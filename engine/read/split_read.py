@@ -249,6 +249,11 @@ class SplitReader:
             from engine.changelog.producers import newest_per_key
             high = newest_per_key([t for t, run in zip(tables, runs) if run[0].level > 0], self.schema)
             tables = [t for t, run in zip(tables, runs) if run[0].level == 0] + ([high] if high is not None else [])
+        if split.postponed is not None:  # postpone.merge-on-read: the bucket's postponed records, newest
+            from engine.postpone.merge_on_read import postponed_run
+            extra = postponed_run(self, split, decode)
+            if extra is not None:
+                tables.append(extra)
         merged = merge_runs(tables, self.schema, project=list(columns),  # consumes tables: frees inputs early
                             drop_retracts=not keep_retracts)
         if merged is None:
@@ -261,8 +266,8 @@ class SplitReader:
     def _raw_readable(self, split: Split) -> bool:
         """Deletion-vector tables keep one live record per key above level 0 and drop retracts there: such a split
         with no level-0 file and no retract row is read file by file (Paimon's raw-convertible split)."""
-        return self.raw_reads and bool(split.files) and all(f.level > 0 and f.delete_row_count == 0
-                                                            for f in split.files)
+        return self.raw_reads and bool(split.files) and split.postponed is None \
+            and all(f.level > 0 and f.delete_row_count == 0 for f in split.files)
 
 
 def batch_view(split: Split, schema: TableSchema) -> Split:
@@ -283,6 +288,18 @@ def batch_splits(splits, schema: TableSchema) -> list[Split]:
     from engine.postpone import real_bucket_splits
     views = [batch_view(sp, schema) for sp in real_bucket_splits(splits)]
     return [sp for sp in views if sp.files]
+
+
+def batch_read_splits(splits, schema: TableSchema) -> list[Split]:
+    """What a batch read of the rows merges: ``batch_splits``, and with ``postpone.merge-on-read`` the real-bucket
+    splits at every level (no ``batch_view``: Paimon's PostponeMergeReadBuilder plans them with a plain snapshot
+    reader, which keeps the level-0 files a deletion-vector batch scan skips) with the postponed records attached to
+    the splits of their buckets (engine.postpone.merge_on_read)."""
+    from engine.postpone import real_bucket_splits
+    from engine.postpone.merge_on_read import attach_postponed, merges_on_read
+    if not merges_on_read(schema):
+        return batch_splits(splits, schema)
+    return attach_postponed(splits, real_bucket_splits(splits))
 
 
 def with_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:

@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from engine.errors import InvalidInput
 from engine.read import predicate as pred
-from engine.read.split_read import SplitReader, batch_splits, with_schema
+from engine.read.split_read import SplitReader, batch_read_splits, with_schema
 
 DEFAULT_BATCH_ROWS = 64 * 1024
 
@@ -28,14 +28,12 @@ def batch_reader(table, snapshot_id: int | None = None, columns: Sequence[str] |
     if batch_size is not None and batch_size < 1:
         raise InvalidInput(f"batch_size must be positive, got {batch_size}", table=table.name)
     dnf = pred.normalize(filter, table.arrow_schema, table.name)
-    from engine.postpone import require_batch_readable
-    require_batch_readable(table.schema, table.name)
     max_rows = batch_size or DEFAULT_BATCH_ROWS
     out_schema = pa.schema([table.arrow_schema.field(c) for c in out_cols])
     if table.schema.is_append_only:  # nothing to merge: file by file, in append order (engine.append.read)
         return pa.RecordBatchReader.from_batches(out_schema, _append_batches(table, table.snapshot(snapshot_id),
                                                                              out_cols, dnf, max_rows))
-    splits = batch_splits(table.scan().plan(table.snapshot(snapshot_id), dnf), table.schema)
+    splits = batch_read_splits(table.scan().plan(table.snapshot(snapshot_id), dnf), table.schema)
     read_cols = list(dict.fromkeys(out_cols + sorted(pred.columns_of(dnf))))
     read_schema = pa.schema([table.arrow_schema.field(c) for c in read_cols])
     expression = pred.to_expression(dnf) if dnf else None

@@ -236,17 +236,27 @@ def test_spark_compaction_of_a_postpone_table_moves_postponed_records_into_real_
     assert {e.total_buckets for e in t.manifests.live_entries(t.snapshot())} == {2}
 
 
-def test_spark_batch_read_of_a_merge_on_read_postpone_table_is_refused(spark, tmp_path):
-    """With postpone.merge-on-read=true Paimon's batch reads include the postponed records; lakemerge cannot, so a
-    Spark batch read is refused as the engine's read is, instead of silently leaving the postponed records out."""
-    from engine.errors import UnsupportedFeature
+def test_spark_batch_read_of_a_merge_on_read_postpone_table_merges_the_postponed_records(spark, tmp_path):
+    """With postpone.merge-on-read=true Paimon's batch reads (Spark's PostponeMergeOnRead) include the postponed
+    records, routed to their real buckets and newer than the records there; Spark's reads through lakemerge give
+    the rows the engine's read gives, and after the postpone compaction the same rows."""
     cat = Catalog(str(tmp_path / "wh_mor"))
     cat.create_database("db")
     t = cat.create_table("db.p", SCHEMA, ["region", "id"], ["region"],
                          {"bucket": "-2", "postpone.batch-write-fixed-bucket": "false",
                           "postpone.default-bucket-num": "2", "postpone.merge-on-read": "true"})
-    t.write(pa.table({"region": ["eu"], "id": [1], "qty": [5]}, schema=SCHEMA))
-    with pytest.raises(UnsupportedFeature, match="postpone.merge-on-read"):
-        spark_glue.read_table(spark, t.root).collect()
-    with pytest.raises(Exception, match="postpone.merge-on-read"):
-        spark.read.format("lakemerge").load(t.root).collect()
+    t.alter().set_option("postpone.batch-write-fixed-bucket", "true").commit()
+    t.write(pa.table({"region": ["eu", "eu", "eu"], "id": [1, 2, 3], "qty": [1, 1, 1]}, schema=SCHEMA))  # real
+    t.alter().set_option("postpone.batch-write-fixed-bucket", "false").commit()
+    t.write(pa.table({"region": ["eu", "us"], "id": [1, 4], "qty": [5, 7]}, schema=SCHEMA))  # postponed
+    t.delete(pa.table({"region": ["eu"], "id": [2]}))  # postponed delete
+    expected = [("eu", 1, 5), ("eu", 3, 1), ("us", 4, 7)]
+    assert sorted(tuple(r.values()) for r in t.read().to_pylist()) == expected
+
+    def spark_rows(df):
+        return sorted((r.region, r.id, r.qty) for r in df.collect())
+    assert spark_rows(spark_glue.read_table(spark, t.root)) == expected
+    assert spark_rows(spark.read.format("lakemerge").load(t.root)) == expected
+    assert spark_rows(spark_glue.read_table(spark, t.root, filter_pushdown=True).where("qty < 5")) == [("eu", 3, 1)]
+    t.compact()
+    assert spark_rows(spark.read.format("lakemerge").load(t.root)) == expected

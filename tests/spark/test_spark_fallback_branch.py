@@ -97,11 +97,11 @@ def test_read_table_guard_keeps_the_other_branch_null_rows(spark, tmp_path):
     assert [(r.pt, r.v) for r in got if r.k is None] == [(2, "null key")]
 
 
-def test_a_batch_read_refuses_a_postponed_merge_on_read_branch_as_the_engine_does(tmp_path):
-    """The fallback branch is a ``bucket = -2`` table with ``postpone.merge-on-read = true``: lakemerge cannot merge
-    its postponed records into a batch read, so planning the Spark read refuses it as Table.read does (it planned
-    the branch without them: rows silently missing)."""
-    from engine.errors import UnsupportedFeature
+def test_a_batch_read_merges_a_postponed_merge_on_read_branch_as_the_engine_does(tmp_path):
+    """The fallback branch is a ``bucket = -2`` table with ``postpone.merge-on-read = true``: its partitions that
+    hold only postponed records are read from it, merged (engine.postpone.merge_on_read), by Table.read and by the
+    Spark planning alike."""
+    from engine.read.split_read import SplitReader
     from spark_glue.reading import plan_batch
     cat = Catalog(str(tmp_path / "wh"))
     cat.create_database("db")
@@ -114,11 +114,17 @@ def test_a_batch_read_refuses_a_postponed_merge_on_read_branch_as_the_engine_doe
                                                        "postpone.batch-write-fixed-bucket": "false"})
     t.file_io.write_bytes(TablePaths(t.root, b.paths.meta_root).schema(new.id), new.to_json().encode())
     t.branch("b").write(_rows((2, 1, "postponed")))
+    t.branch("b").write(_rows((2, 1, "newer"), (2, 2, "two")))
     t.alter().set_option("scan.fallback-branch", "b").commit()
-    with pytest.raises(UnsupportedFeature, match="merge-on-read"):
-        t.read()
-    with pytest.raises(UnsupportedFeature, match="merge-on-read"):
-        plan_batch(t, t.snapshot(), None, {})
+    expected = [(1, 1, "main"), (2, 1, "newer"), (2, 2, "two")]
+    assert sorted((r["pt"], r["k"], r["v"]) for r in t.read().to_pylist()) == expected
+    splits, branch_schemas = plan_batch(t, t.snapshot(), None, {})
+    got = []
+    for sp in splits:
+        line = t if sp.branch is None else t.branch(sp.branch)
+        reader = SplitReader(line.file_io, line.schema, line.schema_manager.schema)
+        got += [(r["pt"], r["k"], r["v"]) for r in reader.read(sp, ["pt", "k", "v"]).to_pylist()]
+    assert sorted(got) == expected
 
 
 @pytest.mark.parametrize("option", ["scan.fallback-branch", "scan.primary-branch"])

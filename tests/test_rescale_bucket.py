@@ -230,6 +230,28 @@ def test_rescale_postpone_table(catalog):
     assert t.rescale(2, partitions={"dt": "c"}) is None
 
 
+def test_rescale_postpone_table_writes_the_requested_count_whatever_the_defaults(catalog):
+    """The rescale writer of a postpone table is handed the planned partitions' count (``decided``): every file of
+    a rescaled partition records bucket_num and holds only buckets below it, with no postpone.default-bucket-num
+    and whatever count the partition had; partitions outside the plan keep theirs."""
+    from engine.maintenance.rescale import plan_rescale, rescale_writer
+    t = catalog.create_table("db.pp", SCHEMA, ["dt", "k"], ["dt"], {"bucket": "-2"})
+    t.write(pa.concat_tables([rows("a", range(40)), rows("b", range(10))]))  # counts decided by size: 1 each
+    before_b = sorted(e.file.file_name for e in t.manifests.live_entries(t.snapshot()) if e.bucket >= 0
+                      and t.scan().partition_values(e.partition)[0] == "b")
+    plan = plan_rescale(t, 5, {"dt": "a"})
+    with rescale_writer(t, plan, commit_user="u") as w:  # a partition outside the plan has no count: refused
+        with pytest.raises(InvalidInput, match="no bucket count was decided"):
+            w.write(rows("b", [1]))
+    assert t.rescale(5, partitions={"dt": "a"}) == t.latest_snapshot_id()
+    live = t.manifests.live_entries(t.snapshot())
+    a_entries = [e for e in live if t.scan().partition_values(e.partition)[0] == "a"]
+    assert {e.total_buckets for e in a_entries} == {5} and {e.bucket for e in a_entries} <= set(range(5))
+    assert len({e.bucket for e in a_entries}) > 1  # 40 keys over 5 buckets
+    assert sorted(e.file.file_name for e in live if t.scan().partition_values(e.partition)[0] == "b") == before_b
+    assert content(t) == sorted([("a", k, f"v{k}") for k in range(40)] + [("b", k, f"v{k}") for k in range(10)])
+
+
 def test_primary_key_row_level_dml_on_an_old_layout_partition(table):
     """DELETE / UPDATE of a primary-key table write -D / +U records through the writer, so an old-layout partition
     refuses them as Paimon's writer does; a partition-only DELETE (a truncate) needs no writer."""

@@ -245,3 +245,32 @@ def test_spark_rescale_of_a_postpone_table(spark, tmp_path):
     t.write(_arrow([("us", 100, 2)]))  # us now holds postponed files: refused, as Table.rescale
     with pytest.raises(InvalidInput, match="postponed files"):
         spark_glue.rescale(spark, t.root, 2, partitions={"region": "us"})
+
+
+@pytest.mark.parametrize("options", [{"changelog-producer": "lookup"},
+                                     {"deletion-vectors.enabled": "true", "changelog-producer": "lookup"}])
+def test_spark_rescale_emits_no_changelog(spark, tmp_path, options):
+    """Paimon's overwrite commits no changelog (FileStoreCommitImpl.overwritePartition), so a rescale streams no
+    row again; a deletion-vector table's rescaled level-0 rows are readable at once (as Table.rescale)."""
+    t = _rescale_table(tmp_path, options=options)
+    before, sid = _content(t), t.latest_snapshot_id()
+    assert spark_glue.rescale(spark, t.root, 3) is not None
+    assert _content(t) == before and _counts(t) == {"eu": {3}, "us": {3}}
+    assert t.read_changes(sid).num_rows == 0
+
+
+def test_spark_rescale_refuses_nanosecond_timestamps(spark, tmp_path):
+    """Spark holds microseconds: rows passing through it would lose digits, so lakemerge refuses (before any job)
+    where Paimon's Spark procedure would truncate; Table.rescale keeps them."""
+    from engine.errors import UnsupportedFeature
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    schema = pa.schema([("id", pa.int64()), ("ts", pa.timestamp("ns"))])
+    t = cat.create_table("db.ts", schema, ["id"], options={"bucket": "1"})
+    t.write(pa.table({"id": [1, 2], "ts": pa.array([1_000_000_001, 5], pa.timestamp("ns"))}, schema=schema))
+    sid, files = t.latest_snapshot_id(), _files(t.root)
+    with pytest.raises(UnsupportedFeature, match="column 'ts' holds nanosecond timestamps"):
+        spark_glue.rescale(spark, t.root, 2)
+    assert t.latest_snapshot_id() == sid and _files(t.root) == files
+    t.rescale(2)
+    assert sorted(t.read().column("ts").cast(pa.int64()).to_pylist()) == [5, 1_000_000_001]

@@ -295,6 +295,14 @@ class Committer:
             paths += [t.scan().index_file_path(r) for r in m.dv_after]
         delete_unreferenced(t, paths)
 
+    def _delete_input_changelog(self, messages: Sequence[CommitMessage]) -> None:
+        """Delete the messages' input changelog files (an overwrite publishes none), unless something references
+        them (a replay of messages committed before)."""
+        from engine.maintenance.orphans import delete_unreferenced
+        t = self.table
+        delete_unreferenced(t, [data_file_path(t.bucket_dir(m.partition_values, m.bucket), f)
+                                for m in messages for f in m.changelog_files])
+
     # --- steps --------------------------------------------------------------------------------------
     def _entries(self, messages: Sequence[CommitMessage]) -> list[ManifestEntry]:
         """The manifest entries of the commit's first snapshot (subclasses may add DELETE entries)."""
@@ -538,7 +546,9 @@ class Committer:
         any container of serialized partition rows (engine.maintenance.partitions.PartitionMatcher).
         The messages' compaction results (a writer compacts its bucket's old files with the new ones) are not
         published, since the overwrite replaces the files they came from: the files they wrote (data, changelog,
-        DV index) are deleted. ``strict_after`` as in ``commit``: refused when a later snapshot changed real-bucket
+        DV index) are deleted. Nor is the messages' input changelog (``changelog_files``, changelog-producer=input):
+        an overwrite commits no changelog (Paimon's FileStoreCommitImpl logs that it drops it), so those files are
+        deleted too. ``strict_after`` as in ``commit``: refused when a later snapshot changed real-bucket
         files of an overwritten partition (a rescale, which rewrites what it read, would lose them).
         Raises CommitConflict, CommitRetriesExhausted, CommitOutcomeUnknown.
         """
@@ -548,6 +558,7 @@ class Committer:
         self._overwritten = partitions
         self._strict_after = strict_after
         self._delete_compaction_outputs(messages)
+        self._delete_input_changelog(messages)
         self._check_schemas({m.schema_id for m in messages})
         adds = [ManifestEntry(ADD, m.partition, m.bucket, m.total_buckets, f) for m in messages for f in m.new_files]
         adds = upgrade_overwrite(t, adds)  # Paimon's tryUpgrade: new files alone in their bucket go to the top

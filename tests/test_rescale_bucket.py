@@ -353,3 +353,41 @@ def test_rescale_of_an_input_changelog_table_leaves_no_changelog_files(catalog):
     assert t.read_changes(sid).num_rows == 0
     report = check_table(t)
     assert report.ok and report.orphan_files == []
+
+
+def test_rescale_fails_on_a_concurrent_deletion_vector_delete(catalog):
+    """A DELETE of a deletion-vector append table changes only the buckets' vectors (an OVERWRITE snapshot without
+    data-file entries). Committed while a rescale ran, it must fail the rescale as Paimon's StrictModeChecker does
+    (hasOverlappedIndexPartition), or the overwrite would bring the deleted rows back."""
+    import uuid
+
+    from engine.check import check_table
+    from engine.maintenance.rescale import _rows, commit_rescale, plan_rescale, rescale_writer
+    t = catalog.create_table("db.log", SCHEMA, [], ["dt"], {"bucket": "2", "bucket-key": "k",
+                                                            "deletion-vectors.enabled": "true"})
+    t.write(pa.concat_tables([rows("a", range(20)), rows("b", range(5))]))
+    plan = plan_rescale(t, 3, {"dt": "a"})
+    user = str(uuid.uuid4())
+    with rescale_writer(t, plan, commit_user=user) as w:
+        for parts in plan.splits.values():
+            for split in parts:
+                w.write(_rows(t, [split]))
+        messages = w.prepare_commit()
+    t.delete_where([("dt", "=", "a"), ("k", "=", 5)])  # lands while the rescale runs: vectors only
+    sid = t.latest_snapshot_id()
+    with pytest.raises(CommitConflict, match="deletion vectors"):
+        commit_rescale(t, plan, messages, commit_user=user)
+    assert t.latest_snapshot_id() == sid and ("a", 5, "v5") not in content(t) and len(content(t)) == 24
+    report = check_table(t)
+    assert report.ok and report.orphan_files == []
+    t.delete_where([("dt", "=", "b"), ("k", "=", 1)])  # vectors of another partition: no conflict
+    plan = plan_rescale(t, 3, {"dt": "a"})
+    with rescale_writer(t, plan, commit_user=user) as w:
+        for parts in plan.splits.values():
+            for split in parts:
+                w.write(_rows(t, [split]))
+        messages = w.prepare_commit()
+    t.delete_where([("dt", "=", "b"), ("k", "=", 2)])
+    assert commit_rescale(t, plan, messages, commit_user=user) == t.latest_snapshot_id()
+    assert content(t) == sorted([("a", k, f"v{k}") for k in range(20) if k != 5]
+                                + [("b", k, f"v{k}") for k in (0, 3, 4)])

@@ -45,6 +45,8 @@ from engine.meta import binary_row
 from engine.meta.data_file import SimpleStats
 from engine.commit.conflicts import check_file_changes
 from engine.commit.index_changes import next_index_manifest
+from engine.deletion_vectors.index_file import DV_INDEX
+from engine.dynamic_bucket.index_files import read_index_manifest
 from engine.commit.manifest_merge import ManifestMerger
 from engine.meta.manifest import (ADD, DELETE, ManifestEntry, ManifestFileMeta, encode_manifest, encode_manifest_list)
 from engine.meta.snapshot import (BATCH_COMMIT_IDENTIFIER, COMMIT_KIND_APPEND, COMMIT_KIND_COMPACT,
@@ -360,7 +362,9 @@ class Committer:
 
     def _check_strict(self, entries: list[ManifestEntry], latest: Snapshot | None) -> None:
         """``strict_after`` of ``commit``: raise CommitConflict when a snapshot after it changed real-bucket files of
-        a partition ``entries`` change (an expired one counts as a change)."""
+        a partition ``entries`` change, or that partition's index files (a deletion-vector DELETE of an append
+        table changes only vectors; Paimon's StrictModeChecker.hasOverlappedIndexPartition). An expired snapshot
+        counts as a change."""
         if self._strict_after is None or latest is None or latest.id <= self._strict_after:
             return
         changed = {e.partition for e in entries}
@@ -370,6 +374,7 @@ class Committer:
                 snap = sm.snapshot(sid)
                 delta = [e for meta in manifests.manifest_list(snap.delta_manifest_list)
                          for e in manifests.manifest(meta.file_name)]
+                index_hit = self._index_change(sm.snapshot(sid - 1), snap, changed)
             except (CorruptFile, SnapshotNotFound):
                 raise CommitConflict(self.table.name, f"snapshot {sid}, committed since this commit's base "
                                      f"snapshot {self._strict_after}, cannot be read to rule out a conflict") from None
@@ -378,6 +383,25 @@ class Committer:
                 raise CommitConflict(self.table.name, f"snapshot {sid} ({snap.commit_kind}), committed since this "
                                      f"commit's base snapshot {self._strict_after}, changed bucket {hit.bucket} of "
                                      f"partition {self.table.scan().partition_values(hit.partition)}")
+            if index_hit is not None:
+                kind = "deletion vectors" if index_hit["_INDEX_TYPE"] == DV_INDEX else "index"
+                raise CommitConflict(self.table.name, f"snapshot {sid} ({snap.commit_kind}), committed since this "
+                                     f"commit's base snapshot {self._strict_after}, changed the {kind} of bucket "
+                                     f"{index_hit['_BUCKET']} of partition "
+                                     f"{self.table.scan().partition_values(index_hit['_PARTITION'])}")
+
+    def _index_change(self, before: Snapshot, snap: Snapshot, partitions: set[bytes]) -> dict | None:
+        """An index record of one of ``partitions`` that ``snap`` added or removed relative to ``before`` (the
+        snapshot preceding it), or None. Raises CorruptFile if an index manifest cannot be read."""
+        if snap.index_manifest == before.index_manifest:
+            return None
+        io, paths = self.table.file_io, self.table.paths
+
+        def keyed(name):
+            return {(r["_PARTITION"], r["_BUCKET"], r["_INDEX_TYPE"], r["_FILE_NAME"]): r
+                    for r in read_index_manifest(io, paths, name) if r["_PARTITION"] in partitions}
+        old, new = keyed(before.index_manifest), keyed(snap.index_manifest)
+        return next((r for k, r in {**old, **new}.items() if (k in old) != (k in new)), None)
 
     def _check_conflicts(self, entries: list[ManifestEntry], latest: Snapshot | None) -> None:
         self._check_strict(entries, latest)

@@ -277,3 +277,29 @@ def test_spark_rescale_refuses_nanosecond_timestamps(spark, tmp_path):
     assert t.latest_snapshot_id() == sid and _files(t.root) == files
     t.rescale(2)
     assert sorted(t.read().column("ts").cast(pa.int64()).to_pylist()) == [5, 1_000_000_001]
+
+
+def test_spark_rescale_fails_on_a_concurrent_deletion_vector_delete(spark, tmp_path, monkeypatch):
+    """A DELETE of a deletion-vector append table writes only vectors; landing while the rescale ran, it fails the
+    rescale (Paimon's StrictModeChecker.hasOverlappedIndexPartition) instead of being undone by the overwrite."""
+    import importlib
+
+    from engine.check import check_table
+    from engine.errors import CommitConflict
+    rescale_mod = importlib.import_module("spark_glue.rescale")
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    t = cat.create_table("db.log", SCHEMA, [], ["region"], {"bucket": "2", "bucket-key": "id",
+                                                            "deletion-vectors.enabled": "true"})
+    t.write(_arrow([("eu", i, 1) for i in range(30)]))
+    real = rescale_mod.commit_rescale
+
+    def delete_then_commit(table, plan, messages, **kw):
+        t.delete_where([("id", "=", 7)])  # lands between the plan and the rescale's commit: vectors only
+        return real(table, plan, messages, **kw)
+    monkeypatch.setattr(rescale_mod, "commit_rescale", delete_then_commit)
+    with pytest.raises(CommitConflict, match="deletion vectors"):
+        spark_glue.rescale(spark, t.root, 3)
+    assert _counts(t) == {"eu": {2}} and ("eu", 7, 1) not in _content(t) and len(_content(t)) == 29
+    report = check_table(t)
+    assert report.ok and report.orphan_files == []

@@ -374,7 +374,8 @@ class Committer:
                 snap = sm.snapshot(sid)
                 delta = [e for meta in manifests.manifest_list(snap.delta_manifest_list)
                          for e in manifests.manifest(meta.file_name)]
-                index_hit = self._index_change(sm.snapshot(sid - 1), snap, changed)
+                before = sm.snapshot(sid - 1) if snap.index_manifest and sm.exists(sid - 1) else None
+                index_hit = self._index_change(before, snap, changed)
             except (CorruptFile, SnapshotNotFound):
                 raise CommitConflict(self.table.name, f"snapshot {sid}, committed since this commit's base "
                                      f"snapshot {self._strict_after}, cannot be read to rule out a conflict") from None
@@ -390,17 +391,19 @@ class Committer:
                                      f"{index_hit['_BUCKET']} of partition "
                                      f"{self.table.scan().partition_values(index_hit['_PARTITION'])}")
 
-    def _index_change(self, before: Snapshot, snap: Snapshot, partitions: set[bytes]) -> dict | None:
+    def _index_change(self, before: Snapshot | None, snap: Snapshot, partitions: set[bytes]) -> dict | None:
         """An index record of one of ``partitions`` that ``snap`` added or removed relative to ``before`` (the
-        snapshot preceding it), or None. Raises CorruptFile if an index manifest cannot be read."""
-        if snap.index_manifest == before.index_manifest:
+        snapshot preceding it), or None; with ``before`` unknown (expired), any record of ``partitions`` that
+        ``snap`` lists, as Paimon's checker does. A snapshot listing no index files changed none that matter (it
+        removed them only with their data files). Raises CorruptFile if an index manifest cannot be read."""
+        if not snap.index_manifest or (before is not None and snap.index_manifest == before.index_manifest):
             return None
         io, paths = self.table.file_io, self.table.paths
 
         def keyed(name):
             return {(r["_PARTITION"], r["_BUCKET"], r["_INDEX_TYPE"], r["_FILE_NAME"]): r
                     for r in read_index_manifest(io, paths, name) if r["_PARTITION"] in partitions}
-        old, new = keyed(before.index_manifest), keyed(snap.index_manifest)
+        old, new = ({} if before is None else keyed(before.index_manifest)), keyed(snap.index_manifest)
         return next((r for k, r in {**old, **new}.items() if (k in old) != (k in new)), None)
 
     def _check_conflicts(self, entries: list[ManifestEntry], latest: Snapshot | None) -> None:

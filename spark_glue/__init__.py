@@ -4,7 +4,8 @@
 points with filter pushdown and bucket-parallel writes; ``merge_into`` / ``delete_where`` / ``update_where`` are
 row-level operations; ``stream_batch_writer`` is the foreachBatch helper for exactly-once streaming writes;
 ``compact`` is distributed compaction; ``read_stream`` streams a table's changes (``_row_kind``);
-``drop_partitions`` drops partitions (Table.drop_partitions, committed from the driver).
+``drop_partitions`` drops partitions (Table.drop_partitions, committed from the driver); ``rescale`` rewrites
+partitions with a new bucket count (Table.rescale, distributed).
 Engine and kernels never import pyspark.
 """
 from spark_glue.api import distribute_by_bucket, read_table, register, write_table
@@ -18,5 +19,6 @@ from spark_glue.streaming import stream_batch_writer  # noqa: E402
 __all__ += ["stream_batch_writer"]
 from spark_glue.api import drop_partitions, read_stream  # noqa: E402
 from spark_glue.compaction import compact  # noqa: E402
+from spark_glue.rescale import rescale  # noqa: E402
 
-__all__ += ["read_stream", "compact", "drop_partitions"]
+__all__ += ["read_stream", "compact", "drop_partitions", "rescale"]

@@ -72,7 +72,8 @@ def read_table(spark, path: str, *, columns=None, filter_pushdown: bool = True, 
     return df
 
 
-def distribute_by_bucket(df, path: str, num_tasks: int | None = None, *, bucket_counts: dict | None = None):
+def distribute_by_bucket(df, path: str, num_tasks: int | None = None, *, bucket_counts: dict | None = None,
+                         bucket_num: int | None = None):
     """``df`` repartitioned so every (partition, bucket) of the table lands in exactly one task (so a commit
     writes one sorted run per bucket): the bucket is Paimon's hash as Spark expressions for a single INT/BIGINT
     key of an unpartitioned table (spark_glue.bucketing), else the engine's hashing kernel in an Arrow UDF over the
@@ -81,8 +82,9 @@ def distribute_by_bucket(df, path: str, num_tasks: int | None = None, *, bucket_
     partition -> count, spark_glue.postpone_buckets; default: the counts the latest snapshot's real-bucket files
     record), ``postpone.default-bucket-num`` for a partition it lacks, else 1 (placement only); without
     ``postpone.batch-write-fixed-bucket`` (rows stay postponed) by the key hash with the task count as bucket count.
-    Default task count: one per core (at most one per bucket of an unpartitioned table); ``num_tasks = bucket``
-    gives exactly one bucket per task.
+    ``bucket_num`` places every partition by that count instead, whatever the table's bucket mode (a rescale, see
+    spark_glue.rescale). Default task count: one per core (at most one per bucket of an unpartitioned table);
+    ``num_tasks = bucket`` gives exactly one bucket per task.
 
     The slot only decides placement: the writer recomputes buckets itself, so a wrong slot can never put a row
     in the wrong bucket.
@@ -91,7 +93,7 @@ def distribute_by_bucket(df, path: str, num_tasks: int | None = None, *, bucket_
     from spark_glue.writing import require_spark_writable
     table = open_table(path)
     require_spark_writable(table)
-    nb = table.schema.table_options.bucket
+    nb = table.schema.table_options.bucket if bucket_num is None else bucket_num
     postpone = nb == POSTPONE_BUCKET and not table.schema.is_append_only
     if nb < 1 and not postpone:  # a bucket-unaware append table: any task may write any row
         return df

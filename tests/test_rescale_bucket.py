@@ -230,6 +230,28 @@ def test_rescale_postpone_table(catalog):
     assert t.rescale(2, partitions={"dt": "c"}) is None
 
 
+def test_rescale_postpone_table_writes_the_requested_count_whatever_the_defaults(catalog):
+    """The rescale writer of a postpone table is handed the planned partitions' count (``decided``): every file of
+    a rescaled partition records bucket_num and holds only buckets below it, with no postpone.default-bucket-num
+    and whatever count the partition had; partitions outside the plan keep theirs."""
+    from engine.maintenance.rescale import plan_rescale, rescale_writer
+    t = catalog.create_table("db.pp", SCHEMA, ["dt", "k"], ["dt"], {"bucket": "-2"})
+    t.write(pa.concat_tables([rows("a", range(40)), rows("b", range(10))]))  # counts decided by size: 1 each
+    before_b = sorted(e.file.file_name for e in t.manifests.live_entries(t.snapshot()) if e.bucket >= 0
+                      and t.scan().partition_values(e.partition)[0] == "b")
+    plan = plan_rescale(t, 5, {"dt": "a"})
+    with rescale_writer(t, plan, commit_user="u") as w:  # a partition outside the plan has no count: refused
+        with pytest.raises(InvalidInput, match="no bucket count was decided"):
+            w.write(rows("b", [1]))
+    assert t.rescale(5, partitions={"dt": "a"}) == t.latest_snapshot_id()
+    live = t.manifests.live_entries(t.snapshot())
+    a_entries = [e for e in live if t.scan().partition_values(e.partition)[0] == "a"]
+    assert {e.total_buckets for e in a_entries} == {5} and {e.bucket for e in a_entries} <= set(range(5))
+    assert len({e.bucket for e in a_entries}) > 1  # 40 keys over 5 buckets
+    assert sorted(e.file.file_name for e in live if t.scan().partition_values(e.partition)[0] == "b") == before_b
+    assert content(t) == sorted([("a", k, f"v{k}") for k in range(40)] + [("b", k, f"v{k}") for k in range(10)])
+
+
 def test_primary_key_row_level_dml_on_an_old_layout_partition(table):
     """DELETE / UPDATE of a primary-key table write -D / +U records through the writer, so an old-layout partition
     refuses them as Paimon's writer does; a partition-only DELETE (a truncate) needs no writer."""
@@ -316,3 +338,78 @@ def test_rescale_reads_one_old_bucket_at_a_time(table, monkeypatch):
     table.rescale(partitions={"dt": "a"})
     assert seen and all(len(s) == 1 for s in seen) and len(seen) == 2  # partition a's two old buckets
     assert counts(table) == {"a": {4}, "b": {2}} and content(table) == before
+
+
+def test_rescale_of_an_input_changelog_table_leaves_no_changelog_files(catalog):
+    """An overwrite commits no changelog (Paimon's FileStoreCommitImpl warns "Overwrite mode currently does not
+    commit any changelog"): the changelog files an overwrite writer wrote (changelog-producer=input) are deleted
+    with it, not left unreferenced on disk."""
+    from engine.check import check_table
+    t = catalog.create_table("db.t", SCHEMA, ["dt", "k"], ["dt"], {"bucket": "2", "changelog-producer": "input"})
+    t.write(pa.concat_tables([rows("a", range(20)), rows("b", range(5))]))
+    before, sid = content(t), t.latest_snapshot_id()
+    assert t.rescale(3) == sid + 1
+    assert content(t) == before and counts(t) == {"a": {3}, "b": {3}}
+    assert t.read_changes(sid).num_rows == 0
+    report = check_table(t)
+    assert report.ok and report.orphan_files == []
+
+
+def test_rescale_fails_on_a_concurrent_deletion_vector_delete(catalog):
+    """A DELETE of a deletion-vector append table changes only the buckets' vectors (an OVERWRITE snapshot without
+    data-file entries). Committed while a rescale ran, it must fail the rescale as Paimon's StrictModeChecker does
+    (hasOverlappedIndexPartition), or the overwrite would bring the deleted rows back."""
+    import uuid
+
+    from engine.check import check_table
+    from engine.maintenance.rescale import _rows, commit_rescale, plan_rescale, rescale_writer
+    t = catalog.create_table("db.log", SCHEMA, [], ["dt"], {"bucket": "2", "bucket-key": "k",
+                                                            "deletion-vectors.enabled": "true"})
+    t.write(pa.concat_tables([rows("a", range(20)), rows("b", range(5))]))
+    plan = plan_rescale(t, 3, {"dt": "a"})
+    user = str(uuid.uuid4())
+    with rescale_writer(t, plan, commit_user=user) as w:
+        for parts in plan.splits.values():
+            for split in parts:
+                w.write(_rows(t, [split]))
+        messages = w.prepare_commit()
+    t.delete_where([("dt", "=", "a"), ("k", "=", 5)])  # lands while the rescale runs: vectors only
+    sid = t.latest_snapshot_id()
+    with pytest.raises(CommitConflict, match="deletion vectors"):
+        commit_rescale(t, plan, messages, commit_user=user)
+    assert t.latest_snapshot_id() == sid and ("a", 5, "v5") not in content(t) and len(content(t)) == 24
+    report = check_table(t)
+    assert report.ok and report.orphan_files == []
+    t.delete_where([("dt", "=", "b"), ("k", "=", 1)])  # vectors of another partition: no conflict
+    plan = plan_rescale(t, 3, {"dt": "a"})
+    with rescale_writer(t, plan, commit_user=user) as w:
+        for parts in plan.splits.values():
+            for split in parts:
+                w.write(_rows(t, [split]))
+        messages = w.prepare_commit()
+    t.delete_where([("dt", "=", "b"), ("k", "=", 2)])
+    assert commit_rescale(t, plan, messages, commit_user=user) == t.latest_snapshot_id()
+    assert content(t) == sorted([("a", k, f"v{k}") for k in range(20) if k != 5]
+                                + [("b", k, f"v{k}") for k in (0, 3, 4)])
+
+
+def test_rescale_commits_after_its_planned_snapshot_expired(catalog):
+    """The strict-mode check needs no expired snapshot when the later ones changed other partitions only (the
+    planned snapshot itself may expire while the rescale runs)."""
+    import uuid
+
+    from engine.maintenance.rescale import _rows, commit_rescale, plan_rescale, rescale_writer
+    t = catalog.create_table("db.t", SCHEMA, ["dt", "k"], ["dt"], {"bucket": "2", "snapshot.num-retained.min": "1",
+                                                                  "snapshot.num-retained.max": "1"})
+    t.write(pa.concat_tables([rows("a", range(20)), rows("b", range(5))]))
+    plan = plan_rescale(t, 3, {"dt": "a"})
+    user = str(uuid.uuid4())
+    with rescale_writer(t, plan, commit_user=user) as w:
+        for parts in plan.splits.values():
+            for split in parts:
+                w.write(_rows(t, [split]))
+        messages = w.prepare_commit()
+    t.write(rows("b", [7]))
+    assert not t.snapshot_manager.exists(plan.snapshot_id)
+    assert commit_rescale(t, plan, messages, commit_user=user) == t.latest_snapshot_id()
+    assert counts(t) == {"a": {3}, "b": {2}} and len(content(t)) == 26

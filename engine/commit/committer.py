@@ -45,6 +45,8 @@ from engine.meta import binary_row
 from engine.meta.data_file import SimpleStats
 from engine.commit.conflicts import check_file_changes
 from engine.commit.index_changes import next_index_manifest
+from engine.deletion_vectors.index_file import DV_INDEX
+from engine.dynamic_bucket.index_files import read_index_manifest
 from engine.commit.manifest_merge import ManifestMerger
 from engine.meta.manifest import (ADD, DELETE, ManifestEntry, ManifestFileMeta, encode_manifest, encode_manifest_list)
 from engine.meta.snapshot import (BATCH_COMMIT_IDENTIFIER, COMMIT_KIND_APPEND, COMMIT_KIND_COMPACT,
@@ -295,6 +297,14 @@ class Committer:
             paths += [t.scan().index_file_path(r) for r in m.dv_after]
         delete_unreferenced(t, paths)
 
+    def _delete_input_changelog(self, messages: Sequence[CommitMessage]) -> None:
+        """Delete the messages' input changelog files (an overwrite publishes none), unless something references
+        them (a replay of messages committed before)."""
+        from engine.maintenance.orphans import delete_unreferenced
+        t = self.table
+        delete_unreferenced(t, [data_file_path(t.bucket_dir(m.partition_values, m.bucket), f)
+                                for m in messages for f in m.changelog_files])
+
     # --- steps --------------------------------------------------------------------------------------
     def _entries(self, messages: Sequence[CommitMessage]) -> list[ManifestEntry]:
         """The manifest entries of the commit's first snapshot (subclasses may add DELETE entries)."""
@@ -352,7 +362,9 @@ class Committer:
 
     def _check_strict(self, entries: list[ManifestEntry], latest: Snapshot | None) -> None:
         """``strict_after`` of ``commit``: raise CommitConflict when a snapshot after it changed real-bucket files of
-        a partition ``entries`` change (an expired one counts as a change)."""
+        a partition ``entries`` change, or that partition's index files (a deletion-vector DELETE of an append
+        table changes only vectors; Paimon's StrictModeChecker.hasOverlappedIndexPartition). An expired snapshot
+        counts as a change."""
         if self._strict_after is None or latest is None or latest.id <= self._strict_after:
             return
         changed = {e.partition for e in entries}
@@ -362,6 +374,8 @@ class Committer:
                 snap = sm.snapshot(sid)
                 delta = [e for meta in manifests.manifest_list(snap.delta_manifest_list)
                          for e in manifests.manifest(meta.file_name)]
+                before = sm.snapshot(sid - 1) if snap.index_manifest and sm.exists(sid - 1) else None
+                index_hit = self._index_change(before, snap, changed)
             except (CorruptFile, SnapshotNotFound):
                 raise CommitConflict(self.table.name, f"snapshot {sid}, committed since this commit's base "
                                      f"snapshot {self._strict_after}, cannot be read to rule out a conflict") from None
@@ -370,6 +384,27 @@ class Committer:
                 raise CommitConflict(self.table.name, f"snapshot {sid} ({snap.commit_kind}), committed since this "
                                      f"commit's base snapshot {self._strict_after}, changed bucket {hit.bucket} of "
                                      f"partition {self.table.scan().partition_values(hit.partition)}")
+            if index_hit is not None:
+                kind = "deletion vectors" if index_hit["_INDEX_TYPE"] == DV_INDEX else "index"
+                raise CommitConflict(self.table.name, f"snapshot {sid} ({snap.commit_kind}), committed since this "
+                                     f"commit's base snapshot {self._strict_after}, changed the {kind} of bucket "
+                                     f"{index_hit['_BUCKET']} of partition "
+                                     f"{self.table.scan().partition_values(index_hit['_PARTITION'])}")
+
+    def _index_change(self, before: Snapshot | None, snap: Snapshot, partitions: set[bytes]) -> dict | None:
+        """An index record of one of ``partitions`` that ``snap`` added or removed relative to ``before`` (the
+        snapshot preceding it), or None; with ``before`` unknown (expired), any record of ``partitions`` that
+        ``snap`` lists, as Paimon's checker does. A snapshot listing no index files changed none that matter (it
+        removed them only with their data files). Raises CorruptFile if an index manifest cannot be read."""
+        if not snap.index_manifest or (before is not None and snap.index_manifest == before.index_manifest):
+            return None
+        io, paths = self.table.file_io, self.table.paths
+
+        def keyed(name):
+            return {(r["_PARTITION"], r["_BUCKET"], r["_INDEX_TYPE"], r["_FILE_NAME"]): r
+                    for r in read_index_manifest(io, paths, name) if r["_PARTITION"] in partitions}
+        old, new = ({} if before is None else keyed(before.index_manifest)), keyed(snap.index_manifest)
+        return next((r for k, r in {**old, **new}.items() if (k in old) != (k in new)), None)
 
     def _check_conflicts(self, entries: list[ManifestEntry], latest: Snapshot | None) -> None:
         self._check_strict(entries, latest)
@@ -541,7 +576,9 @@ class Committer:
         any container of serialized partition rows (engine.maintenance.partitions.PartitionMatcher).
         The messages' compaction results (a writer compacts its bucket's old files with the new ones) are not
         published, since the overwrite replaces the files they came from: the files they wrote (data, changelog,
-        DV index) are deleted. ``strict_after`` as in ``commit``: refused when a later snapshot changed real-bucket
+        DV index) are deleted. Nor is the messages' input changelog (``changelog_files``, changelog-producer=input):
+        an overwrite commits no changelog (Paimon's FileStoreCommitImpl logs that it drops it), so those files are
+        deleted too. ``strict_after`` as in ``commit``: refused when a later snapshot changed real-bucket
         files of an overwritten partition (a rescale, which rewrites what it read, would lose them).
         Raises CommitConflict, CommitRetriesExhausted, CommitOutcomeUnknown.
         """
@@ -551,6 +588,7 @@ class Committer:
         self._overwritten = partitions
         self._strict_after = strict_after
         self._delete_compaction_outputs(messages)
+        self._delete_input_changelog(messages)
         self._check_schemas({m.schema_id for m in messages})
         adds = [ManifestEntry(ADD, m.partition, m.bucket, m.total_buckets, f) for m in messages for f in m.new_files]
         adds = upgrade_overwrite(t, adds)  # Paimon's tryUpgrade: new files alone in their bucket go to the top

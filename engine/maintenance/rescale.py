@@ -7,6 +7,10 @@ read), so a commit to those partitions while it ran makes it fail instead of bei
 changed: rescaling to a count other than the ``bucket`` option leaves partitions that later writes refuse until
 the option is altered to match (``ALTER TABLE SET ('bucket' = ...)`` first is the documented order).
 
+The steps are shared with the distributed rescale (spark_glue.rescale): ``plan_rescale`` (validate, pick the
+splits at one snapshot), ``rescale_writer`` (an overwrite writer by the new count; a postpone table's is handed
+the planned partitions' count), ``commit_rescale`` (the strict-mode OVERWRITE commit).
+
 Contract of ``rescale``:
 - Rows are the merged rows of every level (a deletion-vector table's level-0 files too, as Paimon's rescale
   reads them); append tables keep their rows in append order per bucket.
@@ -31,8 +35,39 @@ from engine.errors import InvalidInput, UnsupportedFeature
 from engine.postpone import POSTPONE_BUCKET
 
 
+@dataclasses.dataclass(frozen=True)
+class RescalePlan:
+    """What a rescale rewrites: the real-bucket splits of each matched partition (serialized partition -> its
+    splits, in bucket order) at snapshot ``snapshot_id``, and the count they get (``bucket_num``; None: the table's
+    ``bucket``)."""
+    snapshot_id: int
+    bucket_num: int | None
+    splits: dict
+
+    @property
+    def partitions(self) -> list[bytes]:
+        return list(self.splits)
+
+
 def rescale(table, bucket_num: int | None = None, partitions=None) -> int | None:
     """Rewrite the matched partitions with ``bucket_num`` buckets (module contract); the OVERWRITE snapshot's id."""
+    plan = plan_rescale(table, bucket_num, partitions)
+    if plan is None:
+        return None
+    user = str(uuid.uuid4())
+    with rescale_writer(table, plan, commit_user=user) as w:
+        for parts in plan.splits.values():
+            for split in parts:  # one old bucket at a time: the writer spills sorted runs as its buffer fills
+                rows = _rows(table, [split])
+                if rows.num_rows:
+                    w.write(rows)
+        messages = w.prepare_commit()
+    return commit_rescale(table, plan, messages, commit_user=user)
+
+
+def plan_rescale(table, bucket_num: int | None = None, partitions=None) -> RescalePlan | None:
+    """Validate a rescale of ``table`` and plan it at the latest snapshot; None when no matched partition holds
+    real-bucket files. Raises as the module contract says (everything but CommitConflict); writes nothing."""
     mode = table.schema.table_options.bucket
     snap = table.snapshot_manager.latest()
     if snap is None:
@@ -59,17 +94,15 @@ def rescale(table, bucket_num: int | None = None, partitions=None) -> int | None
         raise InvalidInput(f"partition {tuple(postponed.partition_values)} holds postponed files that are not in "
                            "real buckets yet; the rescale overwrite would drop them (Paimon's rescale reads only "
                            "real buckets): compact the table first", table=table.name)
-    user = str(uuid.uuid4())
-    writer = _overwrite_writer(table, bucket_num, grouped, user)
-    with writer as w:
-        for parts in grouped.values():
-            for split in parts:  # one old bucket at a time: the writer spills sorted runs as its buffer fills
-                rows = _rows(table, [split])
-                if rows.num_rows:
-                    w.write(rows)
-        messages = w.prepare_commit()
-    scope = [tuple(parts[0].partition_values) for parts in grouped.values()] if table.partition_keys else None
-    return table.commit_overwrite(messages, scope, commit_user=user, strict_after=snap.id)
+    return RescalePlan(snap.id, bucket_num, grouped)
+
+
+def commit_rescale(table, plan: RescalePlan, messages, *, commit_user: str) -> int | None:
+    """Publish ``messages`` (written by ``rescale_writer``s of ``plan``) as one OVERWRITE snapshot of the planned
+    partitions in strict mode: CommitConflict (files deleted, table unchanged) if a snapshot after the planned one
+    changed real-bucket files of those partitions."""
+    scope = [tuple(parts[0].partition_values) for parts in plan.splits.values()] if table.partition_keys else None
+    return table.commit_overwrite(messages, scope, commit_user=commit_user, strict_after=plan.snapshot_id)
 
 
 def _matcher(table, partitions):
@@ -81,19 +114,19 @@ def _matcher(table, partitions):
     return PartitionMatcher(table, normalize_specs(table, partitions))
 
 
-def _overwrite_writer(table, bucket_num: int | None, partitions, user: str):
-    """An overwrite writer placing rows by ``bucket_num`` (the table's count when None)."""
+def rescale_writer(table, plan: RescalePlan, *, commit_user: str, commit_identifier: int | None = None):
+    """An overwrite writer of ``table`` placing rows by ``plan.bucket_num`` (the table's count when None); a
+    postpone table's writes real buckets, the planned partitions with ``plan.bucket_num`` buckets."""
     if table.schema.table_options.bucket == POSTPONE_BUCKET:
         from engine.postpone.write import FixedBucketPostponeWrite
-        writer = FixedBucketPostponeWrite(table, overwrite=True, commit_user=user)
-        counts = writer._known_counts()  # empty for an overwrite writer: the rescaled partitions get bucket_num
-        counts.update(dict.fromkeys(partitions, bucket_num))
-        return writer
+        return FixedBucketPostponeWrite(table, overwrite=True, decided=dict.fromkeys(plan.splits, plan.bucket_num),
+                                        commit_user=commit_user, commit_identifier=commit_identifier)
     target = table
-    if bucket_num is not None and bucket_num != table.schema.table_options.bucket:
+    if plan.bucket_num is not None and plan.bucket_num != table.schema.table_options.bucket:
         target = copy.copy(table)  # Paimon: the table copied with 'bucket' = bucket_num, schema file unchanged
-        target.schema = dataclasses.replace(table.schema, options={**table.schema.options, "bucket": str(bucket_num)})
-    return target.new_write(commit_user=user, overwrite=True)
+        target.schema = dataclasses.replace(table.schema,
+                                            options={**table.schema.options, "bucket": str(plan.bucket_num)})
+    return target.new_write(commit_user=commit_user, commit_identifier=commit_identifier, overwrite=True)
 
 
 def _rows(table, splits) -> pa.Table:

@@ -274,3 +274,14 @@ def test_float_bits_roundtrip(x):
     t = parse_atomic("FLOAT")
     (back,) = br.decode_row(br.encode_row([x], [t]), [t])
     assert (math.isnan(x) and math.isnan(back)) or (back == x and math.copysign(1, back) == math.copysign(1, x))
+
+
+def test_nanosecond_timestamps_at_the_ends_of_arrows_range_round_trip():
+    """TIMESTAMP(9) values as far out as Arrow's nanosecond timestamps reach (+-(2**63 - 1) ns, pandas' own limits)
+    decode back to themselves: decoding went through a microsecond datetime floored below pandas' minimum and then
+    raised 'cannot decode TIMESTAMP(9) from BinaryRow', so a table with such a key could not be read or compacted."""
+    import pandas as pd
+
+    ts9 = parse_atomic("TIMESTAMP(9)")
+    for ns in (-(2**63 - 1), 2**63 - 1, -1, -999, -1_000_001):
+        assert br.decode_row(br.encode_row([ns], [ts9]), [ts9]) == [pd.Timestamp(ns, unit="ns")], ns

@@ -46,6 +46,24 @@ def test_nanosecond_literals_compare_exactly(catalog):
     assert t.read(filter=[("ts", "not in", [stored[0]])]).column("id").to_pylist() == [2]
 
 
+def test_pandas_timestamp_literals_keep_their_nanoseconds(catalog):
+    """A pandas.Timestamp literal (what ``to_pylist`` gives for TIMESTAMP(9) values) went through
+    ``pa.scalar``, which infers microseconds: ts = <a stored value with nanosecond digits> matched nothing and the
+    plan pruned files by the truncated literal. Tz-aware literals on a TIMESTAMP_LTZ(9) column too."""
+    t = _ns_table(catalog)
+    stored = t.read().sort_by("id").column("ts").to_pylist()
+    assert stored[0].nanosecond == 399
+    assert t.read(filter=[("ts", "=", stored[0])]).column("id").to_pylist() == [1]
+    assert t.read(filter=[("ts", "in", [stored[0], stored[1]])]).sort_by("id").column("id").to_pylist() == [1, 2]
+    assert t.read(filter=[("ts", "<", stored[0]), ("ts", ">", stored[1])]).num_rows == 0
+    ltz = catalog.create_table("db.ltz", pa.schema([("id", pa.int64()), ("ts", pa.timestamp("ns", tz="UTC"))]),
+                               primary_key=["id"], options={"bucket": "1"})
+    ltz.write(pa.table({"id": [1], "ts": pa.array([1_700_000_000_000_003_399], pa.timestamp("ns", tz="UTC"))}))
+    (value,) = ltz.read().column("ts").to_pylist()
+    assert ltz.read(filter=[("ts", "=", value)]).column("id").to_pylist() == [1]
+    assert ltz.read(filter=[("ts", "=", value.tz_convert("Europe/Berlin"))]).column("id").to_pylist() == [1]
+
+
 @pytest.mark.parametrize("arrow_type", [pa.decimal128(5, -2), pa.decimal128(3, 5), pa.binary(0)])
 def test_types_outside_paimon_ranges_are_refused_at_create(catalog, warehouse, arrow_type):
     """DECIMAL(5, -2) and DECIMAL(3, 5) were written into schema-0 (which no reader, lakemerge included, could

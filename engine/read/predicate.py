@@ -61,7 +61,9 @@ def _cast(value, typ: pa.DataType, col: str, table: str):
         raise InvalidInput(f"filter on {col!r} compares with None; nulls never compare equal", table=table,
                            column=col)
     try:
-        scalar = value if isinstance(value, pa.Scalar) else pa.scalar(value)
+        scalar = _literal(value)  # a pandas.Timestamp keeps its nanoseconds
+        if not isinstance(scalar, pa.Scalar):
+            scalar = pa.scalar(scalar)
         return scalar.cast(typ).as_py()
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError) as e:
         raise InvalidInput(f"filter literal {value!r} does not fit column {col!r} of type {typ}: {e}",

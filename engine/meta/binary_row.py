@@ -295,6 +295,26 @@ def deserialize_row(data: bytes, types: Sequence[DataType]) -> list:
     return decode_row(data[4:], types)
 
 
+def upper_bound_of_floored(values: Sequence[Any], types: Sequence[DataType]) -> list:
+    """``values`` (decoded maxima: a file's _MAX_KEY or max statistics) made safe as upper bounds: every
+    TIMESTAMP(7..9) value without sub-microsecond digits is raised by one microsecond. pypaimon 2.1 records those
+    bounds floored to microseconds (keys 1 ns and 900 ns give a max of 0 ns; Java records them exactly), so the raw
+    value may lie below the file's real maximum. Raised, it lies above every value with that floor, so in a
+    lexicographic key it bounds every key of the file too. Exact bounds only get looser (by under a microsecond);
+    values pandas cannot hold as nanoseconds stay as they are."""
+    out = list(values)
+    for i, (v, t) in enumerate(zip(values, types)):
+        if v is None or t.root not in ("TIMESTAMP", "TIMESTAMP_LTZ") or (t.precision or 6) <= 6 or \
+                getattr(v, "nanosecond", 0):
+            continue
+        try:
+            import pandas as pd
+            out[i] = pd.Timestamp(v) + pd.Timedelta(nanoseconds=1000)
+        except (ImportError, OverflowError, ValueError):
+            continue
+    return out
+
+
 # --- key order ---------------------------------------------------------------------------------------------
 def order_key(values: Sequence[Any], types: Sequence[DataType]) -> tuple:
     """A tuple whose Python order is Paimon's key order for decoded key ``values``: nulls first, and FLOAT/DOUBLE

@@ -262,7 +262,8 @@ class TableScan:
         now = {fl.id: fl.name for fl in self.schema.fields}
         try:
             mins = binary_row.deserialize_row(stats.min_values, _stat_types(types))
-            maxs = _loose_maxima(binary_row.deserialize_row(stats.max_values, _stat_types(types)), types)
+            maxs = binary_row.upper_bound_of_floored(
+                binary_row.deserialize_row(stats.max_values, _stat_types(types)), types)
         except Exception:
             return True
         # a column with ``fields.<f>.default-value`` reads its nulls as the default, which the stats do not know
@@ -282,8 +283,9 @@ class TableScan:
             return True
         try:
             mins = binary_row.deserialize_row(f.key_stats.min_values, [t.with_nullable(True) for t in key_types])
-            maxs = _loose_maxima(binary_row.deserialize_row(f.key_stats.max_values,
-                                                            [t.with_nullable(True) for t in key_types]), key_types)
+            maxs = binary_row.upper_bound_of_floored(
+                binary_row.deserialize_row(f.key_stats.max_values, [t.with_nullable(True) for t in key_types]),
+                key_types)
         except Exception:  # stats we cannot decode prove nothing
             return True
         if len(mins) != len(key_names):
@@ -311,20 +313,3 @@ def _stat_types(types):
     from engine.types import DataType
     return [DataType("BIGINT", True) if t.is_nested else t for t in types]
 
-
-def _loose_maxima(maxs: list, types) -> list:
-    """The decoded maxima of a file's statistics, with every TIMESTAMP(7..9) maximum that has no sub-microsecond
-    digits raised by 999 ns. pypaimon 2.1 records such statistics floored to microseconds (a file holding -1 ns
-    says its max is -1000 ns); Java records them exactly. The raised bound never skips a file that holds a match
-    and loosens pruning by under a microsecond. Bounds pandas cannot hold as nanoseconds are kept as they are."""
-    out = list(maxs)
-    for i, (v, t) in enumerate(zip(maxs, types)):
-        if v is None or t.root not in ("TIMESTAMP", "TIMESTAMP_LTZ") or (t.precision or 6) <= 6 or \
-                getattr(v, "nanosecond", 0):
-            continue
-        try:
-            import pandas as pd
-            out[i] = pd.Timestamp(v) + pd.Timedelta(nanoseconds=999)
-        except (ImportError, OverflowError, ValueError):
-            continue
-    return out

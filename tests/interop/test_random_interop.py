@@ -137,7 +137,7 @@ class ColType:
 TYPES = [
     ColType("i8", pa.int8(), _int(8)), ColType("i16", pa.int16(), _int(16)), ColType("i32", pa.int32(), _int(32)),
     ColType("i64", pa.int64(), _int(64)),
-    ColType("f32", pa.float32(), _float32, key=False), ColType("f64", pa.float64(), _float64, key=False),
+    ColType("f32", pa.float32(), _float32), ColType("f64", pa.float64(), _float64),
     ColType("dec5_2", pa.decimal128(5, 2), _decimal(5, 2)), ColType("dec18_0", pa.decimal128(18, 0), _decimal(18, 0)),
     ColType("dec19_4", pa.decimal128(19, 4), _decimal(19, 4)), ColType("dec38_10", pa.decimal128(38, 10),
                                                                        _decimal(38, 10)),
@@ -209,7 +209,7 @@ def draw_pk_case(seed: int, *, n_commits: int = 4, pypaimon_writes: bool = False
     n_key = r.randint(1, 3)
     n_part = min(r.choice([0, 0, 1, 1, 2]), n_key - 1)
     # no BINARY partitions: Java names them with byte[].toString() (legacy names) and pypaimon with str(bytes)
-    key_types = [r.choice([t for t in pool if t.key and (i >= n_part or t.name != "bin")
+    key_types = [r.choice([t for t in pool if t.key and (i >= n_part or t.name not in ("bin", "f32", "f64"))
                            and (ns_keys or t.name != "ts9")]) for i in range(n_key)]
     val_types = [r.choice(pool) for _ in range(r.randint(1, 5))]
     cols = [(f"k{i}_{t.name}", t) for i, t in enumerate(key_types)] + \
@@ -239,7 +239,10 @@ def draw_pk_case(seed: int, *, n_commits: int = 4, pypaimon_writes: bool = False
     ns_cols = [i for i, c in enumerate(pk) if types[c].name == "ts9"]
     keys, floored = [], set()
     for _ in range(r.randint(4, 25)):
-        key = r.choice(part_values) + tuple(types[c].gen(r) for c in pk[n_part:])
+        # no NaN keys: pypaimon 2.1 merges keys with Python's ==, so NaN keys of one commit stay separate records
+        # in its file (Java's reader, comparing as Double.compare, would merge them) and it does not merge them
+        # in lakemerge's files either
+        key = r.choice(part_values) + tuple(_no_nan(types[c].gen(r)) for c in pk[n_part:])
         coarse = tuple(v // 1000 if i in ns_cols else v for i, v in enumerate(key))
         if coarse not in floored:
             floored.add(coarse)
@@ -272,6 +275,10 @@ def draw_pk_case(seed: int, *, n_commits: int = 4, pypaimon_writes: bool = False
     return Case(sc, types, seed)
 
 
+def _no_nan(v):
+    return 0.5 if isinstance(v, float) and v != v else v
+
+
 def new_model(sc: Scenario) -> DictModel:
     return EngineModel(sc.schema, sc.primary_key, sc.sequence_fields, rowkind_field="rk",
                        engine=sc.options.get("merge-engine", "deduplicate"))
@@ -284,6 +291,10 @@ class EngineModel(DictModel):
     def __init__(self, *args, engine: str = "deduplicate", **kwargs):
         super().__init__(*args, **kwargs)
         self.engine = engine
+
+    def key_of(self, row: dict) -> tuple:
+        """NaN keys are one key (Paimon compares float keys as Java's Double.compare does)."""
+        return tuple(_canon(row[k]) for k in self.primary_key)
 
     def apply(self, data, kinds=None) -> None:
         if self.engine == "deduplicate":
@@ -313,8 +324,8 @@ def assert_read(table_rows: pa.Table, model: DictModel, sid: int | None, what: s
     expected = model.live_table(sid)
     if pypaimon:
         table_rows, expected = _floor_ns(table_rows), _floor_ns(expected)
-    got = sort_rows(canon_rows(rows_of(table_rows, pk)), pk)
-    want = sort_rows(canon_rows(rows_of(expected, pk)), pk)
+    got = canon_rows(rows_of(table_rows, pk))  # sorted before NaN becomes "NaN"
+    want = canon_rows(rows_of(expected, pk))
     if pypaimon:  # flooring may map two keys to one: compare the rows as multisets
         assert sorted(map(repr, got)) == sorted(map(repr, want)), f"{what}\n{diff_rows(got, want, pk)}"
     else:
@@ -352,7 +363,7 @@ def check_filters(lm_table, model: DictModel, r: random.Random, case: Case, sid:
             flt = [(col, op, value)]
             expected = [row for row in live if _filter_match(row[col], op, value)]
             got = lm_table.read(snapshot_id=sid, filter=flt)
-            assert_rows_equal(sort_rows(canon_rows(got.to_pylist()), pk), sort_rows(canon_rows(expected), pk), pk,
+            assert_rows_equal(canon_rows(rows_of(got, pk)), canon_rows(sort_rows(expected, pk)), pk,
                               f"seed {case.seed}: lakemerge filter {flt} at snapshot {sid} (actual) vs model:")
 
 
@@ -485,10 +496,11 @@ class _CanonModel:
         self.primary_key = model.primary_key
 
     def _canon(self, rows: list[dict]) -> list[dict]:
-        return canon_rows(_floor_ns(pa.Table.from_pylist(rows, schema=self.model.schema)).to_pylist())
+        floored = _floor_ns(pa.Table.from_pylist(rows, schema=self.model.schema)).to_pylist()
+        return canon_rows(sort_rows(floored, self.primary_key))
 
     def live_rows(self, sid):
-        return sort_rows(self._canon(self.model.live_rows(sid)), self.primary_key)
+        return self._canon(self.model.live_rows(sid))
 
     def retracted_rows(self, sid):
         rows = self.model.retracted_rows(sid)

@@ -239,9 +239,9 @@ def draw_pk_case(seed: int, *, n_commits: int = 4, pypaimon_writes: bool = False
     ns_cols = [i for i, c in enumerate(pk) if types[c].name == "ts9"]
     keys, floored = [], set()
     for _ in range(r.randint(4, 25)):
-        # no NaN keys: pypaimon 2.1 merges keys with Python's ==, so NaN keys of one commit stay separate records
-        # in its file (Java's reader, comparing as Double.compare, would merge them) and it does not merge them
-        # in lakemerge's files either
+        # no NaN keys: pypaimon 2.1 merges keys with Python's ==, so the NaN records of one key in one commit stay
+        # separate records of its file (a file's keys must be unique: Java's SortMergeReaderWithMinHeap and
+        # lakemerge then return them all), and its reads do not merge NaN keys across files either
         key = r.choice(part_values) + tuple(_no_nan(types[c].gen(r)) for c in pk[n_part:])
         coarse = tuple(v // 1000 if i in ns_cols else v for i, v in enumerate(key))
         if coarse not in floored:

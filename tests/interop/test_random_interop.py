@@ -233,6 +233,8 @@ def draw_pk_case(seed: int, *, n_commits: int = 4, pypaimon_writes: bool = False
         options["sequence.field"] = seq_field
     if engine != "deduplicate":
         options["merge-engine"] = engine
+    if r.random() < 0.3:  # several files per bucket and commit; lakemerge's writes compact on their own
+        options.update({"target-file-size": r.choice(["1 kb", "4 kb"]), "num-sorted-run.compaction-trigger": "2"})
     # a small pool of keys, so that commits update and delete existing keys
     part_values = [tuple(types[c].gen(r) for c in parts) for _ in range(r.randint(1, 3))]
     # keys stay distinct at microsecond precision: pypaimon's merging reader floors TIMESTAMP(9) keys (assert_read)
@@ -614,21 +616,21 @@ SETTINGS = dict(deadline=None, derandomize=True, suppress_health_check=[HealthCh
                                                                        HealthCheck.too_slow])
 
 
-@settings(max_examples=6, **SETTINGS)
+@settings(max_examples=12, **SETTINGS)
 @given(seed=st.integers(0, 2**32 - 1))
 def test_lakemerge_writes_pypaimon_reads_random_tables(tmp_path_factory, seed):
     case = draw_pk_case(seed)
     run_lakemerge_writes(case, str(tmp_path_factory.mktemp("lmw") / "wh"), random.Random(seed + 1))
 
 
-@settings(max_examples=6, **SETTINGS)
+@settings(max_examples=12, **SETTINGS)
 @given(seed=st.integers(0, 2**32 - 1))
 def test_pypaimon_writes_lakemerge_reads_random_tables(tmp_path_factory, seed):
     case = draw_pk_case(seed, pypaimon_writes=True, ns_keys=False)
     run_pypaimon_writes(case, str(tmp_path_factory.mktemp("ppw") / "wh"), random.Random(seed + 1))
 
 
-@settings(max_examples=4, **SETTINGS)
+@settings(max_examples=8, **SETTINGS)
 @given(seed=st.integers(0, 2**32 - 1))
 def test_mixed_writers_random_tables(tmp_path_factory, seed):
     case = draw_pk_case(seed, pypaimon_writes=True, ns_keys=False)
@@ -637,14 +639,18 @@ def test_mixed_writers_random_tables(tmp_path_factory, seed):
 
 @pytest.mark.slow
 @settings(max_examples=60, **SETTINGS)
-@given(seed=st.integers(0, 2**32 - 1), direction=st.sampled_from(["lm", "pp", "mixed"]))
+@given(seed=st.integers(0, 2**32 - 1), direction=st.sampled_from(["lm", "pp", "mixed", "append"]))
 def test_random_tables_many_examples(tmp_path_factory, seed, direction):
-    case = draw_pk_case(seed, n_commits=6, pypaimon_writes=direction != "lm", ns_keys=direction == "lm")
-    run = {"lm": run_lakemerge_writes, "pp": run_pypaimon_writes, "mixed": run_mixed_writes}[direction]
+    if direction == "append":
+        case = draw_append_case(seed, n_commits=6)
+    else:
+        case = draw_pk_case(seed, n_commits=6, pypaimon_writes=direction != "lm", ns_keys=direction == "lm")
+    run = {"lm": run_lakemerge_writes, "pp": run_pypaimon_writes, "mixed": run_mixed_writes,
+           "append": run_append}[direction]
     run(case, str(tmp_path_factory.mktemp(direction) / "wh"), random.Random(seed + 1))
 
 
-@settings(max_examples=4, **SETTINGS)
+@settings(max_examples=8, **SETTINGS)
 @given(seed=st.integers(0, 2**32 - 1))
 def test_append_tables_with_null_partitions_both_writers(tmp_path_factory, seed):
     case = draw_append_case(seed)

@@ -349,12 +349,13 @@ def _floor_ns(table: pa.Table) -> pa.Table:
 
 def check_filters(lm_table, model: DictModel, r: random.Random, case: Case, sid: int | None = None):
     """Every column with a literal taken from the live rows (or a fresh value): =, <, >= (not on floats: NaN
-    orders differently in Java and Arrow), in, not in, != must give the model's rows; so must a few random
-    conjunctions and disjunctions of those terms."""
+    orders differently in Java and Arrow), in, not in, !=, and is null / is not null on every column must give the
+    model's rows; so must a few random conjunctions and disjunctions of those terms."""
     live = model.live_rows(sid)
     pk = model.primary_key
     terms = []
     for col, t in case.types.items():
+        terms += [(col, "is null", None), (col, "is not null", None)]
         if t.arrow.num_fields or pa.types.is_list(t.arrow) or pa.types.is_map(t.arrow):
             continue  # nested columns have no comparison predicates
         present = [row[col] for row in live if row[col] is not None]
@@ -387,6 +388,8 @@ def check_filters(lm_table, model: DictModel, r: random.Random, case: Case, sid:
 def _filter_match(v, op, value) -> bool:
     """Paimon's predicate semantics: a null matches nothing; NaN is a value equal only to itself (Java's Double
     compare), larger than every other double."""
+    if op in ("is null", "is not null"):
+        return (v is None) == (op == "is null")
     if v is None:
         return False
 

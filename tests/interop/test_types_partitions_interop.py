@@ -210,3 +210,32 @@ def test_nanosecond_bucket_keys_hash_as_java(warehouse):
     theirs = dict(zip(values, pp_expected_partitions_buckets(pp_get_table(warehouse, "db.t"), rows)[1]))
     assert theirs[5_000] == java[5_000]  # whole microseconds: the same bucket
     assert [v for v in values if theirs[v] != java[v]], "pypaimon now hashes nanosecond keys as Java: update"
+
+
+@pytest.mark.parametrize("options", [{"deletion-vectors.enabled": "true"}, {"merge-engine": "first-row"},
+                                     {"changelog-producer": "lookup"}])
+def test_lookups_into_pypaimon_nanosecond_key_files_find_the_key(warehouse, options):
+    """The lookups of deletion vectors, first-row and the lookup changelog producer (engine.changelog.lookup_index)
+    bounded their probes by a file's raw _MAX_KEY: pypaimon's file holding keys 1 ns and 900 ns, moved to the top
+    level as it is (its range says [0 ns, 0 ns]), did not hold 900 ns for them. With deletion vectors the old row
+    of 900 ns was not marked deleted and the key was read twice; first-row kept the later row of a key; the lookup
+    changelog said +I for an update."""
+    from engine import Catalog
+
+    ns = pa.timestamp("ns")
+    schema = pa.schema([("k", ns), ("v", pa.int64())])
+    pp = pp_create_table(pp_catalog(warehouse), "db.t", schema, ["k"], [], {"bucket": "1", **options})
+    pp_write(pp, pa.table({"k": pa.array([1, 900], ns), "v": [1, 1]}), schema)
+    t = Catalog(warehouse).get_table("db.t")
+    t.compact(full=True)
+    before = t.snapshot().id
+    t.write(pa.table({"k": pa.array([900], ns), "v": [2]}))
+    t.compact()  # the new level-0 file goes to a level above pypaimon's file, looking keys up there
+    new = 1 if options.get("merge-engine") == "first-row" else 2
+    assert sorted((pa.scalar(r["k"], ns).value, r["v"]) for r in t.read().to_pylist()) == [(1, 1), (900, new)]
+    if options.get("merge-engine") == "first-row":
+        assert len([f for s in t.scan().plan(t.snapshot()) for f in s.files]) == 1  # the later row dropped
+    if options.get("changelog-producer") == "lookup":
+        kinds = [(pa.scalar(k, ns).value, kind) for b in t.stream("incremental", start=before, end=t.snapshot().id)
+                 for k, kind in zip(b.column(0).cast(pa.int64()).to_pylist(), b.column("_row_kind").to_pylist())]
+        assert kinds == [(900, "-U"), (900, "+U")], kinds

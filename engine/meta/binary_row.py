@@ -300,8 +300,9 @@ def upper_bound_of_floored(values: Sequence[Any], types: Sequence[DataType]) -> 
     TIMESTAMP(7..9) value without sub-microsecond digits is raised by one microsecond. pypaimon 2.1 records those
     bounds floored to microseconds (keys 1 ns and 900 ns give a max of 0 ns; Java records them exactly), so the raw
     value may lie below the file's real maximum. Raised, it lies above every value with that floor, so in a
-    lexicographic key it bounds every key of the file too. Exact bounds only get looser (by under a microsecond);
-    values pandas cannot hold as nanoseconds stay as they are."""
+    lexicographic key it bounds every key of the file too. Exact bounds only get looser (by under a microsecond).
+    A value in the last microsecond of Arrow's nanosecond range is raised to its largest value (2**63 - 1 ns);
+    values pandas cannot hold as nanoseconds (pypaimon cannot write them) stay as they are."""
     out = list(values)
     for i, (v, t) in enumerate(zip(values, types)):
         if v is None or t.root not in ("TIMESTAMP", "TIMESTAMP_LTZ") or (t.precision or 6) <= 6 or \
@@ -309,9 +310,14 @@ def upper_bound_of_floored(values: Sequence[Any], types: Sequence[DataType]) -> 
             continue
         try:
             import pandas as pd
-            out[i] = pd.Timestamp(v) + pd.Timedelta(nanoseconds=1000)
-        except (ImportError, OverflowError, ValueError):
+        except ImportError:
             continue
+        try:
+            out[i] = pd.Timestamp(v) + pd.Timedelta(nanoseconds=1000)
+        except (OverflowError, ValueError):
+            top = pd.Timestamp.max if v.tzinfo is None else pd.Timestamp.max.tz_localize("UTC")
+            if top - pd.Timedelta(microseconds=1) < v <= top:
+                out[i] = top
     return out
 
 

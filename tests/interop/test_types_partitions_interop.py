@@ -239,3 +239,24 @@ def test_lookups_into_pypaimon_nanosecond_key_files_find_the_key(warehouse, opti
         kinds = [(pa.scalar(k, ns).value, kind) for b in t.stream("incremental", start=before, end=t.snapshot().id)
                  for k, kind in zip(b.column(0).cast(pa.int64()).to_pylist(), b.column("_row_kind").to_pylist())]
         assert kinds == [(900, "-U"), (900, "+U")], kinds
+
+
+def test_pypaimon_nanosecond_keys_in_the_last_microsecond_of_arrows_range(warehouse):
+    """A floored TIMESTAMP(9) max in the last microsecond Arrow's nanosecond timestamps hold (pypaimon's file with
+    keys 2**63 - 1 - 900 ns and 2**63 - 1 ns says max = 2262-04-11 23:47:16.854775) cannot be raised by a whole
+    microsecond as a nanosecond value: binary_row.upper_bound_of_floored left it as it was, so ``k = 2**63 - 1 ns``
+    skipped the file and full compaction concatenated it with lakemerge's file (that key twice). It is raised to
+    the largest nanosecond value instead."""
+    from engine import Catalog
+
+    ns = pa.timestamp("ns")
+    top = 2**63 - 1
+    schema = pa.schema([("k", ns), ("v", pa.int64())])
+    pp = pp_create_table(pp_catalog(warehouse), "db.t", schema, ["k"], [], {"bucket": "1"})
+    pp_write(pp, pa.table({"k": pa.array([top - 900, top], ns), "v": [1, 1]}), schema)
+    t = Catalog(warehouse).get_table("db.t")
+    assert t.read(filter=[("k", "=", pa.scalar(top, ns).as_py())]).column("v").to_pylist() == [1]
+    t.write(pa.table({"k": pa.array([top - 100, top], ns), "v": [2, 2]}))
+    t.compact(full=True)
+    assert sorted((pa.scalar(r["k"], ns).value - top, r["v"]) for r in t.read().to_pylist()) == \
+        [(-900, 1), (-100, 2), (0, 2)]

@@ -274,3 +274,32 @@ def test_float_bits_roundtrip(x):
     t = parse_atomic("FLOAT")
     (back,) = br.decode_row(br.encode_row([x], [t]), [t])
     assert (math.isnan(x) and math.isnan(back)) or (back == x and math.copysign(1, back) == math.copysign(1, x))
+
+
+def test_nanosecond_timestamps_at_the_ends_of_arrows_range_round_trip():
+    """TIMESTAMP(9) values as far out as Arrow's nanosecond timestamps reach (+-(2**63 - 1) ns, pandas' own limits)
+    decode back to themselves: decoding went through a microsecond datetime floored below pandas' minimum and then
+    raised 'cannot decode TIMESTAMP(9) from BinaryRow', so a table with such a key could not be read or compacted."""
+    import pandas as pd
+
+    ts9 = parse_atomic("TIMESTAMP(9)")
+    for ns in (-(2**63 - 1), 2**63 - 1, -1, -999, -1_000_001):
+        assert br.decode_row(br.encode_row([ns], [ts9]), [ts9]) == [pd.Timestamp(ns, unit="ns")], ns
+
+
+def test_upper_bound_of_floored_nanosecond_values():
+    """A TIMESTAMP(7..9) maximum without sub-microsecond digits (maybe floored by pypaimon) is raised to bound
+    every value with that floor, also in the last microsecond of Arrow's nanosecond range (raised to its largest
+    value, 2**63 - 1 ns); values with nanosecond digits and other types stay as they are."""
+    import pandas as pd
+
+    ts9, ltz9, ts6 = parse_atomic("TIMESTAMP(9)"), parse_atomic("TIMESTAMP_LTZ(9)"), parse_atomic("TIMESTAMP(6)")
+    top = pd.Timestamp(2**63 - 1, unit="ns")
+    floored_top = dt.datetime(2262, 4, 11, 23, 47, 16, 854775)
+    assert br.upper_bound_of_floored([floored_top], [ts9]) == [top]
+    assert br.upper_bound_of_floored([floored_top.replace(tzinfo=dt.timezone.utc)], [ltz9]) == \
+        [top.tz_localize("UTC")]
+    assert br.upper_bound_of_floored([dt.datetime(2020, 1, 1)], [ts9]) == [pd.Timestamp("2020-01-01 00:00:00.000001")]
+    assert br.upper_bound_of_floored([pd.Timestamp(5, unit="ns"), dt.datetime(2020, 1, 1), 7],
+                                    [ts9, ts6, parse_atomic("BIGINT")]) == \
+        [pd.Timestamp(5, unit="ns"), dt.datetime(2020, 1, 1), 7]

@@ -46,6 +46,24 @@ def test_nanosecond_literals_compare_exactly(catalog):
     assert t.read(filter=[("ts", "not in", [stored[0]])]).column("id").to_pylist() == [2]
 
 
+def test_pandas_timestamp_literals_keep_their_nanoseconds(catalog):
+    """A pandas.Timestamp literal (what ``to_pylist`` gives for TIMESTAMP(9) values) went through
+    ``pa.scalar``, which infers microseconds: ts = <a stored value with nanosecond digits> matched nothing and the
+    plan pruned files by the truncated literal. Tz-aware literals on a TIMESTAMP_LTZ(9) column too."""
+    t = _ns_table(catalog)
+    stored = t.read().sort_by("id").column("ts").to_pylist()
+    assert stored[0].nanosecond == 399
+    assert t.read(filter=[("ts", "=", stored[0])]).column("id").to_pylist() == [1]
+    assert t.read(filter=[("ts", "in", [stored[0], stored[1]])]).sort_by("id").column("id").to_pylist() == [1, 2]
+    assert t.read(filter=[("ts", "<", stored[0]), ("ts", ">", stored[1])]).num_rows == 0
+    ltz = catalog.create_table("db.ltz", pa.schema([("id", pa.int64()), ("ts", pa.timestamp("ns", tz="UTC"))]),
+                               primary_key=["id"], options={"bucket": "1"})
+    ltz.write(pa.table({"id": [1], "ts": pa.array([1_700_000_000_000_003_399], pa.timestamp("ns", tz="UTC"))}))
+    (value,) = ltz.read().column("ts").to_pylist()
+    assert ltz.read(filter=[("ts", "=", value)]).column("id").to_pylist() == [1]
+    assert ltz.read(filter=[("ts", "=", value.tz_convert("Europe/Berlin"))]).column("id").to_pylist() == [1]
+
+
 @pytest.mark.parametrize("arrow_type", [pa.decimal128(5, -2), pa.decimal128(3, 5), pa.binary(0)])
 def test_types_outside_paimon_ranges_are_refused_at_create(catalog, warehouse, arrow_type):
     """DECIMAL(5, -2) and DECIMAL(3, 5) were written into schema-0 (which no reader, lakemerge included, could
@@ -105,3 +123,30 @@ def test_legacy_timestamp_partition_names_pad_the_year():
     ts = DataType("TIMESTAMP", precision=6)
     assert partition_value_text(dt.datetime(1, 1, 1), ts, "D") == "0001-01-01T00:00"
     assert partition_value_text(dt.datetime(999, 12, 31, 1, 2, 3, 4000), ts, "D") == "0999-12-31T01:02:03.004"
+
+
+def test_is_null_and_is_not_null_filters(catalog):
+    """("c", "is null", None) and ("c", "is not null", None), as Paimon's IsNull / IsNotNull predicates: on value
+    columns (after the merge), on partition columns (a null partition value is a null) and in statistics pruning
+    (a file of only nulls holds no "is not null" row, a file without nulls no "is null" row)."""
+    schema = pa.schema([("p", pa.string()), ("k", pa.int64()), ("v", pa.float64())])
+    t = catalog.create_table("db.nn", schema, primary_key=["k"], options={"bucket": "1"})
+    t.write(pa.table({"p": ["a", "b", "c"], "k": [1, 2, 3], "v": [1.5, None, float("nan")]}, schema=schema))
+    t.write(pa.table({"p": ["a"], "k": [1], "v": [None]}, schema=schema))  # the null wins the merge
+    ids = lambda flt: sorted(t.read(filter=flt).column("k").to_pylist())  # noqa: E731
+    assert ids([("v", "is null", None)]) == [1, 2]
+    assert ids([("v", "is not null", None)]) == [3]
+    assert ids([("v", "IS NOT NULL", None), ("k", "<", 3)]) == []
+    assert ids([[("v", "is null", None), ("k", "=", 1)], [("k", "=", 3)]]) == [1, 3]
+    appended = catalog.create_table("db.ap", schema, partition_keys=["p"])
+    appended.write(pa.table({"p": [None, "x", None], "k": [1, 2, 3], "v": [None, None, 2.0]}, schema=schema))
+    assert sorted(appended.read(filter=[("p", "is null", None)]).column("k").to_pylist()) == [1, 3]
+    assert sorted(appended.read(filter=[("p", "is not null", None)]).column("k").to_pylist()) == [2]
+    assert sorted(appended.read(filter=[("v", "is not null", None)]).column("k").to_pylist()) == [3]
+    from engine.read import predicate as pred
+    dnf = pred.normalize([("v", "is null", None)], schema, "t")
+    assert not pred.may_match(dnf, lambda c: (1.0, 2.0, 0), row_count=5)
+    assert pred.may_match(dnf, lambda c: (None, None, 5), row_count=5)
+    dnf = pred.normalize([("v", "is not null", None)], schema, "t")
+    assert not pred.may_match(dnf, lambda c: (None, None, 5), row_count=5)
+    assert pred.may_match(dnf, lambda c: (1.0, 2.0, 4), row_count=5)

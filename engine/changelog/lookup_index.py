@@ -188,9 +188,11 @@ class LookupIndex:
         return entry
 
     def _bounds(self, f, probes_enc):
-        """[lo, hi) of the sorted probes inside the file's key range."""
+        """[lo, hi) of the sorted probes inside the file's key range (its _MAX_KEY read as an upper bound:
+        binary_row.upper_bound_of_floored, for pypaimon's floored nanosecond keys)."""
         lo_hi = [binary_row.deserialize_row(f.min_key, self.key_types),
-                 binary_row.deserialize_row(f.max_key, self.key_types)]
+                 binary_row.upper_bound_of_floored(binary_row.deserialize_row(f.max_key, self.key_types),
+                                                   self.key_types)]
         cols = [pa.array([row[i] for row in lo_hi], t) for i, t in enumerate(self.arrow_key_types)]
         bounds_enc = encode_keys(cols)
         lo, hi_first = lower_bound(probes_enc, bounds_enc)

@@ -14,12 +14,18 @@ from engine.meta import binary_row
 from engine.meta.data_file import DataFileMeta
 
 
-def key_decoder(key_types):
-    """A function turning a serialized key BinaryRow into a Python tuple ordered like Paimon's key comparator."""
+def key_decoder(key_types, *, upper: bool = False):
+    """A function turning a serialized key BinaryRow into a Python tuple ordered like Paimon's key comparator.
+    ``upper``: for a _MAX_KEY where a bound that is too low would lose rows (which files to merge or search),
+    with binary_row.upper_bound_of_floored applied (pypaimon's floored nanosecond keys); never for checking that
+    a level's files are disjoint."""
     types = list(key_types)
 
     def decode(row: bytes) -> tuple:
-        return binary_row.order_key(binary_row.deserialize_row(row, types), types)
+        values = binary_row.deserialize_row(row, types)
+        if upper:
+            values = binary_row.upper_bound_of_floored(values, types)
+        return binary_row.order_key(values, types)
     return decode
 
 
@@ -57,6 +63,7 @@ class Levels:
         files = list(files)
         self.key_types = list(key_types)
         self.decode = key_decoder(self.key_types)
+        self.decode_max = key_decoder(self.key_types, upper=True)
         self.num_levels = max([num_levels] + [f.level + 1 for f in files])
         self.where = where
         self.level0: list[DataFileMeta] = sorted((f for f in files if f.level == 0), key=level0_order)

@@ -64,14 +64,17 @@ class CompactResult:
         return [f for f in self.after if f.file_name not in old]
 
 
-def sections(files: Sequence[DataFileMeta], decode) -> list[list[list[DataFileMeta]]]:
+def sections(files: Sequence[DataFileMeta], decode, decode_max=None) -> list[list[list[DataFileMeta]]]:
     """Files grouped into sections of transitively overlapping key ranges, in key order; each section is split
-    into sorted runs (disjoint files in key order), as Paimon's IntervalPartition does."""
-    ordered = sorted(files, key=lambda f: (decode(f.min_key), decode(f.max_key)))
+    into sorted runs (disjoint files in key order), as Paimon's IntervalPartition does. ``decode_max`` (default
+    ``decode``) decodes _MAX_KEYs: levels.key_decoder(..., upper=True) so that pypaimon's floored nanosecond keys
+    still make their files overlap."""
+    decode_max = decode_max or decode
+    ordered = sorted(files, key=lambda f: (decode(f.min_key), decode_max(f.max_key)))
     groups: list[list[DataFileMeta]] = []
     bound = None
     for f in ordered:
-        lo, hi = decode(f.min_key), decode(f.max_key)
+        lo, hi = decode(f.min_key), decode_max(f.max_key)
         if groups and lo <= bound:
             groups[-1].append(f)
             bound = max(bound, hi)
@@ -84,7 +87,7 @@ def sections(files: Sequence[DataFileMeta], decode) -> list[list[list[DataFileMe
         for f in group:  # first run whose last file ends before f starts
             lo = decode(f.min_key)
             for run in runs:
-                if decode(run[-1].max_key) < lo:
+                if decode_max(run[-1].max_key) < lo:
                     run.append(f)
                     break
             else:
@@ -136,7 +139,7 @@ class CompactRewriter:
         result = CompactResult()
         pending: list[list[list[DataFileMeta]]] = []
         try:
-            for section in sections(unit.files, levels.decode):
+            for section in sections(unit.files, levels.decode, levels.decode_max):
                 if len(section) > 1:
                     pending.append(section)
                     continue

@@ -242,9 +242,10 @@ def _decode_field(data: bytes, slot: bytes, t: DataType) -> Any:
         else:
             off, nanos = word >> 32, word & _M32
             millis = int.from_bytes(_var(data, off, 8), "little", signed=True)
-        value = dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=millis * 1000 + nanos // 1000)
         if nanos % 1000:
-            value = _with_nanoseconds(value, nanos % 1000)
+            value = _with_nanoseconds(millis, nanos)
+        else:
+            value = dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=millis * 1000 + nanos // 1000)
         return value.replace(tzinfo=dt.timezone.utc) if r == "TIMESTAMP_LTZ" else value
     if r == "DECIMAL":
         if t.is_compact_decimal:
@@ -261,15 +262,21 @@ def _decode_field(data: bytes, slot: bytes, t: DataType) -> Any:
     raise UnsupportedFeature(f"type {t.sql()} is not supported in a BinaryRow")
 
 
-def _with_nanoseconds(value: dt.datetime, nanos: int) -> dt.datetime:
-    """``value`` plus ``nanos`` (< 1000) nanoseconds as a pandas.Timestamp (a datetime subclass, as pyarrow returns
-    for nanosecond timestamps), so TIMESTAMP(7..9) partition values and min/max stats keep every digit; without
-    pandas the sub-microsecond digits are dropped."""
+def _with_nanoseconds(millis: int, nano_of_milli: int) -> dt.datetime:
+    """The timestamp ``millis`` ms + ``nano_of_milli`` ns after the epoch as a pandas.Timestamp (a datetime subclass,
+    as pyarrow returns for nanosecond timestamps), so TIMESTAMP(7..9) partition values and min/max stats keep every
+    digit. Built from the exact nanosecond count, so every value Arrow's nanosecond timestamps hold decodes (a
+    detour through a microsecond datetime could floor below pandas' minimum). Without pandas, or outside its range,
+    the sub-microsecond digits are dropped."""
+    value = dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=millis * 1000 + nano_of_milli // 1000)
     try:
         import pandas as pd
     except ImportError:
         return value
-    return pd.Timestamp(value) + pd.Timedelta(nanoseconds=nanos)
+    ns = millis * 1_000_000 + nano_of_milli
+    if not -(2**63) < ns < 2**63:
+        return value
+    return pd.Timestamp(ns, unit="ns")
 
 
 def _var(data: bytes, offset: int, length: int) -> bytes:
@@ -286,6 +293,32 @@ def deserialize_row(data: bytes, types: Sequence[DataType]) -> list:
     if arity != len(types):
         raise InvalidInput(f"serialized BinaryRow has arity {arity}, expected {len(types)}")
     return decode_row(data[4:], types)
+
+
+def upper_bound_of_floored(values: Sequence[Any], types: Sequence[DataType]) -> list:
+    """``values`` (decoded maxima: a file's _MAX_KEY or max statistics) made safe as upper bounds: every
+    TIMESTAMP(7..9) value without sub-microsecond digits is raised by one microsecond. pypaimon 2.1 records those
+    bounds floored to microseconds (keys 1 ns and 900 ns give a max of 0 ns; Java records them exactly), so the raw
+    value may lie below the file's real maximum. Raised, it lies above every value with that floor, so in a
+    lexicographic key it bounds every key of the file too. Exact bounds only get looser (by under a microsecond).
+    A value in the last microsecond of Arrow's nanosecond range is raised to its largest value (2**63 - 1 ns);
+    values pandas cannot hold as nanoseconds (pypaimon cannot write them) stay as they are."""
+    out = list(values)
+    for i, (v, t) in enumerate(zip(values, types)):
+        if v is None or t.root not in ("TIMESTAMP", "TIMESTAMP_LTZ") or (t.precision or 6) <= 6 or \
+                getattr(v, "nanosecond", 0):
+            continue
+        try:
+            import pandas as pd
+        except ImportError:
+            continue
+        try:
+            out[i] = pd.Timestamp(v) + pd.Timedelta(nanoseconds=1000)
+        except (OverflowError, ValueError):
+            top = pd.Timestamp.max if v.tzinfo is None else pd.Timestamp.max.tz_localize("UTC")
+            if top - pd.Timedelta(microseconds=1) < v <= top:
+                out[i] = top
+    return out
 
 
 # --- key order ---------------------------------------------------------------------------------------------

@@ -140,7 +140,7 @@ def _overlaps(f, key_types, lo, hi) -> bool:
     """Whether the file's first-key-column range can hold a probe (conservative)."""
     try:
         fmin = binary_row.deserialize_row(f.min_key, key_types)[0]
-        fmax = binary_row.deserialize_row(f.max_key, key_types)[0]
+        fmax = binary_row.upper_bound_of_floored(binary_row.deserialize_row(f.max_key, key_types), key_types)[0]
         return not (hi < fmin or lo > fmax)
     except Exception:  # undecodable or incomparable ranges prove nothing
         return True

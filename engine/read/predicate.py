@@ -1,11 +1,13 @@
 """Filters in the DNF tuple form of pyarrow.parquet / deltalake, and what statistics can prove about them.
 
 ``[("a", "=", 1), ("b", ">", 2)]`` is a conjunction; ``[[...], [...]]`` is a disjunction of conjunctions.
-Operators: = == != < <= > >= in "not in". Literals are cast to the column's type once, up front.
+Operators: = == != < <= > >= in "not in" "is null" "is not null" (their value is ignored: give None). Literals
+are cast to the column's type once, up front.
 
 Contract: ``may_match`` answers False only when no row whose values lie within the given [min, max] ranges can
 satisfy the filter; pruning with it never drops a matching row. The exact filter is applied to merged rows
-afterwards (``to_expression``). As in Paimon's predicates, a null satisfies no term: not ``!=`` and not ``not in``.
+afterwards (``to_expression``). As in Paimon's predicates, a null satisfies no comparison: not ``!=`` and not
+``not in``; only ``is null``.
 """
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ import pyarrow.compute as pc
 
 from engine.errors import InvalidInput
 
-OPS = {"=", "==", "!=", "<", "<=", ">", ">=", "in", "not in"}
+OPS = {"=", "==", "!=", "<", "<=", ">", ">=", "in", "not in", "is null", "is not null"}
+NULL_OPS = ("is null", "is not null")
 Conj = list[tuple[str, str, Any]]
 _COMPARE = {"=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
             ">=": operator.ge}
@@ -47,7 +50,9 @@ def normalize(filter_, arrow_schema: pa.Schema, table: str) -> list[Conj] | None
             if col not in arrow_schema.names:
                 raise InvalidInput(f"filter column {col!r} is not in the table", table=table, column=col)
             typ = arrow_schema.field(col).type
-            if op in ("in", "not in"):
+            if op in NULL_OPS:
+                value = None
+            elif op in ("in", "not in"):
                 value = tuple(_cast(v, typ, col, table) for v in value)
             else:
                 value = _cast(value, typ, col, table)
@@ -61,7 +66,9 @@ def _cast(value, typ: pa.DataType, col: str, table: str):
         raise InvalidInput(f"filter on {col!r} compares with None; nulls never compare equal", table=table,
                            column=col)
     try:
-        scalar = value if isinstance(value, pa.Scalar) else pa.scalar(value)
+        scalar = _literal(value)  # a pandas.Timestamp keeps its nanoseconds
+        if not isinstance(scalar, pa.Scalar):
+            scalar = pa.scalar(scalar)
         return scalar.cast(typ).as_py()
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError) as e:
         raise InvalidInput(f"filter literal {value!r} does not fit column {col!r} of type {typ}: {e}",
@@ -84,6 +91,8 @@ def _literal(value):
 
 def _term_expression(col: str, op: str, value):
     field = pc.field(col)
+    if op in NULL_OPS:
+        return field.is_null() if op == "is null" else field.is_valid()
     if op in ("in", "not in"):
         values = [_literal(v) for v in value]
         if values and isinstance(values[0], pa.Scalar):  # literals of one column share one type
@@ -100,6 +109,10 @@ def columns_of(dnf: list[Conj] | None) -> set[str]:
 
 
 def _term_may_match(op: str, value, lo, hi, null_count, row_count) -> bool:
+    if op == "is null":
+        return null_count is None or null_count > 0
+    if op == "is not null":
+        return null_count is None or row_count is None or null_count < row_count
     if row_count is not None and null_count is not None and null_count >= row_count:
         return False  # only nulls: no comparison can be true
     if lo is None or hi is None or lo != lo or hi != hi:

@@ -268,7 +268,8 @@ class TableScan:
         now = {fl.id: fl.name for fl in self.schema.fields}
         try:
             mins = binary_row.deserialize_row(stats.min_values, _stat_types(types))
-            maxs = binary_row.deserialize_row(stats.max_values, _stat_types(types))
+            maxs = binary_row.upper_bound_of_floored(
+                binary_row.deserialize_row(stats.max_values, _stat_types(types)), types)
         except Exception:
             return True
         # a column with ``fields.<f>.default-value`` reads its nulls as the default, which the stats do not know
@@ -288,7 +289,9 @@ class TableScan:
             return True
         try:
             mins = binary_row.deserialize_row(f.key_stats.min_values, [t.with_nullable(True) for t in key_types])
-            maxs = binary_row.deserialize_row(f.key_stats.max_values, [t.with_nullable(True) for t in key_types])
+            maxs = binary_row.upper_bound_of_floored(
+                binary_row.deserialize_row(f.key_stats.max_values, [t.with_nullable(True) for t in key_types]),
+                key_types)
         except Exception:  # stats we cannot decode prove nothing
             return True
         if len(mins) != len(key_names):
@@ -315,3 +318,4 @@ class _LazyBuckets(dict):
 def _stat_types(types):
     from engine.types import DataType
     return [DataType("BIGINT", True) if t.is_nested else t for t in types]
+

@@ -99,8 +99,8 @@ def require_raw_convertible(table, split: Split) -> None:
             opts.deletion_vectors or len({f.level for f in files}) == 1
             or (opts.merge_engine == "first-row" and _one_record_per_key(table, split))):
         return
-    decode = key_decoder(schema.types_of(schema.trimmed_primary_keys))
-    for section in sections(files, decode):
+    key_types = schema.types_of(schema.trimmed_primary_keys)
+    for section in sections(files, key_decoder(key_types), key_decoder(key_types, upper=True)):
         flat = [f for run in section for f in run]
         if len(flat) > 1 or flat[0].delete_row_count:
             what = (f"{len(flat)} data files with overlapping keys ({', '.join(f.file_name for f in flat[:3])})"
@@ -228,12 +228,12 @@ def _key_positions(table, split: Split, keys: pa.Table) -> tuple[dict[str, np.nd
     schema = table.schema
     names = list(schema.trimmed_primary_keys)
     types = schema.types_of(names)
-    decode = key_decoder(types)
+    decode, decode_max = key_decoder(types), key_decoder(types, upper=True)
     wanted = sorted(binary_row.order_key(list(k.values()), types) for k in keys.select(names).to_pylist())
 
     def holds_one(f) -> bool:
         i = bisect_left(wanted, decode(f.min_key))
-        return i < len(wanted) and wanted[i] <= decode(f.max_key)
+        return i < len(wanted) and wanted[i] <= decode_max(f.max_key)
     split = dataclasses.replace(split, files=tuple(f for f in split.files if holds_one(f)))
     if not split.files:
         return {}, 0

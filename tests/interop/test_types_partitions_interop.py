@@ -6,6 +6,7 @@ import datetime as dt
 import decimal
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from tests.interop.pypaimon_util import data_files, pp_catalog, pp_create_table, pp_get_table, pp_read, pp_write
@@ -133,3 +134,129 @@ def test_lakemerge_reads_pypaimon_timestamp_partitions_before_year_1000(warehous
     pp_write(pp_create_table(pp_catalog(warehouse), "db.p", schema, ["p", "k"], ["p"], {"bucket": "1"}), rows,
              schema)
     assert Catalog(warehouse).get_table("db.p").read().sort_by("k").to_pylist() == rows.to_pylist()
+
+
+@pytest.mark.parametrize("file_format", ["parquet", "orc"])
+def test_filters_on_nanosecond_columns_of_pypaimon_tables_find_every_row(warehouse, file_format):
+    """pypaimon 2.1 records the min/max statistics of TIMESTAMP(9) columns (keys and values) at microsecond
+    precision, floored: a file holding -5 ns and -1 ns says max = -1000 ns (Java records the exact values). Trusting
+    that max, ``ts = -1 ns`` skipped the file. lakemerge now reads a sub-microsecond-free TIMESTAMP(7..9) max as up
+    to 999 ns larger, which never skips a matching file (and only loosens pruning by under a microsecond)."""
+    from engine import Catalog
+
+    ns = pa.timestamp("ns")
+    schema = pa.schema([("k", ns), ("v", ns), ("n", pa.int64())])
+    rows = pa.table({"k": pa.array([-5, -1, 1_700_000_000_000_000_001], ns),
+                     "v": pa.array([-1, 7, 1_700_000_000_000_000_999], ns), "n": [1, 2, 3]})
+    pp_write(pp_create_table(pp_catalog(warehouse), "db.t", schema, ["k"], [], {"bucket": "1",
+                                                                                  "file.format": file_format}),
+             rows, schema)
+    t = Catalog(warehouse).get_table("db.t")
+    stored = t.read().sort_by("n")
+    for col in ("k", "v"):
+        for i, value in enumerate(stored.column(col).to_pylist()):
+            assert t.read(filter=[(col, "=", value)]).column("n").to_pylist() == [i + 1], (col, value)
+            assert t.read(filter=[(col, ">=", value)]).num_rows == 3 - i, (col, value)
+
+
+def test_compacting_pypaimon_nanosecond_keys_merges_overlapping_files(warehouse):
+    """pypaimon 2.1 records a TIMESTAMP(9) key's _MIN_KEY/_MAX_KEY floored to microseconds: its file holding keys
+    1 ns and 900 ns says [0 ns, 0 ns]. Compaction took that range for the truth, saw no overlap with lakemerge's file
+    holding 500 ns and 900 ns, and concatenated the two into one file with key 900 ns twice (read then returned
+    both versions). Compaction and key lookups now treat such a max as reaching up to the next microsecond."""
+    from engine import Catalog
+
+    ns = pa.timestamp("ns")
+    schema = pa.schema([("k", ns), ("v", pa.int64())])
+    pp = pp_create_table(pp_catalog(warehouse), "db.t", schema, ["k"], [], {"bucket": "1"})
+    pp_write(pp, pa.table({"k": pa.array([1, 900], ns), "v": [1, 1]}), schema)
+    t = Catalog(warehouse).get_table("db.t")
+    t.write(pa.table({"k": pa.array([500, 900], ns), "v": [2, 2]}))
+    expected = [(1, 1), (500, 2), (900, 2)]
+
+    def rows(table):
+        return sorted((pa.scalar(r["k"], ns).value, r["v"]) for r in table.to_pylist())
+    assert rows(t.lookup(pa.table({"k": pa.array([1, 500, 900], ns)}))) == expected
+    t.compact(full=True)
+    assert rows(t.read()) == expected
+    assert rows(pp_read(pp_get_table(warehouse, "db.t"))) == expected  # one file now: pypaimon reads it raw
+
+
+def test_nanosecond_bucket_keys_hash_as_java(warehouse):
+    """Java's BinaryRow keeps a TIMESTAMP(9)'s nano-of-millisecond in the fixed part (AbstractBinaryWriter
+    .writeTimestamp), so the bucket hash sees every digit; lakemerge does the same. pypaimon 2.1 hashes the value
+    with its sub-microsecond digits dropped and so puts such keys in other buckets: Paimon wins, and a table written
+    by both engines can then hold a key in two buckets (the random interop test keeps such keys out)."""
+    from engine import Catalog
+    from engine.meta import binary_row
+    from engine.types import parse_atomic
+    from tests.interop.pypaimon_util import pp_expected_partitions_buckets
+
+    ns = pa.timestamp("ns")
+    schema = pa.schema([("k", ns), ("v", pa.int64())])
+    values = [-1, 1, 1_700_000_000_123_456_789, 5_000]
+    rows = pa.table({"k": pa.array(values, ns), "v": [1, 2, 3, 4]})
+    cat = Catalog(warehouse)
+    cat.create_database("db", ignore_if_exists=True)
+    t = cat.create_table("db.t", schema, primary_key=["k"], options={"bucket": "7"})
+    t.write(rows)
+    ts9 = parse_atomic("TIMESTAMP(9) NOT NULL")
+    java = {v: binary_row.bucket_of(binary_row.hash_code(binary_row.encode_row([v], [ts9])), 7) for v in values}
+    mine = {}
+    for rel, path in data_files(f"{warehouse}/db.db/t"):
+        for v in pq.ParquetFile(path).read().column("k").cast(pa.int64()).to_pylist():
+            mine[v] = int(rel.rpartition("bucket-")[2])
+    assert mine == java
+    theirs = dict(zip(values, pp_expected_partitions_buckets(pp_get_table(warehouse, "db.t"), rows)[1]))
+    assert theirs[5_000] == java[5_000]  # whole microseconds: the same bucket
+    assert [v for v in values if theirs[v] != java[v]], "pypaimon now hashes nanosecond keys as Java: update"
+
+
+@pytest.mark.parametrize("options", [{"deletion-vectors.enabled": "true"}, {"merge-engine": "first-row"},
+                                     {"changelog-producer": "lookup"}])
+def test_lookups_into_pypaimon_nanosecond_key_files_find_the_key(warehouse, options):
+    """The lookups of deletion vectors, first-row and the lookup changelog producer (engine.changelog.lookup_index)
+    bounded their probes by a file's raw _MAX_KEY: pypaimon's file holding keys 1 ns and 900 ns, moved to the top
+    level as it is (its range says [0 ns, 0 ns]), did not hold 900 ns for them. With deletion vectors the old row
+    of 900 ns was not marked deleted and the key was read twice; first-row kept the later row of a key; the lookup
+    changelog said +I for an update."""
+    from engine import Catalog
+
+    ns = pa.timestamp("ns")
+    schema = pa.schema([("k", ns), ("v", pa.int64())])
+    pp = pp_create_table(pp_catalog(warehouse), "db.t", schema, ["k"], [], {"bucket": "1", **options})
+    pp_write(pp, pa.table({"k": pa.array([1, 900], ns), "v": [1, 1]}), schema)
+    t = Catalog(warehouse).get_table("db.t")
+    t.compact(full=True)
+    before = t.snapshot().id
+    t.write(pa.table({"k": pa.array([900], ns), "v": [2]}))
+    t.compact()  # the new level-0 file goes to a level above pypaimon's file, looking keys up there
+    new = 1 if options.get("merge-engine") == "first-row" else 2
+    assert sorted((pa.scalar(r["k"], ns).value, r["v"]) for r in t.read().to_pylist()) == [(1, 1), (900, new)]
+    if options.get("merge-engine") == "first-row":
+        assert len([f for s in t.scan().plan(t.snapshot()) for f in s.files]) == 1  # the later row dropped
+    if options.get("changelog-producer") == "lookup":
+        kinds = [(pa.scalar(k, ns).value, kind) for b in t.stream("incremental", start=before, end=t.snapshot().id)
+                 for k, kind in zip(b.column(0).cast(pa.int64()).to_pylist(), b.column("_row_kind").to_pylist())]
+        assert kinds == [(900, "-U"), (900, "+U")], kinds
+
+
+def test_pypaimon_nanosecond_keys_in_the_last_microsecond_of_arrows_range(warehouse):
+    """A floored TIMESTAMP(9) max in the last microsecond Arrow's nanosecond timestamps hold (pypaimon's file with
+    keys 2**63 - 1 - 900 ns and 2**63 - 1 ns says max = 2262-04-11 23:47:16.854775) cannot be raised by a whole
+    microsecond as a nanosecond value: binary_row.upper_bound_of_floored left it as it was, so ``k = 2**63 - 1 ns``
+    skipped the file and full compaction concatenated it with lakemerge's file (that key twice). It is raised to
+    the largest nanosecond value instead."""
+    from engine import Catalog
+
+    ns = pa.timestamp("ns")
+    top = 2**63 - 1
+    schema = pa.schema([("k", ns), ("v", pa.int64())])
+    pp = pp_create_table(pp_catalog(warehouse), "db.t", schema, ["k"], [], {"bucket": "1"})
+    pp_write(pp, pa.table({"k": pa.array([top - 900, top], ns), "v": [1, 1]}), schema)
+    t = Catalog(warehouse).get_table("db.t")
+    assert t.read(filter=[("k", "=", pa.scalar(top, ns).as_py())]).column("v").to_pylist() == [1]
+    t.write(pa.table({"k": pa.array([top - 100, top], ns), "v": [2, 2]}))
+    t.compact(full=True)
+    assert sorted((pa.scalar(r["k"], ns).value - top, r["v"]) for r in t.read().to_pylist()) == \
+        [(-900, 1), (-100, 2), (0, 2)]

@@ -26,7 +26,7 @@ import pyarrow as pa
 from engine.meta import binary_row
 from engine.partitioning import partition_groups
 from engine.postpone import POSTPONE_BUCKET
-from engine.postpone.buckets import batch_write_buckets
+from engine.postpone.buckets import batch_write_buckets, known_bucket_counts
 from engine.postpone.write import FixedBucketPostponeWrite, PostponedWrite
 from engine.read.scan import Split
 from engine.read.split_read import SplitReader
@@ -52,18 +52,18 @@ def rewrite_staged(table, messages, *, base=None, overwrite: bool = False, commi
     staged = staged_files(messages)
     if not staged:
         return []
-    writer = FixedBucketPostponeWrite(table, overwrite=overwrite, commit_user=commit_user,
+    # the writer numbers sequences from this snapshot too (default: the latest, as a new writer's base)
+    base, entries = table.writer_base(table.snapshot() if base is None else base)
+    known = {} if overwrite else known_bucket_counts(entries, table.root)
+    opts = table.schema.table_options
+    decided = {part: batch_write_buckets(opts, sum(f.row_count for f in files), sum(f.file_size for f in files))
+               for part, (_, files) in staged.items() if part not in known}
+    writer = FixedBucketPostponeWrite(table, overwrite=overwrite, decided=decided, commit_user=commit_user,
                                       commit_identifier=commit_identifier)
-    if base is not None:
-        writer.base_snapshot = base
+    writer.base_snapshot = base
     reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema)
     names = list(table.schema.field_names)
     try:
-        counts = writer._known_counts()
-        for part, (values, files) in staged.items():
-            if part not in counts:
-                counts[part] = batch_write_buckets(writer.options, sum(f.row_count for f in files),
-                                                   sum(f.file_size for f in files))
         for part, (values, files) in staged.items():
             bucket_dir = table.bucket_dir(values, POSTPONE_BUCKET)
             split = Split(part, values, POSTPONE_BUCKET, POSTPONE_BUCKET, bucket_dir, tuple(files))

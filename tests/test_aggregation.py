@@ -178,6 +178,20 @@ def test_remove_record_on_delete(catalog):
     assert _by_key(t) == {1: {"s": 5, "mx": 3}, 2: {"s": 2, "mx": 2}}
 
 
+def test_remove_record_on_delete_lone_delete_beside_merged_keys(catalog):
+    """A key's lone -D in a batch where another key has several records: Paimon passes the -D through
+    (ReducerMergeFunctionWrapper) and never retracts a -D with remove-record-on-delete (AggregateMergeFunction.add),
+    so ``max``, which cannot retract, must not raise."""
+    s = pa.schema([("k", I), ("mx", pa.int64())])
+    t = catalog.create_table("db.rm1", s, primary_key=["k"], options={
+        "bucket": "1", "merge-engine": "aggregation", "aggregation.remove-record-on-delete": "true",
+        "fields.mx.aggregate-function": "max"})
+    t.write(_batch(s, [(1, 1), (1, 3), (2, None)]), row_kinds=["+I", "+I", "-D"])
+    assert _by_key(t) == {1: {"mx": 3}}
+    t.write(_batch(s, [(1, 0), (3, 7)]), row_kinds=["+I", "-D"])
+    assert _by_key(t) == {1: {"mx": 3}}
+
+
 def test_sequence_field_uses_last_value(catalog):
     s = pa.schema([("k", I), ("ts", pa.int64()), ("s", pa.int64()), ("v", pa.string())])
     t = catalog.create_table("db.sq", s, primary_key=["k"], options={

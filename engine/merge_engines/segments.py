@@ -47,8 +47,12 @@ class Segments:
 
     @cached_property
     def retract(self) -> np.ndarray:
-        """Per row id: True for a retracting row (-U or -D)."""
-        return ~self.add
+        """Per row id: True for a retracting row (-U or -D) in ``order``. Rows of ``table`` outside ``order`` (the
+        lone records a merge passes through unmerged) are never retracting here, so an engine refusing retracts
+        does not raise for a key it does not merge."""
+        in_order = np.zeros(len(self.kinds), np.bool_)
+        in_order[self.order] = True
+        return ~self.add & in_order
 
     @cached_property
     def last_rows(self) -> np.ndarray:

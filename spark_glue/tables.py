@@ -63,16 +63,25 @@ def split_branch(path: str) -> tuple[str, str | None]:
 
 
 def with_branch(options: Mapping[str, str]) -> dict[str, str]:
-    """Lower-cased ``options`` whose ``path`` carries the ``branch`` option (``main`` or none: the path as given).
-    Raises InvalidInput when the option and the path name different branches."""
+    """Lower-cased ``options`` whose ``path`` carries the ``branch`` option (none: the path as given). A system
+    table in the path stays last: ``t$snapshots`` with branch ``b1`` -> ``t$branch_b1$snapshots``. Raises
+    InvalidInput when the option and the path name different branches (``main`` against ``t$branch_b1`` too)."""
     opts = lower_options(options)
     branch = opts.get(BRANCH)
-    if not branch or branch == "main" or not opts.get("path"):
+    if not branch or not opts.get("path"):
         return opts
-    root, in_path = split_branch(opts["path"])
+    head, sep, name = opts["path"].rstrip("/").rpartition("/")
+    table, dollar, rest = name.partition("$")
+    parts = rest.split("$") if dollar else []
+    in_path = parts[0][len(BRANCH_SUFFIX):] if parts and parts[0].startswith(BRANCH_SUFFIX) else None
+    if in_path is not None:
+        parts = parts[1:]
     if in_path is not None and in_path != branch:
         raise InvalidInput(f"branch named twice: {BRANCH_MARK}{in_path} in the path, {branch!r} in option {BRANCH!r}")
-    return {**opts, "path": f"{root}{BRANCH_MARK}{branch}"}
+    if branch == "main":
+        return opts
+    kind = "".join("$" + p for p in parts)
+    return {**opts, "path": f"{head}{sep}{table}{BRANCH_MARK}{branch}{kind}"}
 
 
 def open_table(path: str | None) -> Table:

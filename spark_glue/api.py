@@ -9,10 +9,12 @@ import pyarrow as pa
 from engine.errors import InvalidInput
 from engine.postpone import POSTPONE_BUCKET
 from spark_glue.tables import (
+    BRANCH,
     SESSION_TIME_ZONE,
     TIME_ZONE,
     open_or_create_table,
     open_table,
+    with_branch,
 )
 
 FORMAT = "lakemerge"
@@ -45,6 +47,7 @@ def read_table(spark, path: str, *, columns=None, filter_pushdown: bool = True, 
     in it, as Spark reads ``TIMESTAMP AS OF``.
     """
     register(spark)
+    path = on_branch(path, options)
     if not any(k.lower() == TIME_ZONE for k in options):
         options = {**options, "timeZone": spark.conf.get(SESSION_TIME_ZONE)}
     table = open_table(path)
@@ -72,6 +75,12 @@ def read_table(spark, path: str, *, columns=None, filter_pushdown: bool = True, 
         if read_cols != columns:
             df = df.select(*[f"`{c}`" for c in columns])
     return df
+
+
+def on_branch(path: str, options) -> str:
+    """``path`` of the branch that option ``branch`` (any case) among ``options`` names, as the data source reads
+    it (tables.with_branch; raises InvalidInput when the path names another branch)."""
+    return with_branch({**options, "path": path})["path"]
 
 
 def distribute_by_bucket(df, path: str, num_tasks: int | None = None, *, bucket_counts: dict | None = None):
@@ -191,7 +200,9 @@ def write_table(df, path: str, mode: str = "append", *, num_tasks: int | None = 
     from spark_glue.writing import DIRECT, STAGED, WriteJob, check_input_schema, run_write_job
     if mode not in ("append", "overwrite"):
         raise InvalidInput(f"write_table mode must be 'append' or 'overwrite', got {mode!r}")
-    opts = {k.replace("_", "-") if k == "dynamic_partition_overwrite" else k: str(v) for k, v in options.items()}
+    path = on_branch(path, options)
+    opts = {k.replace("_", "-") if k == "dynamic_partition_overwrite" else k: str(v) for k, v in options.items()
+            if k.lower() != BRANCH}
     table = open_or_create_table(path, opts, df.schema, drop_columns=[opts.get("rowkind.column")])
     check_input_schema(table, df.schema, opts.get("rowkind.column"))
     opts.setdefault("commit.user", f"lakemerge-spark-{uuid.uuid4().hex}")

@@ -13,6 +13,7 @@ import zoneinfo
 from typing import Mapping
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine.errors import (
     InvalidInput,
@@ -296,6 +297,45 @@ def check_planned_zone(planned: tuple[str, str, int] | None, table: str) -> None
         raise InvalidOption(key, value, f"a timestamp without an offset is read in spark.sql.session.timeZone "
                             f"({zone}), which the lakemerge read planner cannot see (it used its local zone); add "
                             "an offset, set option timeZone or read with spark_glue.read_table", table=table)
+
+
+def session_time_stamps(rows: pa.Table, target: pa.Schema, zone: str | None) -> pa.Table:
+    """``rows`` whose timestamp columns are converted, as Spark's store assignment casts them in the session time
+    zone ``zone`` (None: this process's local zone), where the input and the table column differ in kind: a Spark
+    TIMESTAMP (an instant) into a column without a time zone becomes its wall time in ``zone``; a TIMESTAMP_NTZ
+    (a wall time) into a column with one becomes the instant of that wall time in ``zone`` (a wall time a DST
+    gap skips moves later by the gap, an ambiguous one takes the earlier instant, as java.time does). Other
+    columns are returned as they are."""
+    for i, name in enumerate(rows.column_names):
+        col = rows.column(i)
+        if name not in target.names or not pa.types.is_timestamp(col.type):
+            continue
+        want = target.field(name).type
+        if not pa.types.is_timestamp(want) or (col.type.tz is None) == (want.tz is None):
+            continue
+        rows = rows.set_column(i, name, _to_wall(col, zone) if want.tz is None else _to_instant(col, zone))
+    return rows
+
+
+def _to_wall(col: pa.ChunkedArray, zone: str | None) -> pa.ChunkedArray:
+    unit = col.type.unit
+    tz = None if zone is None else zone_info(zone)
+    if isinstance(tz, zoneinfo.ZoneInfo):
+        return pc.local_timestamp(col.cast(pa.timestamp(unit, tz=tz.key)))
+    values = [None if v is None else v.astimezone(tz).replace(tzinfo=None) for v in col.to_pylist()]
+    return pa.chunked_array([pa.array(values, pa.timestamp(unit))])
+
+
+def _to_instant(col: pa.ChunkedArray, zone: str | None) -> pa.ChunkedArray:
+    unit = col.type.unit
+    tz = None if zone is None else zone_info(zone)
+    if isinstance(tz, zoneinfo.ZoneInfo):
+        first = pc.assume_timezone(col, tz.key, ambiguous="earliest", nonexistent="earliest")
+        # in a gap 'earliest' is the last instant before it: move on by what the wall time lies past it
+        return pc.add(first, pc.subtract(col, pc.local_timestamp(first))).cast(pa.timestamp(unit, tz="UTC"))
+    values = [None if v is None else (v.replace(tzinfo=tz) if tz is not None else v.astimezone())
+              for v in col.to_pylist()]
+    return pa.chunked_array([pa.array(values, pa.timestamp(unit, tz="UTC"))])
 
 
 def nullable(schema: pa.Schema) -> pa.Schema:

@@ -50,7 +50,7 @@ from engine.table import Table
 from engine.write.commit_message import CommitMessage
 from engine.write.table_write import TableWrite
 from spark_glue.job_files import remove_tagged_files, tag_files
-from spark_glue.tables import lower_options, open_or_create_table, open_table
+from spark_glue.tables import lower_options, open_or_create_table, open_table, session_time_stamps, time_zone
 
 COMMIT_USER = "commit.user"
 COMMIT_IDENTIFIER = "commit.identifier"
@@ -158,11 +158,13 @@ class WriteJob:
                                 overwrite=self.overwrite)
         if not self.streaming:  # number sequences from the snapshot the job started from
             writer.base_snapshot = None if self.base_id is None else table.snapshot(self.base_id)
+        zone = time_zone({})  # the query's session time zone: Spark's store assignment casts timestamps in it
         with writer:
             for batch in batches:
                 rows = pa.Table.from_batches([batch])
                 if rows.num_rows == 0:
                     continue
+                rows = session_time_stamps(rows, table.arrow_schema, zone)
                 if self.kind_column:
                     if self.kind_column not in rows.column_names:
                         raise InvalidInput(f"row-kind column {self.kind_column!r} is not in the input",

@@ -1,0 +1,52 @@
+"""How Spark writes convert their input to the table's types, as Spark's store assignment (and so Paimon's Spark
+writer, which receives Spark's cast rows) does."""
+from __future__ import annotations
+
+import datetime as dt
+
+import pyarrow as pa
+import pytest
+
+import spark_glue
+from engine import Catalog
+
+pytestmark = pytest.mark.spark
+
+UTC = dt.timezone.utc
+
+
+@pytest.fixture
+def session_zone(spark):
+    """The session time zone set to New York (UTC-5 in January) for one test."""
+    before = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+    yield "America/New_York"
+    spark.conf.set("spark.sql.session.timeZone", before)
+
+
+def test_timestamps_are_written_in_the_session_time_zone(spark, tmp_path, session_zone):
+    """A Spark TIMESTAMP (an instant) written into a Paimon TIMESTAMP column (no zone, Spark's TIMESTAMP_NTZ) keeps
+    its wall time in the session zone, and a TIMESTAMP_NTZ into a TIMESTAMP_LTZ column is that wall time's instant
+    in the session zone: Spark's cast, which Paimon's writer gets. Before, the UTC wall time was stored (15:00
+    for a 10:00 New York literal) and an NTZ value was stored as a UTC instant."""
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("ntz", pa.timestamp("us")),
+                        ("ltz", pa.timestamp("us", tz="UTC"))])
+    t = cat.create_table("db.ts", schema, ["id"], None, {"bucket": "1"})
+    spark_glue.register(spark)
+    instants = spark.sql("SELECT 1L AS id, TIMESTAMP'2024-01-01 10:00:00' AS ntz, TIMESTAMP'2024-01-01 10:00:00' AS ltz")
+    walls = spark.sql("SELECT 2L AS id, TIMESTAMP_NTZ'2024-01-01 10:00:00' AS ntz, "
+                      "TIMESTAMP_NTZ'2024-01-01 10:00:00' AS ltz")
+    instants.write.format("lakemerge").mode("append").save(t.root)
+    spark_glue.write_table(walls, t.root)
+    spark_glue.write_table(instants.selectExpr("3L AS id", "ntz", "ltz"), t.root)
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW ts_view USING lakemerge OPTIONS (path '{t.root}')")
+    spark.sql("INSERT INTO ts_view SELECT 4L, TIMESTAMP'2024-01-01 10:00:00', TIMESTAMP_NTZ'2024-01-01 10:00:00'")
+    wall, instant = dt.datetime(2024, 1, 1, 10), dt.datetime(2024, 1, 1, 15, tzinfo=UTC)
+    assert sorted(t.read().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": i, "ntz": wall, "ltz": instant} for i in (1, 2, 3, 4)]
+    # and Spark reads back what it wrote: the wall time, and the instant shown in the session zone
+    row = (spark.read.format("lakemerge").load(t.root).where("id = 1")
+           .selectExpr("CAST(ntz AS STRING) AS ntz", "CAST(ltz AS STRING) AS ltz").collect()[0])
+    assert (row.ntz, row.ltz) == ("2024-01-01 10:00:00", "2024-01-01 10:00:00")

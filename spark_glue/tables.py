@@ -109,7 +109,8 @@ def open_or_create_table(path: str | None, options: Mapping[str, str], spark_sch
     """The table at ``path``; if there is none and ``primary-key`` is given (Paimon's table options
     ``primary-key``, ``partition``, ``bucket``, ...), create it from the Spark schema first, as a first
     DataFrame write into a new Paimon table does. The path must look like ``<warehouse>/<db>.db/<table>``.
-    Raises TableNotFound (no table, no primary-key option), InvalidSchema / InvalidOption for a bad definition."""
+    Raises TableNotFound (no table, no primary-key option), InvalidSchema / InvalidOption for a bad definition,
+    InvalidInput (nothing created) for a dynamic-bucket definition (no option ``bucket``), which Spark cannot write."""
     try:
         return open_table(path)
     except TableNotFound:
@@ -135,6 +136,10 @@ def open_or_create_table(path: str | None, options: Mapping[str, str], spark_sch
     table_opts = {k: v for k, v in opts.items()
                   if k not in unknown and k not in (PRIMARY_KEY, PARTITION, "path") and not k.startswith("scan.")}
     split = (lambda v: [c.strip() for c in v.split(",") if c.strip()])
+    bucket = TableOptions(table_opts).bucket
+    if bucket < 1 and bucket != -2:  # dynamic bucket mode: Spark tasks cannot write it (writing.require_spark_writable)
+        raise InvalidInput(f"cannot create primary-key table {db[:-3]}.{name} with bucket={bucket} on a Spark write: "
+                           "Spark writes need a fixed bucket count; set option 'bucket' (> 0, or -2 for postpone)")
     return cat.create_table(f"{db[:-3]}.{name}", arrow, split(opts[PRIMARY_KEY]), split(opts.get(PARTITION, "")),
                             table_opts, ignore_if_exists=True)
 

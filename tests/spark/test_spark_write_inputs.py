@@ -3,6 +3,7 @@ writer, which receives Spark's cast rows) does."""
 from __future__ import annotations
 
 import datetime as dt
+import os
 
 import pyarrow as pa
 import pytest
@@ -50,3 +51,18 @@ def test_timestamps_are_written_in_the_session_time_zone(spark, tmp_path, sessio
     row = (spark.read.format("lakemerge").load(t.root).where("id = 1")
            .selectExpr("CAST(ntz AS STRING) AS ntz", "CAST(ltz AS STRING) AS ltz").collect()[0])
     assert (row.ntz, row.ltz) == ("2024-01-01 10:00:00", "2024-01-01 10:00:00")
+
+
+def test_first_write_without_a_bucket_count_creates_nothing(spark, tmp_path):
+    """A first write with ``primary-key`` but no ``bucket`` would define a dynamic-bucket table (Paimon's default
+    bucket -1), which Spark tasks cannot write: it is refused before the table is created. Before, the table was
+    created and the write then refused, leaving a table no Spark write could fill."""
+    path = str(tmp_path / "wh" / "db.db" / "events")
+    df = spark.createDataFrame([(1, "a")], "k long, v string")
+    for write in (lambda: df.write.format("lakemerge").option("primary-key", "k").mode("append").save(path),
+                  lambda: spark_glue.write_table(df, path, **{"primary-key": "k"})):
+        with pytest.raises(Exception, match=r"db\.events.*set option 'bucket'"):
+            write()
+        assert not os.path.exists(path)
+    spark_glue.write_table(df, path, **{"primary-key": "k", "bucket": "-2"})  # postpone: created and written
+    assert Catalog(str(tmp_path / "wh")).get_table("db.events").read().num_rows == 1

@@ -14,6 +14,7 @@ from spark_glue.tables import (
     TIME_ZONE,
     open_or_create_table,
     open_table,
+    spark_schema,
     with_branch,
 )
 
@@ -204,7 +205,12 @@ def write_table(df, path: str, mode: str = "append", *, num_tasks: int | None = 
     opts = {k.replace("_", "-") if k == "dynamic_partition_overwrite" else k: str(v) for k, v in options.items()
             if k.lower() != BRANCH}
     table = open_or_create_table(path, opts, df.schema, drop_columns=[opts.get("rowkind.column")])
-    check_input_schema(table, df.schema, opts.get("rowkind.column"))
+    renames, absent = check_input_schema(table, df.schema, opts.get("rowkind.column"))
+    if renames or absent:  # by the table's names, with nulls for missing nullable columns (placement needs them)
+        from pyspark.sql import functions as F
+        types = {f.name: f.dataType for f in spark_schema(table.arrow_schema).fields}
+        df = df.select(*[F.col(f"`{c}`").alias(renames.get(c, c)) for c in df.columns],
+                       *[F.lit(None).cast(types[c]).alias(c) for c in absent])
     opts.setdefault("commit.user", f"lakemerge-spark-{uuid.uuid4().hex}")
     job = WriteJob({**opts, "path": path}, overwrite=mode == "overwrite")
     counts = None

@@ -66,3 +66,32 @@ def test_first_write_without_a_bucket_count_creates_nothing(spark, tmp_path):
         assert not os.path.exists(path)
     spark_glue.write_table(df, path, **{"primary-key": "k", "bucket": "-2"})  # postpone: created and written
     assert Catalog(str(tmp_path / "wh")).get_table("db.events").read().num_rows == 1
+
+
+def test_columns_resolve_by_name_ignoring_case_and_missing_nullable_ones_are_null(spark, tmp_path):
+    """As Paimon's Spark writer resolves a write's columns (PaimonOutputResolver: by name with Spark's default
+    case-insensitive resolver, a missing top-level column filled with NULL): ``K`` writes column ``k``, and a
+    nullable column the input lacks is written as null. A missing NOT NULL column, a column the table lacks and two
+    columns naming one table column are refused before any task runs, nothing written. Before, any case
+    difference or missing column was refused."""
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    schema = pa.schema([pa.field("k", pa.int64(), nullable=False), ("dt", pa.string()), ("v", pa.string()),
+                        ("n", pa.int32())])
+    t = cat.create_table("db.t", schema, ["k"], None, {"bucket": "2"})
+    spark_glue.register(spark)
+    spark.createDataFrame([(1, "a", 10)], "K long, V string, N int").write.format("lakemerge").mode("append") \
+        .save(t.root)
+    spark_glue.write_table(spark.createDataFrame([("b", 2, "x")], "v string, K long, DT string"), t.root)
+    assert sorted(t.read().to_pylist(), key=lambda r: r["k"]) == [
+        {"k": 1, "dt": None, "v": "a", "n": 10}, {"k": 2, "dt": "x", "v": "b", "n": None}]
+    latest = t.latest_snapshot_id()
+    bad = {"NOT NULL": spark.createDataFrame([("c",)], "v string"),
+           "not in the table": spark.createDataFrame([(3, "c")], "k long, w string"),
+           "both name table column": spark.createDataFrame([(3, "c", "d")], "k long, v string, V string")}
+    for message, df in bad.items():
+        for write in (lambda: df.write.format("lakemerge").mode("append").save(t.root),
+                      lambda: spark_glue.write_table(df, t.root)):
+            with pytest.raises(Exception, match=message):
+                write()
+    assert t.latest_snapshot_id() == latest

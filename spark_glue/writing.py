@@ -353,7 +353,36 @@ def check_input_schema(table: Table, spark_schema, kind_column: str | None = Non
         if _is_text(have) and not _is_text(want):
             raise SchemaMismatch(f"column {c!r} is {have} in the input but {want} in the table; cast it "
                                  "explicitly", table=table.name, column=c)
+        nested = _nested_mismatch(have, want, t)
+        if nested:
+            raise SchemaMismatch(f"column {c!r}: {nested} (the writer would write nulls in their place)",
+                                 table=table.name, column=t)
     return {c: t for c, t in resolved.items() if c != t}, absent
+
+
+def _nested_mismatch(have: pa.DataType, want: pa.DataType, path: str) -> str | None:
+    """Why nested struct fields of input type ``have`` do not match the table's ``want`` by name (Arrow casts
+    structs by field name and fills a field it cannot find with nulls), or None. As Paimon's Spark writer (strict
+    by default), a nested field the input lacks or the table lacks is refused; unlike Paimon's, names must match
+    exactly and in order (no nested reordering or case folding)."""
+    if pa.types.is_struct(have) and pa.types.is_struct(want):
+        got = [have.field(i).name for i in range(have.num_fields)]
+        need = [want.field(i).name for i in range(want.num_fields)]
+        if got != need:  # Arrow's cast also needs the table's order
+            return (f"struct {path} has fields {got} in the input but {need} in the table (nested fields must match "
+                    "by name and order)")
+        for name in need:
+            why = _nested_mismatch(have.field(name).type, want.field(name).type, f"{path}.{name}")
+            if why:
+                return why
+        return None
+    if pa.types.is_map(have) and pa.types.is_map(want):
+        return (_nested_mismatch(have.key_type, want.key_type, f"{path}.key")
+                or _nested_mismatch(have.item_type, want.item_type, f"{path}.value"))
+    lists = (pa.types.is_list, pa.types.is_large_list, pa.types.is_fixed_size_list)
+    if any(f(have) for f in lists) and any(f(want) for f in lists):
+        return _nested_mismatch(have.value_type, want.value_type, f"{path}.element")
+    return None
 
 
 def by_table_names(rows: pa.Table, renames: dict[str, str], absent: list[str], target: pa.Schema) -> pa.Table:

@@ -95,3 +95,23 @@ def test_columns_resolve_by_name_ignoring_case_and_missing_nullable_ones_are_nul
             with pytest.raises(Exception, match=message):
                 write()
     assert t.latest_snapshot_id() == latest
+
+
+def test_nested_struct_fields_must_match_the_table(spark, tmp_path):
+    """A struct whose fields differ from the table's by name (``X`` for ``x``, or another field) is refused on the
+    driver, as Paimon's Spark writer refuses a missing or extra nested field. Before, Arrow's by-name cast wrote
+    null for the field silently (data loss)."""
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    schema = pa.schema([("a", pa.int64()), ("d", pa.struct([("x", pa.int32())])),
+                        ("l", pa.list_(pa.struct([("y", pa.string())])))])
+    t = cat.create_table("db.ap", schema, [], None, {"bucket": "-1"})
+    spark_glue.register(spark)
+    spark.sql("SELECT 1L a, named_struct('x', 5L) d, array(named_struct('y', 'q')) l") \
+        .write.format("lakemerge").mode("append").save(t.root)
+    assert t.read().to_pylist() == [{"a": 1, "d": {"x": 5}, "l": [{"y": "q"}]}]
+    for sql, where in (("SELECT 2L a, named_struct('X', 5) d, array(named_struct('y', 'q')) l", "d"),
+                       ("SELECT 2L a, named_struct('x', 5) d, array(named_struct('z', 'q')) l", r"l\.element")):
+        with pytest.raises(Exception, match=f"struct {where} has fields"):
+            spark.sql(sql).write.format("lakemerge").mode("append").save(t.root)
+    assert t.read().num_rows == 1

@@ -305,33 +305,77 @@ def check_planned_zone(planned: tuple[str, str, int] | None, table: str) -> None
 
 
 def session_time_stamps(rows: pa.Table, target: pa.Schema, zone: str | None) -> pa.Table:
-    """``rows`` whose timestamp columns are converted, as Spark's store assignment casts them in the session time
-    zone ``zone`` (None: this process's local zone), where the input and the table column differ in kind: a Spark
-    TIMESTAMP (an instant) into a column without a time zone becomes its wall time in ``zone``; a TIMESTAMP_NTZ
-    (a wall time) into a column with one becomes the instant of that wall time in ``zone`` (a wall time a DST
-    gap skips moves later by the gap, an ambiguous one takes the earlier instant, as java.time does). Other
-    columns are returned as they are."""
+    """``rows`` whose timestamps are converted, as Spark's store assignment casts them in the session time zone
+    ``zone`` (None: this process's local zone), where the input and the table type differ in kind, at any depth
+    (a struct field, a list element, a map key or value): a Spark TIMESTAMP (an instant) into a type without a
+    time zone becomes its wall time in ``zone``; a TIMESTAMP_NTZ (a wall time) into a type with one becomes the
+    instant of that wall time in ``zone`` (a wall time a DST gap skips moves later by the gap, an ambiguous one
+    takes the earlier instant, as java.time does). Other values are returned as they are; nested struct fields
+    are matched by name (writing.check_input_schema has made them the table's)."""
     for i, name in enumerate(rows.column_names):
-        col = rows.column(i)
-        if name not in target.names or not pa.types.is_timestamp(col.type):
+        if name not in target.names:
             continue
-        want = target.field(name).type
-        if not pa.types.is_timestamp(want) or (col.type.tz is None) == (want.tz is None):
-            continue
-        rows = rows.set_column(i, name, _to_wall(col, zone) if want.tz is None else _to_instant(col, zone))
+        col, want = rows.column(i), target.field(name).type
+        if col.num_chunks and _needs_zone(col.type, want):
+            chunks = [_in_zone(c, want, zone) for c in col.chunks]
+            rows = rows.set_column(i, name, pa.chunked_array(chunks))
     return rows
 
 
-def _to_wall(col: pa.ChunkedArray, zone: str | None) -> pa.ChunkedArray:
+def _children(have: pa.DataType, want: pa.DataType) -> list[tuple[pa.DataType, pa.DataType]]:
+    """(input, table) types of the nested values of ``have`` and ``want`` (structs by field name)."""
+    if pa.types.is_struct(have) and pa.types.is_struct(want):
+        names = {want.field(j).name for j in range(want.num_fields)}
+        return [(have.field(j).type, want.field(have.field(j).name).type) for j in range(have.num_fields)
+                if have.field(j).name in names]
+    if pa.types.is_map(have) and pa.types.is_map(want):
+        return [(have.key_type, want.key_type), (have.item_type, want.item_type)]
+    lists = (pa.types.is_list, pa.types.is_large_list)
+    if any(f(have) for f in lists) and any(f(want) for f in lists + (pa.types.is_fixed_size_list,)):
+        return [(have.value_type, want.value_type)]
+    return []
+
+
+def _needs_zone(have: pa.DataType, want: pa.DataType) -> bool:
+    if pa.types.is_timestamp(have) and pa.types.is_timestamp(want):
+        return (have.tz is None) != (want.tz is None)
+    return any(_needs_zone(h, w) for h, w in _children(have, want))
+
+
+def _in_zone(arr: pa.Array, want: pa.DataType, zone: str | None) -> pa.Array:
+    """``arr`` with its timestamps converted for the table type ``want`` (session_time_stamps)."""
+    if not _needs_zone(arr.type, want):
+        return arr
+    if pa.types.is_timestamp(arr.type):
+        return _to_wall(arr, zone) if want.tz is None else _to_instant(arr, zone)
+    if arr.offset:  # Arrow cannot rebuild a sliced list with nulls: copy the slice first
+        arr = pa.concat_arrays([arr])
+    mask = arr.is_null() if arr.null_count else None
+    if pa.types.is_struct(arr.type):
+        fields = [arr.type.field(j) for j in range(arr.type.num_fields)]
+        names = {want.field(j).name for j in range(want.num_fields)}
+        children = [_in_zone(arr.field(j), want.field(f.name).type, zone) if f.name in names else arr.field(j)
+                    for j, f in enumerate(fields)]
+        return pa.StructArray.from_arrays(children, fields=[f.with_type(c.type) for f, c in zip(fields, children)],
+                                          mask=mask)
+    if pa.types.is_map(arr.type):
+        keys, items = _in_zone(arr.keys, want.key_type, zone), _in_zone(arr.items, want.item_type, zone)
+        return pa.MapArray.from_arrays(arr.offsets, keys, items, mask=mask)
+    values = _in_zone(arr.values, want.value_type, zone)
+    build = pa.LargeListArray if pa.types.is_large_list(arr.type) else pa.ListArray
+    return build.from_arrays(arr.offsets, values, mask=mask)
+
+
+def _to_wall(col: pa.Array, zone: str | None) -> pa.Array:
     unit = col.type.unit
     tz = None if zone is None else zone_info(zone)
     if isinstance(tz, zoneinfo.ZoneInfo):
         return pc.local_timestamp(col.cast(pa.timestamp(unit, tz=tz.key)))
     values = [None if v is None else v.astimezone(tz).replace(tzinfo=None) for v in col.to_pylist()]
-    return pa.chunked_array([pa.array(values, pa.timestamp(unit))])
+    return pa.array(values, pa.timestamp(unit))
 
 
-def _to_instant(col: pa.ChunkedArray, zone: str | None) -> pa.ChunkedArray:
+def _to_instant(col: pa.Array, zone: str | None) -> pa.Array:
     unit = col.type.unit
     tz = None if zone is None else zone_info(zone)
     if isinstance(tz, zoneinfo.ZoneInfo):
@@ -340,7 +384,7 @@ def _to_instant(col: pa.ChunkedArray, zone: str | None) -> pa.ChunkedArray:
         return pc.add(first, pc.subtract(col, pc.local_timestamp(first))).cast(pa.timestamp(unit, tz="UTC"))
     values = [None if v is None else (v.replace(tzinfo=tz) if tz is not None else v.astimezone())
               for v in col.to_pylist()]
-    return pa.chunked_array([pa.array(values, pa.timestamp(unit, tz="UTC"))])
+    return pa.array(values, pa.timestamp(unit, tz="UTC"))
 
 
 def nullable(schema: pa.Schema) -> pa.Schema:

@@ -115,3 +115,28 @@ def test_nested_struct_fields_must_match_the_table(spark, tmp_path):
         with pytest.raises(Exception, match=f"struct {where} has fields"):
             spark.sql(sql).write.format("lakemerge").mode("append").save(t.root)
     assert t.read().num_rows == 1
+
+
+def test_nested_timestamps_are_written_in_the_session_time_zone(spark, tmp_path, session_zone):
+    """Spark's store assignment casts timestamps inside structs, arrays and maps in the session zone as it does
+    top-level ones: a TIMESTAMP literal of 10:00 New York written into nested Paimon TIMESTAMP values is stored as
+    10:00, a nested TIMESTAMP_NTZ into TIMESTAMP_LTZ as 15:00 UTC. Before, only top-level columns were converted
+    and nested ones kept the UTC wall time (15:00) / the wall time as a UTC instant (10:00 UTC)."""
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False),
+                        ("s", pa.struct([("t", pa.timestamp("us")), ("n", pa.int32())])),
+                        ("a", pa.list_(pa.timestamp("us"))),
+                        ("m", pa.map_(pa.string(), pa.timestamp("us", tz="UTC")))])
+    t = cat.create_table("db.nested", schema, ["id"], None, {"bucket": "1"})
+    spark_glue.register(spark)
+    df = spark.sql("SELECT 1L id, named_struct('t', TIMESTAMP'2024-01-01 10:00:00', 'n', 1) s, "
+                   "array(TIMESTAMP'2024-01-01 10:00:00', NULL) a, map('k', TIMESTAMP_NTZ'2024-01-01 10:00:00') m "
+                   "UNION ALL SELECT 2L, NULL, NULL, NULL")
+    df.write.format("lakemerge").mode("append").save(t.root)
+    spark_glue.write_table(df.selectExpr("id + 2 AS id", "s", "a", "m"), t.root)
+    wall, instant = dt.datetime(2024, 1, 1, 10), dt.datetime(2024, 1, 1, 15, tzinfo=UTC)
+    full = {"s": {"t": wall, "n": 1}, "a": [wall, None], "m": [("k", instant)]}
+    empty = {"s": None, "a": None, "m": None}
+    assert sorted(t.read().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, **full}, {"id": 2, **empty}, {"id": 3, **full}, {"id": 4, **empty}]

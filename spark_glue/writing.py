@@ -338,7 +338,8 @@ def check_input_schema(table: Table, spark_schema, kind_column: str | None = Non
         raise SchemaMismatch(f"input has columns that are not in the table: {extra}", table=table.name,
                              column=extra[0])
     seen: dict[str, str] = {}
-    for c, t in resolved.items():
+    for c in names:  # the input's columns, an exact duplicate too
+        t = resolved[c]
         if t in seen:
             raise SchemaMismatch(f"input columns {seen[t]!r} and {c!r} both name table column {t!r}",
                                  table=table.name, column=t)

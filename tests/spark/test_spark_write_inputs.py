@@ -88,7 +88,10 @@ def test_columns_resolve_by_name_ignoring_case_and_missing_nullable_ones_are_nul
     latest = t.latest_snapshot_id()
     bad = {"NOT NULL": spark.createDataFrame([("c",)], "v string"),
            "not in the table": spark.createDataFrame([(3, "c")], "k long, w string"),
-           "both name table column": spark.createDataFrame([(3, "c", "d")], "k long, v string, V string")}
+           "both name table column": spark.createDataFrame([(3, "c", "d")], "k long, v string, V string"),
+           # an exact duplicate too (before: KeyError 'Column v does not exist in schema')
+           "'v' and 'v' both name": spark.createDataFrame([(3, "c", "d")], "k long, v string, w string")
+           .selectExpr("k", "v", "w AS v")}
     for message, df in bad.items():
         for write in (lambda: df.write.format("lakemerge").mode("append").save(t.root),
                       lambda: spark_glue.write_table(df, t.root)):

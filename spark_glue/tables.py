@@ -259,18 +259,31 @@ def timestamp_millis(key: str, value: str, zone: str | None, table: str) -> int:
 
 
 _OFFSET = re.compile(r"(?:UTC|GMT|UT)?([+-])(\d{1,2})(?::?(\d{2}))?(?::?(\d{2}))?")
+# java.time.ZoneId.SHORT_IDS: Spark resolves a session zone with ZoneId.of(id, SHORT_IDS), so 'PST' is valid there
+JAVA_SHORT_IDS = {
+    "ACT": "Australia/Darwin", "AET": "Australia/Sydney", "AGT": "America/Argentina/Buenos_Aires",
+    "ART": "Africa/Cairo", "AST": "America/Anchorage", "BET": "America/Sao_Paulo", "BST": "Asia/Dhaka",
+    "CAT": "Africa/Harare", "CNT": "America/St_Johns", "CST": "America/Chicago", "CTT": "Asia/Shanghai",
+    "EAT": "Africa/Addis_Ababa", "ECT": "Europe/Paris", "EST": "-05:00", "HST": "-10:00",
+    "IET": "America/Indiana/Indianapolis", "IST": "Asia/Kolkata", "JST": "Asia/Tokyo", "MIT": "Pacific/Apia",
+    "MST": "-07:00", "NET": "Asia/Yerevan", "NST": "Pacific/Auckland", "PLT": "Asia/Karachi",
+    "PNT": "America/Phoenix", "PRT": "America/Puerto_Rico", "PST": "America/Los_Angeles",
+    "SST": "Pacific/Guadalcanal", "VST": "Asia/Ho_Chi_Minh",
+}
 
 
 def zone_info(zone: str, table: str | None = None) -> dt.tzinfo:
-    """A Spark time-zone id as a tzinfo: a region id (``Europe/Berlin``, ``UTC``) or an offset (``+02:00``, ``-5``,
-    ``GMT+8``, ``Z``). Raises InvalidOption for anything else."""
+    """A Spark time-zone id as a tzinfo: a region id (``Europe/Berlin``, ``UTC``), an offset (``+02:00``, ``-5``,
+    ``GMT+8``, ``Z``) or a short id as java.time reads it (``PST`` is America/Los_Angeles, ``EST`` -05:00).
+    Raises InvalidOption for anything else."""
+    zone = JAVA_SHORT_IDS.get(zone, zone)
     match = _OFFSET.fullmatch(zone)
     try:
         if match:
             sign, hours, minutes, seconds = match.groups()
             offset = dt.timedelta(hours=int(hours), minutes=int(minutes or 0), seconds=int(seconds or 0))
             return dt.timezone(-offset if sign == "-" else offset)
-        return dt.timezone.utc if zone in ("Z", "z") else zoneinfo.ZoneInfo(zone)
+        return dt.timezone.utc if zone in ("Z", "z", "UT") else zoneinfo.ZoneInfo(zone)
     except (ValueError, zoneinfo.ZoneInfoNotFoundError):
         raise InvalidOption("timeZone", zone, "expected a region id (Europe/Berlin) or an offset (+02:00)",
                             table=table) from None

@@ -65,6 +65,12 @@ def test_timestamps_without_an_offset_are_wall_time_in_the_zone():
     assert ms("2024-07-01T12:00:00+02:00", "America/New_York") == ms("2024-07-01T10:00:00Z", "Asia/Tokyo") \
         == july - 2 * hour
     assert ms(str(july), "Asia/Tokyo") == july
+    # Java's short ids, which Spark accepts as session zones (ZoneId.SHORT_IDS); before, they were refused, and
+    # so was every Spark write that converts a timestamp in such a session
+    assert ms("2024-07-01 12:00", "PST") == ms("2024-07-01 12:00", "America/Los_Angeles") == july + 7 * hour
+    assert ms("2024-07-01 12:00", "EST") == july + 5 * hour  # a fixed offset in java.time, no DST
+    assert ms("2024-07-01 12:00", "IST") == july - 5 * hour - 30 * 60_000
+    assert ms("2024-07-01 12:00", "UT") == july
     with pytest.raises(InvalidOption, match="'Mars/Olympus' for option 'timeZone'"):
         ms("2024-07-01 12:00", "Mars/Olympus")
     with pytest.raises(InvalidOption, match="'yesterday' for option 'timestampAsOf'.*ISO-8601"):

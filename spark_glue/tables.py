@@ -319,7 +319,8 @@ def check_planned_zone(planned: tuple[str, str, int] | None, table: str) -> None
 
 def session_time_stamps(rows: pa.Table, target: pa.Schema, zone: str | None) -> pa.Table:
     """``rows`` whose timestamps are converted, as Spark's store assignment casts them in the session time zone
-    ``zone`` (None: this process's local zone), where the input and the table type differ in kind, at any depth
+    ``zone`` (None: a TIMESTAMP's Arrow zone, which Spark sets to the session's, and for a TIMESTAMP_NTZ this
+    process's local zone), where the input and the table type differ in kind, at any depth
     (a struct field, a list element, a map key or value): a Spark TIMESTAMP (an instant) into a type without a
     time zone becomes its wall time in ``zone``; a TIMESTAMP_NTZ (a wall time) into a type with one becomes the
     instant of that wall time in ``zone`` (a wall time a DST gap skips moves later by the gap, an ambiguous one
@@ -381,6 +382,7 @@ def _in_zone(arr: pa.Array, want: pa.DataType, zone: str | None) -> pa.Array:
 
 def _to_wall(col: pa.Array, zone: str | None) -> pa.Array:
     unit = col.type.unit
+    zone = zone or col.type.tz  # Spark hands a TIMESTAMP to Python typed with its session zone
     tz = None if zone is None else zone_info(zone)
     if isinstance(tz, zoneinfo.ZoneInfo):
         return pc.local_timestamp(col.cast(pa.timestamp(unit, tz=tz.key)))

@@ -211,6 +211,7 @@ def write_table(df, path: str, mode: str = "append", *, num_tasks: int | None = 
         types = {f.name: f.dataType for f in spark_schema(table.arrow_schema).fields}
         df = df.select(*[F.col(f"`{c}`").alias(renames.get(c, c)) for c in df.columns],
                        *[F.lit(None).cast(types[c]).alias(c) for c in absent])
+    df = in_table_time_stamps(df, table)
     opts.setdefault("commit.user", f"lakemerge-spark-{uuid.uuid4().hex}")
     job = WriteJob({**opts, "path": path}, overwrite=mode == "overwrite")
     counts = None
@@ -221,6 +222,26 @@ def write_table(df, path: str, mode: str = "append", *, num_tasks: int | None = 
         job.use_bucket_counts(counts)
     sid = run_write_job(distribute_by_bucket(df, path, num_tasks, bucket_counts=counts), job)
     return sid if sid is not None else open_table(path).latest_snapshot_id()
+
+
+def in_table_time_stamps(df, table):
+    """``df`` whose top-level timestamp columns of the other kind than the table's (TIMESTAMP for a Paimon
+    TIMESTAMP, TIMESTAMP_NTZ for a TIMESTAMP_LTZ) are cast by Spark in its session zone, as its store assignment
+    does: the driver's bucket counts and the tasks' placement then see the values that are written (a partition
+    or bucket key is top-level). Nested values are converted by the tasks (tables.session_time_stamps)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import TimestampNTZType, TimestampType
+    want = {f.name: f.dataType for f in spark_schema(table.arrow_schema).fields}
+    kinds = (TimestampType, TimestampNTZType)
+
+    def differs(f):
+        w = want.get(f.name)
+        return (isinstance(f.dataType, kinds) and isinstance(w, kinds)
+                and isinstance(f.dataType, TimestampType) != isinstance(w, TimestampType))
+    if not any(differs(f) for f in df.schema.fields):
+        return df
+    return df.select(*[F.col(f"`{f.name}`").cast(want[f.name]).alias(f.name) if differs(f) else F.col(f"`{f.name}`")
+                       for f in df.schema.fields])
 
 
 def drop_partitions(spark, path: str, partitions) -> int | None:

@@ -143,3 +143,21 @@ def test_nested_timestamps_are_written_in_the_session_time_zone(spark, tmp_path,
     empty = {"s": None, "a": None, "m": None}
     assert sorted(t.read().to_pylist(), key=lambda r: r["id"]) == [
         {"id": 1, **full}, {"id": 2, **empty}, {"id": 3, **full}, {"id": 4, **empty}]
+
+
+def test_timestamp_partition_of_a_postpone_table_in_the_session_zone(spark, tmp_path, session_zone):
+    """write_table casts a TIMESTAMP written into a Paimon TIMESTAMP partition column in the session zone before
+    the driver decides the postpone table's bucket counts, so the counts are decided for the partition the tasks
+    write (10:00 New York). Before, the driver keyed them by the UTC wall time (15:00) and the tasks, converting
+    their rows, found no count for their partition and failed."""
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    schema = pa.schema([pa.field("k", pa.int64(), nullable=False), pa.field("p", pa.timestamp("us"), nullable=False),
+                        ("v", pa.string())])
+    t = cat.create_table("db.pp", schema, ["k", "p"], ["p"], {"bucket": "-2"})
+    spark_glue.register(spark)
+    df = spark.sql("SELECT 1L k, TIMESTAMP'2024-01-01 10:00:00' p, 'a' v UNION ALL "
+                   "SELECT 2L, TIMESTAMP'2024-01-01 10:00:00', 'b'")
+    spark_glue.write_table(df, t.root)
+    assert sorted((r["k"], r["p"], r["v"]) for r in t.read().to_pylist()) == [
+        (1, dt.datetime(2024, 1, 1, 10), "a"), (2, dt.datetime(2024, 1, 1, 10), "b")]

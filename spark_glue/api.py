@@ -9,10 +9,13 @@ import pyarrow as pa
 from engine.errors import InvalidInput
 from engine.postpone import POSTPONE_BUCKET
 from spark_glue.tables import (
+    BRANCH,
     SESSION_TIME_ZONE,
     TIME_ZONE,
     open_or_create_table,
     open_table,
+    spark_schema,
+    with_branch,
 )
 
 FORMAT = "lakemerge"
@@ -45,6 +48,7 @@ def read_table(spark, path: str, *, columns=None, filter_pushdown: bool = True, 
     in it, as Spark reads ``TIMESTAMP AS OF``.
     """
     register(spark)
+    path = on_branch(path, options)
     if not any(k.lower() == TIME_ZONE for k in options):
         options = {**options, "timeZone": spark.conf.get(SESSION_TIME_ZONE)}
     table = open_table(path)
@@ -70,6 +74,12 @@ def read_table(spark, path: str, *, columns=None, filter_pushdown: bool = True, 
         if read_cols != columns:
             df = df.select(*[f"`{c}`" for c in columns])
     return df
+
+
+def on_branch(path: str, options) -> str:
+    """``path`` of the branch that option ``branch`` (any case) among ``options`` names, as the data source reads
+    it (tables.with_branch; raises InvalidInput when the path names another branch)."""
+    return with_branch({**options, "path": path})["path"]
 
 
 def distribute_by_bucket(df, path: str, num_tasks: int | None = None, *, bucket_counts: dict | None = None,
@@ -191,9 +201,17 @@ def write_table(df, path: str, mode: str = "append", *, num_tasks: int | None = 
     from spark_glue.writing import DIRECT, STAGED, WriteJob, check_input_schema, run_write_job
     if mode not in ("append", "overwrite"):
         raise InvalidInput(f"write_table mode must be 'append' or 'overwrite', got {mode!r}")
-    opts = {k.replace("_", "-") if k == "dynamic_partition_overwrite" else k: str(v) for k, v in options.items()}
+    path = on_branch(path, options)
+    opts = {k.replace("_", "-") if k == "dynamic_partition_overwrite" else k: str(v) for k, v in options.items()
+            if k.lower() != BRANCH}
     table = open_or_create_table(path, opts, df.schema, drop_columns=[opts.get("rowkind.column")])
-    check_input_schema(table, df.schema, opts.get("rowkind.column"))
+    renames, absent = check_input_schema(table, df.schema, opts.get("rowkind.column"))
+    if renames or absent:  # by the table's names, with nulls for missing nullable columns (placement needs them)
+        from pyspark.sql import functions as F
+        types = {f.name: f.dataType for f in spark_schema(table.arrow_schema).fields}
+        df = df.select(*[F.col(f"`{c}`").alias(renames.get(c, c)) for c in df.columns],
+                       *[F.lit(None).cast(types[c]).alias(c) for c in absent])
+    df = in_table_time_stamps(df, table)
     opts.setdefault("commit.user", f"lakemerge-spark-{uuid.uuid4().hex}")
     job = WriteJob({**opts, "path": path}, overwrite=mode == "overwrite")
     counts = None
@@ -204,6 +222,26 @@ def write_table(df, path: str, mode: str = "append", *, num_tasks: int | None = 
         job.use_bucket_counts(counts)
     sid = run_write_job(distribute_by_bucket(df, path, num_tasks, bucket_counts=counts), job)
     return sid if sid is not None else open_table(path).latest_snapshot_id()
+
+
+def in_table_time_stamps(df, table):
+    """``df`` whose top-level timestamp columns of the other kind than the table's (TIMESTAMP for a Paimon
+    TIMESTAMP, TIMESTAMP_NTZ for a TIMESTAMP_LTZ) are cast by Spark in its session zone, as its store assignment
+    does: the driver's bucket counts and the tasks' placement then see the values that are written (a partition
+    or bucket key is top-level). Nested values are converted by the tasks (tables.session_time_stamps)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import TimestampNTZType, TimestampType
+    want = {f.name: f.dataType for f in spark_schema(table.arrow_schema).fields}
+    kinds = (TimestampType, TimestampNTZType)
+
+    def differs(f):
+        w = want.get(f.name)
+        return (isinstance(f.dataType, kinds) and isinstance(w, kinds)
+                and isinstance(f.dataType, TimestampType) != isinstance(w, TimestampType))
+    if not any(differs(f) for f in df.schema.fields):
+        return df
+    return df.select(*[F.col(f"`{f.name}`").cast(want[f.name]).alias(f.name) if differs(f) else F.col(f"`{f.name}`")
+                       for f in df.schema.fields])
 
 
 def drop_partitions(spark, path: str, partitions) -> int | None:

@@ -13,6 +13,7 @@ import zoneinfo
 from typing import Mapping
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine.errors import (
     InvalidInput,
@@ -63,16 +64,25 @@ def split_branch(path: str) -> tuple[str, str | None]:
 
 
 def with_branch(options: Mapping[str, str]) -> dict[str, str]:
-    """Lower-cased ``options`` whose ``path`` carries the ``branch`` option (``main`` or none: the path as given).
-    Raises InvalidInput when the option and the path name different branches."""
+    """Lower-cased ``options`` whose ``path`` carries the ``branch`` option (none: the path as given). A system
+    table in the path stays last: ``t$snapshots`` with branch ``b1`` -> ``t$branch_b1$snapshots``. Raises
+    InvalidInput when the option and the path name different branches (``main`` against ``t$branch_b1`` too)."""
     opts = lower_options(options)
     branch = opts.get(BRANCH)
-    if not branch or branch == "main" or not opts.get("path"):
+    if not branch or not opts.get("path"):
         return opts
-    root, in_path = split_branch(opts["path"])
+    head, sep, name = opts["path"].rstrip("/").rpartition("/")
+    table, dollar, rest = name.partition("$")
+    parts = rest.split("$") if dollar else []
+    in_path = parts[0][len(BRANCH_SUFFIX):] if parts and parts[0].startswith(BRANCH_SUFFIX) else None
+    if in_path is not None:
+        parts = parts[1:]
     if in_path is not None and in_path != branch:
         raise InvalidInput(f"branch named twice: {BRANCH_MARK}{in_path} in the path, {branch!r} in option {BRANCH!r}")
-    return {**opts, "path": f"{root}{BRANCH_MARK}{branch}"}
+    if branch == "main":
+        return opts
+    kind = "".join("$" + p for p in parts)
+    return {**opts, "path": f"{head}{sep}{table}{BRANCH_MARK}{branch}{kind}"}
 
 
 def open_table(path: str | None) -> Table:
@@ -99,7 +109,8 @@ def open_or_create_table(path: str | None, options: Mapping[str, str], spark_sch
     """The table at ``path``; if there is none and ``primary-key`` is given (Paimon's table options
     ``primary-key``, ``partition``, ``bucket``, ...), create it from the Spark schema first, as a first
     DataFrame write into a new Paimon table does. The path must look like ``<warehouse>/<db>.db/<table>``.
-    Raises TableNotFound (no table, no primary-key option), InvalidSchema / InvalidOption for a bad definition."""
+    Raises TableNotFound (no table, no primary-key option), InvalidSchema / InvalidOption for a bad definition,
+    InvalidInput (nothing created) for a dynamic-bucket definition (no option ``bucket``), which Spark cannot write."""
     try:
         return open_table(path)
     except TableNotFound:
@@ -125,6 +136,10 @@ def open_or_create_table(path: str | None, options: Mapping[str, str], spark_sch
     table_opts = {k: v for k, v in opts.items()
                   if k not in unknown and k not in (PRIMARY_KEY, PARTITION, "path") and not k.startswith("scan.")}
     split = (lambda v: [c.strip() for c in v.split(",") if c.strip()])
+    bucket = TableOptions(table_opts).bucket
+    if bucket < 1 and bucket != -2:  # dynamic bucket mode: Spark tasks cannot write it (writing.require_spark_writable)
+        raise InvalidInput(f"cannot create primary-key table {db[:-3]}.{name} with bucket={bucket} on a Spark write: "
+                           "Spark writes need a fixed bucket count; set option 'bucket' (> 0, or -2 for postpone)")
     return cat.create_table(f"{db[:-3]}.{name}", arrow, split(opts[PRIMARY_KEY]), split(opts.get(PARTITION, "")),
                             table_opts, ignore_if_exists=True)
 
@@ -244,18 +259,31 @@ def timestamp_millis(key: str, value: str, zone: str | None, table: str) -> int:
 
 
 _OFFSET = re.compile(r"(?:UTC|GMT|UT)?([+-])(\d{1,2})(?::?(\d{2}))?(?::?(\d{2}))?")
+# java.time.ZoneId.SHORT_IDS: Spark resolves a session zone with ZoneId.of(id, SHORT_IDS), so 'PST' is valid there
+JAVA_SHORT_IDS = {
+    "ACT": "Australia/Darwin", "AET": "Australia/Sydney", "AGT": "America/Argentina/Buenos_Aires",
+    "ART": "Africa/Cairo", "AST": "America/Anchorage", "BET": "America/Sao_Paulo", "BST": "Asia/Dhaka",
+    "CAT": "Africa/Harare", "CNT": "America/St_Johns", "CST": "America/Chicago", "CTT": "Asia/Shanghai",
+    "EAT": "Africa/Addis_Ababa", "ECT": "Europe/Paris", "EST": "-05:00", "HST": "-10:00",
+    "IET": "America/Indiana/Indianapolis", "IST": "Asia/Kolkata", "JST": "Asia/Tokyo", "MIT": "Pacific/Apia",
+    "MST": "-07:00", "NET": "Asia/Yerevan", "NST": "Pacific/Auckland", "PLT": "Asia/Karachi",
+    "PNT": "America/Phoenix", "PRT": "America/Puerto_Rico", "PST": "America/Los_Angeles",
+    "SST": "Pacific/Guadalcanal", "VST": "Asia/Ho_Chi_Minh",
+}
 
 
 def zone_info(zone: str, table: str | None = None) -> dt.tzinfo:
-    """A Spark time-zone id as a tzinfo: a region id (``Europe/Berlin``, ``UTC``) or an offset (``+02:00``, ``-5``,
-    ``GMT+8``, ``Z``). Raises InvalidOption for anything else."""
+    """A Spark time-zone id as a tzinfo: a region id (``Europe/Berlin``, ``UTC``), an offset (``+02:00``, ``-5``,
+    ``GMT+8``, ``Z``) or a short id as java.time reads it (``PST`` is America/Los_Angeles, ``EST`` -05:00).
+    Raises InvalidOption for anything else."""
+    zone = JAVA_SHORT_IDS.get(zone, zone)
     match = _OFFSET.fullmatch(zone)
     try:
         if match:
             sign, hours, minutes, seconds = match.groups()
             offset = dt.timedelta(hours=int(hours), minutes=int(minutes or 0), seconds=int(seconds or 0))
             return dt.timezone(-offset if sign == "-" else offset)
-        return dt.timezone.utc if zone in ("Z", "z") else zoneinfo.ZoneInfo(zone)
+        return dt.timezone.utc if zone in ("Z", "z", "UT") else zoneinfo.ZoneInfo(zone)
     except (ValueError, zoneinfo.ZoneInfoNotFoundError):
         raise InvalidOption("timeZone", zone, "expected a region id (Europe/Berlin) or an offset (+02:00)",
                             table=table) from None
@@ -287,6 +315,91 @@ def check_planned_zone(planned: tuple[str, str, int] | None, table: str) -> None
         raise InvalidOption(key, value, f"a timestamp without an offset is read in spark.sql.session.timeZone "
                             f"({zone}), which the lakemerge read planner cannot see (it used its local zone); add "
                             "an offset, set option timeZone or read with spark_glue.read_table", table=table)
+
+
+def session_time_stamps(rows: pa.Table, target: pa.Schema, zone: str | None) -> pa.Table:
+    """``rows`` whose timestamps are converted, as Spark's store assignment casts them in the session time zone
+    ``zone`` (None: a TIMESTAMP's Arrow zone, which Spark sets to the session's, and for a TIMESTAMP_NTZ this
+    process's local zone), where the input and the table type differ in kind, at any depth
+    (a struct field, a list element, a map key or value): a Spark TIMESTAMP (an instant) into a type without a
+    time zone becomes its wall time in ``zone``; a TIMESTAMP_NTZ (a wall time) into a type with one becomes the
+    instant of that wall time in ``zone`` (a wall time a DST gap skips moves later by the gap, an ambiguous one
+    takes the earlier instant, as java.time does). Other values are returned as they are; nested struct fields
+    are matched by name (writing.check_input_schema has made them the table's)."""
+    for i, name in enumerate(rows.column_names):
+        if name not in target.names:
+            continue
+        col, want = rows.column(i), target.field(name).type
+        if col.num_chunks and _needs_zone(col.type, want):
+            chunks = [_in_zone(c, want, zone) for c in col.chunks]
+            rows = rows.set_column(i, name, pa.chunked_array(chunks))
+    return rows
+
+
+def _children(have: pa.DataType, want: pa.DataType) -> list[tuple[pa.DataType, pa.DataType]]:
+    """(input, table) types of the nested values of ``have`` and ``want`` (structs by field name)."""
+    if pa.types.is_struct(have) and pa.types.is_struct(want):
+        names = {want.field(j).name for j in range(want.num_fields)}
+        return [(have.field(j).type, want.field(have.field(j).name).type) for j in range(have.num_fields)
+                if have.field(j).name in names]
+    if pa.types.is_map(have) and pa.types.is_map(want):
+        return [(have.key_type, want.key_type), (have.item_type, want.item_type)]
+    lists = (pa.types.is_list, pa.types.is_large_list)
+    if any(f(have) for f in lists) and any(f(want) for f in lists + (pa.types.is_fixed_size_list,)):
+        return [(have.value_type, want.value_type)]
+    return []
+
+
+def _needs_zone(have: pa.DataType, want: pa.DataType) -> bool:
+    if pa.types.is_timestamp(have) and pa.types.is_timestamp(want):
+        return (have.tz is None) != (want.tz is None)
+    return any(_needs_zone(h, w) for h, w in _children(have, want))
+
+
+def _in_zone(arr: pa.Array, want: pa.DataType, zone: str | None) -> pa.Array:
+    """``arr`` with its timestamps converted for the table type ``want`` (session_time_stamps)."""
+    if not _needs_zone(arr.type, want):
+        return arr
+    if pa.types.is_timestamp(arr.type):
+        return _to_wall(arr, zone) if want.tz is None else _to_instant(arr, zone)
+    if arr.offset:  # Arrow cannot rebuild a sliced list with nulls: copy the slice first
+        arr = pa.concat_arrays([arr])
+    mask = arr.is_null() if arr.null_count else None
+    if pa.types.is_struct(arr.type):
+        fields = [arr.type.field(j) for j in range(arr.type.num_fields)]
+        names = {want.field(j).name for j in range(want.num_fields)}
+        children = [_in_zone(arr.field(j), want.field(f.name).type, zone) if f.name in names else arr.field(j)
+                    for j, f in enumerate(fields)]
+        return pa.StructArray.from_arrays(children, fields=[f.with_type(c.type) for f, c in zip(fields, children)],
+                                          mask=mask)
+    if pa.types.is_map(arr.type):
+        keys, items = _in_zone(arr.keys, want.key_type, zone), _in_zone(arr.items, want.item_type, zone)
+        return pa.MapArray.from_arrays(arr.offsets, keys, items, mask=mask)
+    values = _in_zone(arr.values, want.value_type, zone)
+    build = pa.LargeListArray if pa.types.is_large_list(arr.type) else pa.ListArray
+    return build.from_arrays(arr.offsets, values, mask=mask)
+
+
+def _to_wall(col: pa.Array, zone: str | None) -> pa.Array:
+    unit = col.type.unit
+    zone = zone or col.type.tz  # Spark hands a TIMESTAMP to Python typed with its session zone
+    tz = None if zone is None else zone_info(zone)
+    if isinstance(tz, zoneinfo.ZoneInfo):
+        return pc.local_timestamp(col.cast(pa.timestamp(unit, tz=tz.key)))
+    values = [None if v is None else v.astimezone(tz).replace(tzinfo=None) for v in col.to_pylist()]
+    return pa.array(values, pa.timestamp(unit))
+
+
+def _to_instant(col: pa.Array, zone: str | None) -> pa.Array:
+    unit = col.type.unit
+    tz = None if zone is None else zone_info(zone)
+    if isinstance(tz, zoneinfo.ZoneInfo):
+        first = pc.assume_timezone(col, tz.key, ambiguous="earliest", nonexistent="earliest")
+        # in a gap 'earliest' is the last instant before it: move on by what the wall time lies past it
+        return pc.add(first, pc.subtract(col, pc.local_timestamp(first))).cast(pa.timestamp(unit, tz="UTC"))
+    values = [None if v is None else (v.replace(tzinfo=tz) if tz is not None else v.astimezone())
+              for v in col.to_pylist()]
+    return pa.array(values, pa.timestamp(unit, tz="UTC"))
 
 
 def nullable(schema: pa.Schema) -> pa.Schema:

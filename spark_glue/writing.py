@@ -50,7 +50,7 @@ from engine.table import Table
 from engine.write.commit_message import CommitMessage
 from engine.write.table_write import TableWrite
 from spark_glue.job_files import remove_tagged_files, tag_files
-from spark_glue.tables import lower_options, open_or_create_table, open_table
+from spark_glue.tables import lower_options, open_or_create_table, open_table, session_time_stamps, time_zone
 
 COMMIT_USER = "commit.user"
 COMMIT_IDENTIFIER = "commit.identifier"
@@ -84,8 +84,10 @@ class WriteJob:
         require_spark_writable(table)
         self.postpone = postpone_write_mode(table)
         self.bucket_counts: dict[bytes, int] | None = None
+        self.renames: dict[str, str] = {}
+        self.absent: list[str] = []
         if schema is not None:
-            check_input_schema(table, schema, opts.get(ROW_KIND_COLUMN))
+            self.renames, self.absent = check_input_schema(table, schema, opts.get(ROW_KIND_COLUMN))
         self.base_id = table.latest_snapshot_id()
         self.token = uuid.uuid4().hex[:16]
         self.streaming = streaming
@@ -158,11 +160,14 @@ class WriteJob:
                                 overwrite=self.overwrite)
         if not self.streaming:  # number sequences from the snapshot the job started from
             writer.base_snapshot = None if self.base_id is None else table.snapshot(self.base_id)
+        zone = time_zone({})  # the query's session time zone: Spark's store assignment casts timestamps in it
         with writer:
             for batch in batches:
                 rows = pa.Table.from_batches([batch])
                 if rows.num_rows == 0:
                     continue
+                rows = by_table_names(rows, self.renames, self.absent, table.arrow_schema)
+                rows = session_time_stamps(rows, table.arrow_schema, zone)
                 if self.kind_column:
                     if self.kind_column not in rows.column_names:
                         raise InvalidInput(f"row-kind column {self.kind_column!r} is not in the input",
@@ -307,27 +312,88 @@ def require_spark_writable(table: Table) -> None:
                            f"this table has bucket={nb}; write it with the engine (Table.write)", table=table.name)
 
 
-def check_input_schema(table: Table, spark_schema, kind_column: str | None = None) -> None:
-    """Refuse, on the driver and before any task runs, input that cannot be written to ``table``: columns the
-    table lacks, table columns the input lacks, and text for a non-text column (Spark's ANSI store assignment
-    refuses string -> number, date, boolean; casting by value would pass on '5' and fail later on 'abc').
-    Raises SchemaMismatch naming the column and the table. Other types are cast safely by the writer."""
+def check_input_schema(table: Table, spark_schema, kind_column: str | None = None
+                       ) -> tuple[dict[str, str], list[str]]:
+    """Resolve, on the driver and before any task runs, the input's columns against ``table``'s by name, as
+    Paimon's Spark writer does (PaimonOutputResolver with Spark's default case-insensitive resolver): returns
+    (input name -> table name, for the names that differ in case only; the nullable table columns the input
+    lacks, which are written as nulls). Refused with SchemaMismatch naming the column and the table: columns the
+    table lacks, two input columns naming one table column, a missing NOT NULL column, and text for a non-text
+    column (Spark's ANSI store assignment refuses string -> number, date, boolean; casting by value would pass on
+    '5' and fail later on 'abc'). Other types are cast safely by the writer."""
     from spark_glue.tables import arrow_of_spark
     given = arrow_of_spark(spark_schema)
     target = table.arrow_schema
     names = [n for n in given.names if n != kind_column]
-    extra = [c for c in names if c not in target.names]
+    by_lower: dict[str, list[str]] = {}
+    for t in target.names:
+        by_lower.setdefault(t.lower(), []).append(t)
+    resolved = {}
+    for c in names:
+        same = [c] if c in target.names else by_lower.get(c.lower(), [])
+        if len(same) == 1:
+            resolved[c] = same[0]
+    extra = [c for c in names if c not in resolved]
     if extra:
         raise SchemaMismatch(f"input has columns that are not in the table: {extra}", table=table.name,
                              column=extra[0])
-    missing = [c for c in target.names if c not in names]
-    if missing:
-        raise SchemaMismatch(f"input is missing column(s) {missing}", table=table.name, column=missing[0])
-    for c in names:
-        have, want = given.field(c).type, target.field(c).type
+    seen: dict[str, str] = {}
+    for c in names:  # the input's columns, an exact duplicate too
+        t = resolved[c]
+        if t in seen:
+            raise SchemaMismatch(f"input columns {seen[t]!r} and {c!r} both name table column {t!r}",
+                                 table=table.name, column=t)
+        seen[t] = c
+    absent = [t for t in target.names if t not in seen]
+    required = [t for t in absent if not target.field(t).nullable or t in table.primary_keys]
+    if required:
+        raise SchemaMismatch(f"input is missing column(s) {required} (NOT NULL in the table)", table=table.name,
+                             column=required[0])
+    for c, t in resolved.items():
+        have, want = given.field(c).type, target.field(t).type
         if _is_text(have) and not _is_text(want):
             raise SchemaMismatch(f"column {c!r} is {have} in the input but {want} in the table; cast it "
                                  "explicitly", table=table.name, column=c)
+        nested = _nested_mismatch(have, want, t)
+        if nested:
+            raise SchemaMismatch(f"column {c!r}: {nested} (the writer would write nulls in their place)",
+                                 table=table.name, column=t)
+    return {c: t for c, t in resolved.items() if c != t}, absent
+
+
+def _nested_mismatch(have: pa.DataType, want: pa.DataType, path: str) -> str | None:
+    """Why nested struct fields of input type ``have`` do not match the table's ``want`` by name (Arrow casts
+    structs by field name and fills a field it cannot find with nulls), or None. As Paimon's Spark writer (strict
+    by default), a nested field the input lacks or the table lacks is refused; unlike Paimon's, names must match
+    exactly and in order (no nested reordering or case folding)."""
+    if pa.types.is_struct(have) and pa.types.is_struct(want):
+        got = [have.field(i).name for i in range(have.num_fields)]
+        need = [want.field(i).name for i in range(want.num_fields)]
+        if got != need:  # Arrow's cast also needs the table's order
+            return (f"struct {path} has fields {got} in the input but {need} in the table (nested fields must match "
+                    "by name and order)")
+        for name in need:
+            why = _nested_mismatch(have.field(name).type, want.field(name).type, f"{path}.{name}")
+            if why:
+                return why
+        return None
+    if pa.types.is_map(have) and pa.types.is_map(want):
+        return (_nested_mismatch(have.key_type, want.key_type, f"{path}.key")
+                or _nested_mismatch(have.item_type, want.item_type, f"{path}.value"))
+    lists = (pa.types.is_list, pa.types.is_large_list, pa.types.is_fixed_size_list)
+    if any(f(have) for f in lists) and any(f(want) for f in lists):
+        return _nested_mismatch(have.value_type, want.value_type, f"{path}.element")
+    return None
+
+
+def by_table_names(rows: pa.Table, renames: dict[str, str], absent: list[str], target: pa.Schema) -> pa.Table:
+    """``rows`` with the table's names for the ``renames`` and null columns for the ``absent`` table columns
+    (check_input_schema)."""
+    if renames:
+        rows = rows.rename_columns([renames.get(c, c) for c in rows.column_names])
+    for c in absent:
+        rows = rows.append_column(target.field(c), pa.nulls(rows.num_rows, target.field(c).type))
+    return rows
 
 
 def _is_text(t: pa.DataType) -> bool:

@@ -65,7 +65,40 @@ def test_timestamps_without_an_offset_are_wall_time_in_the_zone():
     assert ms("2024-07-01T12:00:00+02:00", "America/New_York") == ms("2024-07-01T10:00:00Z", "Asia/Tokyo") \
         == july - 2 * hour
     assert ms(str(july), "Asia/Tokyo") == july
+    # Java's short ids, which Spark accepts as session zones (ZoneId.SHORT_IDS); before, they were refused, and
+    # so was every Spark write that converts a timestamp in such a session
+    assert ms("2024-07-01 12:00", "PST") == ms("2024-07-01 12:00", "America/Los_Angeles") == july + 7 * hour
+    assert ms("2024-07-01 12:00", "EST") == july + 5 * hour  # a fixed offset in java.time, no DST
+    assert ms("2024-07-01 12:00", "IST") == july - 5 * hour - 30 * 60_000
+    assert ms("2024-07-01 12:00", "UT") == july
     with pytest.raises(InvalidOption, match="'Mars/Olympus' for option 'timeZone'"):
         ms("2024-07-01 12:00", "Mars/Olympus")
     with pytest.raises(InvalidOption, match="'yesterday' for option 'timestampAsOf'.*ISO-8601"):
         ms("yesterday", "UTC")
+
+
+def test_zone_less_session_takes_the_zone_spark_typed_the_timestamps_with(monkeypatch):
+    """A session that never set spark.sql.session.timeZone hands write tasks no zone (tables.time_zone is None),
+    but Spark types every TIMESTAMP it hands to Python with its session zone: that zone, not the executor's local
+    one, gives a TIMESTAMP's wall time for a Paimon TIMESTAMP column. Before, the process's local zone was used
+    (here Tokyo: 00:00 the next day instead of New York's 10:00)."""
+    import datetime as dt
+    import time
+
+    import pyarrow as pa
+
+    from spark_glue.tables import session_time_stamps
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    try:
+        instant = dt.datetime(2024, 1, 1, 15, tzinfo=dt.timezone.utc)
+        rows = pa.table({"t": pa.array([instant, None], pa.timestamp("us", tz="America/New_York")),
+                         "s": pa.array([{"t": instant}], pa.struct([("t", pa.timestamp("us", tz="+02:00"))]))
+                         .take([0, 0])})
+        target = pa.schema([("t", pa.timestamp("us")), ("s", pa.struct([("t", pa.timestamp("us"))]))])
+        assert session_time_stamps(rows, target, None).to_pylist() == [
+            {"t": dt.datetime(2024, 1, 1, 10), "s": {"t": dt.datetime(2024, 1, 1, 17)}},
+            {"t": None, "s": {"t": dt.datetime(2024, 1, 1, 17)}}]
+    finally:
+        monkeypatch.undo()
+        time.tzset()

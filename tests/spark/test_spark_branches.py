@@ -80,3 +80,30 @@ def test_spark_merge_into_a_branch(spark, table):
     assert sorted((r["k"], r["v"]) for r in table.branch("dev").read().to_pylist()) == [(1, "A"), (2, "b"),
                                                                                         (7, "g")]
     assert sorted((r["k"], r["v"]) for r in table.read().to_pylist()) == [(1, "a"), (2, "b"), (3, "c")]
+
+
+def test_spark_branch_option_with_a_system_table_path(spark, table):
+    """Option ``branch`` applies to a system-table path too: ``t$snapshots`` is read as ``t$branch_dev$snapshots``
+    (before, the branch was appended after the kind and the read failed with TableNotFound)."""
+    root = table.root
+    dev_ids = [s.id for s in table.branch("dev").snapshots()]
+    assert dev_ids != [s.id for s in table.snapshots()]
+    for path in (root + "$snapshots", root + "$branch_dev$snapshots"):
+        rows = spark.read.format("lakemerge").option("branch", "dev").load(path).collect()
+        assert [r.snapshot_id for r in rows] == dev_ids, path
+    with pytest.raises(Exception, match="branch named twice"):  # option main against a branch path
+        spark.read.format("lakemerge").option("branch", "main").load(root + "$branch_dev").collect()
+
+
+def test_spark_helpers_take_the_branch_option(spark, table):
+    """``write_table(df, path, branch=...)`` writes the branch, as ``df.write.option("branch", ...)`` does (before,
+    the option was ignored and the rows went to main)."""
+    root = table.root
+    main_latest = table.latest_snapshot_id()
+    spark_glue.write_table(spark.createDataFrame([(8, "h")], "k long, v string"), root, branch="dev")
+    assert sorted(r["k"] for r in table.branch("dev").read().to_pylist()) == [1, 2, 8]
+    assert table.latest_snapshot_id() == main_latest
+    assert _sorted(spark_glue.read_table(spark, root, Branch="dev")) == [(1, "a"), (2, "b"), (8, "h")]
+    with pytest.raises(Exception, match="branch named twice"):
+        spark_glue.write_table(spark.createDataFrame([(9, "i")], "k long, v string"), root + "$branch_dev",
+                               branch="other")

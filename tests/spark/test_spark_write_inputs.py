@@ -1,0 +1,163 @@
+"""How Spark writes convert their input to the table's types, as Spark's store assignment (and so Paimon's Spark
+writer, which receives Spark's cast rows) does."""
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+import pyarrow as pa
+import pytest
+
+import spark_glue
+from engine import Catalog
+
+pytestmark = pytest.mark.spark
+
+UTC = dt.timezone.utc
+
+
+@pytest.fixture
+def session_zone(spark):
+    """The session time zone set to New York (UTC-5 in January) for one test."""
+    before = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+    yield "America/New_York"
+    spark.conf.set("spark.sql.session.timeZone", before)
+
+
+def test_timestamps_are_written_in_the_session_time_zone(spark, tmp_path, session_zone):
+    """A Spark TIMESTAMP (an instant) written into a Paimon TIMESTAMP column (no zone, Spark's TIMESTAMP_NTZ) keeps
+    its wall time in the session zone, and a TIMESTAMP_NTZ into a TIMESTAMP_LTZ column is that wall time's instant
+    in the session zone: Spark's cast, which Paimon's writer gets. Before, the UTC wall time was stored (15:00
+    for a 10:00 New York literal) and an NTZ value was stored as a UTC instant."""
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("ntz", pa.timestamp("us")),
+                        ("ltz", pa.timestamp("us", tz="UTC"))])
+    t = cat.create_table("db.ts", schema, ["id"], None, {"bucket": "1"})
+    spark_glue.register(spark)
+    instants = spark.sql("SELECT 1L AS id, TIMESTAMP'2024-01-01 10:00:00' AS ntz, TIMESTAMP'2024-01-01 10:00:00' AS ltz")
+    walls = spark.sql("SELECT 2L AS id, TIMESTAMP_NTZ'2024-01-01 10:00:00' AS ntz, "
+                      "TIMESTAMP_NTZ'2024-01-01 10:00:00' AS ltz")
+    instants.write.format("lakemerge").mode("append").save(t.root)
+    spark_glue.write_table(walls, t.root)
+    spark_glue.write_table(instants.selectExpr("3L AS id", "ntz", "ltz"), t.root)
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW ts_view USING lakemerge OPTIONS (path '{t.root}')")
+    spark.sql("INSERT INTO ts_view SELECT 4L, TIMESTAMP'2024-01-01 10:00:00', TIMESTAMP_NTZ'2024-01-01 10:00:00'")
+    wall, instant = dt.datetime(2024, 1, 1, 10), dt.datetime(2024, 1, 1, 15, tzinfo=UTC)
+    assert sorted(t.read().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": i, "ntz": wall, "ltz": instant} for i in (1, 2, 3, 4)]
+    # and Spark reads back what it wrote: the wall time, and the instant shown in the session zone
+    row = (spark.read.format("lakemerge").load(t.root).where("id = 1")
+           .selectExpr("CAST(ntz AS STRING) AS ntz", "CAST(ltz AS STRING) AS ltz").collect()[0])
+    assert (row.ntz, row.ltz) == ("2024-01-01 10:00:00", "2024-01-01 10:00:00")
+
+
+def test_first_write_without_a_bucket_count_creates_nothing(spark, tmp_path):
+    """A first write with ``primary-key`` but no ``bucket`` would define a dynamic-bucket table (Paimon's default
+    bucket -1), which Spark tasks cannot write: it is refused before the table is created. Before, the table was
+    created and the write then refused, leaving a table no Spark write could fill."""
+    path = str(tmp_path / "wh" / "db.db" / "events")
+    df = spark.createDataFrame([(1, "a")], "k long, v string")
+    for write in (lambda: df.write.format("lakemerge").option("primary-key", "k").mode("append").save(path),
+                  lambda: spark_glue.write_table(df, path, **{"primary-key": "k"})):
+        with pytest.raises(Exception, match=r"db\.events.*set option 'bucket'"):
+            write()
+        assert not os.path.exists(path)
+    spark_glue.write_table(df, path, **{"primary-key": "k", "bucket": "-2"})  # postpone: created and written
+    assert Catalog(str(tmp_path / "wh")).get_table("db.events").read().num_rows == 1
+
+
+def test_columns_resolve_by_name_ignoring_case_and_missing_nullable_ones_are_null(spark, tmp_path):
+    """As Paimon's Spark writer resolves a write's columns (PaimonOutputResolver: by name with Spark's default
+    case-insensitive resolver, a missing top-level column filled with NULL): ``K`` writes column ``k``, and a
+    nullable column the input lacks is written as null. A missing NOT NULL column, a column the table lacks and two
+    columns naming one table column are refused before any task runs, nothing written. Before, any case
+    difference or missing column was refused."""
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    schema = pa.schema([pa.field("k", pa.int64(), nullable=False), ("dt", pa.string()), ("v", pa.string()),
+                        ("n", pa.int32())])
+    t = cat.create_table("db.t", schema, ["k"], None, {"bucket": "2"})
+    spark_glue.register(spark)
+    spark.createDataFrame([(1, "a", 10)], "K long, V string, N int").write.format("lakemerge").mode("append") \
+        .save(t.root)
+    spark_glue.write_table(spark.createDataFrame([("b", 2, "x")], "v string, K long, DT string"), t.root)
+    assert sorted(t.read().to_pylist(), key=lambda r: r["k"]) == [
+        {"k": 1, "dt": None, "v": "a", "n": 10}, {"k": 2, "dt": "x", "v": "b", "n": None}]
+    latest = t.latest_snapshot_id()
+    bad = {"NOT NULL": spark.createDataFrame([("c",)], "v string"),
+           "not in the table": spark.createDataFrame([(3, "c")], "k long, w string"),
+           "both name table column": spark.createDataFrame([(3, "c", "d")], "k long, v string, V string"),
+           # an exact duplicate too (before: KeyError 'Column v does not exist in schema')
+           "'v' and 'v' both name": spark.createDataFrame([(3, "c", "d")], "k long, v string, w string")
+           .selectExpr("k", "v", "w AS v")}
+    for message, df in bad.items():
+        for write in (lambda: df.write.format("lakemerge").mode("append").save(t.root),
+                      lambda: spark_glue.write_table(df, t.root)):
+            with pytest.raises(Exception, match=message):
+                write()
+    assert t.latest_snapshot_id() == latest
+
+
+def test_nested_struct_fields_must_match_the_table(spark, tmp_path):
+    """A struct whose fields differ from the table's by name (``X`` for ``x``, or another field) is refused on the
+    driver, as Paimon's Spark writer refuses a missing or extra nested field. Before, Arrow's by-name cast wrote
+    null for the field silently (data loss)."""
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    schema = pa.schema([("a", pa.int64()), ("d", pa.struct([("x", pa.int32())])),
+                        ("l", pa.list_(pa.struct([("y", pa.string())])))])
+    t = cat.create_table("db.ap", schema, [], None, {"bucket": "-1"})
+    spark_glue.register(spark)
+    spark.sql("SELECT 1L a, named_struct('x', 5L) d, array(named_struct('y', 'q')) l") \
+        .write.format("lakemerge").mode("append").save(t.root)
+    assert t.read().to_pylist() == [{"a": 1, "d": {"x": 5}, "l": [{"y": "q"}]}]
+    for sql, where in (("SELECT 2L a, named_struct('X', 5) d, array(named_struct('y', 'q')) l", "d"),
+                       ("SELECT 2L a, named_struct('x', 5) d, array(named_struct('z', 'q')) l", r"l\.element")):
+        with pytest.raises(Exception, match=f"struct {where} has fields"):
+            spark.sql(sql).write.format("lakemerge").mode("append").save(t.root)
+    assert t.read().num_rows == 1
+
+
+def test_nested_timestamps_are_written_in_the_session_time_zone(spark, tmp_path, session_zone):
+    """Spark's store assignment casts timestamps inside structs, arrays and maps in the session zone as it does
+    top-level ones: a TIMESTAMP literal of 10:00 New York written into nested Paimon TIMESTAMP values is stored as
+    10:00, a nested TIMESTAMP_NTZ into TIMESTAMP_LTZ as 15:00 UTC. Before, only top-level columns were converted
+    and nested ones kept the UTC wall time (15:00) / the wall time as a UTC instant (10:00 UTC)."""
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False),
+                        ("s", pa.struct([("t", pa.timestamp("us")), ("n", pa.int32())])),
+                        ("a", pa.list_(pa.timestamp("us"))),
+                        ("m", pa.map_(pa.string(), pa.timestamp("us", tz="UTC")))])
+    t = cat.create_table("db.nested", schema, ["id"], None, {"bucket": "1"})
+    spark_glue.register(spark)
+    df = spark.sql("SELECT 1L id, named_struct('t', TIMESTAMP'2024-01-01 10:00:00', 'n', 1) s, "
+                   "array(TIMESTAMP'2024-01-01 10:00:00', NULL) a, map('k', TIMESTAMP_NTZ'2024-01-01 10:00:00') m "
+                   "UNION ALL SELECT 2L, NULL, NULL, NULL")
+    df.write.format("lakemerge").mode("append").save(t.root)
+    spark_glue.write_table(df.selectExpr("id + 2 AS id", "s", "a", "m"), t.root)
+    wall, instant = dt.datetime(2024, 1, 1, 10), dt.datetime(2024, 1, 1, 15, tzinfo=UTC)
+    full = {"s": {"t": wall, "n": 1}, "a": [wall, None], "m": [("k", instant)]}
+    empty = {"s": None, "a": None, "m": None}
+    assert sorted(t.read().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, **full}, {"id": 2, **empty}, {"id": 3, **full}, {"id": 4, **empty}]
+
+
+def test_timestamp_partition_of_a_postpone_table_in_the_session_zone(spark, tmp_path, session_zone):
+    """write_table casts a TIMESTAMP written into a Paimon TIMESTAMP partition column in the session zone before
+    the driver decides the postpone table's bucket counts, so the counts are decided for the partition the tasks
+    write (10:00 New York). Before, the driver keyed them by the UTC wall time (15:00) and the tasks, converting
+    their rows, found no count for their partition and failed."""
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    schema = pa.schema([pa.field("k", pa.int64(), nullable=False), pa.field("p", pa.timestamp("us"), nullable=False),
+                        ("v", pa.string())])
+    t = cat.create_table("db.pp", schema, ["k", "p"], ["p"], {"bucket": "-2"})
+    spark_glue.register(spark)
+    df = spark.sql("SELECT 1L k, TIMESTAMP'2024-01-01 10:00:00' p, 'a' v UNION ALL "
+                   "SELECT 2L, TIMESTAMP'2024-01-01 10:00:00', 'b'")
+    spark_glue.write_table(df, t.root)
+    assert sorted((r["k"], r["p"], r["v"]) for r in t.read().to_pylist()) == [
+        (1, dt.datetime(2024, 1, 1, 10), "a"), (2, dt.datetime(2024, 1, 1, 10), "b")]

@@ -150,6 +150,10 @@ def test_show_where_limit_snapshot_columns(run, orders, tmp_path):
     bad = run("show", orders, "--where", "nope = 1")
     assert bad.exit_code == 1 and "'nope'" in bad.stderr
     assert run("show", orders, "--snapshot", "9").exit_code == 1
+    (tmp_path / "c.jsonl").write_text(json.dumps({"dt": "2024-01-01", "id": 20, "name": None, "amount": 1}))
+    run("ingest", orders, str(tmp_path / "c.jsonl"))
+    assert [r[1] for r in _rows(run, orders, "--where", "name IS NULL")] == [20]
+    assert len(_rows(run, orders, "--where", "name is not null and id < 100")) == 10
 
 
 def test_metadata_commands(run, orders, tmp_path):
@@ -198,7 +202,10 @@ def test_where_parser():
         [("a", "=", 1), ("b", "!=", "x'y")], [("c", "in", (1, 2.5, "z"))]]
     assert parse_where("d not in (true) and e <> bare-word") == [[("d", "not in", (True,)), ("e", "!=", "bare-word")]]
     assert combine(["a = 1 OR b = 2", "c = 3"]) == [[("a", "=", 1), ("c", "=", 3)], [("b", "=", 2), ("c", "=", 3)]]
-    for bad in ("", "a", "a = ", "a IN 1", "a = 1 b = 2", "= 1", "a NOT = 1", "a IN (1"):
+    assert parse_where("a IS NULL AND b is not null OR c iS nUlL") == [
+        [("a", "is null", None), ("b", "is not null", None)], [("c", "is null", None)]]
+    for bad in ("", "a", "a = ", "a IN 1", "a = 1 b = 2", "= 1", "a NOT = 1", "a IN (1", "a IS", "a IS NOT",
+                "a IS 1", "a IS NOT 'x'"):
         with pytest.raises(InvalidInput):
             parse_where(bad)
 
@@ -300,7 +307,8 @@ def _lit_text(v) -> str:
 
 @given(st.lists(st.lists(st.one_of(
     st.tuples(_idents, _ops, _literals),
-    st.tuples(_idents, st.sampled_from(["in", "not in"]), st.lists(_literals, min_size=1, max_size=3).map(tuple))),
+    st.tuples(_idents, st.sampled_from(["in", "not in"]), st.lists(_literals, min_size=1, max_size=3).map(tuple)),
+    st.tuples(_idents, st.sampled_from(["is null", "is not null"]), st.none())),
     min_size=1, max_size=3), min_size=1, max_size=3))
 @settings(max_examples=60, deadline=None)
 def test_where_parser_round_trips(dnf):
@@ -308,6 +316,8 @@ def test_where_parser_round_trips(dnf):
         col, op, v = t
         if op in ("in", "not in"):
             return f"{col} {op.upper()} ({', '.join(_lit_text(x) for x in v)})"
+        if op in ("is null", "is not null"):
+            return f"{col} {op.upper()}"
         return f"{col} {op} {_lit_text(v)}"
     text = " OR ".join(" AND ".join(term(t) for t in conj) for conj in dnf)
     assert parse_where(text) == [[tuple(t) for t in conj] for conj in dnf]

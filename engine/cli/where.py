@@ -4,7 +4,7 @@ Grammar (keywords case-insensitive)::
 
     filter := conj ("OR" conj)*
     conj   := cond ("AND" cond)*
-    cond   := column op literal | column ["NOT"] "IN" "(" literal ("," literal)* ")"
+    cond   := column op literal | column ["NOT"] "IN" "(" literal ("," literal)* ")" | column "IS" ["NOT"] "NULL"
     op     := = == != <> < <= > >=
     literal:= 'text' | "text" | number | true | false | bare-word (taken as text)
 
@@ -82,6 +82,14 @@ def parse_where(text: str) -> list[list[tuple]]:
             fail("expected a column name")
         i += 1
         kind, value, _ = peek()
+        if kind == "word" and value.lower() == "is":
+            i += 1
+            negate = peek()[0] == "word" and peek()[1].lower() == "not"
+            i += negate
+            if not (peek()[0] == "word" and peek()[1].lower() == "null"):
+                fail("expected NULL or NOT NULL after IS")
+            i += 1
+            return (column, "is not null" if negate else "is null", None)
         negate = False
         if kind == "word" and value.lower() == "not":
             negate, i = True, i + 1
@@ -102,7 +110,7 @@ def parse_where(text: str) -> list[list[tuple]]:
         if negate:
             fail("expected IN after NOT")
         if kind != "op":
-            fail("expected an operator (=, !=, <, <=, >, >=, IN)")
+            fail("expected an operator (=, !=, <, <=, >, >=, IN, IS NULL)")
         i += 1
         op = "!=" if value == "<>" else value
         return (column, op, literal())

@@ -33,6 +33,16 @@ def content(t) -> list:
     return sorted((r["dt"], r["k"], r["v"]) for r in t.read().to_pylist())
 
 
+def _rescaled_messages(t, plan, user: str) -> list:
+    """What a rescale's writers hand the commit: every planned split's rows, rewritten by the new count."""
+    from engine.maintenance.rescale import _rows, rescale_writer
+    with rescale_writer(t, plan, commit_user=user) as w:
+        for parts in plan.splits.values():
+            for split in parts:
+                w.write(_rows(t, [split]))
+        return w.prepare_commit()
+
+
 @pytest.fixture
 def table(catalog):
     """Partitions a and b written with 2 buckets, then ``bucket`` altered to 4."""
@@ -362,17 +372,13 @@ def test_rescale_fails_on_a_concurrent_deletion_vector_delete(catalog):
     import uuid
 
     from engine.check import check_table
-    from engine.maintenance.rescale import _rows, commit_rescale, plan_rescale, rescale_writer
+    from engine.maintenance.rescale import commit_rescale, plan_rescale
     t = catalog.create_table("db.log", SCHEMA, [], ["dt"], {"bucket": "2", "bucket-key": "k",
                                                             "deletion-vectors.enabled": "true"})
     t.write(pa.concat_tables([rows("a", range(20)), rows("b", range(5))]))
     plan = plan_rescale(t, 3, {"dt": "a"})
     user = str(uuid.uuid4())
-    with rescale_writer(t, plan, commit_user=user) as w:
-        for parts in plan.splits.values():
-            for split in parts:
-                w.write(_rows(t, [split]))
-        messages = w.prepare_commit()
+    messages = _rescaled_messages(t, plan, user)
     t.delete_where([("dt", "=", "a"), ("k", "=", 5)])  # lands while the rescale runs: vectors only
     sid = t.latest_snapshot_id()
     with pytest.raises(CommitConflict, match="deletion vectors"):
@@ -382,11 +388,7 @@ def test_rescale_fails_on_a_concurrent_deletion_vector_delete(catalog):
     assert report.ok and report.orphan_files == []
     t.delete_where([("dt", "=", "b"), ("k", "=", 1)])  # vectors of another partition: no conflict
     plan = plan_rescale(t, 3, {"dt": "a"})
-    with rescale_writer(t, plan, commit_user=user) as w:
-        for parts in plan.splits.values():
-            for split in parts:
-                w.write(_rows(t, [split]))
-        messages = w.prepare_commit()
+    messages = _rescaled_messages(t, plan, user)
     t.delete_where([("dt", "=", "b"), ("k", "=", 2)])
     assert commit_rescale(t, plan, messages, commit_user=user) == t.latest_snapshot_id()
     assert content(t) == sorted([("a", k, f"v{k}") for k in range(20) if k != 5]
@@ -398,17 +400,13 @@ def test_rescale_commits_after_its_planned_snapshot_expired(catalog):
     planned snapshot itself may expire while the rescale runs)."""
     import uuid
 
-    from engine.maintenance.rescale import _rows, commit_rescale, plan_rescale, rescale_writer
+    from engine.maintenance.rescale import commit_rescale, plan_rescale
     t = catalog.create_table("db.t", SCHEMA, ["dt", "k"], ["dt"], {"bucket": "2", "snapshot.num-retained.min": "1",
                                                                   "snapshot.num-retained.max": "1"})
     t.write(pa.concat_tables([rows("a", range(20)), rows("b", range(5))]))
     plan = plan_rescale(t, 3, {"dt": "a"})
     user = str(uuid.uuid4())
-    with rescale_writer(t, plan, commit_user=user) as w:
-        for parts in plan.splits.values():
-            for split in parts:
-                w.write(_rows(t, [split]))
-        messages = w.prepare_commit()
+    messages = _rescaled_messages(t, plan, user)
     t.write(rows("b", [7]))
     assert not t.snapshot_manager.exists(plan.snapshot_id)
     assert commit_rescale(t, plan, messages, commit_user=user) == t.latest_snapshot_id()

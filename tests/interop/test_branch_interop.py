@@ -17,7 +17,7 @@ import pytest
 from engine import Catalog
 from engine.errors import CorruptFile, InvalidInput, TableNotFound, TagNotFound
 from tests.conftest import expire_after_latest
-from tests.interop.pypaimon_util import pp_catalog
+from tests.interop.pypaimon_util import pp_catalog, pp_write
 
 pytestmark = pytest.mark.interop
 
@@ -39,13 +39,7 @@ def _table_with_branch(tmp_path):
     t.create_tag("t1")
     pc = pp_catalog(wh, "db")
     pc.create_branch("db.t", "b1", "t1")
-    bt = pc.get_table("db.t$branch_b1")
-    builder = bt.new_batch_write_builder()
-    w, c = builder.new_write(), builder.new_commit()
-    w.write_arrow(_rows(100, 103, "branch"))
-    c.commit(w.prepare_commit())
-    w.close()
-    c.close()
+    pp_write(pc.get_table("db.t$branch_b1"), _rows(100, 103, "branch"))
     return t, pc
 
 
@@ -203,13 +197,7 @@ def test_create_branch_lays_it_out_as_paimon_and_delete_branch_drops_its_metadat
             assert f.read() == g.read()
     # pypaimon reads and writes the branch lakemerge made
     before = set(_files(t.root))
-    bt = pc.get_table("db.t$branch_lm")
-    builder = bt.new_batch_write_builder()
-    w, c = builder.new_write(), builder.new_commit()
-    w.write_arrow(_rows(100, 102, "branch"))
-    c.commit(w.prepare_commit())
-    w.close()
-    c.close()
+    pp_write(pc.get_table("db.t$branch_lm"), _rows(100, 102, "branch"))
     assert sorted(t.branch("lm").read().column("id").to_pylist()) == list(range(5)) + [100, 101]
     assert t.branch("lm_empty").read().num_rows == 0 and t.branch("lm_empty").snapshots() == []
     with pytest.raises(InvalidInput, match="already exists"):
@@ -299,13 +287,7 @@ def _partitioned_table_with_pypaimon_branch(tmp_path):
     t.create_tag("t1")
     pc = pp_catalog(wh, "db")
     pc.create_branch("db.t", "b1", "t1")
-    bt = pc.get_table("db.t$branch_b1")
-    builder = bt.new_batch_write_builder()
-    w, c = builder.new_write(), builder.new_commit()
-    w.write_arrow(_pt_rows([(1, 2, "branch"), (1, 3, "branch"), (2, 1, "branch")]))
-    c.commit(w.prepare_commit())
-    w.close()
-    c.close()
+    pp_write(pc.get_table("db.t$branch_b1"), _pt_rows([(1, 2, "branch"), (1, 3, "branch"), (2, 1, "branch")]))
     return t, pc
 
 
@@ -726,12 +708,7 @@ def test_merge_branch_of_an_append_table_pypaimon_wrote_to_is_read_by_pypaimon(t
     t.create_tag("t1")
     t.create_branch("b1", tag="t1")
     pc = pp_catalog(wh, "db")
-    builder = pc.get_table("db.a$branch_b1").new_batch_write_builder()
-    w, c = builder.new_write(), builder.new_commit()
-    w.write_arrow(_rows(100, 102, "branch"))
-    c.commit(w.prepare_commit())
-    w.close()
-    c.close()
+    pp_write(pc.get_table("db.a$branch_b1"), _rows(100, 102, "branch"))
     t.merge_branch("b1")
     rb = pc.get_table("db.a").new_read_builder()
     got = sorted(r["id"] for r in rb.new_read().to_arrow(rb.new_scan().plan().splits()).to_pylist())

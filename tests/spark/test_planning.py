@@ -6,7 +6,7 @@ import pytest
 pytest.importorskip("pyspark")
 
 from hypothesis import given, strategies as st  # noqa: E402
-from pyspark.sql.datasource import (EqualTo, GreaterThan, In, IsNotNull, Not,  # noqa: E402
+from pyspark.sql.datasource import (EqualTo, GreaterThan, In, IsNotNull, IsNull, Not,  # noqa: E402
                                     StringStartsWith)
 
 from engine.read.scan import Split  # noqa: E402
@@ -42,7 +42,10 @@ def test_spark_filters_translate_to_engine_terms():
     assert spark_filter_to_terms(GreaterThan(("k",), 5)) == [("k", ">", 5)]
     assert spark_filter_to_terms(In(("k",), (1, None, 2))) == [("k", "in", (1, 2))]
     assert spark_filter_to_terms(Not(EqualTo(("k",), 5))) == [("k", "!=", 5)]
-    for unusable in (IsNotNull(("k",)), StringStartsWith(("s",), "a"), EqualTo(("a", "b"), 1), EqualTo(("k",), None)):
+    assert spark_filter_to_terms(IsNull(("k",))) == [("k", "is null", None)]
+    assert spark_filter_to_terms(IsNotNull(("k",))) == [("k", "is not null", None)]
+    for unusable in (IsNotNull(("a", "b")), StringStartsWith(("s",), "a"), EqualTo(("a", "b"), 1),
+                     EqualTo(("k",), None)):
         assert spark_filter_to_terms(unusable) is None
 
 

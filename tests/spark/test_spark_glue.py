@@ -181,6 +181,21 @@ def test_pushdown_prunes_and_never_leaks_into_later_queries(spark, orders):
     assert df.count() == 101                                     # re-planned: sees the new snapshot
 
 
+def test_is_null_filters_are_pushed_and_prune_by_null_counts(spark, orders):
+    """Spark's IsNull / IsNotNull reach the engine as 'is null' / 'is not null' terms: splits whose files hold no null
+    in the column are skipped (statistics' null counts), and the rows are the engine's."""
+    spark_glue.write_table(_initial(spark), orders.root)
+    orders.write(pa.table({"region": ["us", "us"], "id": [1, 2], "qty": pa.array([None, None], pa.int32()),
+                           "price": [5.0, 6.0]}, schema=SCHEMA))
+    df = spark_glue.read_table(spark, orders.root, prune=True, **{"source.split.target-size": "1b"})  # 1 task/split
+    assert df.rdd.getNumPartitions() == 8
+    nulls = df.where("qty IS NULL")
+    assert nulls.rdd.getNumPartitions() <= 2  # only the 'us' buckets the second commit wrote
+    assert sorted((r.region, r.id) for r in nulls.collect()) == [("us", 1), ("us", 2)]
+    assert _rows(df.where("qty IS NOT NULL").collect()) == _rows(orders.read(filter=[("qty", "is not null", None)]))
+    assert df.count() == 100  # nothing stuck to the DataFrame
+
+
 def test_plain_session_reads_without_pushdown_conf(spark, orders):
     spark_glue.write_table(_initial(spark), orders.root)
     old = spark.conf.get("spark.sql.python.filterPushdown.enabled")

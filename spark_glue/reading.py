@@ -15,7 +15,7 @@ import heapq
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import (DataSourceReader, EqualNullSafe, EqualTo, GreaterThan, GreaterThanOrEqual, In,
-                                    InputPartition, IsNotNull, IsNull, LessThan, LessThanOrEqual, Not)
+                                    InputPartition, IsNull, LessThan, LessThanOrEqual, Not)
 
 from engine.data_paths import data_file_path
 from engine.errors import InvalidOption, SchemaMismatch
@@ -105,8 +105,10 @@ def spark_filter_to_terms(f) -> list[tuple] | None:
     if isinstance(f, In):
         values = tuple(v for v in f.value if v is not None)
         return [(f.attribute[0], "in", values)] if values else None
-    if isinstance(f, (IsNull, IsNotNull)):
-        return [(f.attribute[0], "is null" if isinstance(f, IsNull) else "is not null", None)]
+    if isinstance(f, IsNull):
+        return [(f.attribute[0], "is null", None)]
+    # IsNotNull is never used: Spark infers it on join keys (MERGE's cardinality join), and a pushed filter is
+    # read by every scan of the DataFrame (G1 in spark-notes), which would drop a null-key source row's insert.
     if isinstance(f, Not) and isinstance(f.child, EqualTo) and len(f.child.attribute) == 1 \
             and f.child.value is not None:
         return [(f.child.attribute[0], "!=", f.child.value)]

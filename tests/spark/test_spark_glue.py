@@ -182,8 +182,9 @@ def test_pushdown_prunes_and_never_leaks_into_later_queries(spark, orders):
 
 
 def test_is_null_filters_are_pushed_and_prune_by_null_counts(spark, orders):
-    """Spark's IsNull / IsNotNull reach the engine as 'is null' / 'is not null' terms: splits whose files hold no null
-    in the column are skipped (statistics' null counts), and the rows are the engine's."""
+    """Spark's IsNull reaches the engine as an 'is null' term: splits whose files hold no null in the column are
+    skipped (statistics' null counts), and the rows are the engine's. IsNotNull is left to Spark (see
+    spark_glue.reading.spark_filter_to_terms)."""
     spark_glue.write_table(_initial(spark), orders.root)
     orders.write(pa.table({"region": ["us", "us"], "id": [1, 2], "qty": pa.array([None, None], pa.int32()),
                            "price": [5.0, 6.0]}, schema=SCHEMA))

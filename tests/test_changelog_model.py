@@ -32,7 +32,7 @@ SCHEMA = pa.schema([pa.field("p", pa.string(), False), pa.field("k", pa.int32(),
 ADD = ("+I", "+U")
 KINDS = ["+I", "+U", "-U", "-D"]
 
-# (name, options, cross-partition, kinds the history may use, the deduplicate model applies)
+# name -> (options, cross-partition primary key, kinds the history may use)
 CONFIGS = {
     "dedup-lookup": ({"bucket": "2", "changelog-producer": "lookup"}, False, KINDS),
     "dedup-lookup-seq-dv": ({"bucket": "1", "changelog-producer": "lookup", "sequence.field": "s",

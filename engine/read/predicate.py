@@ -4,13 +4,25 @@
 Operators: = == != < <= > >= in "not in" "is null" "is not null" (their value is ignored: give None). Literals
 are cast to the column's type once, up front.
 
+Semantics are those of Paimon's Java predicates (paimon-common org/apache/paimon/predicate: LeafBinaryFunction,
+Equal, NotEqual, LessThan, ..., In, NotIn, CompareUtils), not IEEE's or pypaimon's:
+
+- a null satisfies no comparison: not ``!=`` and not ``not in``; only ``is null``;
+- ``in`` ignores null literals; ``not in`` with a null literal matches no row (SQL's ``x NOT IN (1, NULL)``);
+- floats compare as Java's Double.compare / Float.compare: every NaN equals every NaN and lies above +inf, and
+  -0.0 lies below (so differs from) 0.0. ``x = NaN`` matches NaN rows, ``x > 1`` matches them too, ``x = 0.0``
+  does not match -0.0;
+- strings compare by UTF-8 bytes (the same order as code points), binaries by unsigned bytes.
+
 Contract: ``may_match`` answers False only when no row whose values lie within the given [min, max] ranges can
-satisfy the filter; pruning with it never drops a matching row. The exact filter is applied to merged rows
-afterwards (``to_expression``). As in Paimon's predicates, a null satisfies no comparison: not ``!=`` and not
-``not in``; only ``is null``.
+satisfy the filter; pruning with it never drops a matching row. Float statistics are trusted for non-NaN values
+only (pypaimon's and Parquet's leave NaNs out), so a term that a NaN satisfies never prunes by min/max; a NaN
+bound proves nothing, and zero bounds are widened to [-0.0, 0.0] (Arrow's min/max does not order the zeros). The
+exact filter is applied to merged rows afterwards (``to_expression``).
 """
 from __future__ import annotations
 
+import math
 import operator
 from functools import reduce
 from typing import Any, Callable, Mapping
@@ -53,7 +65,9 @@ def normalize(filter_, arrow_schema: pa.Schema, table: str) -> list[Conj] | None
             if op in NULL_OPS:
                 value = None
             elif op in ("in", "not in"):
-                value = tuple(_cast(v, typ, col, table) for v in value)
+                # Paimon's In skips null literals; its NotIn matches nothing when one is listed (kept as None)
+                value = tuple(None if v is None else _cast(v, typ, col, table) for v in value
+                              if v is not None or op == "not in")
             else:
                 value = _cast(value, typ, col, table)
             norm.append((col, "=" if op == "==" else op, value))
@@ -93,7 +107,13 @@ def _term_expression(col: str, op: str, value):
     field = pc.field(col)
     if op in NULL_OPS:
         return field.is_null() if op == "is null" else field.is_valid()
+    if op == "not in" and None in value:
+        return pc.scalar(False)
+    if isinstance(value, float) or (op in ("in", "not in") and value and isinstance(value[0], float)):
+        return _float_expression(field, op, value)
     if op in ("in", "not in"):
+        if not value:  # Java's In of no literal holds for no row, its NotIn for every non-null one
+            return pc.scalar(False) if op == "in" else field.is_valid()
         values = [_literal(v) for v in value]
         if values and isinstance(values[0], pa.Scalar):  # literals of one column share one type
             values = pa.array([v.value for v in values], values[0].type)
@@ -101,6 +121,58 @@ def _term_expression(col: str, op: str, value):
         # is_in is false for a null, so its negation alone would keep null rows
         return found if op == "in" else field.is_valid() & ~found
     return _COMPARE[op](field, _literal(value))
+
+
+def _float_eq(field, v: float):
+    """``field`` equals ``v`` as Java's Double.compare sees it: NaN equals NaN, -0.0 differs from 0.0."""
+    if math.isnan(v):
+        return pc.Expression._call("is_nan", [field])
+    if v == 0:
+        negative = pc.Expression._call("divide", [pc.scalar(1.0), field]) < 0  # 1/-0.0 is -inf
+        return (field == 0) & (negative if math.copysign(1.0, v) < 0 else ~negative)
+    return field == v
+
+
+def _float_lt(field, v: float):
+    """``field`` below ``v`` in Java's order (-inf < ... < -0.0 < 0.0 < ... < +inf < NaN)."""
+    if math.isnan(v):
+        return ~pc.Expression._call("is_nan", [field])
+    if v == 0 and math.copysign(1.0, v) > 0:
+        return (field < 0) | _float_eq(field, -0.0)
+    return field < v  # IEEE's < is false for a NaN, which Java orders above every number
+
+
+def _float_expression(field, op: str, value):
+    if op in ("in", "not in"):
+        plain = [v for v in value if v == v and v != 0]
+        special = {java_key(v): v for v in value if v != v or v == 0}  # one of each: -0.0, 0.0, NaN
+        found = [_float_eq(field, v) for v in special.values()]
+        if plain:  # is_in: plain equality for numbers other than zeros and NaN
+            found.append(field.isin(pa.array(plain, pa.float64())))
+        found = reduce(operator.or_, found) if found else pc.scalar(False)
+        return found if op == "in" else field.is_valid() & ~found
+    eq, lt = _float_eq(field, value), _float_lt(field, value)
+    return {"=": eq, "!=": field.is_valid() & ~eq, "<": lt, "<=": lt | eq,
+            ">": field.is_valid() & ~(lt | eq), ">=": field.is_valid() & ~lt}[op]
+
+
+def java_key(v):
+    """A sort key of ``v`` in Paimon's (Java's) order: for floats Double.compare's, where -0.0 < 0.0 and every NaN
+    is equal and above +inf; other values are their own key."""
+    if isinstance(v, float):
+        return (1, 0.0, 0.0) if v != v else (0, v, math.copysign(1.0, v))
+    return v
+
+
+def _java_test(op: str, field, value) -> bool:
+    """One non-null ``field`` value against a term, as Paimon's LeafFunction.test does."""
+    f = java_key(field)
+    if op in ("in", "not in"):
+        if op == "not in" and None in value:
+            return False
+        found = any(f == java_key(v) for v in value if v is not None)
+        return found if op == "in" else not found
+    return _COMPARE[op](f, java_key(value))
 
 
 def columns_of(dnf: list[Conj] | None) -> set[str]:
@@ -113,10 +185,18 @@ def _term_may_match(op: str, value, lo, hi, null_count, row_count) -> bool:
         return null_count is None or null_count > 0
     if op == "is not null":
         return null_count is None or row_count is None or null_count < row_count
+    if op == "not in" and None in value:
+        return False  # Paimon's NotIn: a null literal makes every row fail
     if row_count is not None and null_count is not None and null_count >= row_count:
         return False  # only nulls: no comparison can be true
     if lo is None or hi is None or lo != lo or hi != hi:
-        return True  # unknown, or a NaN bound (Java's stats order NaN greatest; Python's comparisons say False)
+        return True  # unknown, or a NaN bound (Java's collector puts NaN last, ORC's sticks on a first NaN)
+    if isinstance(lo, float) or isinstance(hi, float):
+        if _java_test(op, math.nan, value):
+            return True  # float stats may leave NaNs out (pypaimon's, Parquet's): a NaN row is never bounded
+        # zeros: Arrow's min/max does not order -0.0 and 0.0, so a 0.0 minimum may hide a -0.0
+        lo, hi = java_key(-0.0 if lo == 0 else lo), java_key(0.0 if hi == 0 else hi)
+        value = tuple(java_key(v) for v in value) if op in ("in", "not in") else java_key(value)
     try:
         if op == "=":
             return lo <= value <= hi
@@ -157,7 +237,7 @@ def may_match(dnf: list[Conj] | None, ranges: Callable[[str], tuple | None], row
 
 def equality_values(dnf: list[Conj] | None, columns: tuple[str, ...]) -> list[tuple] | None:
     """All value combinations of ``columns`` the filter allows, if every conjunction pins every column with
-    = or in; otherwise None (no pruning possible)."""
+    = or in and no pinned value is a NaN; otherwise None (no pruning possible)."""
     if not dnf or not columns:
         return None
     combos: list[tuple] = []
@@ -166,6 +246,8 @@ def equality_values(dnf: list[Conj] | None, columns: tuple[str, ...]) -> list[tu
         for col, op, value in conj:
             if col in columns and op in ("=", "in"):
                 vals = (value,) if op == "=" else tuple(value)
+                if any(isinstance(v, float) and v != v for v in vals):
+                    return None  # NaNs are equal whatever their bits, but hash by their bits
                 per_col = {**per_col, col: tuple(v for v in vals if v in per_col[col]) if col in per_col else vals}
         if any(c not in per_col for c in columns):
             return None

@@ -1,7 +1,8 @@
 """Column statistics of a data file, serialized as Paimon SimpleStats (format spec §6.3, §7).
 
-Guarantee: for every non-null value v of a column, ``min <= v <= max`` under Paimon's key order, so readers may
-skip a file whose range cannot match. Under ``truncate(N)`` long strings keep an N-character prefix as the minimum
+Guarantee: for every non-null value v of a column, ``min <= v <= max`` under Paimon's order (floats: Java's
+Double.compare, where -0.0 < 0.0; a float column holding a NaN gets no min/max), so readers may skip a file whose
+range cannot match. Under ``truncate(N)`` long strings keep an N-character prefix as the minimum
 and a rounded-up prefix as the maximum (or no maximum if it cannot be rounded up).
 """
 from __future__ import annotations
@@ -50,8 +51,11 @@ def column_min_max(col: pa.ChunkedArray | pa.Array, dtype: DataType, mode: str):
             lo = lo[:n]
         if hi is not None and len(hi) > n:
             hi = _truncate_max(hi, n)
-    if dtype.root in ("FLOAT", "DOUBLE") and pc.any(pc.is_nan(col)).as_py():
-        return None, None, nulls  # Java's NaN ordering differs from Arrow's min/max; claim nothing
+    if dtype.root in ("FLOAT", "DOUBLE"):
+        if pc.any(pc.is_nan(col)).as_py():
+            return None, None, nulls  # Java's NaN ordering differs from Arrow's min/max; claim nothing
+        # Java orders -0.0 below 0.0 but Arrow's min/max returns either zero: widen, as Parquet's readers do
+        lo, hi = -0.0 if lo == 0 else lo, 0.0 if hi == 0 else hi
     return lo, hi, nulls
 
 

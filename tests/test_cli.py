@@ -154,6 +154,15 @@ def test_show_where_limit_snapshot_columns(run, orders, tmp_path):
     run("ingest", orders, str(tmp_path / "c.jsonl"))
     assert [r[1] for r in _rows(run, orders, "--where", "name IS NULL")] == [20]
     assert len(_rows(run, orders, "--where", "name is not null and id < 100")) == 10
+    # NULL literals mean what they mean in Paimon's In / NotIn, and '= NULL' is refused rather than read as text
+    assert [r[1] for r in _rows(run, orders, "--where", "name IN ('n1', NULL)")] == [1]
+    assert _rows(run, orders, "--where", "name NOT IN ('n1', NULL)") == []
+    eq_null = run("show", orders, "--where", "name = NULL")
+    assert eq_null.exit_code == 1 and "is null" in eq_null.stderr
+    # a number with more decimals than the column is refused, not rounded by a float cast (1.005 became 1.00)
+    assert sorted(r[1] for r in _rows(run, orders, "--where", "amount >= 8.5")) == [9]
+    too_fine = run("show", orders, "--where", "amount >= 1.005")
+    assert too_fine.exit_code == 1 and "'amount'" in too_fine.stderr
 
 
 def test_metadata_commands(run, orders, tmp_path):
@@ -204,6 +213,10 @@ def test_where_parser():
     assert combine(["a = 1 OR b = 2", "c = 3"]) == [[("a", "=", 1), ("c", "=", 3)], [("b", "=", 2), ("c", "=", 3)]]
     assert parse_where("a IS NULL AND b is not null OR c iS nUlL") == [
         [("a", "is null", None), ("b", "is not null", None)], [("c", "is null", None)]]
+    # an unquoted NULL is the null literal, never the text 'null' (SQL's and Paimon's meaning)
+    assert parse_where("a IN (1, NULL) AND b NOT IN (null) OR c = 'null'") == [
+        [("a", "in", (1, None)), ("b", "not in", (None,))], [("c", "=", "null")]]
+    assert parse_where("a = NULL") == [[("a", "=", None)]]
     for bad in ("", "a", "a = ", "a IN 1", "a = 1 b = 2", "= 1", "a NOT = 1", "a IN (1", "a IS", "a IS NOT",
                 "a IS 1", "a IS NOT 'x'"):
         with pytest.raises(InvalidInput):

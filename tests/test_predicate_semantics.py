@@ -224,3 +224,16 @@ def test_nan_keys_are_found_whatever_their_bits(catalog):
     assert len(nan_rows) >= 2
     assert sorted(t.read(filter=[("x", "=", NAN)]).column("v").to_pylist()) == nan_rows
     assert sorted(t.read(filter=[("x", "in", [NAN, 2.0])]).column("v").to_pylist()) == nan_rows + [8]
+
+
+def test_a_float_literal_on_a_decimal_column_is_taken_as_written(catalog):
+    """Arrow casts a float into a decimal by rounding silently: 'd >= 1.005' on DECIMAL(10, 2) became
+    'd >= 1.00' and returned 1.00. The literal is read as the decimal it prints as, and refused when the column's
+    scale cannot hold it (Paimon's PredicateBuilder takes only BigDecimal literals for a DECIMAL column)."""
+    from engine.errors import InvalidInput
+
+    t = catalog.create_table("db.d", pa.schema([("k", pa.int64()), ("d", pa.decimal128(10, 2))]))
+    t.write(pa.table({"k": [1, 2], "d": pa.array([Decimal("1.00"), Decimal("1.01")], pa.decimal128(10, 2))}))
+    assert t.read(filter=[("d", ">=", 1.01)]).column("k").to_pylist() == [2]
+    with pytest.raises(InvalidInput, match="1.005"):
+        t.read(filter=[("d", ">=", 1.005)])

@@ -6,11 +6,13 @@ Grammar (keywords case-insensitive)::
     conj   := cond ("AND" cond)*
     cond   := column op literal | column ["NOT"] "IN" "(" literal ("," literal)* ")" | column "IS" ["NOT"] "NULL"
     op     := = == != <> < <= > >=
-    literal:= 'text' | "text" | number | true | false | bare-word (taken as text)
+    literal:= 'text' | "text" | number | true | false | NULL | bare-word (taken as text)
 
 ``parse_where("dt = '2024-01-02' AND id > 5")`` returns ``[[("dt", "=", "2024-01-02"), ("id", ">", 5)]]``.
 Raises InvalidInput with the offending position for anything else. Literals are cast to the column types later,
-by the reader (engine.read.predicate).
+by the reader (engine.read.predicate). An unquoted NULL is the null literal, as in SQL and Paimon's predicates:
+``IN (1, NULL)`` is ``IN (1)``, ``NOT IN (1, NULL)`` matches no row, and ``= NULL`` is refused by the reader
+(use IS NULL); it is never the text 'null' (quote it for that).
 """
 from __future__ import annotations
 
@@ -47,6 +49,8 @@ def _literal(kind: str, value: str):
     low = value.lower()
     if low in ("true", "false"):
         return low == "true"
+    if low == "null":
+        return None
     if _NUMBER.match(value):
         return float(value) if any(c in value for c in ".eE") else int(value)
     return value

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import operator
+from decimal import Decimal
 from functools import reduce
 from typing import Any, Callable, Mapping
 
@@ -77,15 +78,18 @@ def normalize(filter_, arrow_schema: pa.Schema, table: str) -> list[Conj] | None
 
 def _cast(value, typ: pa.DataType, col: str, table: str):
     if value is None:
-        raise InvalidInput(f"filter on {col!r} compares with None; nulls never compare equal", table=table,
-                           column=col)
+        raise InvalidInput(f"filter on {col!r} compares with None, which no row satisfies (Paimon's comparisons "
+                           "are false for a null literal); use 'is null'", table=table, column=col)
+    given = value
+    if isinstance(value, float) and pa.types.is_decimal(typ) and math.isfinite(value):
+        value = Decimal(repr(value))  # 1.005 as written: Arrow rounds a float into a decimal silently
     try:
         scalar = _literal(value)  # a pandas.Timestamp keeps its nanoseconds
         if not isinstance(scalar, pa.Scalar):
             scalar = pa.scalar(scalar)
         return scalar.cast(typ).as_py()
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError) as e:
-        raise InvalidInput(f"filter literal {value!r} does not fit column {col!r} of type {typ}: {e}",
+        raise InvalidInput(f"filter literal {given!r} does not fit column {col!r} of type {typ}: {e}",
                            table=table, column=col) from None
 
 

@@ -237,3 +237,33 @@ def test_a_float_literal_on_a_decimal_column_is_taken_as_written(catalog):
     assert t.read(filter=[("d", ">=", 1.01)]).column("k").to_pylist() == [2]
     with pytest.raises(InvalidInput, match="1.005"):
         t.read(filter=[("d", ">=", 1.005)])
+
+
+def test_timestamp_literals_finer_than_the_column_compare_exactly(catalog):
+    """Paimon compares a Timestamp literal with a TIMESTAMP(3) value exactly (Timestamp.compareTo; its
+    PredicateBuilder keeps the literal's nanoseconds); such literals were refused as not fitting the column. Rows,
+    statistics, partitions and bucket keys all see the exact literal."""
+    import pandas as pd
+
+    ms = pa.timestamp("ms")
+    schema = pa.schema([pa.field("ts", ms, False), ("p", ms), ("v", ms)])
+    t = catalog.create_table("db.ts", schema, primary_key=["ts"], options={"bucket": "4"})
+    base = dt.datetime(2024, 1, 1)
+    stamps = [base + dt.timedelta(milliseconds=i) for i in (1, 2, 3)]
+    for s in stamps:  # one file each: stats and buckets can tell them apart
+        t.write(pa.table({"ts": [s], "p": [s], "v": [s]}, schema))
+    a_half = base + dt.timedelta(microseconds=1500)
+    ns_half = pd.Timestamp(base) + pd.Timedelta(nanoseconds=2_000_001)
+    for col in ("ts", "v"):
+        got = lambda flt: sorted(t.read(filter=flt).column("v").to_pylist())  # noqa: E731
+        assert got([(col, ">", a_half)]) == stamps[1:]
+        assert got([(col, "<=", a_half)]) == stamps[:1]
+        assert got([(col, "=", a_half)]) == []
+        assert got([(col, "in", [a_half, stamps[2]])]) == stamps[2:]
+        assert got([(col, "not in", [a_half, stamps[2]])]) == stamps[:2]
+        assert got([(col, ">=", ns_half)]) == stamps[2:]
+        assert got([(col, "in", [ns_half, stamps[0]])]) == stamps[:1]
+    parted = catalog.create_table("db.tp", schema, partition_keys=["p"])
+    for s in stamps:
+        parted.write(pa.table({"ts": [s], "p": [s], "v": [s]}, schema))
+    assert sorted(parted.read(filter=[("p", ">", a_half)]).column("v").to_pylist()) == stamps[1:]

@@ -87,7 +87,13 @@ def _cast(value, typ: pa.DataType, col: str, table: str):
         scalar = _literal(value)  # a pandas.Timestamp keeps its nanoseconds
         if not isinstance(scalar, pa.Scalar):
             scalar = pa.scalar(scalar)
-        return scalar.cast(typ).as_py()
+        try:
+            return scalar.cast(typ).as_py()
+        except pa.ArrowInvalid:
+            if not (pa.types.is_timestamp(typ) and pa.types.is_timestamp(scalar.type)):
+                raise
+            # finer than the column: Paimon compares Timestamps exactly ('> 00:00:00.0015' keeps .002, not .001)
+            return scalar.cast(pa.timestamp(scalar.type.unit, typ.tz)).as_py()
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError) as e:
         raise InvalidInput(f"filter literal {given!r} does not fit column {col!r} of type {typ}: {e}",
                            table=table, column=col) from None
@@ -119,8 +125,10 @@ def _term_expression(col: str, op: str, value):
         if not value:  # Java's In of no literal holds for no row, its NotIn for every non-null one
             return pc.scalar(False) if op == "in" else field.is_valid()
         values = [_literal(v) for v in value]
-        if values and isinstance(values[0], pa.Scalar):  # literals of one column share one type
-            values = pa.array([v.value for v in values], values[0].type)
+        scalar_type = next((v.type for v in values if isinstance(v, pa.Scalar)), None)
+        if scalar_type is not None:  # nanosecond literals, maybe beside coarser ones (a millisecond column's)
+            values = pa.array([(v if isinstance(v, pa.Scalar) else pa.scalar(v)).cast(scalar_type).value
+                               for v in values], scalar_type)
         found = field.isin(values)
         # is_in is false for a null, so its negation alone would keep null rows
         return found if op == "in" else field.is_valid() & ~found

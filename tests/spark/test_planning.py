@@ -49,6 +49,18 @@ def test_spark_filters_translate_to_engine_terms():
         assert spark_filter_to_terms(unusable) is None
 
 
+def test_float_and_timestamp_terms_never_reach_the_engine():
+    """Spark's float comparisons are not Paimon's: Spark normalizes -0.0 to 0.0 ('x = 0.0' keeps -0.0) while the
+    engine filters with Java's Double.compare ('x = 0.0' drops -0.0, engine.read.predicate), so a pushed float term
+    would make the reader drop rows Spark keeps; timestamp literals depend on the session zone."""
+    import pyarrow as pa
+
+    from spark_glue.reading import _prunable
+    assert not any(_prunable(t) for t in (pa.float32(), pa.float64(), pa.timestamp("us"), pa.binary()))
+    assert all(_prunable(t) for t in (pa.int8(), pa.int64(), pa.decimal128(10, 2), pa.string(), pa.bool_(),
+                                      pa.date32()))
+
+
 def test_timestamps_without_an_offset_are_wall_time_in_the_zone():
     """Zone-less time-travel timestamps were read as UTC; they are wall time in the zone given (Spark's session
     time zone, see spark_glue.tables.time_zone), and an explicit offset or epoch millis ignore it."""

@@ -348,9 +348,9 @@ def _floor_ns(table: pa.Table) -> pa.Table:
 
 
 def check_filters(lm_table, model: DictModel, r: random.Random, case: Case, sid: int | None = None):
-    """Every column with a literal taken from the live rows (or a fresh value): =, <, >= (not on floats: NaN
-    orders differently in Java and Arrow), in, not in, !=, and is null / is not null on every column must give the
-    model's rows; so must a few random conjunctions and disjunctions of those terms."""
+    """Every column with a literal taken from the live rows (or a fresh value, NaN included): =, <, >=, in,
+    not in, !=, and is null / is not null on every column must give the model's rows (Java's predicates); so must
+    a few random conjunctions and disjunctions of those terms."""
     live = model.live_rows(sid)
     pk = model.primary_key
     terms = []
@@ -361,17 +361,10 @@ def check_filters(lm_table, model: DictModel, r: random.Random, case: Case, sid:
         present = [row[col] for row in live if row[col] is not None]
         pool = present + [pa.array([t.gen(r)], t.arrow).to_pylist()[0]]
         lit = r.choice(pool)
-        if isinstance(lit, float) and math.isnan(lit):
-            continue  # NaN literals: Paimon and Arrow disagree on NaN ordering; not part of this check
         ops = [("=", lit), ("!=", lit), ("in", [lit, r.choice(pool)]), ("not in", [lit])]
         if not pa.types.is_boolean(t.arrow):
-            ops.append(("<", lit))
-        if not pa.types.is_floating(t.arrow) and not pa.types.is_boolean(t.arrow):
-            ops.append((">=", lit))
-        for op, value in ops:
-            if op in ("in", "not in") and any(isinstance(x, float) and math.isnan(x) for x in value):
-                continue
-            terms.append((col, op, value))
+            ops += [("<", lit), (">=", lit)]
+        terms += [(col, op, value) for op, value in ops]
     cases = [[term] for term in terms]
     for _ in range(min(4, len(terms))):
         cases.append(r.sample(terms, min(2, len(terms))))  # a conjunction
@@ -386,15 +379,17 @@ def check_filters(lm_table, model: DictModel, r: random.Random, case: Case, sid:
 
 
 def _filter_match(v, op, value) -> bool:
-    """Paimon's predicate semantics: a null matches nothing; NaN is a value equal only to itself (Java's Double
-    compare), larger than every other double."""
+    """Paimon's predicate semantics: a null matches nothing; floats compare as Java's Double.compare (NaN equal to
+    itself and larger than every other double, -0.0 below 0.0)."""
     if op in ("is null", "is not null"):
         return (v is None) == (op == "is null")
     if v is None:
         return False
 
     def key(x):
-        return (1, 0) if isinstance(x, float) and x != x else (0, x)
+        if isinstance(x, float):
+            return (1, 0, 0) if x != x else (0, x, math.copysign(1, x))
+        return (0, x)
     if op == "=":
         return key(v) == key(value)
     if op == "!=":

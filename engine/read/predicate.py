@@ -157,7 +157,7 @@ def _float_lt(field, v: float):
 def _float_expression(field, op: str, value):
     if op in ("in", "not in"):
         plain = [v for v in value if v == v and v != 0]
-        special = {java_key(v): v for v in value if v != v or v == 0}  # one of each: -0.0, 0.0, NaN
+        special = {_java_key(v): v for v in value if v != v or v == 0}  # one of each: -0.0, 0.0, NaN
         found = [_float_eq(field, v) for v in special.values()]
         if plain:  # is_in: plain equality for numbers other than zeros and NaN
             found.append(field.isin(pa.array(plain, pa.float64())))
@@ -168,7 +168,7 @@ def _float_expression(field, op: str, value):
             ">": field.is_valid() & ~(lt | eq), ">=": field.is_valid() & ~lt}[op]
 
 
-def java_key(v):
+def _java_key(v):
     """A sort key of ``v`` in Paimon's (Java's) order: for floats Double.compare's, where -0.0 < 0.0 and every NaN
     is equal and above +inf; other values are their own key."""
     if isinstance(v, float):
@@ -178,13 +178,13 @@ def java_key(v):
 
 def _java_test(op: str, field, value) -> bool:
     """One non-null ``field`` value against a term, as Paimon's LeafFunction.test does."""
-    f = java_key(field)
+    f = _java_key(field)
     if op in ("in", "not in"):
         if op == "not in" and None in value:
             return False
-        found = any(f == java_key(v) for v in value if v is not None)
+        found = any(f == _java_key(v) for v in value if v is not None)
         return found if op == "in" else not found
-    return _COMPARE[op](f, java_key(value))
+    return _COMPARE[op](f, _java_key(value))
 
 
 def columns_of(dnf: list[Conj] | None) -> set[str]:
@@ -207,8 +207,8 @@ def _term_may_match(op: str, value, lo, hi, null_count, row_count) -> bool:
         if _java_test(op, math.nan, value):
             return True  # float stats may leave NaNs out (pypaimon's, Parquet's): a NaN row is never bounded
         # zeros: Arrow's min/max does not order -0.0 and 0.0, so a 0.0 minimum may hide a -0.0
-        lo, hi = java_key(-0.0 if lo == 0 else lo), java_key(0.0 if hi == 0 else hi)
-        value = tuple(java_key(v) for v in value) if op in ("in", "not in") else java_key(value)
+        lo, hi = _java_key(-0.0 if lo == 0 else lo), _java_key(0.0 if hi == 0 else hi)
+        value = tuple(_java_key(v) for v in value) if op in ("in", "not in") else _java_key(value)
     try:
         if op == "=":
             return lo <= value <= hi

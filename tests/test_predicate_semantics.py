@@ -268,3 +268,25 @@ def test_timestamp_literals_finer_than_the_column_compare_exactly(catalog):
     for s in stamps:
         parted.write(pa.table({"ts": [s], "p": [s], "v": [s]}, schema))
     assert sorted(parted.read(filter=[("p", ">", a_half)]).column("v").to_pylist()) == stamps[1:]
+
+
+@pytest.mark.parametrize("keys", [None, ["k"]])
+def test_stats_of_a_column_widened_to_double_prune_as_the_values_read(catalog, keys):
+    """After INT -> DOUBLE and DECIMAL -> DOUBLE, older files keep int / decimal statistics while their values
+    are read cast to double. Compared raw, DECIMAL 1.10 lies below the double 1.1 it reads as ('d = 1.1' pruned
+    its file), an int bound is never NaN-like ('x < NaN', true for every number under Double.compare, pruned
+    everything) and a decimal bound against NaN raised decimal.InvalidOperation."""
+    schema = pa.schema([pa.field("k", pa.int64(), False), ("x", pa.int32()), ("d", pa.decimal128(10, 2))])
+    kw = {"primary_key": keys, "options": {"bucket": "1"}} if keys else {}
+    t = catalog.create_table("db.w", schema, **kw)
+    for k, x, d in ((1, 1, "1.10"), (2, 5, "0.30")):  # one file each: statistics can tell them apart
+        t.write(pa.table({"k": [k], "x": pa.array([x], pa.int32()), "d": pa.array([Decimal(d)], schema[2].type)},
+                         schema))
+    t.alter().update_column_type("x", "DOUBLE").update_column_type("d", "DOUBLE").commit()
+    t = catalog.get_table("db.w")
+    ks = lambda flt: sorted(t.read(filter=flt).column("k").to_pylist())  # noqa: E731
+    assert ks([("d", "=", 1.1)]) == ks([("d", "in", [1.1])]) == [1]
+    assert ks([("d", "<=", 0.3)]) == [2]
+    assert ks([("x", "<", NAN)]) == ks([("d", "<", NAN)]) == [1, 2]
+    assert ks([("x", "<=", NAN)]) == [1, 2]
+    assert ks([("x", "=", NAN)]) == ks([("d", ">", 1.1)]) == []

@@ -280,7 +280,8 @@ class TableScan:
         for i, n in enumerate(names):
             table_name = now.get(file_schema.field(n).id)
             if table_name is not None and not types[i].is_nested and table_name not in defaults:
-                ranges[table_name] = (mins[i], maxs[i], stats.null_counts[i])
+                lo, hi = _as_read(mins[i], maxs[i], types[i], self.schema.field(table_name).type)
+                ranges[table_name] = (lo, hi, stats.null_counts[i])
         return pred.may_match(dnf, ranges.get, row_count=f.row_count)
 
     @staticmethod
@@ -313,6 +314,18 @@ class _LazyBuckets(dict):
             from kernels.hashing import bucket_ids
             self[total] = {int(b) for b in bucket_ids(self.columns, max(1, total))}
         return self[total]
+
+
+def _as_read(lo, hi, written, now):
+    """Bounds recorded under a column's ``written`` type as values of its widened type ``now``, cast as the
+    reader casts the values (Arrow): a DECIMAL 1.10 is the double 1.1 it reads as, an INT bound becomes a float
+    compared in Java's order. A monotone cast keeps them bounds; any other pair is returned unchanged."""
+    if written.root == now.root or now.root not in ("FLOAT", "DOUBLE"):
+        return lo, hi
+    try:
+        return tuple(pa.array([lo, hi], written.to_arrow()).cast(now.to_arrow()).to_pylist())
+    except (pa.ArrowException, TypeError, ValueError):
+        return None, None  # bounds that cannot be cast prove nothing
 
 
 def _stat_types(types):

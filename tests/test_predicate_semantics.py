@@ -290,3 +290,16 @@ def test_stats_of_a_column_widened_to_double_prune_as_the_values_read(catalog, k
     assert ks([("x", "<", NAN)]) == ks([("d", "<", NAN)]) == [1, 2]
     assert ks([("x", "<=", NAN)]) == [1, 2]
     assert ks([("x", "=", NAN)]) == ks([("d", ">", 1.1)]) == []
+
+
+def test_a_numpy_float_literal_on_a_decimal_column_is_taken_as_written():
+    """numpy.float64 is a float whose repr is 'np.float64(1.01)': read as a decimal's text it raised
+    decimal.InvalidOperation (not InvalidInput) for a literal Arrow used to accept."""
+    from engine.errors import InvalidInput
+
+    schema = pa.schema([("d", pa.decimal128(10, 2))])
+    rows = pa.table({"d": pa.array([Decimal("1.00"), Decimal("1.01")], schema[0].type)})
+    dnf = pred.normalize([("d", ">=", np.float64(1.01))], schema, "t")
+    assert rows.filter(pred.to_expression(dnf)).column("d").to_pylist() == [Decimal("1.01")]
+    with pytest.raises(InvalidInput, match="1.005"):
+        pred.normalize([("d", "in", [np.float64(1.005)])], schema, "t")

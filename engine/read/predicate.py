@@ -82,7 +82,7 @@ def _cast(value, typ: pa.DataType, col: str, table: str):
                            "are false for a null literal); use 'is null'", table=table, column=col)
     given = value
     if isinstance(value, float) and pa.types.is_decimal(typ) and math.isfinite(value):
-        value = Decimal(repr(value))  # 1.005 as written: Arrow rounds a float into a decimal silently
+        value = Decimal(repr(float(value)))  # 1.005 as written (Arrow rounds silently); float(): numpy.float64
     try:
         scalar = _literal(value)  # a pandas.Timestamp keeps its nanoseconds
         if not isinstance(scalar, pa.Scalar):

@@ -318,6 +318,24 @@ def _lit_text(v) -> str:
     return "'" + v.replace("'", "''") + "'"
 
 
+def test_where_numbers_are_exact_decimals():
+    """A number with a point or exponent was parsed as a float, so 'd = 1.123456789012345678' on DECIMAL(38, 18)
+    searched for 1.1234567890123457 and found nothing; it is the decimal as written, and a float column gets the
+    nearest float (the sign of -0.0 kept: Java's Double.compare tells it from 0.0)."""
+    from decimal import Decimal
+
+    from engine.read import predicate as pred
+
+    schema = pa.schema([("d", pa.decimal128(38, 18)), ("x", pa.float64()), ("g", pa.float32()), ("s", pa.string())])
+    dnf = pred.normalize(parse_where("d = 1.123456789012345678 AND x IN (-0.0, 0.1, 1e-3) AND g = 0.1 "
+                                     "AND s = 1.50"), schema, "t")
+    (d, x, g, s), = dnf
+    assert d[2] == Decimal("1.123456789012345678")
+    assert [repr(v) for v in x[2]] == ["-0.0", "0.1", "0.001"]
+    assert g[2] == pa.scalar(0.1, pa.float32()).as_py()
+    assert s[2] == "1.50"
+
+
 @given(st.lists(st.lists(st.one_of(
     st.tuples(_idents, _ops, _literals),
     st.tuples(_idents, st.sampled_from(["in", "not in"]), st.lists(_literals, min_size=1, max_size=3).map(tuple)),

@@ -10,13 +10,15 @@ Grammar (keywords case-insensitive)::
 
 ``parse_where("dt = '2024-01-02' AND id > 5")`` returns ``[[("dt", "=", "2024-01-02"), ("id", ">", 5)]]``.
 Raises InvalidInput with the offending position for anything else. Literals are cast to the column types later,
-by the reader (engine.read.predicate). An unquoted NULL is the null literal, as in SQL and Paimon's predicates:
-``IN (1, NULL)`` is ``IN (1)``, ``NOT IN (1, NULL)`` matches no row, and ``= NULL`` is refused by the reader
-(use IS NULL); it is never the text 'null' (quote it for that).
+by the reader (engine.read.predicate); a number with a point or exponent is the exact ``Decimal`` written (a
+float column gets the nearest float, a DECIMAL column refuses it when its scale cannot hold it). An unquoted NULL
+is the null literal, as in SQL and Paimon's predicates: ``IN (1, NULL)`` is ``IN (1)``, ``NOT IN (1, NULL)``
+matches no row, and ``= NULL`` is refused by the reader (use IS NULL); it is never the text 'null' (quote it).
 """
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 
 from engine.errors import InvalidInput
 
@@ -52,7 +54,7 @@ def _literal(kind: str, value: str):
     if low == "null":
         return None
     if _NUMBER.match(value):
-        return float(value) if any(c in value for c in ".eE") else int(value)
+        return Decimal(value) if any(c in value for c in ".eE") else int(value)
     return value
 
 

@@ -81,6 +81,8 @@ def _cast(value, typ: pa.DataType, col: str, table: str):
         raise InvalidInput(f"filter on {col!r} compares with None, which no row satisfies (Paimon's comparisons "
                            "are false for a null literal); use 'is null'", table=table, column=col)
     given = value
+    if isinstance(value, Decimal) and pa.types.is_floating(typ):
+        value = float(value)  # the nearest float (Arrow's cast loses -0.0's sign)
     if isinstance(value, float) and pa.types.is_decimal(typ) and math.isfinite(value):
         value = Decimal(repr(float(value)))  # 1.005 as written (Arrow rounds silently); float(): numpy.float64
     try:

@@ -130,6 +130,8 @@ def test_default_value_fills_fields_never_written(catalog):
     ({"fields.g_1.sequence-group": "a,zz"}, "'zz' is not a column"),
     ({"fields.g_1.sequence-group": "k"}, "primary-key field"),
     ({"fields.a.aggregate-function": "sum"}, "not in a sequence group"),
+    # Paimon's getAggFuncName applies the default function to every field outside groups too, and refuses it
+    ({"fields.g_1.sequence-group": "a", "fields.default-aggregate-function": "sum"}, "'b' .* not in a sequence"),
     ({"fields.g_1.sequence-group": "a", "fields.a.aggregate-function": "bool_or"}, "does not accept"),
     ({"partial-update.remove-record-on-delete": "true", "ignore-delete": "true"}, "cannot be combined"),
     ({"partial-update.remove-record-on-delete": "true", "fields.g_1.sequence-group": "a"}, "cannot be combined"),
@@ -138,6 +140,17 @@ def test_invalid_partial_update_settings(catalog, opts, match):
     with pytest.raises(InvalidSchema, match=match):
         catalog.create_table("db.bad", GROUPS, primary_key=["k"],
                              options={"bucket": "1", "merge-engine": "partial-update", **opts})
+
+
+def test_sequence_fields_and_keys_take_no_aggregate_function(catalog):
+    """Paimon's PartialUpdateMergeFunction.getAggFuncName gives a group's sequence field no aggregator (its
+    fields.<f>.aggregate-function is ignored), and a default function last_non_null_value is allowed outside
+    groups (inside them it keeps b although the newer record's b is null)."""
+    t = catalog.create_table("db.sq", GROUPS, primary_key=["k"], options={
+        **GROUP_OPTS, "fields.g_1.aggregate-function": "sum", "fields.a.aggregate-function": "sum",
+        "fields.default-aggregate-function": "last_non_null_value"})
+    t.write(_batch(GROUPS, [(1, 1, 1, 5, 1, 1, 1), (1, 2, None, 7, None, None, None)]))
+    assert _one(t) == (1, 3, 1, 7, 1, 1, 1)
 
 
 def test_data_file_holds_partial_records(catalog, warehouse):

@@ -135,6 +135,9 @@ def test_default_value_fills_fields_never_written(catalog):
     ({"fields.g_1.sequence-group": "a", "fields.a.aggregate-function": "bool_or"}, "does not accept"),
     ({"partial-update.remove-record-on-delete": "true", "ignore-delete": "true"}, "cannot be combined"),
     ({"partial-update.remove-record-on-delete": "true", "fields.g_1.sequence-group": "a"}, "cannot be combined"),
+    # Paimon's PartialUpdateMergeFunction.Factory: conflicting behaviour
+    ({"fields.g_1.sequence-group": "a", "partial-update.remove-record-on-sequence-group": "g_1",
+      "ignore-delete": "true"}, "remove-record-on-sequence-group cannot be combined with ignore-delete"),
 ])
 def test_invalid_partial_update_settings(catalog, opts, match):
     with pytest.raises(InvalidSchema, match=match):

@@ -165,6 +165,9 @@ def validate(schema, table: str | None = None) -> None:
     if cfg.engine == "partial-update":
         if cfg.remove_on_delete and cfg.ignore_delete:
             raise InvalidSchema(where + "partial-update.remove-record-on-delete cannot be combined with ignore-delete")
+        if cfg.remove_on_sequence_group and cfg.ignore_delete:
+            raise InvalidSchema(where + "partial-update.remove-record-on-sequence-group cannot be combined with "
+                                "ignore-delete")
         if cfg.remove_on_delete and cfg.groups:
             raise InvalidSchema(where + "partial-update.remove-record-on-delete cannot be combined with sequence "
                                 "groups (use partial-update.remove-record-on-sequence-group)")

@@ -185,6 +185,33 @@ def test_group_aggregators_with_out_of_order_group_sequence(catalog, one_buffer)
     assert _one(t) == (1, 3, "y", 7, "q,p,r", "three")
 
 
+@pytest.mark.parametrize("one_buffer", [False, True])
+def test_group_first_value_functions_reversed_as_java(catalog, one_buffer):
+    """Paimon's FieldFirstValueAgg / FieldFirstNonNullValueAgg have no aggReversed of their own: an older group
+    sequence calls agg(in, acc) on the stateful function. Once initialised it returns the older record's value,
+    a null one too (key 1: first_non_null_value becomes null); before, it keeps acc and initialises
+    (key 2: a retract took the group without initialising them, ignore-retract). A first retract seeds the row
+    (initRow) without initialising them either (key 3). pypaimon has no sequence groups; this follows the Java
+    code."""
+    s = pa.schema([("k", I), ("g", I), ("fv", pa.string()), ("fnn", pa.string())])
+    opts = {"bucket": "1", "merge-engine": "partial-update", "fields.g.sequence-group": "fv,fnn",
+            "fields.fv.aggregate-function": "first_value", "fields.fnn.aggregate-function": "first_non_null_value",
+            "fields.fv.ignore-retract": "true", "fields.fnn.ignore-retract": "true"}
+    if not one_buffer:
+        opts["write-only"] = "true"
+    t = catalog.create_table("db.fr", s, primary_key=["k"], options=opts)
+    history = [("+I", (1, 5, "a", "a")), ("+I", (1, 3, "old", None)),
+               ("+I", (2, None, "q", "q")), ("-U", (2, 5, "x", "x")), ("+I", (2, 3, "old", "old")),
+               ("+I", (2, 7, "new", "new")), ("-U", (3, 5, "x", "x")), ("+I", (3, 7, "new", "new"))]
+    if one_buffer:
+        t.write(_batch(s, [r for _, r in history]), row_kinds=[k for k, _ in history])
+    else:
+        for kind, row in history:
+            t.write(_batch(s, [row]), row_kinds=[kind])
+    assert {r["k"]: (r["g"], r["fv"], r["fnn"]) for r in t.read().to_pylist()} == {
+        1: (5, "old", None), 2: (7, None, "new"), 3: (7, "new", "new")}
+
+
 def test_paimon_unit_test_partial_update_with_aggregation(catalog):
     """Paimon's PartialUpdateMergeFunctionTest.testPartialUpdateWithAggregation replayed one record per commit
     (the pk listagg left out: lakemerge rejects aggregate functions on primary keys). Its last step: a -D whose

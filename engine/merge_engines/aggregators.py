@@ -126,12 +126,19 @@ def reduce(seg: Segments, arr: pa.Array, agg, add: np.ndarray, retract: np.ndarr
 COMMUTATIVE = ("sum", "product", "max", "min", "bool_and", "bool_or")
 
 
+# functions whose state or agg(null, v) makes a seeded accumulator differ from an add of the seed's value
+_SEED_SENSITIVE = ("first_value", "first_non_null_value", "listagg", "collect", "nested_partial_update")
+
+
 def reduce_in_group(seg: Segments, arr: pa.Array, agg, add: np.ndarray, retract: np.ndarray,
-                    newer: np.ndarray) -> pa.Array:
+                    newer: np.ndarray, seeds: np.ndarray | None = None) -> pa.Array:
     """Partial-update aggregator inside a sequence group: add rows with ``newer`` (their group sequence took the
     group) fold as ``agg(acc, in)``, older add rows as ``agg(in, acc)`` (Paimon's ``aggReversed``). Commutative
-    functions run in the kernels; the others fold per key in Python."""
-    if agg.function in COMMUTATIVE or not (add & ~newer).any():
+    functions run in the kernels; the others fold per key in Python. ``seeds`` (per row id, optional) marks add
+    rows that set the accumulator to their value without calling the function (Paimon's ``initRow``: a
+    first_value seeded so is not initialised)."""
+    seeded = seeds is not None and agg.function in _SEED_SENSITIVE and bool((seeds & add).any())
+    if not seeded and (agg.function in COMMUTATIVE or not (add & ~newer).any()):
         return reduce(seg, arr, agg, add, retract)
     if agg.ignore_retract:
         retract = np.zeros_like(retract)
@@ -143,7 +150,9 @@ def reduce_in_group(seg: Segments, arr: pa.Array, agg, add: np.ndarray, retract:
     for j in range(seg.n_keys):
         acc, state = None, {}
         for r in seg.order[seg.key_starts[j]:seg.key_starts[j + 1]]:
-            if add[r]:
+            if seeded and seeds[r] and add[r]:
+                acc = values[r]
+            elif add[r]:
                 acc = fn.agg(acc, values[r], state) if newer[r] else fn.agg_reversed(acc, values[r], state)
             elif retract[r]:
                 acc = fn.retract(acc, values[r])
@@ -174,7 +183,10 @@ class _Scalar:
                 return x
             return acc
         if n == "first_non_null_value":
-            return x if acc is None else acc
+            if not state.get("init") and x is not None:
+                state["init"] = True
+                return x
+            return acc
         if n == "listagg" and self.obj is None:
             if _blank(x):
                 return acc
@@ -184,8 +196,10 @@ class _Scalar:
     def agg_reversed(self, acc, x, state):
         n = self.name
         if n in ("first_value", "first_non_null_value"):
-            state["init"] = True
-            return x if (n == "first_value" or x is not None) else acc
+            # Paimon's default aggReversed, agg(in, acc), through the stateful function: before the function is
+            # initialised it keeps acc (and initialises, for first_non_null_value only on a non-null acc);
+            # after, it takes the older record's value, a null one too
+            return self.agg(x, acc, state)
         if n == "last_value":
             return acc
         if n == "last_non_null_value":

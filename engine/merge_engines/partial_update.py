@@ -129,7 +129,7 @@ def reduce(seg: Segments, cfg, value_names: list[str]) -> "pa.Table":  # noqa: F
             agg = cfg.aggs.get(f)
             if agg is not None:
                 values[f] = aggregators.reduce_in_group(seeded.seg, seeded.column(f), agg, g_add & ~all_null,
-                                                        g_retract & ~all_null, newer)
+                                                        g_retract & ~all_null, newer, seeded.marks)
             else:
                 values[f] = take_or_null(seeded.column(f), src, nulled)
     out = seg.output(values, np.where(has_add, INSERT, DELETE).astype(np.int8))
@@ -159,9 +159,11 @@ class _Seeded:
         self.base = seg
         self.copies = np.zeros(0, np.int64) if seed_row is None else seed_row[seed_row >= 0]
         self.after = after
+        self.marks = None  # per row id: True for a copy
         if not len(self.copies):
             self.seg = seg
             return
+        self.marks = np.concatenate([np.zeros(seg.table.num_rows, bool), np.ones(len(self.copies), bool)])
         n = seg.table.num_rows
         has = (seed_row >= 0).astype(np.int64)
         order = np.insert(seg.order, seg.key_starts[:-1][seed_row >= 0], n + np.arange(len(self.copies)))

@@ -323,3 +323,18 @@ def test_partial_update_remove_record_on_sequence_group_java_model(history):
         return java_partial_update(recs, {"g": ["a"]}, {}, remove_on_sequence_group=("g",))
     run({"merge-engine": "partial-update", "fields.g.sequence-group": "a",
          "partial-update.remove-record-on-sequence-group": "g"}, history, fold, compact=True)
+
+
+@SETTINGS
+@given(histories)
+def test_partial_update_sequence_group_first_values_java_model(history):
+    """Against java_partial_update: g guards a (first_value) and b (first_non_null_value), both ignoring
+    retracts; older group sequences call the stateful functions reversed (agg(in, acc))."""
+    def fold(recs):
+        return java_partial_update(recs, {"g": ["a", "b"]}, {"a": JavaAgg("first_value", ignore_retract=True),
+                                                             "b": JavaAgg("first_non_null_value",
+                                                                          ignore_retract=True)})
+    run({"merge-engine": "partial-update", "fields.g.sequence-group": "a,b",
+         "fields.a.aggregate-function": "first_value", "fields.a.ignore-retract": "true",
+         "fields.b.aggregate-function": "first_non_null_value", "fields.b.ignore-retract": "true"},
+        history, fold, compact=True)

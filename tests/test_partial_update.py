@@ -185,6 +185,25 @@ def test_group_aggregators_with_out_of_order_group_sequence(catalog, one_buffer)
     assert _one(t) == (1, 3, "y", 7, "q,p,r", "three")
 
 
+def test_group_bitmap_and_nested_update_with_out_of_order_group_sequence(catalog):
+    """Every aggregate function takes an older group sequence as Paimon's aggReversed, agg(in, acc): rbm32 and
+    nested_update were refused (UnsupportedFeature) there."""
+    import pyroaring
+
+    row = pa.struct([("id", I), ("v", pa.string())])
+    s = pa.schema([("k", I), ("g", I), ("r", pa.binary()), ("n", pa.list_(row))])
+    t = catalog.create_table("db.rb", s, primary_key=["k"], options={
+        "bucket": "1", "merge-engine": "partial-update", "fields.g.sequence-group": "r,n",
+        "fields.r.aggregate-function": "rbm32", "fields.n.aggregate-function": "nested_update",
+        "fields.n.nested-key": "id"})
+    t.write(_batch(s, [(1, 5, pyroaring.BitMap([1, 2]).serialize(), [{"id": 1, "v": "new"}]),
+                       (1, 3, pyroaring.BitMap([7]).serialize(), [{"id": 1, "v": "old"}, {"id": 2, "v": "x"}])]))
+    got = t.read().to_pylist()[0]
+    assert sorted(pyroaring.BitMap.deserialize(got["r"])) == [1, 2, 7]
+    # agg(in, acc): the older record's rows first, the newer ones upserted over them
+    assert sorted(got["n"], key=lambda e: e["id"]) == [{"id": 1, "v": "new"}, {"id": 2, "v": "x"}]
+
+
 @pytest.mark.parametrize("one_buffer", [False, True])
 def test_group_first_value_functions_reversed_as_java(catalog, one_buffer):
     """Paimon's FieldFirstValueAgg / FieldFirstNonNullValueAgg have no aggReversed of their own: an older group

@@ -168,6 +168,8 @@ class _Scalar:
         self.obj = {"collect": lambda: _Collect(agg.distinct), "merge_map": _MergeMap,
                     "nested_partial_update": lambda: _NestedPartialUpdate(agg),
                     "merge_map_with_keytime": lambda: _MergeMapWithKeyTime(agg),
+                    "nested_update": lambda: _NestedUpdate(agg), "rbm32": lambda: _Roaring(False),
+                    "rbm64": lambda: _Roaring(True), "theta_sketch": _Theta, "hll_sketch": _Hll,
                     "listagg": lambda: _ListaggDistinct(agg.delimiter) if agg.distinct else None}.get(name,
                                                                                                    lambda: None)()
 
@@ -215,10 +217,7 @@ class _Scalar:
 
 
 def _scalar(agg, _type):
-    if agg.function not in ("last_value", "last_non_null_value", "first_value", "first_non_null_value",
-                            "listagg", "collect", "merge_map", "nested_partial_update", "merge_map_with_keytime"):
-        raise UnsupportedFeature(f"field {agg.field!r}: aggregate function {agg.function!r} inside a sequence group "
-                                 "with out-of-order group sequences is not supported")
+    """The per-value fold of any function outside COMMUTATIVE (those run in ``reduce``)."""
     return _Scalar(agg.function, agg)
 
 

@@ -150,10 +150,11 @@ def reduce(seg: Segments, cfg, value_names: list[str]) -> "pa.Table":  # noqa: F
 
 class _Seeded:
     """The rows of ``seg`` with a copy of each key's seeding retract (``seed_row`` >= 0) put before the key's
-    first record: Paimon's ``initRow`` sets every group to the retract's values (a copy that takes every group,
-    whatever its sequence, and feeds the aggregators ``agg(null, v)``), then the retract itself is processed.
-    Copies get row ids after ``seg``'s; ``after`` (rows after a remove-record-on-sequence-group reset, or None)
-    decides whether a copy still counts. Without seeds this is ``seg`` itself."""
+    first record: Paimon's ``initRow`` sets every group to the retract's values (a copy is an add that takes
+    every group, whatever its sequence; ``marks`` flags the copies, whose value aggregators take as is), then
+    the retract itself is processed. Copies get row ids after ``seg``'s, so ``seg``'s per-row masks do not cover
+    them: callers extend theirs with ``rows``. ``after`` (rows after a remove-record-on-sequence-group reset, or
+    None) decides whether a copy still counts. Without seeds this is ``seg`` itself."""
 
     def __init__(self, seg: Segments, seed_row: np.ndarray | None, after: np.ndarray | None):
         self.base = seg

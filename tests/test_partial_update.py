@@ -328,6 +328,24 @@ def test_first_retract_seeds_the_row_with_sequence_groups(catalog, commits):
     assert {r["k"]: (r["a"], r["b"], r["g"], r["v"]) for r in t.read().to_pylist()} == want
 
 
+@pytest.mark.parametrize("nested_key", [None, "id"])
+def test_first_retract_seeds_a_nested_update_group_field_as_is(catalog, nested_key):
+    """Paimon's PartialUpdateMergeFunction.initRow copies the first retract's value as is; it does not call the
+    aggregator (FieldNestedUpdateAgg.agg(null, v) would drop null rows and merge rows of one nested key). The
+    retract's group sequence is null, so nothing later touches the field. pypaimon has no sequence groups; this
+    follows the Java code."""
+    row = pa.struct([("id", I), ("v", pa.string())])
+    s = pa.schema([("k", I), ("g", I), ("n", pa.list_(row)), ("b", pa.string())])
+    opts = {"bucket": "1", "merge-engine": "partial-update", "fields.g.sequence-group": "n",
+            "fields.n.aggregate-function": "nested_update"}
+    if nested_key:
+        opts["fields.n.nested-key"] = nested_key
+    t = catalog.create_table("db.seednu", s, primary_key=["k"], options=opts)
+    raw = [{"id": 1, "v": "a"}, None, {"id": 1, "v": "b"}]
+    t.write(_batch(s, [(1, None, raw, None), (1, None, None, "x")]), row_kinds=["-U", "+I"])
+    assert t.read().to_pylist() == [{"k": 1, "g": None, "n": raw, "b": "x"}]
+
+
 def test_remove_record_on_sequence_group(catalog):
     s = pa.schema([("k", I), ("a", I), ("g1", I), ("b", I), ("g2", I)])
     t = catalog.create_table("db.rsg", s, primary_key=["k"], options={

@@ -127,7 +127,8 @@ COMMUTATIVE = ("sum", "product", "max", "min", "bool_and", "bool_or")
 
 
 # functions whose state or agg(null, v) makes a seeded accumulator differ from an add of the seed's value
-_SEED_SENSITIVE = ("first_value", "first_non_null_value", "listagg", "collect", "nested_partial_update")
+_SEED_SENSITIVE = ("first_value", "first_non_null_value", "listagg", "collect", "nested_update",
+                   "nested_partial_update")
 
 
 def reduce_in_group(seg: Segments, arr: pa.Array, agg, add: np.ndarray, retract: np.ndarray,

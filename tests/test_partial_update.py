@@ -185,6 +185,21 @@ def test_group_aggregators_with_out_of_order_group_sequence(catalog, one_buffer)
     assert _one(t) == (1, 3, "y", 7, "q,p,r", "three")
 
 
+@pytest.mark.parametrize("ignore_retract", [False, True])
+def test_group_collect_with_older_group_sequence(catalog, ignore_retract):
+    """FieldCollectAgg.aggReversed is agg(acc, in): the older record's elements go last. With
+    fields.<f>.ignore-retract Paimon wraps the function in FieldIgnoreRetractAgg, which has no aggReversed of its
+    own: FieldAggregator's default agg(in, acc) runs, so the older record's elements go first."""
+    s = pa.schema([("k", I), ("g", I), ("c", pa.list_(I))])
+    opts = {"bucket": "1", "merge-engine": "partial-update", "fields.g.sequence-group": "c",
+            "fields.c.aggregate-function": "collect"}
+    if ignore_retract:
+        opts["fields.c.ignore-retract"] = "true"
+    t = catalog.create_table("db.gc", s, primary_key=["k"], options=opts)
+    t.write(_batch(s, [(1, 5, [1]), (1, 3, [2])]))
+    assert t.read().to_pylist()[0]["c"] == ([2, 1] if ignore_retract else [1, 2])
+
+
 def test_group_bitmap_and_nested_update_with_out_of_order_group_sequence(catalog):
     """Every aggregate function takes an older group sequence as Paimon's aggReversed, agg(in, acc): rbm32 and
     nested_update were refused (UnsupportedFeature) there."""

@@ -207,7 +207,11 @@ class _Scalar:
             return acc
         if n == "last_non_null_value":
             return x if acc is None else acc
-        return self.agg(x, acc, state) if n != "collect" else self.obj.agg(acc, x)
+        # only FieldCollectAgg has its own aggReversed (agg(acc, in)); ignore-retract wraps it in
+        # FieldIgnoreRetractAgg, which falls back to the default agg(in, acc)
+        if n == "collect" and not self.cfg.ignore_retract:
+            return self.obj.agg(acc, x)
+        return self.agg(x, acc, state)
 
     def retract(self, acc, x):
         if self.name == "last_value":

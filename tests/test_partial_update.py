@@ -130,14 +130,30 @@ def test_default_value_fills_fields_never_written(catalog):
     ({"fields.g_1.sequence-group": "a,zz"}, "'zz' is not a column"),
     ({"fields.g_1.sequence-group": "k"}, "primary-key field"),
     ({"fields.a.aggregate-function": "sum"}, "not in a sequence group"),
+    # Paimon's getAggFuncName applies the default function to every field outside groups too, and refuses it
+    ({"fields.g_1.sequence-group": "a", "fields.default-aggregate-function": "sum"}, "'b' .* not in a sequence"),
     ({"fields.g_1.sequence-group": "a", "fields.a.aggregate-function": "bool_or"}, "does not accept"),
     ({"partial-update.remove-record-on-delete": "true", "ignore-delete": "true"}, "cannot be combined"),
     ({"partial-update.remove-record-on-delete": "true", "fields.g_1.sequence-group": "a"}, "cannot be combined"),
+    # Paimon's PartialUpdateMergeFunction.Factory: conflicting behaviour
+    ({"fields.g_1.sequence-group": "a", "partial-update.remove-record-on-sequence-group": "g_1",
+      "ignore-delete": "true"}, "remove-record-on-sequence-group cannot be combined with ignore-delete"),
 ])
 def test_invalid_partial_update_settings(catalog, opts, match):
     with pytest.raises(InvalidSchema, match=match):
         catalog.create_table("db.bad", GROUPS, primary_key=["k"],
                              options={"bucket": "1", "merge-engine": "partial-update", **opts})
+
+
+def test_sequence_fields_and_keys_take_no_aggregate_function(catalog):
+    """Paimon's PartialUpdateMergeFunction.getAggFuncName gives a group's sequence field no aggregator (its
+    fields.<f>.aggregate-function is ignored), and a default function last_non_null_value is allowed outside
+    groups (inside them it keeps b although the newer record's b is null)."""
+    t = catalog.create_table("db.sq", GROUPS, primary_key=["k"], options={
+        **GROUP_OPTS, "fields.g_1.aggregate-function": "sum", "fields.a.aggregate-function": "sum",
+        "fields.default-aggregate-function": "last_non_null_value"})
+    t.write(_batch(GROUPS, [(1, 1, 1, 5, 1, 1, 1), (1, 2, None, 7, None, None, None)]))
+    assert _one(t) == (1, 3, 1, 7, 1, 1, 1)
 
 
 def test_data_file_holds_partial_records(catalog, warehouse):
@@ -167,6 +183,67 @@ def test_group_aggregators_with_out_of_order_group_sequence(catalog, one_buffer)
         for r in rows:
             t.write(_batch(s, [r]))
     assert _one(t) == (1, 3, "y", 7, "q,p,r", "three")
+
+
+@pytest.mark.parametrize("ignore_retract", [False, True])
+def test_group_collect_with_older_group_sequence(catalog, ignore_retract):
+    """FieldCollectAgg.aggReversed is agg(acc, in): the older record's elements go last. With
+    fields.<f>.ignore-retract Paimon wraps the function in FieldIgnoreRetractAgg, which has no aggReversed of its
+    own: FieldAggregator's default agg(in, acc) runs, so the older record's elements go first."""
+    s = pa.schema([("k", I), ("g", I), ("c", pa.list_(I))])
+    opts = {"bucket": "1", "merge-engine": "partial-update", "fields.g.sequence-group": "c",
+            "fields.c.aggregate-function": "collect"}
+    if ignore_retract:
+        opts["fields.c.ignore-retract"] = "true"
+    t = catalog.create_table("db.gc", s, primary_key=["k"], options=opts)
+    t.write(_batch(s, [(1, 5, [1]), (1, 3, [2])]))
+    assert t.read().to_pylist()[0]["c"] == ([2, 1] if ignore_retract else [1, 2])
+
+
+def test_group_bitmap_and_nested_update_with_out_of_order_group_sequence(catalog):
+    """Every aggregate function takes an older group sequence as Paimon's aggReversed, agg(in, acc): rbm32 and
+    nested_update were refused (UnsupportedFeature) there."""
+    import pyroaring
+
+    row = pa.struct([("id", I), ("v", pa.string())])
+    s = pa.schema([("k", I), ("g", I), ("r", pa.binary()), ("n", pa.list_(row))])
+    t = catalog.create_table("db.rb", s, primary_key=["k"], options={
+        "bucket": "1", "merge-engine": "partial-update", "fields.g.sequence-group": "r,n",
+        "fields.r.aggregate-function": "rbm32", "fields.n.aggregate-function": "nested_update",
+        "fields.n.nested-key": "id"})
+    t.write(_batch(s, [(1, 5, pyroaring.BitMap([1, 2]).serialize(), [{"id": 1, "v": "new"}]),
+                       (1, 3, pyroaring.BitMap([7]).serialize(), [{"id": 1, "v": "old"}, {"id": 2, "v": "x"}])]))
+    got = t.read().to_pylist()[0]
+    assert sorted(pyroaring.BitMap.deserialize(got["r"])) == [1, 2, 7]
+    # agg(in, acc): the older record's rows first, the newer ones upserted over them
+    assert sorted(got["n"], key=lambda e: e["id"]) == [{"id": 1, "v": "new"}, {"id": 2, "v": "x"}]
+
+
+@pytest.mark.parametrize("one_buffer", [False, True])
+def test_group_first_value_functions_reversed_as_java(catalog, one_buffer):
+    """Paimon's FieldFirstValueAgg / FieldFirstNonNullValueAgg have no aggReversed of their own: an older group
+    sequence calls agg(in, acc) on the stateful function. Once initialised it returns the older record's value,
+    a null one too (key 1: first_non_null_value becomes null); before, it keeps acc and initialises
+    (key 2: a retract took the group without initialising them, ignore-retract). A first retract seeds the row
+    (initRow) without initialising them either (key 3). pypaimon has no sequence groups; this follows the Java
+    code."""
+    s = pa.schema([("k", I), ("g", I), ("fv", pa.string()), ("fnn", pa.string())])
+    opts = {"bucket": "1", "merge-engine": "partial-update", "fields.g.sequence-group": "fv,fnn",
+            "fields.fv.aggregate-function": "first_value", "fields.fnn.aggregate-function": "first_non_null_value",
+            "fields.fv.ignore-retract": "true", "fields.fnn.ignore-retract": "true"}
+    if not one_buffer:
+        opts["write-only"] = "true"
+    t = catalog.create_table("db.fr", s, primary_key=["k"], options=opts)
+    history = [("+I", (1, 5, "a", "a")), ("+I", (1, 3, "old", None)),
+               ("+I", (2, None, "q", "q")), ("-U", (2, 5, "x", "x")), ("+I", (2, 3, "old", "old")),
+               ("+I", (2, 7, "new", "new")), ("-U", (3, 5, "x", "x")), ("+I", (3, 7, "new", "new"))]
+    if one_buffer:
+        t.write(_batch(s, [r for _, r in history]), row_kinds=[k for k, _ in history])
+    else:
+        for kind, row in history:
+            t.write(_batch(s, [row]), row_kinds=[kind])
+    assert {r["k"]: (r["g"], r["fv"], r["fnn"]) for r in t.read().to_pylist()} == {
+        1: (5, "old", None), 2: (7, None, "new"), 3: (7, "new", "new")}
 
 
 def test_paimon_unit_test_partial_update_with_aggregation(catalog):
@@ -240,6 +317,49 @@ def test_remove_record_on_delete_follows_paimon_kinds_and_first_retract(catalog,
         for kind, row in history:
             t.write(_batch(s, [row]), row_kinds=[kind])
     assert {r["k"]: (r["a"], r["b"]) for r in t.read().to_pylist()} == {1: (7, 8), 3: (4, 6)}
+
+@pytest.mark.parametrize("commits", ["one-buffer", "commit-per-record"])
+def test_first_retract_seeds_the_row_with_sequence_groups(catalog, commits):
+    """Paimon's PartialUpdateMergeFunction.add: a key's first record, if a retract, is copied whole into the row
+    (initRow) before it is processed, with sequence groups too: a group whose sequence is null in it keeps the
+    retract's values, fields outside groups keep them until a non-null add, and an aggregated field retracts
+    from the retract's own value (sum: v - v = 0). pypaimon refuses retracts for partial-update."""
+    s = pa.schema([("k", I), ("a", I), ("b", pa.string()), ("g", I), ("v", pa.int64())])
+    opts = {"bucket": "1", "merge-engine": "partial-update", "fields.g.sequence-group": "a,v",
+            "fields.v.aggregate-function": "sum"}
+    if commits == "commit-per-record":
+        opts["write-only"] = "true"
+    t = catalog.create_table("db.seed", s, primary_key=["k"], options=opts)
+    history = [("-U", (1, 1, "x", None, 5)), ("+I", (1, None, None, None, None)),
+               ("-D", (2, 1, "x", 3, 5)), ("+I", (2, 7, None, 2, 2))]
+    if commits == "one-buffer":
+        t.write(_batch(s, [r for _, r in history]), row_kinds=[k for k, _ in history])
+    else:
+        for kind, row in history:
+            t.write(_batch(s, [row]), row_kinds=[kind])
+    want = {1: (1, "x", None, 5), 2: (None, "x", 3, 2)}
+    assert {r["k"]: (r["a"], r["b"], r["g"], r["v"]) for r in t.read().to_pylist()} == want
+    t.compact(full=True)
+    assert {r["k"]: (r["a"], r["b"], r["g"], r["v"]) for r in t.read().to_pylist()} == want
+
+
+@pytest.mark.parametrize("nested_key", [None, "id"])
+def test_first_retract_seeds_a_nested_update_group_field_as_is(catalog, nested_key):
+    """Paimon's PartialUpdateMergeFunction.initRow copies the first retract's value as is; it does not call the
+    aggregator (FieldNestedUpdateAgg.agg(null, v) would drop null rows and merge rows of one nested key). The
+    retract's group sequence is null, so nothing later touches the field. pypaimon has no sequence groups; this
+    follows the Java code."""
+    row = pa.struct([("id", I), ("v", pa.string())])
+    s = pa.schema([("k", I), ("g", I), ("n", pa.list_(row)), ("b", pa.string())])
+    opts = {"bucket": "1", "merge-engine": "partial-update", "fields.g.sequence-group": "n",
+            "fields.n.aggregate-function": "nested_update"}
+    if nested_key:
+        opts["fields.n.nested-key"] = nested_key
+    t = catalog.create_table("db.seednu", s, primary_key=["k"], options=opts)
+    raw = [{"id": 1, "v": "a"}, None, {"id": 1, "v": "b"}]
+    t.write(_batch(s, [(1, None, raw, None), (1, None, None, "x")]), row_kinds=["-U", "+I"])
+    assert t.read().to_pylist() == [{"k": 1, "g": None, "n": raw, "b": "x"}]
+
 
 def test_remove_record_on_sequence_group(catalog):
     s = pa.schema([("k", I), ("a", I), ("g1", I), ("b", I), ("g2", I)])

@@ -3,7 +3,8 @@
 Per key, oldest first: an add record aggregates, a retract record retracts (or raises for functions that cannot
 take one, unless ``fields.<f>.ignore-retract``). The result kind is +I. With
 ``aggregation.remove-record-on-delete`` a -D resets the key: if it is the newest record the result is that -D
-record (kind -D); later records aggregate from an empty state.
+record (kind -D); later records aggregate onto the -D's values (Paimon's ``AggregateMergeFunction.initRow``
+copies every field of the -D into the accumulator, nulls included, and resets no aggregator state).
 """
 from __future__ import annotations
 
@@ -23,13 +24,16 @@ def reduce(seg: Segments, cfg, value_names: list[str]) -> pa.Table:
     if cfg.ignore_delete:
         retract = np.zeros_like(retract)
     deleted = None
+    seed = None
     if cfg.remove_on_delete:
         deletes = seg.kinds == DELETE
         if deletes.any():
             after = K.rows_after_last(seg.order, seg.key_starts, deletes)
+            seed_rows = K.segment_pick(seg.order, seg.key_starts, deletes, False)
+            seed = aggregators.Seed(seed_rows, add & ~after)
             add, retract = add & after, retract & after
             deleted = deletes[seg.last_rows]
-    values = {name: aggregators.reduce(seg, seg.column(name), cfg.aggs[name], add, retract)
+    values = {name: aggregators.reduce(seg, seg.column(name), cfg.aggs[name], add, retract, seed)
               for name in value_names if name in cfg.aggs}
     out = seg.output(values, np.full(seg.n_keys, INSERT, np.int8))
     if deleted is not None and deleted.any():

@@ -9,6 +9,7 @@ nested_partial_update and merge_map_with_keytime) raises unless ``fields.<f>.ign
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Context, Decimal
 
 import numpy as np
@@ -77,8 +78,26 @@ def takes_retract(agg) -> bool:
     return agg.ignore_retract or FUNCTIONS.get(agg.function, (None, False))[1]
 
 
-def reduce(seg: Segments, arr: pa.Array, agg, add: np.ndarray, retract: np.ndarray) -> pa.Array:
-    """One value per key of ``seg``: ``agg.function`` folded over the key's ``add`` / ``retract`` rows."""
+@dataclass
+class Seed:
+    """Accumulators that start from a record's values instead of null (Paimon's ``initRow`` on a -D with
+    ``aggregation.remove-record-on-delete``): ``rows`` per key the seeding row or -1; ``before`` per row id, True
+    for the add rows folded before the seed (they set the first_value / first_non_null_value state, which a
+    seed does not reset)."""
+    rows: np.ndarray
+    before: np.ndarray
+
+
+# functions whose agg(null, v) is v for every v: a seed folds like an add record of its values
+SEED_IS_ADD = ("sum", "product", "max", "min", "bool_and", "bool_or", "last_value", "last_non_null_value",
+               "merge_map", "merge_map_with_keytime", "rbm32", "rbm64", "theta_sketch", "hll_sketch")
+
+
+def reduce(seg: Segments, arr: pa.Array, agg, add: np.ndarray, retract: np.ndarray,
+           seed: Seed | None = None) -> pa.Array:
+    """One value per key of ``seg``: ``agg.function`` folded over the key's ``add`` / ``retract`` rows, from
+    the ``seed`` row's value for keys that have one (else from null). Raises MergeFunctionError for a retract
+    the function cannot take."""
     if agg.ignore_retract:
         retract = np.zeros_like(retract)
     elif retract.any() and not FUNCTIONS[agg.function][1]:
@@ -86,18 +105,41 @@ def reduce(seg: Segments, arr: pa.Array, agg, add: np.ndarray, retract: np.ndarr
             (f"table {seg.table_name!r}: " if seg.table_name else "")
             + f"field {agg.field!r}: aggregate function {agg.function!r} cannot take a retraction (-U/-D); "
             f"set fields.{agg.field}.ignore-retract=true to ignore retractions")
-    return _REDUCERS[agg.function](seg, arr, agg, add, retract)
+    if seed is None or not (seed.rows >= 0).any():
+        return _REDUCERS[agg.function](seg, arr, agg, add, retract)
+    fn = agg.function
+    if fn in SEED_IS_ADD or (fn == "collect" and not agg.distinct):
+        is_seed = np.zeros(len(add), bool)
+        is_seed[seed.rows[seed.rows >= 0]] = True
+        return _REDUCERS[fn](seg, arr, agg, add | is_seed, retract)
+    if fn in ("first_value", "first_non_null_value"):
+        # Paimon: once initialised (by an add before the seed) the function keeps the accumulator, the seed's
+        # value; otherwise the first (non-null) add after the seed replaces it
+        counts = np.ones(len(add), bool) if fn == "first_value" else valid_mask(arr)
+        initialised = K.segment_pick(seg.order, seg.key_starts, seed.before & counts, True) >= 0
+        idx = K.segment_pick(seg.order, seg.key_starts, add & counts, True)
+        idx = np.where((seed.rows >= 0) & (initialised | (idx < 0)), seed.rows, idx)
+        return take_or_null(arr, idx)
+    return _python_fold(seg, arr, add, retract, _object_fold(agg), seed.rows)
 
 
 COMMUTATIVE = ("sum", "product", "max", "min", "bool_and", "bool_or")
 
 
+# functions whose state or agg(null, v) makes a seeded accumulator differ from an add of the seed's value
+_SEED_SENSITIVE = ("first_value", "first_non_null_value", "listagg", "collect", "nested_update",
+                   "nested_partial_update")
+
+
 def reduce_in_group(seg: Segments, arr: pa.Array, agg, add: np.ndarray, retract: np.ndarray,
-                    newer: np.ndarray) -> pa.Array:
+                    newer: np.ndarray, seeds: np.ndarray | None = None) -> pa.Array:
     """Partial-update aggregator inside a sequence group: add rows with ``newer`` (their group sequence took the
     group) fold as ``agg(acc, in)``, older add rows as ``agg(in, acc)`` (Paimon's ``aggReversed``). Commutative
-    functions run in the kernels; the others fold per key in Python."""
-    if agg.function in COMMUTATIVE or not (add & ~newer).any():
+    functions run in the kernels; the others fold per key in Python. ``seeds`` (per row id, optional) marks add
+    rows that set the accumulator to their value without calling the function (Paimon's ``initRow``: a
+    first_value seeded so is not initialised)."""
+    seeded = seeds is not None and agg.function in _SEED_SENSITIVE and bool((seeds & add).any())
+    if not seeded and (agg.function in COMMUTATIVE or not (add & ~newer).any()):
         return reduce(seg, arr, agg, add, retract)
     if agg.ignore_retract:
         retract = np.zeros_like(retract)
@@ -109,7 +151,9 @@ def reduce_in_group(seg: Segments, arr: pa.Array, agg, add: np.ndarray, retract:
     for j in range(seg.n_keys):
         acc, state = None, {}
         for r in seg.order[seg.key_starts[j]:seg.key_starts[j + 1]]:
-            if add[r]:
+            if seeded and seeds[r] and add[r]:
+                acc = values[r]
+            elif add[r]:
                 acc = fn.agg(acc, values[r], state) if newer[r] else fn.agg_reversed(acc, values[r], state)
             elif retract[r]:
                 acc = fn.retract(acc, values[r])
@@ -125,6 +169,8 @@ class _Scalar:
         self.obj = {"collect": lambda: _Collect(agg.distinct), "merge_map": _MergeMap,
                     "nested_partial_update": lambda: _NestedPartialUpdate(agg),
                     "merge_map_with_keytime": lambda: _MergeMapWithKeyTime(agg),
+                    "nested_update": lambda: _NestedUpdate(agg), "rbm32": lambda: _Roaring(False),
+                    "rbm64": lambda: _Roaring(True), "theta_sketch": _Theta, "hll_sketch": _Hll,
                     "listagg": lambda: _ListaggDistinct(agg.delimiter) if agg.distinct else None}.get(name,
                                                                                                    lambda: None)()
 
@@ -140,7 +186,10 @@ class _Scalar:
                 return x
             return acc
         if n == "first_non_null_value":
-            return x if acc is None else acc
+            if not state.get("init") and x is not None:
+                state["init"] = True
+                return x
+            return acc
         if n == "listagg" and self.obj is None:
             if _blank(x):
                 return acc
@@ -150,13 +199,19 @@ class _Scalar:
     def agg_reversed(self, acc, x, state):
         n = self.name
         if n in ("first_value", "first_non_null_value"):
-            state["init"] = True
-            return x if (n == "first_value" or x is not None) else acc
+            # Paimon's default aggReversed, agg(in, acc), through the stateful function: before the function is
+            # initialised it keeps acc (and initialises, for first_non_null_value only on a non-null acc);
+            # after, it takes the older record's value, a null one too
+            return self.agg(x, acc, state)
         if n == "last_value":
             return acc
         if n == "last_non_null_value":
             return x if acc is None else acc
-        return self.agg(x, acc, state) if n != "collect" else self.obj.agg(acc, x)
+        # only FieldCollectAgg has its own aggReversed (agg(acc, in)); ignore-retract wraps it in
+        # FieldIgnoreRetractAgg, which falls back to the default agg(in, acc)
+        if n == "collect" and not self.cfg.ignore_retract:
+            return self.obj.agg(acc, x)
+        return self.agg(x, acc, state)
 
     def retract(self, acc, x):
         if self.name == "last_value":
@@ -167,10 +222,7 @@ class _Scalar:
 
 
 def _scalar(agg, _type):
-    if agg.function not in ("last_value", "last_non_null_value", "first_value", "first_non_null_value",
-                            "listagg", "collect", "merge_map", "nested_partial_update", "merge_map_with_keytime"):
-        raise UnsupportedFeature(f"field {agg.field!r}: aggregate function {agg.function!r} inside a sequence group "
-                                 "with out-of-order group sequences is not supported")
+    """The per-value fold of any function outside COMMUTATIVE (those run in ``reduce``)."""
     return _Scalar(agg.function, agg)
 
 
@@ -264,11 +316,13 @@ def _listagg(seg, arr, agg, add, retract):
 
 # ---- object folds ---------------------------------------------------------------------------------------
 
-def _python_fold(seg, arr, add, retract, fn) -> pa.Array:
+def _python_fold(seg, arr, add, retract, fn, seed_rows: np.ndarray | None = None) -> pa.Array:
+    """Per key: ``fn.agg`` / ``fn.retract`` over the key's rows, from the value of its ``seed_rows`` row (if
+    given and >= 0) or from null."""
     values = arr.to_pylist()
     out = []
     for j in range(seg.n_keys):
-        acc = None
+        acc = None if seed_rows is None or seed_rows[j] < 0 else values[seed_rows[j]]
         for r in seg.order[seg.key_starts[j]:seg.key_starts[j + 1]]:
             if add[r]:
                 acc = fn.agg(acc, values[r])
@@ -306,6 +360,16 @@ class _DecimalArith:
 def _blank(s) -> bool:
     """Paimon's ``StringUtils.isBlank``: null, empty or Java whitespace only."""
     return s is None or all(ord(ch) in K.JAVA_WHITESPACE for ch in s)
+
+
+class _Listagg:
+    def __init__(self, delimiter):
+        self.delimiter = delimiter
+
+    def agg(self, acc, x):
+        if _blank(x):
+            return acc
+        return x if _blank(acc) else acc + self.delimiter + x
 
 
 class _ListaggDistinct:
@@ -610,6 +674,20 @@ def _hashable(v):
     if isinstance(v, dict):
         return tuple((k, _hashable(e)) for k, e in v.items())
     return v
+
+
+def _object_fold(agg):
+    """The per-value fold object of a function folded in Python (listagg, collect, nested_*)."""
+    fn = agg.function
+    if fn == "listagg":
+        return _ListaggDistinct(agg.delimiter) if agg.distinct else _Listagg(agg.delimiter)
+    if fn == "collect":
+        return _Collect(agg.distinct)
+    if fn == "nested_update":
+        return _NestedUpdate(agg)
+    if fn == "nested_partial_update":
+        return _NestedPartialUpdate(agg)
+    raise ValueError(f"no Python fold for aggregate function {fn!r}")
 
 
 def _fold(make):

@@ -93,8 +93,10 @@ def build(schema) -> MergeConfig:
                 fn = "last_value"
             cfg.aggs[name] = _field_agg(raw, name, fn or default_fn or "last_non_null_value")
         elif engine == "partial-update" and (fn or default_fn):
-            in_group = any(name in g.fields for g in cfg.groups)
-            if fn or in_group:
+            # Paimon's PartialUpdateMergeFunction.getAggFuncName: a group's sequence field has no aggregator,
+            # every other non-key field takes its own or the default function (validate refuses one outside
+            # the groups unless it is last_non_null_value)
+            if not any(name in g.sequence_fields for g in cfg.groups):
                 cfg.aggs[name] = _field_agg(raw, name, fn or default_fn)
     if engine == "partial-update":
         cfg.remove_on_delete = opts.get(O.PARTIAL_UPDATE_REMOVE_ON_DELETE)
@@ -163,6 +165,9 @@ def validate(schema, table: str | None = None) -> None:
     if cfg.engine == "partial-update":
         if cfg.remove_on_delete and cfg.ignore_delete:
             raise InvalidSchema(where + "partial-update.remove-record-on-delete cannot be combined with ignore-delete")
+        if cfg.remove_on_sequence_group and cfg.ignore_delete:
+            raise InvalidSchema(where + "partial-update.remove-record-on-sequence-group cannot be combined with "
+                                "ignore-delete")
         if cfg.remove_on_delete and cfg.groups:
             raise InvalidSchema(where + "partial-update.remove-record-on-delete cannot be combined with sequence "
                                 "groups (use partial-update.remove-record-on-sequence-group)")

@@ -49,6 +49,7 @@ IMMUTABLE_OPTIONS = frozenset({
 })
 # Per-field option suffixes whose key carries the column name (renamed with the column).
 _FIELD_OPTION_SUFFIXES = ("aggregate-function", "ignore-retract", "distinct", "list-agg-delimiter")
+_SEQUENCE_GROUP = "sequence-group"  # fields.<ordering fields>.sequence-group = <guarded fields>
 
 
 # --- changes -----------------------------------------------------------------------------------------------
@@ -329,6 +330,8 @@ def apply_changes(schema: TableSchema, changes: Sequence[SchemaChange], *, table
             del fields[i]
             if not fields:
                 fail("cannot drop every column")
+            _check_not_in_sequence_group(change.name, options, fail)
+            # the dropped column's own per-field options go with it (Paimon refuses the drop while they exist)
             prefix = f"fields.{change.name}."
             options = {k: v for k, v in options.items() if not k.startswith(prefix)}
         elif isinstance(change, UpdateColumnType):
@@ -416,15 +419,36 @@ def _true(value: str | None) -> bool:
     return value is not None and value.strip().lower() == "true"
 
 
+def _check_not_in_sequence_group(name: str, options: dict, fail) -> None:
+    """A column that orders or belongs to a sequence group cannot be dropped (Paimon's SchemaValidation refuses the
+    option naming a missing field): dropping the group silently would change how its other fields merge."""
+    for key, value in options.items():
+        if key.startswith("fields.") and key.endswith(f".{_SEQUENCE_GROUP}"):
+            ordering = key[len("fields."):-len(_SEQUENCE_GROUP) - 1].split(",")
+            if name in [c.strip() for c in ordering + value.split(",")]:
+                fail(f"cannot drop column {name!r}: option {key!r} = {value!r} names it; change or remove that "
+                     "sequence group first")
+
+
 def _rename_in_options(options: dict, old: str, new: str) -> dict:
+    """The options after column ``old`` became ``new``, as Paimon's SchemaManager.applyRenameColumnsToOptions:
+    ``bucket-key`` / ``sequence.field`` values, the keys of per-field options, and both the key and the value of
+    ``fields.<f1,f2>.sequence-group``."""
+    def renamed(names: str) -> str:
+        return ",".join(new if c.strip() == old else c.strip() for c in names.split(","))
+
     out = dict(options)
     for key in (BUCKET_KEY, SEQUENCE_FIELD):
         if key in out:
-            out[key] = ",".join(new if c.strip() == old else c.strip() for c in out[key].split(","))
+            out[key] = renamed(out[key])
     for suffix in _FIELD_OPTION_SUFFIXES:
         k = f"fields.{old}.{suffix}"
         if k in out:
             out[f"fields.{new}.{suffix}"] = out.pop(k)
+    for key in list(out):
+        if key.startswith("fields.") and key.endswith(f".{_SEQUENCE_GROUP}"):
+            ordering = key[len("fields."):-len(_SEQUENCE_GROUP) - 1]
+            out[f"fields.{renamed(ordering)}.{_SEQUENCE_GROUP}"] = renamed(out.pop(key))
     return out
 
 

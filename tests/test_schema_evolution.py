@@ -306,3 +306,24 @@ def test_add_column_before_partition_option(catalog):
                              options={"bucket": "1", "add-column-before-partition": "true"})
     t.alter().add_column("w", pa.int8()).commit()
     assert t.schema.field_names == ("id", "v", "w", "dt")
+
+
+def test_partial_update_sequence_group_follows_renames_and_its_columns_cannot_be_dropped(catalog):
+    """Paimon's SchemaManager.applyRenameColumnsToOptions renames both the key and the value of
+    fields.<g>.sequence-group; SchemaValidation refuses a sequence group naming a missing column, so a column in
+    one cannot be dropped (dropping the group with it would change how the other columns merge)."""
+    s = pa.schema([pa.field("k", pa.int32(), False), ("a", pa.int32()), ("b", pa.string()), ("g", pa.int64())])
+    t = catalog.create_table("db.pu", s, "k", options={"bucket": "1", "merge-engine": "partial-update",
+                                                        "fields.g.sequence-group": "a,b"})
+    t.write(pa.table({"k": pa.array([1], pa.int32()), "a": pa.array([1], pa.int32()), "b": ["x"], "g": [5]}))
+    t.alter().rename_column("a", "amount").rename_column("g", "version").commit()
+    assert t.options["fields.version.sequence-group"] == "amount,b" and "fields.g.sequence-group" not in t.options
+    t.write(pa.table({"k": pa.array([1], pa.int32()), "amount": pa.array([2], pa.int32()), "b": ["old"],
+                      "version": [4]}))  # an older group sequence than the row written under schema 0: ignored
+    t.write(pa.table({"k": pa.array([1], pa.int32()), "amount": pa.array([3], pa.int32()), "b": [None],
+                      "version": [6]}))
+    assert t.read().to_pylist() == [{"k": 1, "amount": 3, "b": None, "version": 6}]
+    for column in ("amount", "version"):
+        with pytest.raises(InvalidSchema, match=f"cannot drop column '{column}'.*sequence-group"):
+            t.alter().drop_column(column).commit()
+    assert t.schema.id == 1 and t.options["fields.version.sequence-group"] == "amount,b"

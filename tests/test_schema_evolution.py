@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.errors import CommitConflict, InvalidSchema
+from engine.errors import CommitConflict, InvalidInput, InvalidSchema
 from engine.schema_change import Move, SchemaChange, apply_changes, is_widening
 from engine.types import parse_atomic
 
@@ -327,3 +327,45 @@ def test_partial_update_sequence_group_follows_renames_and_its_columns_cannot_be
         with pytest.raises(InvalidSchema, match=f"cannot drop column '{column}'.*sequence-group"):
             t.alter().drop_column(column).commit()
     assert t.schema.id == 1 and t.options["fields.version.sequence-group"] == "amount,b"
+
+
+def test_time_travel_reads_through_the_schema_of_that_snapshot(catalog):
+    """Paimon's AbstractFileStoreTable.tryTimeTravel: scan.snapshot-id / scan.tag-name read with the schema the
+    snapshot was committed under (its names and types), not the latest one; the latest read is unchanged."""
+    s = pa.schema([pa.field("k", pa.int32(), False), ("a", pa.int32()), ("b", pa.string())])
+    t = catalog.create_table("db.tt", s, "k", options={"bucket": "1"})
+    t.write(pa.table({"k": pa.array([1, 2], pa.int32()), "a": pa.array([10, 20], pa.int32()), "b": ["x", "y"]}))
+    t.create_tag("before-alter")
+    t.alter().rename_column("a", "amount").update_column_type("amount", pa.int64()).drop_column("b") \
+        .add_column("c", pa.string()).commit()
+    assert t.read(snapshot_id=1).schema == s  # the latest snapshot, committed under schema 0
+    t.write(pa.table({"k": pa.array([2, 3], pa.int32()), "amount": [2**40, 30], "c": ["n", "m"]}))
+    t = catalog.get_table("db.tt")
+    old = [{"k": 1, "a": 10, "b": "x"}, {"k": 2, "a": 20, "b": "y"}]
+    assert t.read(snapshot_id=1).to_pylist() == old
+    assert t.read(tag="before-alter").to_pylist() == old
+    assert t.read(snapshot_id=1, columns=["b"], filter=[("a", ">", 15)]).to_pylist() == [{"b": "y"}]
+    assert t.to_reader(snapshot_id=1).read_all().to_pylist() == old
+    assert t.lookup(pa.table({"k": pa.array([2], pa.int32())}), snapshot_id=1).to_pylist() == [old[1]]
+    assert len(t.plan(snapshot_id=1, filter=[("a", "=", 10)])) == 1
+    with pytest.raises(InvalidInput, match="amount"):
+        t.read(snapshot_id=1, columns=["amount"])
+    assert t.read(snapshot_id=2).column_names == ["k", "amount", "c"]
+    assert t.read().to_pylist() == [{"k": 1, "amount": 10, "c": None}, {"k": 2, "amount": 2**40, "c": "n"},
+                                    {"k": 3, "amount": 30, "c": "m"}]
+    assert t.schema.id == 1  # the table object itself keeps the latest schema
+
+
+def test_time_travel_uses_the_current_options(catalog):
+    """tryTimeTravel copies the old schema with the table's current options: an option set after the snapshot
+    applies to it, and one naming a column the old schema lacks fails the read (as Paimon's validation does)."""
+    t = catalog.create_table("db.to", SCHEMA, "id", options={"bucket": "1"})
+    t.write(pa.table({"id": [1], "name": ["a"], "qty": [10], "price": [1.5]}, schema=SCHEMA))
+    t.write(pa.table({"id": [1], "name": ["older"], "qty": [9], "price": [0.5]}, schema=SCHEMA))
+    assert t.read(snapshot_id=2).column("name").to_pylist() == ["older"]
+    t.alter().add_column("v", pa.int64()).set_option("sequence.field", "qty").commit()
+    old = t.read(snapshot_id=2)  # schema 0's columns, merged by the sequence.field set since
+    assert old.column_names == ["id", "name", "qty", "price"] and old.column("name").to_pylist() == ["a"]
+    t.alter().rename_column("qty", "version").commit()
+    with pytest.raises(InvalidSchema, match="snapshot 1 was committed under schema 0.*version"):
+        t.read(snapshot_id=1)

@@ -26,7 +26,6 @@ never answered with the table's own read of that split.
 """
 from __future__ import annotations
 
-import copy
 import logging
 from dataclasses import dataclass, replace
 from typing import Callable
@@ -239,7 +238,7 @@ def never_null_columns(table) -> list[str]:
 
 def _plain(table, skip: frozenset):
     """A copy of ``table`` that reads without a fallback and plans no file of the partitions in ``skip``."""
-    plain = copy.copy(table)
+    plain = table.through_schema(table.schema.id)  # each side reads through its current schema
     plain._skip_partitions = skip
     return plain
 

@@ -162,3 +162,37 @@ def test_time_travel_across_an_alter_reads_the_old_schema_in_both_engines(wareho
     latest = pp_read(ppt, sort_by=["dt", "id"])
     assert latest.column_names == ["city", "dt", "id", "label", "qty"]
     assert sorted(t.read().to_pylist(), key=lambda r: r["id"]) == latest.to_pylist()
+
+
+def test_aggregation_and_sequence_field_journey_with_pypaimon_writing_after_the_alter(warehouse):
+    """An aggregated column added later, an aggregated column renamed and widened (its option follows it), a
+    sequence.field renamed and widened: pypaimon writes under the evolved schema, both engines merge old and new
+    files alike, before and after a lakemerge full compaction."""
+    from engine import Catalog
+
+    cat = Catalog(warehouse)
+    cat.create_database("db", ignore_if_exists=True)
+    s = pa.schema([pa.field("k", pa.int32(), False), ("a", pa.int32()), ("tags", pa.string()), ("seq", pa.int32())])
+    t = cat.create_table("db.agg", s, "k", options={"bucket": "1", "merge-engine": "aggregation",
+                                                     "fields.a.aggregate-function": "sum",
+                                                     "fields.tags.aggregate-function": "listagg",
+                                                     "sequence.field": "seq"})
+    t.write(pa.table({"k": pa.array([1, 2], pa.int32()), "a": pa.array([1, 2], pa.int32()), "tags": ["x", "y"],
+                      "seq": pa.array([1, 1], pa.int32())}))
+    t.alter().rename_column("a", "total").update_column_type("total", pa.int64()).rename_column("seq", "version") \
+        .update_column_type("version", pa.int64()).add_column("peak", pa.int64()) \
+        .set_option("fields.peak.aggregate-function", "max").commit()
+    assert t.options["fields.total.aggregate-function"] == "sum" and t.options["sequence.field"] == "version"
+    t.write(pa.table({"k": pa.array([1], pa.int32()), "total": [2**33], "tags": ["z"], "version": [2**40],
+                      "peak": [5]}))
+    pp_write(pp_get_table(warehouse, "db.agg"),
+             pa.table({"k": pa.array([1, 2], pa.int32()), "total": pa.array([1, 1], pa.int64()), "tags": ["p", "q"],
+                       "version": pa.array([2, 2], pa.int64()), "peak": pa.array([3, None], pa.int64())}))
+    expected = [{"k": 1, "total": 2**33 + 2, "tags": "x,p,z", "version": 2**40, "peak": 5},
+                {"k": 2, "total": 3, "tags": "y,q", "version": 2, "peak": None}]
+    for compact in (False, True):
+        if compact:
+            cat.get_table("db.agg").compact(full=True)
+        mine = sorted(cat.get_table("db.agg").read().to_pylist(), key=lambda r: r["k"])
+        assert mine == expected
+        assert pp_read(pp_get_table(warehouse, "db.agg")).to_pylist() == expected

@@ -239,7 +239,7 @@ def test_commit_prepared_under_incompatible_schema_is_refused(catalog, table):
 
 
 # --- property: random change sequences interleaved with writes match a model keyed by field id ------------
-_OPS = st.lists(st.tuples(st.sampled_from(["add", "drop", "rename", "widen", "write", "move"]),
+_OPS = st.lists(st.tuples(st.sampled_from(["add", "drop", "rename", "widen", "write", "move", "compact"]),
                           st.integers(0, 1000), st.lists(st.integers(0, 7), min_size=1, max_size=5)),
                 min_size=1, max_size=12)
 
@@ -247,12 +247,15 @@ _OPS = st.lists(st.tuples(st.sampled_from(["add", "drop", "rename", "widen", "wr
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=_OPS)
 def test_random_evolution_matches_model(tmp_path_factory, ops):
+    """Random ALTERs, writes and compactions match a model keyed by field id, at the latest snapshot and at every
+    earlier one (time travel reads through the schema each snapshot was committed under)."""
     from engine import Catalog
     cat = Catalog(str(tmp_path_factory.mktemp("wh")))
     cat.create_database("db")
     t = cat.create_table("db.r", pa.schema([("id", pa.int32()), ("c0", pa.int32())]), "id",
                          options={"bucket": "2"})
     model: dict[int, dict[int, int]] = {}  # id -> {field id: value}
+    at_snapshot: dict[int, tuple] = {}  # snapshot id -> (its schema's fields, model then)
     for counter, (op, r, ids) in enumerate(ops, start=1):
         names = [f.name for f in t.schema.fields if f.name != "id"]
         if op == "add":
@@ -268,6 +271,8 @@ def test_random_evolution_matches_model(tmp_path_factory, ops):
                 t.alter().update_column_type(name, pa.int64()).commit()
         elif op == "move" and names:
             t.alter().move_column(names[r % len(names)], first=True).commit()
+        elif op == "compact" and t.latest_snapshot_id() is not None:
+            t.compact(full=bool(r % 2))
         elif op == "write":
             ids = sorted(set(ids))
             data = {"id": pa.array(ids, pa.int32())}
@@ -277,12 +282,22 @@ def test_random_evolution_matches_model(tmp_path_factory, ops):
             t.write(pa.table(data))
             for i in ids:
                 model[i] = {f.id: i * 1000 + f.id + r for f in t.schema.fields if f.name != "id"}
+        sid = t.latest_snapshot_id()
+        if sid is not None and sid not in at_snapshot:
+            fields = cat.get_table("db.r").schema_manager.schema(t.snapshot(sid).schema_id).fields
+            at_snapshot[sid] = (fields, {i: dict(v) for i, v in model.items()})
         fresh = cat.get_table("db.r")
         got = {row["id"]: row for row in fresh.read().to_pylist()}
         expected = {i: {"id": i, **{f.name: vals.get(f.id) for f in fresh.schema.fields if f.name != "id"}}
                     for i, vals in model.items()}
         assert got == expected
         assert fresh.read().column_names == list(fresh.schema.field_names)
+    fresh = cat.get_table("db.r")
+    for sid, (fields, then) in at_snapshot.items():
+        old = fresh.read(snapshot_id=sid)
+        assert old.column_names == [f.name for f in fields]
+        assert {row["id"]: row for row in old.to_pylist()} == \
+            {i: {"id": i, **{f.name: vals.get(f.id) for f in fields if f.name != "id"}} for i, vals in then.items()}
 
 
 def test_comments(table):

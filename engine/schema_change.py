@@ -17,6 +17,12 @@ Contract:
   ``bucket`` can change between fixed counts (and -2) on a table with data, as Paimon: only the metadata changes,
   each data file keeps the count it records, and a partition moves to the new count when it is overwritten
   (``Table.rescale``); it cannot be removed, nor changed from or to -1.
+- Column options: a rename carries ``bucket-key``, ``sequence.field``, the keys of
+  ``fields.<f>.{aggregate-function, ignore-retract, distinct, list-agg-delimiter, nested-key}`` and both sides of
+  ``fields.<g>.sequence-group`` (Paimon's applyRenameColumnsToOptions); a column named by any other
+  ``fields.<f>.*`` option cannot be renamed, and a column in a sequence group cannot be dropped (Paimon's
+  validateFieldsPrefix refuses both). Dropping a column removes its own ``fields.<f>.*`` options (Paimon instead
+  refuses the drop until they are reset).
 - ``alter_table`` publishes with put-if-absent and re-applies the changes on top of a concurrently published schema.
 """
 from __future__ import annotations
@@ -47,8 +53,10 @@ IMMUTABLE_OPTIONS = frozenset({
     "partition", "dynamic-bucket.initial-buckets", "force-lookup", "row-tracking.enabled",
     "data-evolution.enabled", "index-file-in-data-file-dir",
 })
-# Per-field option suffixes whose key carries the column name (renamed with the column).
-_FIELD_OPTION_SUFFIXES = ("aggregate-function", "ignore-retract", "distinct", "list-agg-delimiter")
+# Per-field option suffixes whose key carries the column name (renamed with the column, as Paimon's
+# applyRenameColumnsToOptions). A column with another fields.<name>.* option cannot be renamed (Paimon refuses it too:
+# the option would name no column).
+_FIELD_OPTION_SUFFIXES = ("aggregate-function", "ignore-retract", "distinct", "list-agg-delimiter", "nested-key")
 _SEQUENCE_GROUP = "sequence-group"  # fields.<ordering fields>.sequence-group = <guarded fields>
 
 
@@ -318,6 +326,7 @@ def apply_changes(schema: TableSchema, changes: Sequence[SchemaChange], *, table
             i = index_of(change.name)
             if change.new_name != change.name:
                 assert_absent(change.new_name)
+            _check_field_options_follow(change.name, options, fail)
             fields[i] = replace(fields[i], name=change.new_name)
             primary_keys = [change.new_name if k == change.name else k for k in primary_keys]
             renames = {k: (change.new_name if v == change.name else v) for k, v in renames.items()}
@@ -417,6 +426,17 @@ def _check_bucket_change(old: str | None, new: str | None, fail) -> None:
 
 def _true(value: str | None) -> bool:
     return value is not None and value.strip().lower() == "true"
+
+
+def _check_field_options_follow(name: str, options: dict, fail) -> None:
+    """Renaming ``name`` renames the per-field options Paimon renames (``_FIELD_OPTION_SUFFIXES``, sequence groups);
+    any other ``fields.<name>.*`` option would be left naming no column, so the rename is refused, as Paimon's
+    SchemaValidation.validateFieldsPrefix refuses it."""
+    prefix = f"fields.{name}."
+    for key in options:
+        if key.startswith(prefix) and key[len(prefix):] not in _FIELD_OPTION_SUFFIXES + (_SEQUENCE_GROUP,):
+            fail(f"cannot rename column {name!r}: option {key!r} would name no column; remove it first "
+                 "(and set it again under the new name)")
 
 
 def _check_not_in_sequence_group(name: str, options: dict, fail) -> None:

@@ -415,3 +415,25 @@ def test_filters_on_renamed_and_widened_columns_prune_with_stats_written_under_t
                       "score": [1e300]}))
     assert ids([("level", ">", 127)]) == [4] and ids([("d", ">", Decimal("999.99"))]) == [4]
     assert ids([("score", ">", 2.5)]) == [4] and ids([("level", "=", 2)]) == [2]
+
+
+def test_rename_carries_the_per_field_options_paimon_renames_and_refuses_the_others(catalog):
+    """Paimon's applyRenameColumnsToOptions renames fields.<f>.aggregate-function / ignore-retract / distinct /
+    list-agg-delimiter and the key of fields.<f>.nested-key; any other fields.<f>.* option would name no column, which
+    SchemaValidation.validateFieldsPrefix refuses, so that rename is refused (it silently lost the option: a
+    fields.<f>.default-value column read its nulls as null after the rename)."""
+    row = pa.struct([("id", pa.int32()), ("name", pa.string())])
+    s = pa.schema([pa.field("k", pa.int32(), False), ("items", pa.list_(row)), ("n", pa.int32())])
+    t = catalog.create_table("db.nu", s, "k", options={
+        "bucket": "1", "merge-engine": "aggregation", "fields.items.aggregate-function": "nested_update",
+        "fields.items.nested-key": "id", "fields.n.default-value": "7"})
+    t.write(pa.Table.from_pylist([{"k": 1, "items": [{"id": 1, "name": "a"}], "n": None}], schema=s))
+    t.alter().rename_column("items", "lines").commit()
+    assert t.options["fields.lines.nested-key"] == "id" and "fields.items.nested-key" not in t.options
+    t.write(pa.Table.from_pylist([{"k": 1, "lines": [{"id": 1, "name": "A"}, {"id": 2, "name": "b"}], "n": None}]))
+    assert t.read().to_pylist() == [{"k": 1, "lines": [{"id": 1, "name": "A"}, {"id": 2, "name": "b"}], "n": 7}]
+    with pytest.raises(InvalidSchema, match="cannot rename column 'n': option 'fields.n.default-value'"):
+        t.alter().rename_column("n", "m").commit()
+    with pytest.raises(InvalidSchema, match="names no column"):
+        t.alter().set_option("fields.nope.ignore-retract", "true").commit()
+    assert t.schema.id == 1

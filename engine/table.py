@@ -40,7 +40,8 @@ class Table:
     # True on a copy made by ``through_schema``: it reads every snapshot through its schema (no time-travel switch).
     _schema_pinned: bool = False
 
-    def __init__(self, name: str, root: str, file_io: FileIO, *, meta_root: str | None = None):
+    def __init__(self, name: str, root: str, file_io: FileIO, *, meta_root: str | None = None,
+                 validate: bool = True):
         self.name = name
         self.root = root
         self.file_io = file_io
@@ -52,7 +53,8 @@ class Table:
         if schema is None:
             raise TableNotFound(name)
         self.schema: TableSchema = schema
-        self.schema.validate(name)
+        if validate:  # False only to repair a schema another tool committed invalid (Catalog.alter_table)
+            self.schema.validate(name)
 
     def __repr__(self) -> str:
         return f"Table({self.name!r}, {self.root!r})"

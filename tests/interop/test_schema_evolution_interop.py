@@ -196,3 +196,30 @@ def test_aggregation_and_sequence_field_journey_with_pypaimon_writing_after_the_
         mine = sorted(cat.get_table("db.agg").read().to_pylist(), key=lambda r: r["k"])
         assert mine == expected
         assert pp_read(pp_get_table(warehouse, "db.agg")).to_pylist() == expected
+
+
+def test_pypaimon_rename_leaves_an_aggregate_option_behind_and_lakemerge_can_repair_it(warehouse):
+    """pypaimon 2.1's rename_column leaves fields.<old>.aggregate-function in the options (Java's SchemaManager
+    renames it, and its validateFieldsPrefix refuses the schema pypaimon commits). lakemerge refuses to open the
+    table rather than read the column with the default function, and its Catalog.alter_table can repair it."""
+    from pypaimon.schema.schema_change import SchemaChange as PPChange
+
+    from engine import Catalog
+    from engine.errors import InvalidSchema
+    from engine.schema_change import SchemaChange
+
+    cat = Catalog(warehouse)
+    cat.create_database("db", ignore_if_exists=True)
+    s = pa.schema([pa.field("k", pa.int32(), False), ("a", pa.int64())])
+    t = cat.create_table("db.t", s, "k", options={"bucket": "1", "merge-engine": "aggregation",
+                                                   "fields.a.aggregate-function": "sum"})
+    t.write(pa.table({"k": pa.array([1], pa.int32()), "a": [1]}))
+    pp_catalog(warehouse).alter_table("db.t", [PPChange.rename_column("a", "total")])
+    with pytest.raises(InvalidSchema, match="fields.a.aggregate-function"):
+        cat.get_table("db.t")
+    cat.alter_table("db.t", [SchemaChange.remove_option("fields.a.aggregate-function"),
+                             SchemaChange.set_option("fields.total.aggregate-function", "sum")])
+    t = cat.get_table("db.t")
+    t.write(pa.table({"k": pa.array([1], pa.int32()), "total": [2]}))
+    assert t.read().to_pylist() == [{"k": 1, "total": 3}]
+    assert pp_read(pp_get_table(warehouse, "db.t")).to_pylist() == [{"k": 1, "total": 3}]

@@ -437,3 +437,20 @@ def test_rename_carries_the_per_field_options_paimon_renames_and_refuses_the_oth
     with pytest.raises(InvalidSchema, match="names no column"):
         t.alter().set_option("fields.nope.ignore-retract", "true").commit()
     assert t.schema.id == 1
+
+
+@pytest.mark.parametrize("producer", ["input", "lookup", "none"])
+def test_changes_across_an_alter_are_read_through_the_latest_schema(catalog, producer):
+    """Incremental reads (Paimon's incremental-between is not time travel) read the changelog or level-0 files of
+    every snapshot by field id into the latest schema: a renamed and widened column keeps its values, a column
+    dropped and re-added under its name is a new (null) column in the files before."""
+    s = pa.schema([pa.field("k", pa.int32(), False), ("a", pa.int32()), ("b", pa.string())])
+    t = catalog.create_table("db.ch", s, "k", options={"bucket": "1", "changelog-producer": producer})
+    t.write(pa.table({"k": pa.array([1, 2], pa.int32()), "a": pa.array([1, 2], pa.int32()), "b": ["x", "y"]}))
+    t.alter().rename_column("a", "amount").update_column_type("amount", pa.int64()).drop_column("b") \
+        .add_column("b", pa.string()).commit()
+    t.write(pa.table({"k": pa.array([2], pa.int32()), "amount": [2**40], "b": ["new"]}))
+    got = [(r["k"], r["amount"], r["b"], r["_row_kind"]) for r in t.read_changes().to_pylist()]
+    update = [(2, 2, None, "-U"), (2, 2**40, "new", "+U")] if producer == "lookup" else [(2, 2**40, "new", "+I")]
+    assert got == [(1, 1, None, "+I"), (2, 2, None, "+I")] + update
+    assert t.read_changes(0, 1).column_names == ["k", "amount", "b", "_row_kind"]

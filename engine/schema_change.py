@@ -472,6 +472,41 @@ def _rename_in_options(options: dict, old: str, new: str) -> dict:
     return out
 
 
+def options_as_of(options: dict, current: TableSchema, old: TableSchema) -> dict:
+    """The table's ``options`` (of schema ``current``) restated for the older schema ``old``, for a time-travel
+    read through it: a column renamed since is called by its ``old`` name (matched by field id) in the options
+    that name columns, and a column ``old`` lacks (added since) is left out of them (its own ``fields.<f>.*``
+    options, its place in ``sequence.field``, ``bucket-key`` and sequence groups). Java's tryTimeTravel copies
+    the options unchanged and its validation then refuses such a read; pypaimon copies them unchanged too."""
+    old_names = {f.id: f.name for f in old.fields}
+    renamed = [(f.name, old_names[f.id]) for f in current.fields if old_names.get(f.id, f.name) != f.name]
+    out = dict(options)
+    for i, (now, _) in enumerate(renamed):  # through placeholders, so that swapped names do not collide
+        out = _rename_in_options(out, now, f"\0{i}")
+    for i, (_, then) in enumerate(renamed):
+        out = _rename_in_options(out, f"\0{i}", then)
+    names = set(old.field_names)
+
+    def present(columns: str) -> list[str]:
+        return [c.strip() for c in columns.split(",") if c.strip() in names]
+
+    for key in list(out):
+        if not key.startswith("fields."):
+            continue
+        named = key.split(".")[1]
+        if named != "default-aggregate-function" and len(present(named)) < len(named.split(",")):
+            del out[key]
+        elif key.endswith(f".{_SEQUENCE_GROUP}"):
+            out[key] = ",".join(present(out[key]))
+    for key in (BUCKET_KEY, SEQUENCE_FIELD):
+        if key in out and present(out[key]) != [c.strip() for c in out[key].split(",")]:
+            if present(out[key]):
+                out[key] = ",".join(present(out[key]))
+            else:
+                del out[key]
+    return out
+
+
 def _apply_move(fields: list, move: Move, fail) -> None:
     names = [f.name for f in fields]
     if move.column not in names:

@@ -73,16 +73,17 @@ class Table:
     def _as_of(self, snapshot_id=None, tag: str | None = None) -> Table:
         """The table a time-travel read of ``snapshot_id`` or ``tag`` goes through: as Paimon's
         AbstractFileStoreTable.tryTimeTravel, the fields and keys of the schema that snapshot was committed under
-        (names, types) with the table's current options, unless this object is pinned to a schema
-        (``through_schema``). Raises like ``snapshot`` / ``tag_snapshot``, and InvalidSchema when the current
-        options name a column that schema lacks (Paimon's validation of the time-travel schema fails too)."""
+        (names, types) with the table's current options (restated for that schema:
+        engine.schema_change.options_as_of), unless this object is pinned to a schema (``through_schema``). Raises
+        like ``snapshot`` / ``tag_snapshot``, and InvalidSchema if those options do not fit that schema."""
         if self._schema_pinned or (snapshot_id is None and tag is None):
             return self
         snap = self.tag_snapshot(tag) if tag is not None else self.snapshot(snapshot_id)
         if snap is None or snap.schema_id == self.schema.id:
             return self
+        from engine.schema_change import options_as_of
         view = self.through_schema(snap.schema_id)
-        view.schema = replace(view.schema, options=dict(self.schema.options))
+        view.schema = replace(view.schema, options=options_as_of(self.schema.options, self.schema, view.schema))
         try:
             view.schema.validate(self.name)
         except InvalidSchema as e:

@@ -371,19 +371,40 @@ def test_time_travel_reads_through_the_schema_of_that_snapshot(catalog):
     assert t.schema.id == 1  # the table object itself keeps the latest schema
 
 
-def test_time_travel_uses_the_current_options(catalog):
+def test_time_travel_uses_the_current_options_restated_for_the_old_schema(catalog):
     """tryTimeTravel copies the old schema with the table's current options: an option set after the snapshot
-    applies to it, and one naming a column the old schema lacks fails the read (as Paimon's validation does)."""
-    t = catalog.create_table("db.to", SCHEMA, "id", options={"bucket": "1"})
+    applies to it. Options naming columns follow them back by field id (a sequence.field renamed since orders the
+    old rows by its old name) and leave out columns added since (Java's validation refuses such a time travel,
+    pypaimon reads it: lakemerge reads it, with the options restated)."""
+    t = catalog.create_table("db.to", SCHEMA, "id", options={"bucket": "1", "merge-engine": "aggregation",
+                                                         "fields.price.aggregate-function": "sum"})
     t.write(pa.table({"id": [1], "name": ["a"], "qty": [10], "price": [1.5]}, schema=SCHEMA))
     t.write(pa.table({"id": [1], "name": ["older"], "qty": [9], "price": [0.5]}, schema=SCHEMA))
-    assert t.read(snapshot_id=2).column("name").to_pylist() == ["older"]
-    t.alter().add_column("v", pa.int64()).set_option("sequence.field", "qty").commit()
-    old = t.read(snapshot_id=2)  # schema 0's columns, merged by the sequence.field set since
-    assert old.column_names == ["id", "name", "qty", "price"] and old.column("name").to_pylist() == ["a"]
-    t.alter().rename_column("qty", "version").commit()
-    with pytest.raises(InvalidSchema, match="snapshot 1 was committed under schema 0.*version"):
-        t.read(snapshot_id=1)
+    assert t.read(snapshot_id=2).to_pylist() == [{"id": 1, "name": "older", "qty": 9, "price": 2.0}]
+    t.alter().add_column("v", pa.int64()).set_option("fields.v.aggregate-function", "max") \
+        .set_option("sequence.field", "qty").set_option("fields.name.aggregate-function", "last_value").commit()
+    expected = [{"id": 1, "name": "a", "qty": 10, "price": 2.0}]  # ordered by qty now: "a" comes last
+    assert t.read(snapshot_id=2).to_pylist() == expected
+    t.alter().rename_column("qty", "version").rename_column("price", "amount").commit()
+    assert t.options["sequence.field"] == "version"
+    assert catalog.get_table("db.to").read(snapshot_id=2).to_pylist() == expected
+    assert t.read().to_pylist() == [{"id": 1, "name": "a", "version": 10, "amount": 2.0, "v": None}]
+
+
+def test_options_as_of_restates_column_options_for_an_older_schema():
+    from engine.schema import TableSchema
+    old = TableSchema.create(pa.schema([pa.field("k", pa.int32(), False), ("a", pa.int32()), ("b", pa.int32()),
+                                        ("g", pa.int64())]), ["k"])
+    current = apply_changes(old, [SchemaChange.rename_column("a", "b2"), SchemaChange.rename_column("b", "a"),
+                                  SchemaChange.rename_column("b2", "b"), SchemaChange.add_column("n", pa.int32()),
+                                  SchemaChange.add_column("h", pa.int64())])
+    options = {"bucket": "1", "merge-engine": "partial-update", "sequence.field": "g,h",
+               "fields.g.sequence-group": "a,n", "fields.h.sequence-group": "b", "fields.a.aggregate-function": "sum",
+               "fields.n.aggregate-function": "max", "fields.default-aggregate-function": "last_value"}
+    from engine.schema_change import options_as_of
+    assert options_as_of(options, current, old) == {
+        "bucket": "1", "merge-engine": "partial-update", "sequence.field": "g", "fields.g.sequence-group": "b",
+        "fields.b.aggregate-function": "sum", "fields.default-aggregate-function": "last_value"}
 
 
 def test_filters_on_renamed_and_widened_columns_prune_with_stats_written_under_the_old_schema(catalog):

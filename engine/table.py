@@ -78,7 +78,10 @@ class Table:
         like ``snapshot`` / ``tag_snapshot``, and InvalidSchema if those options do not fit that schema."""
         if self._schema_pinned or (snapshot_id is None and tag is None):
             return self
-        snap = self.tag_snapshot(tag) if tag is not None else self.snapshot(snapshot_id)
+        return self.as_of_snapshot(self.tag_snapshot(tag) if tag is not None else self.snapshot(snapshot_id))
+
+    def as_of_snapshot(self, snap: Snapshot | None) -> Table:
+        """``_as_of`` of a resolved snapshot of this table (None, or one of the current schema: this table)."""
         if snap is None or snap.schema_id == self.schema.id:
             return self
         from engine.schema_change import options_as_of

@@ -160,9 +160,18 @@ class Catalog:
     def alter_table(self, identifier: str, changes, ignore_if_not_exists: bool = False):
         """Apply ``engine.schema_change.SchemaChange``s to a table (pypaimon's signature); returns the new
         TableSchema, or None if the table does not exist and ``ignore_if_not_exists``. Raises TableNotFound,
-        InvalidSchema, InvalidOption; nothing is written unless every change is valid."""
+        InvalidSchema, InvalidOption; nothing is written unless every change is valid. As Paimon's catalog, the
+        latest schema need not be valid itself (one another tool committed, e.g. an option naming a column
+        pypaimon renamed): the changes may repair it, the new schema is validated."""
+        from engine.table import Table
         try:
-            table = self.get_table(identifier)
+            if "$" in identifier:
+                table = self.get_table(identifier)
+            else:
+                root = self.table_path(identifier)
+                if not SchemaManager(self.io, TablePaths(root), identifier).ids():
+                    raise TableNotFound(identifier)
+                table = Table(identifier, root, self.io, validate=False)
         except TableNotFound:
             if ignore_if_not_exists:
                 return None

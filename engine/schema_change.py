@@ -17,6 +17,12 @@ Contract:
   ``bucket`` can change between fixed counts (and -2) on a table with data, as Paimon: only the metadata changes,
   each data file keeps the count it records, and a partition moves to the new count when it is overwritten
   (``Table.rescale``); it cannot be removed, nor changed from or to -1.
+- Column options: a rename carries ``bucket-key``, ``sequence.field``, the keys of
+  ``fields.<f>.{aggregate-function, ignore-retract, distinct, list-agg-delimiter, nested-key}`` and both sides of
+  ``fields.<g>.sequence-group`` (Paimon's applyRenameColumnsToOptions); a column named by any other
+  ``fields.<f>.*`` option cannot be renamed, and a column in a sequence group cannot be dropped (Paimon's
+  validateFieldsPrefix refuses both). Dropping a column removes its own ``fields.<f>.*`` options (Paimon instead
+  refuses the drop until they are reset).
 - ``alter_table`` publishes with put-if-absent and re-applies the changes on top of a concurrently published schema.
 """
 from __future__ import annotations
@@ -47,8 +53,11 @@ IMMUTABLE_OPTIONS = frozenset({
     "partition", "dynamic-bucket.initial-buckets", "force-lookup", "row-tracking.enabled",
     "data-evolution.enabled", "index-file-in-data-file-dir",
 })
-# Per-field option suffixes whose key carries the column name (renamed with the column).
-_FIELD_OPTION_SUFFIXES = ("aggregate-function", "ignore-retract", "distinct", "list-agg-delimiter")
+# Per-field option suffixes whose key carries the column name (renamed with the column, as Paimon's
+# applyRenameColumnsToOptions). A column with another fields.<name>.* option cannot be renamed (Paimon refuses it too:
+# the option would name no column).
+_FIELD_OPTION_SUFFIXES = ("aggregate-function", "ignore-retract", "distinct", "list-agg-delimiter", "nested-key")
+_SEQUENCE_GROUP = "sequence-group"  # fields.<ordering fields>.sequence-group = <guarded fields>
 
 
 # --- changes -----------------------------------------------------------------------------------------------
@@ -317,6 +326,7 @@ def apply_changes(schema: TableSchema, changes: Sequence[SchemaChange], *, table
             i = index_of(change.name)
             if change.new_name != change.name:
                 assert_absent(change.new_name)
+            _check_field_options_follow(change.name, options, fail)
             fields[i] = replace(fields[i], name=change.new_name)
             primary_keys = [change.new_name if k == change.name else k for k in primary_keys]
             renames = {k: (change.new_name if v == change.name else v) for k, v in renames.items()}
@@ -329,6 +339,8 @@ def apply_changes(schema: TableSchema, changes: Sequence[SchemaChange], *, table
             del fields[i]
             if not fields:
                 fail("cannot drop every column")
+            _check_not_in_sequence_group(change.name, options, fail)
+            # the dropped column's own per-field options go with it (Paimon refuses the drop while they exist)
             prefix = f"fields.{change.name}."
             options = {k: v for k, v in options.items() if not k.startswith(prefix)}
         elif isinstance(change, UpdateColumnType):
@@ -416,15 +428,82 @@ def _true(value: str | None) -> bool:
     return value is not None and value.strip().lower() == "true"
 
 
+def _check_field_options_follow(name: str, options: dict, fail) -> None:
+    """Renaming ``name`` renames the per-field options Paimon renames (``_FIELD_OPTION_SUFFIXES``, sequence groups);
+    any other ``fields.<name>.*`` option would be left naming no column, so the rename is refused, as Paimon's
+    SchemaValidation.validateFieldsPrefix refuses it."""
+    prefix = f"fields.{name}."
+    for key in options:
+        if key.startswith(prefix) and key[len(prefix):] not in _FIELD_OPTION_SUFFIXES + (_SEQUENCE_GROUP,):
+            fail(f"cannot rename column {name!r}: option {key!r} would name no column; remove it first "
+                 "(and set it again under the new name)")
+
+
+def _check_not_in_sequence_group(name: str, options: dict, fail) -> None:
+    """A column that orders or belongs to a sequence group cannot be dropped (Paimon's SchemaValidation refuses the
+    option naming a missing field): dropping the group silently would change how its other fields merge."""
+    for key, value in options.items():
+        if key.startswith("fields.") and key.endswith(f".{_SEQUENCE_GROUP}"):
+            ordering = key[len("fields."):-len(_SEQUENCE_GROUP) - 1].split(",")
+            if name in [c.strip() for c in ordering + value.split(",")]:
+                fail(f"cannot drop column {name!r}: option {key!r} = {value!r} names it; change or remove that "
+                     "sequence group first")
+
+
 def _rename_in_options(options: dict, old: str, new: str) -> dict:
+    """The options after column ``old`` became ``new``, as Paimon's SchemaManager.applyRenameColumnsToOptions:
+    ``bucket-key`` / ``sequence.field`` values, the keys of per-field options, and both the key and the value of
+    ``fields.<f1,f2>.sequence-group``."""
+    def renamed(names: str) -> str:
+        return ",".join(new if c.strip() == old else c.strip() for c in names.split(","))
+
     out = dict(options)
     for key in (BUCKET_KEY, SEQUENCE_FIELD):
         if key in out:
-            out[key] = ",".join(new if c.strip() == old else c.strip() for c in out[key].split(","))
+            out[key] = renamed(out[key])
     for suffix in _FIELD_OPTION_SUFFIXES:
         k = f"fields.{old}.{suffix}"
         if k in out:
             out[f"fields.{new}.{suffix}"] = out.pop(k)
+    for key in list(out):
+        if key.startswith("fields.") and key.endswith(f".{_SEQUENCE_GROUP}"):
+            ordering = key[len("fields."):-len(_SEQUENCE_GROUP) - 1]
+            out[f"fields.{renamed(ordering)}.{_SEQUENCE_GROUP}"] = renamed(out.pop(key))
+    return out
+
+
+def options_as_of(options: dict, current: TableSchema, old: TableSchema) -> dict:
+    """The table's ``options`` (of schema ``current``) restated for the older schema ``old``, for a time-travel
+    read through it: a column renamed since is called by its ``old`` name (matched by field id) in the options
+    that name columns, and a column ``old`` lacks (added since) is left out of them (its own ``fields.<f>.*``
+    options, its place in ``sequence.field``, ``bucket-key`` and sequence groups). Java's tryTimeTravel copies
+    the options unchanged and its validation then refuses such a read; pypaimon copies them unchanged too."""
+    old_names = {f.id: f.name for f in old.fields}
+    renamed = [(f.name, old_names[f.id]) for f in current.fields if old_names.get(f.id, f.name) != f.name]
+    out = dict(options)
+    for i, (now, _) in enumerate(renamed):  # through placeholders, so that swapped names do not collide
+        out = _rename_in_options(out, now, f"\0{i}")
+    for i, (_, then) in enumerate(renamed):
+        out = _rename_in_options(out, f"\0{i}", then)
+    names = set(old.field_names)
+
+    def present(columns: str) -> list[str]:
+        return [c.strip() for c in columns.split(",") if c.strip() in names]
+
+    for key in list(out):
+        if not key.startswith("fields."):
+            continue
+        named = key.split(".")[1]
+        if named != "default-aggregate-function" and len(present(named)) < len(named.split(",")):
+            del out[key]
+        elif key.endswith(f".{_SEQUENCE_GROUP}"):
+            out[key] = ",".join(present(out[key]))
+    for key in (BUCKET_KEY, SEQUENCE_FIELD):
+        if key in out and present(out[key]) != [c.strip() for c in out[key].split(",")]:
+            if present(out[key]):
+                out[key] = ",".join(present(out[key]))
+            else:
+                del out[key]
     return out
 
 

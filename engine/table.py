@@ -3,13 +3,21 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Sequence
 
 import pyarrow as pa
 
 from engine.commit.committer import Committer
 from engine.data_paths import data_file_path
-from engine.errors import CommitConflict, CommitRetriesExhausted, CorruptFile, InvalidInput, TableNotFound
+from engine.errors import (
+    CommitConflict,
+    CommitRetriesExhausted,
+    CorruptFile,
+    InvalidInput,
+    InvalidSchema,
+    TableNotFound,
+)
 from engine.io.file_io import FileIO
 from engine.meta.manifest import ManifestEntry
 from engine.meta.snapshot import Snapshot
@@ -29,8 +37,11 @@ class Table:
     # Set on the copies a fallback-branch read makes of each branch (engine.read.fallback_branch): those copies
     # read plainly (no fallback of their own) and their scans leave these partitions out. None: a normal table.
     _skip_partitions: frozenset[bytes] | None = None
+    # True on a copy made by ``through_schema``: it reads every snapshot through its schema (no time-travel switch).
+    _schema_pinned: bool = False
 
-    def __init__(self, name: str, root: str, file_io: FileIO, *, meta_root: str | None = None):
+    def __init__(self, name: str, root: str, file_io: FileIO, *, meta_root: str | None = None,
+                 validate: bool = True):
         self.name = name
         self.root = root
         self.file_io = file_io
@@ -42,7 +53,8 @@ class Table:
         if schema is None:
             raise TableNotFound(name)
         self.schema: TableSchema = schema
-        self.schema.validate(name)
+        if validate:  # False only to repair a schema another tool committed invalid (Catalog.alter_table)
+            self.schema.validate(name)
 
     def __repr__(self) -> str:
         return f"Table({self.name!r}, {self.root!r})"
@@ -55,7 +67,32 @@ class Table:
         import copy
         pinned = copy.copy(self)
         pinned.schema = self.schema if schema_id == self.schema.id else self.schema_manager.schema(schema_id)
+        pinned._schema_pinned = True
         return pinned
+
+    def _as_of(self, snapshot_id=None, tag: str | None = None) -> Table:
+        """The table a time-travel read of ``snapshot_id`` or ``tag`` goes through: as Paimon's
+        AbstractFileStoreTable.tryTimeTravel, the fields and keys of the schema that snapshot was committed under
+        (names, types) with the table's current options (restated for that schema:
+        engine.schema_change.options_as_of), unless this object is pinned to a schema (``through_schema``). Raises
+        like ``snapshot`` / ``tag_snapshot``, and InvalidSchema if those options do not fit that schema."""
+        if self._schema_pinned or (snapshot_id is None and tag is None):
+            return self
+        return self.as_of_snapshot(self.tag_snapshot(tag) if tag is not None else self.snapshot(snapshot_id))
+
+    def as_of_snapshot(self, snap: Snapshot | None) -> Table:
+        """``_as_of`` of a resolved snapshot of this table (None, or one of the current schema: this table)."""
+        if snap is None or snap.schema_id == self.schema.id:
+            return self
+        from engine.schema_change import options_as_of
+        view = self.through_schema(snap.schema_id)
+        view.schema = replace(view.schema, options=options_as_of(self.schema.options, self.schema, view.schema))
+        try:
+            view.schema.validate(self.name)
+        except InvalidSchema as e:
+            raise InvalidSchema(f"table {self.name!r}: snapshot {snap.id} was committed under schema "
+                                f"{snap.schema_id}, which the table's current options do not fit: {e}") from e
+        return view
 
     def branch(self, name: str) -> Table:
         """Branch ``name`` of this table (Paimon's ``db.t$branch_<name>``): a Table (engine.branch_table) whose
@@ -280,6 +317,8 @@ class Table:
         ``Split.branch`` (engine.read.fallback_branch). Raises SnapshotNotFound, InvalidInput for a bad filter,
         CorruptFile for damaged manifests.
         """
+        if (at := self._as_of(snapshot_id)) is not self:
+            return at.plan(snapshot_id, filter)
         from engine.read import fallback_branch
         dnf = pred.normalize(filter, self.arrow_schema, self.name)
         sides = fallback_branch.sides(self, snapshot_id)
@@ -289,7 +328,9 @@ class Table:
 
     def read(self, snapshot_id: int | None = None, columns: Sequence[str] | None = None, filter=None, *,
              tag: str | None = None) -> pa.Table:
-        """The merged table at ``snapshot_id`` (default: latest), optionally projected and filtered. With
+        """The merged table at ``snapshot_id`` (default: latest), optionally projected and filtered. A time-travel
+        read (``snapshot_id`` or ``tag``) has the columns of the schema that snapshot was committed under, as in
+        Paimon (names, types; ``columns`` and ``filter`` name those columns; ``_as_of``). With
         ``scan.fallback-branch`` / ``scan.primary-branch`` some partitions come from that branch, as Paimon's batch
         reads (engine.read.fallback_branch; ``to_reader`` and ``lookup`` too).
 
@@ -298,6 +339,8 @@ class Table:
         """
         if snapshot_id is not None and tag is not None:  # Paimon: only one time-travel option may be set
             raise InvalidInput(f"give snapshot_id ({snapshot_id}) or tag ({tag!r}), not both", table=self.name)
+        if (at := self._as_of(snapshot_id, tag)) is not self:
+            return at.read(snapshot_id, columns, filter, tag=tag)
         from engine.read import fallback_branch
         sides = fallback_branch.sides(self, snapshot_id, tag)
         if sides is not None:  # scan.fallback-branch / scan.primary-branch
@@ -349,6 +392,8 @@ class Table:
         """Rows for the given primary keys at a snapshot; keys that do not exist are absent from the result."""
         if self.schema.is_append_only:
             raise InvalidInput("an append table has no primary key to look rows up by", table=self.name)
+        if (at := self._as_of(snapshot_id)) is not self:
+            return at.lookup(keys, snapshot_id, columns)
         from engine.read import fallback_branch
         sides = fallback_branch.sides(self, snapshot_id)
         if sides is not None:  # scan.fallback-branch / scan.primary-branch: each side holds other partitions
@@ -374,6 +419,8 @@ class Table:
         """The merged rows as a ``pyarrow.RecordBatchReader`` that reads one bucket of one partition at a time
         (bounded memory); usable by DuckDB, Polars, DataFusion... The snapshot is pinned when this is called.
         Raises like ``read`` (data-file errors surface while iterating). See engine.read.stream."""
+        if (at := self._as_of(snapshot_id)) is not self:
+            return at.to_reader(snapshot_id, columns, filter, batch_size=batch_size)
         from engine.read import fallback_branch
         sides = fallback_branch.sides(self, snapshot_id)
         if sides is not None:  # scan.fallback-branch / scan.primary-branch

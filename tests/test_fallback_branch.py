@@ -417,3 +417,28 @@ def test_streaming_full_read_of_an_append_table_reads_main_alone(tmp_path):
     assert t.read().num_rows == 2
     got = [r for b in t.stream("latest-full", idle_timeout=0.1, poll_interval=0.05) for r in b.to_pylist()]
     assert got == [{"pt": 1, "k": 10, "v": "apple", "_row_kind": "+I"}]
+
+
+def test_time_travel_before_an_added_column_reads_both_branches_through_their_snapshots_schemas(tmp_path):
+    """Paimon's FallbackReadFileStoreTable.copy time-travels the table and the other branch (each to its pinned
+    snapshot's schema) before comparing their row types: both read v2-less; the latest read has v2."""
+    cat = _catalog(tmp_path)
+    t = cat.create_table("db.t", pa.schema([("pt", pa.int32()), ("v", pa.int32())]), partition_keys=["pt"],
+                         options={"bucket": "-1"})
+    t.write(pa.table({"pt": [1], "v": [110]}, schema=t.arrow_schema))
+    t.create_branch("test")  # empty: main's snapshot 1 reads the branch's snapshot 1 (pt=2)
+    _option(t, "scan.fallback-branch", "test")
+    t.branch("test").write(pa.table({"pt": [2], "v": [210]}, schema=t.arrow_schema))
+    t.alter().add_column("v2", pa.int32()).commit()
+    b = t.branch("test")
+    s = b.schema
+    added = dataclasses.replace(s, id=s.id + 1, fields=s.fields + (t.schema.field("v2"),),
+                                highest_field_id=t.schema.highest_field_id)
+    t.file_io.write_bytes(TablePaths(t.root, b.paths.meta_root).schema(added.id), added.to_json().encode())
+    t.write(pa.table({"pt": [1], "v": [120], "v2": [1200]}, schema=t.arrow_schema))
+    t.branch("test").write(pa.table({"pt": [2], "v": [220], "v2": [2200]}, schema=t.arrow_schema))
+    assert t.read(snapshot_id=1).column_names == ["pt", "v"]
+    assert _set(t.read(snapshot_id=1)) == [(1, 110), (2, 210)]
+    assert _set(pa.Table.from_batches(list(t.to_reader(snapshot_id=1)), schema=pa.schema(
+        [("pt", pa.int32()), ("v", pa.int32())]))) == [(1, 110), (2, 210)]
+    assert len(t.read().column_names) == 3

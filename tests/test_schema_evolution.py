@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.errors import CommitConflict, InvalidSchema
+from engine.errors import CommitConflict, InvalidInput, InvalidSchema
 from engine.schema_change import Move, SchemaChange, apply_changes, is_widening
 from engine.types import parse_atomic
 
@@ -239,7 +239,7 @@ def test_commit_prepared_under_incompatible_schema_is_refused(catalog, table):
 
 
 # --- property: random change sequences interleaved with writes match a model keyed by field id ------------
-_OPS = st.lists(st.tuples(st.sampled_from(["add", "drop", "rename", "widen", "write", "move"]),
+_OPS = st.lists(st.tuples(st.sampled_from(["add", "drop", "rename", "widen", "write", "move", "compact"]),
                           st.integers(0, 1000), st.lists(st.integers(0, 7), min_size=1, max_size=5)),
                 min_size=1, max_size=12)
 
@@ -247,12 +247,15 @@ _OPS = st.lists(st.tuples(st.sampled_from(["add", "drop", "rename", "widen", "wr
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=_OPS)
 def test_random_evolution_matches_model(tmp_path_factory, ops):
+    """Random ALTERs, writes and compactions match a model keyed by field id, at the latest snapshot and at every
+    earlier one (time travel reads through the schema each snapshot was committed under)."""
     from engine import Catalog
     cat = Catalog(str(tmp_path_factory.mktemp("wh")))
     cat.create_database("db")
     t = cat.create_table("db.r", pa.schema([("id", pa.int32()), ("c0", pa.int32())]), "id",
                          options={"bucket": "2"})
     model: dict[int, dict[int, int]] = {}  # id -> {field id: value}
+    at_snapshot: dict[int, tuple] = {}  # snapshot id -> (its schema's fields, model then)
     for counter, (op, r, ids) in enumerate(ops, start=1):
         names = [f.name for f in t.schema.fields if f.name != "id"]
         if op == "add":
@@ -268,6 +271,8 @@ def test_random_evolution_matches_model(tmp_path_factory, ops):
                 t.alter().update_column_type(name, pa.int64()).commit()
         elif op == "move" and names:
             t.alter().move_column(names[r % len(names)], first=True).commit()
+        elif op == "compact" and t.latest_snapshot_id() is not None:
+            t.compact(full=bool(r % 2))
         elif op == "write":
             ids = sorted(set(ids))
             data = {"id": pa.array(ids, pa.int32())}
@@ -277,12 +282,22 @@ def test_random_evolution_matches_model(tmp_path_factory, ops):
             t.write(pa.table(data))
             for i in ids:
                 model[i] = {f.id: i * 1000 + f.id + r for f in t.schema.fields if f.name != "id"}
+        sid = t.latest_snapshot_id()
+        if sid is not None and sid not in at_snapshot:
+            fields = cat.get_table("db.r").schema_manager.schema(t.snapshot(sid).schema_id).fields
+            at_snapshot[sid] = (fields, {i: dict(v) for i, v in model.items()})
         fresh = cat.get_table("db.r")
         got = {row["id"]: row for row in fresh.read().to_pylist()}
         expected = {i: {"id": i, **{f.name: vals.get(f.id) for f in fresh.schema.fields if f.name != "id"}}
                     for i, vals in model.items()}
         assert got == expected
         assert fresh.read().column_names == list(fresh.schema.field_names)
+    fresh = cat.get_table("db.r")
+    for sid, (fields, then) in at_snapshot.items():
+        old = fresh.read(snapshot_id=sid)
+        assert old.column_names == [f.name for f in fields]
+        assert {row["id"]: row for row in old.to_pylist()} == \
+            {i: {"id": i, **{f.name: vals.get(f.id) for f in fields if f.name != "id"}} for i, vals in then.items()}
 
 
 def test_comments(table):
@@ -306,3 +321,157 @@ def test_add_column_before_partition_option(catalog):
                              options={"bucket": "1", "add-column-before-partition": "true"})
     t.alter().add_column("w", pa.int8()).commit()
     assert t.schema.field_names == ("id", "v", "w", "dt")
+
+
+def test_partial_update_sequence_group_follows_renames_and_its_columns_cannot_be_dropped(catalog):
+    """Paimon's SchemaManager.applyRenameColumnsToOptions renames both the key and the value of
+    fields.<g>.sequence-group; SchemaValidation refuses a sequence group naming a missing column, so a column in
+    one cannot be dropped (dropping the group with it would change how the other columns merge)."""
+    s = pa.schema([pa.field("k", pa.int32(), False), ("a", pa.int32()), ("b", pa.string()), ("g", pa.int64())])
+    t = catalog.create_table("db.pu", s, "k", options={"bucket": "1", "merge-engine": "partial-update",
+                                                        "fields.g.sequence-group": "a,b"})
+    t.write(pa.table({"k": pa.array([1], pa.int32()), "a": pa.array([1], pa.int32()), "b": ["x"], "g": [5]}))
+    t.alter().rename_column("a", "amount").rename_column("g", "version").commit()
+    assert t.options["fields.version.sequence-group"] == "amount,b" and "fields.g.sequence-group" not in t.options
+    t.write(pa.table({"k": pa.array([1], pa.int32()), "amount": pa.array([2], pa.int32()), "b": ["old"],
+                      "version": [4]}))  # an older group sequence than the row written under schema 0: ignored
+    t.write(pa.table({"k": pa.array([1], pa.int32()), "amount": pa.array([3], pa.int32()), "b": [None],
+                      "version": [6]}))
+    assert t.read().to_pylist() == [{"k": 1, "amount": 3, "b": None, "version": 6}]
+    for column in ("amount", "version"):
+        with pytest.raises(InvalidSchema, match=f"cannot drop column '{column}'.*sequence-group"):
+            t.alter().drop_column(column).commit()
+    assert t.schema.id == 1 and t.options["fields.version.sequence-group"] == "amount,b"
+
+
+def test_time_travel_reads_through_the_schema_of_that_snapshot(catalog):
+    """Paimon's AbstractFileStoreTable.tryTimeTravel: scan.snapshot-id / scan.tag-name read with the schema the
+    snapshot was committed under (its names and types), not the latest one; the latest read is unchanged."""
+    s = pa.schema([pa.field("k", pa.int32(), False), ("a", pa.int32()), ("b", pa.string())])
+    t = catalog.create_table("db.tt", s, "k", options={"bucket": "1"})
+    t.write(pa.table({"k": pa.array([1, 2], pa.int32()), "a": pa.array([10, 20], pa.int32()), "b": ["x", "y"]}))
+    t.create_tag("before-alter")
+    t.alter().rename_column("a", "amount").update_column_type("amount", pa.int64()).drop_column("b") \
+        .add_column("c", pa.string()).commit()
+    assert t.read(snapshot_id=1).schema == s  # the latest snapshot, committed under schema 0
+    t.write(pa.table({"k": pa.array([2, 3], pa.int32()), "amount": [2**40, 30], "c": ["n", "m"]}))
+    t = catalog.get_table("db.tt")
+    old = [{"k": 1, "a": 10, "b": "x"}, {"k": 2, "a": 20, "b": "y"}]
+    assert t.read(snapshot_id=1).to_pylist() == old
+    assert t.read(tag="before-alter").to_pylist() == old
+    assert t.read(snapshot_id=1, columns=["b"], filter=[("a", ">", 15)]).to_pylist() == [{"b": "y"}]
+    assert t.to_reader(snapshot_id=1).read_all().to_pylist() == old
+    assert t.lookup(pa.table({"k": pa.array([2], pa.int32())}), snapshot_id=1).to_pylist() == [old[1]]
+    assert len(t.plan(snapshot_id=1, filter=[("a", "=", 10)])) == 1
+    with pytest.raises(InvalidInput, match="amount"):
+        t.read(snapshot_id=1, columns=["amount"])
+    assert t.read(snapshot_id=2).column_names == ["k", "amount", "c"]
+    assert t.read().to_pylist() == [{"k": 1, "amount": 10, "c": None}, {"k": 2, "amount": 2**40, "c": "n"},
+                                    {"k": 3, "amount": 30, "c": "m"}]
+    assert t.schema.id == 1  # the table object itself keeps the latest schema
+
+
+def test_time_travel_uses_the_current_options_restated_for_the_old_schema(catalog):
+    """tryTimeTravel copies the old schema with the table's current options: an option set after the snapshot
+    applies to it. Options naming columns follow them back by field id (a sequence.field renamed since orders the
+    old rows by its old name) and leave out columns added since (Java's validation refuses such a time travel,
+    pypaimon reads it: lakemerge reads it, with the options restated)."""
+    t = catalog.create_table("db.to", SCHEMA, "id", options={"bucket": "1", "merge-engine": "aggregation",
+                                                         "fields.price.aggregate-function": "sum"})
+    t.write(pa.table({"id": [1], "name": ["a"], "qty": [10], "price": [1.5]}, schema=SCHEMA))
+    t.write(pa.table({"id": [1], "name": ["older"], "qty": [9], "price": [0.5]}, schema=SCHEMA))
+    assert t.read(snapshot_id=2).to_pylist() == [{"id": 1, "name": "older", "qty": 9, "price": 2.0}]
+    t.alter().add_column("v", pa.int64()).set_option("fields.v.aggregate-function", "max") \
+        .set_option("sequence.field", "qty").set_option("fields.name.aggregate-function", "last_value").commit()
+    expected = [{"id": 1, "name": "a", "qty": 10, "price": 2.0}]  # ordered by qty now: "a" comes last
+    assert t.read(snapshot_id=2).to_pylist() == expected
+    t.alter().rename_column("qty", "version").rename_column("price", "amount").commit()
+    assert t.options["sequence.field"] == "version"
+    assert catalog.get_table("db.to").read(snapshot_id=2).to_pylist() == expected
+    assert t.read().to_pylist() == [{"id": 1, "name": "a", "version": 10, "amount": 2.0, "v": None}]
+
+
+def test_options_as_of_restates_column_options_for_an_older_schema():
+    from engine.schema import TableSchema
+    old = TableSchema.create(pa.schema([pa.field("k", pa.int32(), False), ("a", pa.int32()), ("b", pa.int32()),
+                                        ("g", pa.int64())]), ["k"])
+    current = apply_changes(old, [SchemaChange.rename_column("a", "b2"), SchemaChange.rename_column("b", "a"),
+                                  SchemaChange.rename_column("b2", "b"), SchemaChange.add_column("n", pa.int32()),
+                                  SchemaChange.add_column("h", pa.int64())])
+    options = {"bucket": "1", "merge-engine": "partial-update", "sequence.field": "g,h",
+               "fields.g.sequence-group": "a,n", "fields.h.sequence-group": "b", "fields.a.aggregate-function": "sum",
+               "fields.n.aggregate-function": "max", "fields.default-aggregate-function": "last_value"}
+    from engine.schema_change import options_as_of
+    assert options_as_of(options, current, old) == {
+        "bucket": "1", "merge-engine": "partial-update", "sequence.field": "g", "fields.g.sequence-group": "b",
+        "fields.b.aggregate-function": "sum", "fields.default-aggregate-function": "last_value"}
+
+
+def test_filters_on_renamed_and_widened_columns_prune_with_stats_written_under_the_old_schema(catalog):
+    """A file's value stats are stored in its own schema (old field name and type): they are decoded with that
+    schema and matched to today's column by field id, so a filter on the renamed / widened column prunes the file
+    exactly as before the ALTER, never losing a matching row."""
+    from decimal import Decimal
+    s = pa.schema([("id", pa.int32()), ("i", pa.int8()), ("d", pa.decimal128(5, 2)), ("f", pa.float32())])
+    t = catalog.create_table("db.ap", s, options={"bucket": "-1"})
+    t.write(pa.table({"id": pa.array([1, 2, 3], pa.int32()), "i": pa.array([-1, 2, 3], pa.int8()),
+                      "d": pa.array([Decimal("-1.25"), Decimal("2.50"), Decimal("999.99")], pa.decimal128(5, 2)),
+                      "f": pa.array([0.5, 1.5, 2.5], pa.float32())}))
+    t.alter().rename_column("i", "level").update_column_type("level", "BIGINT").update_column_type("d", "DECIMAL(12, 4)") \
+        .rename_column("f", "score").update_column_type("score", "DOUBLE").commit()
+
+    def planned(flt):
+        return sum(len(sp.files) for sp in t.plan(filter=flt))
+
+    def ids(flt):
+        return sorted(r["id"] for r in t.read(filter=flt).to_pylist())
+
+    for flt in ([("level", ">", 127)], [("level", "<", -1)], [("d", ">", Decimal("999.99"))],
+                [("d", "<", Decimal("-1.2501"))], [("score", ">", 2.5)]):
+        assert planned(flt) == 0 and ids(flt) == [], flt
+    for flt, expected in (([("level", "=", 2)], [2]), ([("level", "<=", -1)], [1]), ([("d", "=", Decimal("999.99"))], [3]),
+                          ([("d", "<", Decimal("0"))], [1]), ([("score", ">=", 2.5)], [3])):
+        assert planned(flt) == 1 and ids(flt) == expected, flt
+    t.write(pa.table({"id": pa.array([4], pa.int32()), "level": [2**40], "d": [Decimal("12345678.1234")],
+                      "score": [1e300]}))
+    assert ids([("level", ">", 127)]) == [4] and ids([("d", ">", Decimal("999.99"))]) == [4]
+    assert ids([("score", ">", 2.5)]) == [4] and ids([("level", "=", 2)]) == [2]
+
+
+def test_rename_carries_the_per_field_options_paimon_renames_and_refuses_the_others(catalog):
+    """Paimon's applyRenameColumnsToOptions renames fields.<f>.aggregate-function / ignore-retract / distinct /
+    list-agg-delimiter and the key of fields.<f>.nested-key; any other fields.<f>.* option would name no column, which
+    SchemaValidation.validateFieldsPrefix refuses, so that rename is refused (it silently lost the option: a
+    fields.<f>.default-value column read its nulls as null after the rename)."""
+    row = pa.struct([("id", pa.int32()), ("name", pa.string())])
+    s = pa.schema([pa.field("k", pa.int32(), False), ("items", pa.list_(row)), ("n", pa.int32())])
+    t = catalog.create_table("db.nu", s, "k", options={
+        "bucket": "1", "merge-engine": "aggregation", "fields.items.aggregate-function": "nested_update",
+        "fields.items.nested-key": "id", "fields.n.default-value": "7"})
+    t.write(pa.Table.from_pylist([{"k": 1, "items": [{"id": 1, "name": "a"}], "n": None}], schema=s))
+    t.alter().rename_column("items", "lines").commit()
+    assert t.options["fields.lines.nested-key"] == "id" and "fields.items.nested-key" not in t.options
+    t.write(pa.Table.from_pylist([{"k": 1, "lines": [{"id": 1, "name": "A"}, {"id": 2, "name": "b"}], "n": None}]))
+    assert t.read().to_pylist() == [{"k": 1, "lines": [{"id": 1, "name": "A"}, {"id": 2, "name": "b"}], "n": 7}]
+    with pytest.raises(InvalidSchema, match="cannot rename column 'n': option 'fields.n.default-value'"):
+        t.alter().rename_column("n", "m").commit()
+    with pytest.raises(InvalidSchema, match="names no column"):
+        t.alter().set_option("fields.nope.ignore-retract", "true").commit()
+    assert t.schema.id == 1
+
+
+@pytest.mark.parametrize("producer", ["input", "lookup", "none"])
+def test_changes_across_an_alter_are_read_through_the_latest_schema(catalog, producer):
+    """Incremental reads (Paimon's incremental-between is not time travel) read the changelog or level-0 files of
+    every snapshot by field id into the latest schema: a renamed and widened column keeps its values, a column
+    dropped and re-added under its name is a new (null) column in the files before."""
+    s = pa.schema([pa.field("k", pa.int32(), False), ("a", pa.int32()), ("b", pa.string())])
+    t = catalog.create_table("db.ch", s, "k", options={"bucket": "1", "changelog-producer": producer})
+    t.write(pa.table({"k": pa.array([1, 2], pa.int32()), "a": pa.array([1, 2], pa.int32()), "b": ["x", "y"]}))
+    t.alter().rename_column("a", "amount").update_column_type("amount", pa.int64()).drop_column("b") \
+        .add_column("b", pa.string()).commit()
+    t.write(pa.table({"k": pa.array([2], pa.int32()), "amount": [2**40], "b": ["new"]}))
+    got = [(r["k"], r["amount"], r["b"], r["_row_kind"]) for r in t.read_changes().to_pylist()]
+    update = [(2, 2, None, "-U"), (2, 2**40, "new", "+U")] if producer == "lookup" else [(2, 2**40, "new", "+I")]
+    assert got == [(1, 1, None, "+I"), (2, 2, None, "+I")] + update
+    assert t.read_changes(0, 1).column_names == ["k", "amount", "b", "_row_kind"]

@@ -158,10 +158,11 @@ def validate(schema, table: str | None = None) -> None:
     for name in names:
         if f"fields.{name}.aggregate-function" in schema.options and name in pk:
             raise InvalidSchema(where + f"primary-key field {name!r} cannot have an aggregate function")
-    for key in schema.options:
-        m = re.match(r"^fields\.(.+)\.(aggregate-function|ignore-retract|distinct|list-agg-delimiter)$", key)
-        if m and m.group(1) not in names:
-            raise InvalidSchema(where + f"option {key!r} names no column")
+    for key in schema.options:  # Paimon's SchemaValidation.validateFieldsPrefix
+        if key.startswith("fields."):
+            for name in key.split(".")[1].split(","):
+                if name != "default-aggregate-function" and name not in names:
+                    raise InvalidSchema(where + f"option {key!r} names no column ({name!r})")
     if cfg.engine == "partial-update":
         if cfg.remove_on_delete and cfg.ignore_delete:
             raise InvalidSchema(where + "partial-update.remove-record-on-delete cannot be combined with ignore-delete")

@@ -26,7 +26,6 @@ never answered with the table's own read of that split.
 """
 from __future__ import annotations
 
-import copy
 import logging
 from dataclasses import dataclass, replace
 from typing import Callable
@@ -109,7 +108,7 @@ def sides(table, snapshot_id: int | None = None, tag: str | None = None) -> list
     else:
         def other_snapshot(other):
             return other.snapshot()
-    return resolve(table, snapshot, other_snapshot)
+    return resolve(table, snapshot, other_snapshot, time_travel=tag is not None or snapshot_id is not None)
 
 
 def snapshot_at_or_before(other, time_millis: int):
@@ -122,9 +121,11 @@ def snapshot_at_or_before(other, time_millis: int):
     return best if best is not None else other.snapshot(1)
 
 
-def resolve(table, snapshot, other_snapshot: Callable) -> list[Side] | None:
+def resolve(table, snapshot, other_snapshot: Callable, *, time_travel: bool = False) -> list[Side] | None:
     """The sides of a batch read of ``table`` at its resolved ``snapshot``; ``other_snapshot(branch_table)`` pins
-    the other branch's. None when the table reads alone."""
+    the other branch's. ``time_travel``: ``table`` reads through ``snapshot``'s schema (Table._as_of), so the other
+    branch reads through its pinned snapshot's schema too (Paimon's FallbackReadFileStoreTable.copy time-travels
+    both tables before comparing their row types). None when the table reads alone."""
     setting = branch_setting(table)
     if setting is None:
         return None
@@ -133,9 +134,12 @@ def resolve(table, snapshot, other_snapshot: Callable) -> list[Side] | None:
     if other is None:  # Paimon's FileStoreTableFactory logs an error and reads the table alone
         log.error("table %r: %s=%r names no existing branch; reading the table alone", table.name, option, name)
         return None
+    other_snap = other_snapshot(other)
+    if time_travel:
+        other = other.as_of_snapshot(other_snap)
     names = _column_names(table, other, option, name)
     mine = Side(table, snapshot, None, {c: c for c in table.schema.field_names})
-    theirs = Side(other, other_snapshot(other), name, names)
+    theirs = Side(other, other_snap, name, names)
     first, second = (mine, theirs) if option == FALLBACK_BRANCH else (theirs, mine)
     owned = _partitions(first.table, first.snapshot)
     return [replace(first, table=_plain(first.table, frozenset())), replace(second, table=_plain(second.table, owned))]
@@ -239,7 +243,7 @@ def never_null_columns(table) -> list[str]:
 
 def _plain(table, skip: frozenset):
     """A copy of ``table`` that reads without a fallback and plans no file of the partitions in ``skip``."""
-    plain = copy.copy(table)
+    plain = table.through_schema(table.schema.id)  # each side reads through its current schema
     plain._skip_partitions = skip
     return plain
 

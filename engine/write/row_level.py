@@ -125,7 +125,7 @@ def _write(table, filter, assignments) -> int | None:
     snap = table.snapshot()
     if snap is None:
         return None
-    rows = table.read(snapshot_id=snap.id, filter=filter)
+    rows = table.through_schema(table.schema.id).read(snapshot_id=snap.id, filter=filter)  # the rows as written now
     if rows.num_rows == 0:
         return None
     if assignments is None:

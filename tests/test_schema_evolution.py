@@ -475,3 +475,15 @@ def test_changes_across_an_alter_are_read_through_the_latest_schema(catalog, pro
     update = [(2, 2, None, "-U"), (2, 2**40, "new", "+U")] if producer == "lookup" else [(2, 2**40, "new", "+I")]
     assert got == [(1, 1, None, "+I"), (2, 2, None, "+I")] + update
     assert t.read_changes(0, 1).column_names == ["k", "amount", "b", "_row_kind"]
+
+
+def test_a_commit_after_an_alter_records_the_latest_schema(catalog, table):
+    """Paimon's FileStoreCommitImpl writes the latest schema id into every snapshot, whatever schema the writer
+    opened the table under; time travel to that snapshot reads through it (the stale writer's rows null in the
+    added column)."""
+    stale = catalog.get_table("db.t")
+    table.alter().add_column("city", pa.string()).commit()
+    sid = stale.write(pa.table({"id": [3], "name": ["c"], "qty": [30], "price": [3.5]}, schema=SCHEMA))
+    assert stale.schema.id == 0 and table.snapshot(sid).schema_id == 1
+    got = rows(catalog.get_table("db.t"), snapshot_id=sid)
+    assert [r["city"] for r in got] == [None, None, None] and [r["id"] for r in got] == [1, 2, 3]

@@ -320,6 +320,15 @@ class Committer:
             if latest is not None and sid != latest.id:
                 check_commit_schema(sm.schema(sid), latest, self.table.name)
 
+    def _snapshot_schema_id(self, files_schema_id: int, latest: Snapshot | None) -> int:
+        """The schema a new snapshot records: the table's latest schema at commit time, as Paimon's
+        FileStoreCommitImpl writes it (so a writer that opened the table before an ALTER commits a snapshot that
+        time travel reads through the new schema, its files by field id), never below the files' or the previous
+        snapshot's."""
+        latest_schema = self.table.schema_manager.latest()
+        return max(files_schema_id, latest.schema_id if latest else 0,
+                   latest_schema.id if latest_schema is not None else 0)
+
     def _already_committed(self, user: str, identifier: int, base_id: int, latest: Snapshot | None,
                            kind: str = COMMIT_KIND_APPEND) -> int | None:
         if latest is None:
@@ -499,7 +508,7 @@ class Committer:
             added = sum(e.file.row_count if e.kind == ADD else -e.file.row_count for e in entries)
             new_id = 1 if latest is None else latest.id + 1
             snapshot = Snapshot(
-                id=new_id, schema_id=max(schema_id, latest.schema_id if latest else 0),
+                id=new_id, schema_id=self._snapshot_schema_id(schema_id, latest),
                 base_manifest_list=base_name, delta_manifest_list=delta_name, commit_user=user,
                 commit_identifier=identifier, commit_kind=kind, time_millis=int(time.time() * 1000),
                 total_record_count=(latest.total_record_count if latest else 0) + added, delta_record_count=added,

@@ -90,9 +90,10 @@ class TableSchema:
         check_new_schema_formats(schema, table)
         return schema
 
-    def validate(self, table: str | None = None) -> None:
+    def validate(self, table: str | None = None, *, opening: bool = False) -> None:
         """Check the options against the columns (sequence.field, rowkind.field, bucket-key, merge-engine options).
-        Raises InvalidSchema or InvalidOption naming ``table``; returns nothing when valid."""
+        Raises InvalidSchema or InvalidOption naming ``table``; returns nothing when valid. ``opening``: the schema
+        is an existing one being opened, not a new one (see engine.merge_engines.config.validate)."""
         opts = TableOptions(self.options, table=table)
         names = self.field_names
         where = f"table {table!r}: " if table else ""
@@ -113,7 +114,7 @@ class TableSchema:
                 raise InvalidSchema(where + f"bucket-key {b!r} must be a primary-key column that is not a "
                                     "partition key")
         from engine.merge_engines.config import validate as validate_merge_engine  # issue 3
-        validate_merge_engine(self, table)
+        validate_merge_engine(self, table, opening=opening)
 
         if self.primary_keys and opts.bucket == -1 and opts.get(BUCKET_KEY):
             raise InvalidSchema(where + "bucket-key cannot be set in dynamic bucket mode (bucket=-1)")

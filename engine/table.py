@@ -54,7 +54,7 @@ class Table:
             raise TableNotFound(name)
         self.schema: TableSchema = schema
         if validate:  # False only to repair a schema another tool committed invalid (Catalog.alter_table)
-            self.schema.validate(name)
+            self.schema.validate(name, opening=True)
 
     def __repr__(self) -> str:
         return f"Table({self.name!r}, {self.root!r})"
@@ -88,7 +88,7 @@ class Table:
         view = self.through_schema(snap.schema_id)
         view.schema = replace(view.schema, options=options_as_of(self.schema.options, self.schema, view.schema))
         try:
-            view.schema.validate(self.name)
+            view.schema.validate(self.name, opening=True)
         except InvalidSchema as e:
             raise InvalidSchema(f"table {self.name!r}: snapshot {snap.id} was committed under schema "
                                 f"{snap.schema_id}, which the table's current options do not fit: {e}") from e

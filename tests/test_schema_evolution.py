@@ -487,3 +487,20 @@ def test_a_commit_after_an_alter_records_the_latest_schema(catalog, table):
     assert stale.schema.id == 0 and table.snapshot(sid).schema_id == 1
     got = rows(catalog.get_table("db.t"), snapshot_id=sid)
     assert [r["city"] for r in got] == [None, None, None] and [r["id"] for r in got] == [1, 2, 3]
+
+
+def test_a_committed_schema_with_a_stray_per_field_option_still_opens(catalog, table):
+    """Paimon validates fields.<f>.* names only when a schema is created or altered, so a table another tool
+    committed with, say, fields.<gone>.default-value opens and reads (the option names nothing); creating or
+    altering into such a schema is refused."""
+    path = os.path.join(table.root, "schema", "schema-0")
+    js = schema_file(table, 0)
+    js["options"]["fields.gone.default-value"] = "7"
+    with open(path, "w") as f:
+        json.dump(js, f)
+    t = catalog.get_table("db.t")
+    assert [r["id"] for r in rows(t)] == [1, 2]
+    with pytest.raises(InvalidSchema, match="names no column"):
+        t.alter().set_option("fields.nope.default-value", "1").commit()
+    with pytest.raises(InvalidSchema, match="names no column"):
+        catalog.create_table("db.u", SCHEMA, primary_key="id", options={"fields.gone.default-value": "7"})

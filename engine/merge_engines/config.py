@@ -124,8 +124,15 @@ def merge_config(schema) -> MergeConfig:
     return cfg
 
 
-def validate(schema, table: str | None = None) -> None:
-    """Check the merge-engine settings of ``schema`` the way Paimon does at table creation."""
+_MERGE_FIELD_OPTION = re.compile(r"^fields\.[^.]+\.(aggregate-function|ignore-retract|distinct|list-agg-delimiter)$")
+
+
+def validate(schema, table: str | None = None, *, opening: bool = False) -> None:
+    """Check the merge-engine settings of ``schema`` the way Paimon does at table creation. ``opening`` (an
+    existing schema, perhaps committed by another tool): every ``fields.<name>.*`` option naming no column is
+    refused only at create and alter, as Paimon validates only there; opening still refuses a merge option
+    (aggregate function, ignore-retract, distinct, list-agg delimiter) naming no column, which would change how
+    rows merge."""
     from engine.merge_engines.aggregators import check_function
 
     where = f"table {table!r}: " if table else ""
@@ -159,7 +166,7 @@ def validate(schema, table: str | None = None) -> None:
         if f"fields.{name}.aggregate-function" in schema.options and name in pk:
             raise InvalidSchema(where + f"primary-key field {name!r} cannot have an aggregate function")
     for key in schema.options:  # Paimon's SchemaValidation.validateFieldsPrefix
-        if key.startswith("fields."):
+        if key.startswith("fields.") and not (opening and not _MERGE_FIELD_OPTION.match(key)):
             for name in key.split(".")[1].split(","):
                 if name != "default-aggregate-function" and name not in names:
                     raise InvalidSchema(where + f"option {key!r} names no column ({name!r})")

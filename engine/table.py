@@ -84,14 +84,23 @@ class Table:
         """``_as_of`` of a resolved snapshot of this table (None, or one of the current schema: this table)."""
         if snap is None or snap.schema_id == self.schema.id:
             return self
+        return self.as_of_schema(snap.schema_id, f"snapshot {snap.id} was committed under schema {snap.schema_id}")
+
+    def as_of_schema(self, schema_id: int, why: str | None = None) -> Table:
+        """This table as a time-travel read of a snapshot committed under schema ``schema_id`` reads it: that
+        schema's fields and keys with the table's current options restated for it (``_as_of``); this table itself
+        for its current schema. ``why`` opens the error message. Raises CorruptFile (no such schema file),
+        InvalidSchema if the current options do not fit that schema."""
+        if schema_id == self.schema.id:
+            return self
         from engine.schema_change import options_as_of
-        view = self.through_schema(snap.schema_id)
+        view = self.through_schema(schema_id)
         view.schema = replace(view.schema, options=options_as_of(self.schema.options, self.schema, view.schema))
         try:
             view.schema.validate(self.name, opening=True)
         except InvalidSchema as e:
-            raise InvalidSchema(f"table {self.name!r}: snapshot {snap.id} was committed under schema "
-                                f"{snap.schema_id}, which the table's current options do not fit: {e}") from e
+            raise InvalidSchema(f"table {self.name!r}: {why or f'schema {schema_id}'}, which the table's current "
+                                f"options do not fit: {e}") from e
         return view
 
     def branch(self, name: str) -> Table:

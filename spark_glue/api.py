@@ -14,6 +14,7 @@ from spark_glue.tables import (
     TIME_ZONE,
     open_or_create_table,
     open_table,
+    read_view,
     spark_schema,
     with_branch,
 )
@@ -51,7 +52,7 @@ def read_table(spark, path: str, *, columns=None, filter_pushdown: bool = True, 
     path = on_branch(path, options)
     if not any(k.lower() == TIME_ZONE for k in options):
         options = {**options, "timeZone": spark.conf.get(SESSION_TIME_ZONE)}
-    table = open_table(path)
+    table = read_view(open_table(path), options)  # time travel: the snapshot's schema has the guard column
     filter_pushdown = filter_pushdown or prune
     # The guard must be pushable, so a single never-null column: a key column (else a NOT NULL column), read
     # even when ``columns`` leaves it out (``a IS NOT NULL OR a IS NULL`` is never pushed: no re-plan).

@@ -265,9 +265,11 @@ def _check_row_level(table, op: str) -> None:
 
 
 def _pinned(table) -> dict:
-    """Time-travel option pinning the table's current snapshot (none for a table without commits)."""
+    """Read options pinning the table's current snapshot, read through its latest schema (tables.pin_snapshot;
+    none for a table without commits)."""
+    from spark_glue.tables import pin_snapshot
     sid = table.latest_snapshot_id()
-    return {} if sid is None else {"scan.snapshot-id": str(sid)}
+    return {} if sid is None else pin_snapshot(sid)
 
 
 def _check_settable(table, assignments: Mapping[str, object]) -> None:

@@ -30,6 +30,7 @@ from spark_glue.tables import (
     open_table,
     resolve_snapshot,
     timestamp_millis,
+    travels_schema,
     zone_less_timestamp,
 )
 
@@ -51,15 +52,18 @@ class SplitGroup(InputPartition):
     timestamp's (key, value, epoch millis) as the planner read it (see tables.check_planned_zone). ``schema_id``:
     the table schema the read was planned under, which the task reads through (None: the table's current one).
     A split of another branch (``scan.fallback-branch`` / ``scan.primary-branch``, ``Split.branch``) is read
-    through that branch's schema ``branch_schema_ids[branch]``, its columns by position under the table's."""
+    through that branch's schema ``branch_schema_ids[branch]``, its columns by position under the table's.
+    ``time_travel``: those schemas are the time-travelled snapshots', read with each table's current options
+    restated for them (Table.as_of_schema), not with the options they were committed with."""
 
     def __init__(self, splits, snapshot_id: int | None, planned_time: tuple[str, str, int] | None = None,
-                 schema_id: int | None = None, branch_schema_ids: dict | None = None):
+                 schema_id: int | None = None, branch_schema_ids: dict | None = None, time_travel: bool = False):
         self.splits = tuple(splits)
         self.snapshot_id = snapshot_id
         self.planned_time = planned_time
         self.schema_id = schema_id
         self.branch_schema_ids = dict(branch_schema_ids or {})  # fallback reads: branch -> schema id it read
+        self.time_travel = time_travel
 
 
 class LatestSnapshot(InputPartition):
@@ -183,6 +187,9 @@ class MergedTableReader(DataSourceReader):
         if self._follow_latest(table):
             return [LatestSnapshot(table.schema.id)]
         snap = resolve_snapshot(table, self.options)
+        travel = travels_schema(self.options)
+        if travel:  # through the schema the snapshot was committed under, as DataSource.schema (tables.read_view)
+            table = table.as_of_snapshot(snap)
         splits, branch_schemas = plan_batch(table, snap, self._dnf(table), self.options)
         target = parse_memory_size(self.options.get(TARGET_SPLIT_SIZE, str(DEFAULT_TARGET)))
         cost = parse_memory_size(self.options.get(OPEN_FILE_COST, str(DEFAULT_OPEN_COST)))
@@ -192,8 +199,8 @@ class MergedTableReader(DataSourceReader):
         planned = None if zone_less is None else (*zone_less, timestamp_millis(*zone_less, None, table.name))
         groups = pack_splits(splits, max(1, target), cost)
         # Spark needs at least one partition; an empty group reads nothing.
-        return [SplitGroup(g, sid, planned, table.schema.id, branch_schemas) for g in groups] \
-            or [SplitGroup((), sid, planned, table.schema.id)]
+        return [SplitGroup(g, sid, planned, table.schema.id, branch_schemas, travel) for g in groups] \
+            or [SplitGroup((), sid, planned, table.schema.id, time_travel=travel)]
 
     def read(self, partition: SplitGroup | LatestSnapshot):
 
@@ -203,6 +210,8 @@ class MergedTableReader(DataSourceReader):
         from engine.read.split_read import SplitReader
         from spark_glue.source import FILE_PATH, ROW_INDEX, metadata_columns
         table = open_table(self.options.get("path"))
+        if getattr(partition, "time_travel", False):  # the snapshot's schema, as the planner read it
+            table = table.as_of_schema(partition.schema_id)
         dnf = self._dnf(table)
         if isinstance(partition, LatestSnapshot):  # resolved now: the snapshot latest when this query runs
             # the reader (and its pushed terms) is the one of the relation's last push, maybe another query's:
@@ -240,7 +249,9 @@ class MergedTableReader(DataSourceReader):
                     if other is None:
                         raise TableNotFound(f"{table.name}$branch_{split.branch}", "the branch this read planned "
                                             "splits of was deleted; run the query again")
-                    other_schema = other.schema_manager.schema(partition.branch_schema_ids[split.branch])
+                    other_id = partition.branch_schema_ids[split.branch]
+                    other_schema = other.as_of_schema(other_id).schema if partition.time_travel else \
+                        other.schema_manager.schema(other_id)
                     names = dict(zip(schema.field_names, other_schema.field_names))
                     sides[split.branch] = (SplitReader(other.file_io, other_schema, other.schema_manager.schema),
                                            other_schema, [names[c] for c in read_cols])
@@ -277,14 +288,16 @@ class MergedTableReader(DataSourceReader):
 def plan_batch(table, snapshot, dnf, options) -> tuple[list[Split], dict]:
     """The splits a batch read of ``table`` at ``snapshot`` reads and, for a table with ``scan.fallback-branch`` /
     ``scan.primary-branch``, the schema id each other branch's splits are read through (engine.read.fallback_branch;
-    the other branch's snapshot from the same time-travel ``options``, tables.resolve_other_branch_snapshot; option
-    ``read.table-alone``: none)."""
+    the other branch's snapshot from the same time-travel ``options``, tables.resolve_other_branch_snapshot, read
+    through that snapshot's schema when ``table`` time-travels, tables.travels_schema; option ``read.table-alone``:
+    none). ``table`` is the one the read goes through (tables.read_view)."""
     from engine.read import fallback_branch
     from engine.read.split_read import batch_read_splits
     from spark_glue.tables import resolve_other_branch_snapshot
     alone = parse_bool(str(options.get(TABLE_ALONE, "false")))
     sides = None if alone else fallback_branch.resolve(
-        table, snapshot, lambda other: resolve_other_branch_snapshot(other, snapshot, options))
+        table, snapshot, lambda other: resolve_other_branch_snapshot(other, snapshot, options),
+        time_travel=travels_schema(options))
     if sides is None:
         return batch_read_splits(table.scan().plan(snapshot, dnf), table.schema), {}
     return fallback_branch.splits(sides, dnf), {s.branch: s.table.schema.id for s in sides if s.branch is not None}

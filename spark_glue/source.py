@@ -3,7 +3,9 @@
 Options (keys are case-insensitive):
 - read: ``scan.snapshot-id`` | ``scan.tag-name`` | ``versionAsOf`` (or ``scan.version``: a tag name, else a
   snapshot id, as Paimon's ``VERSION AS OF``) | ``timestampAsOf`` (or ``scan.timestamp`` /
-  ``scan.timestamp-millis``: epoch milliseconds or ISO-8601) for time travel; ``timeZone``: the zone of a timestamp
+  ``scan.timestamp-millis``: epoch milliseconds or ISO-8601) for time travel, which reads through the schema that
+  snapshot was committed under (its columns, with the table's current options restated for it, as Paimon's time
+  travel; not with an option only streams use, such as ``scan.mode``: tables.travels_schema); ``timeZone``: the zone of a timestamp
   without an offset (default: the Spark session's, which only ``read_table`` and Spark tasks can see; a read
   planner without it uses its local zone, and the tasks fail the read if the session's differs there, see
   tables.check_planned_zone); ``columns`` (comma list) to read only some columns (Spark 4.3 has no column-pruning
@@ -34,7 +36,7 @@ from pyspark.sql.datasource import DataSource
 
 from engine.errors import InvalidInput
 from engine.options import parse_bool
-from spark_glue.tables import open_table, spark_schema, with_branch
+from spark_glue.tables import open_table, read_view, spark_schema, with_branch
 
 FILTER_PUSHDOWN = "filter-pushdown"
 READ_CHANGELOG = "read.changelog"
@@ -76,7 +78,8 @@ class LakemergeDataSource(DataSource):
         if self._system_kind():
             from spark_glue.system_read import system_table_of
             return spark_schema(system_table_of(opts).arrow_schema)
-        table = open_table(opts.get("path"))
+        # a time-travel read has the columns of the schema its snapshot was committed under (reading.plan_batch)
+        table = read_view(open_table(opts.get("path")), opts)
         arrow = table.arrow_schema
         if opts.get(COLUMNS):
             cols = [c.strip() for c in opts[COLUMNS].split(",") if c.strip()]

@@ -38,6 +38,12 @@ VERSION_AS_OF = "versionasof"
 TIMESTAMP_AS_OF = "timestampasof"
 TIME_KEYS = (TIMESTAMP_MILLIS, TIMESTAMP, TIMESTAMP_AS_OF)
 TIME_TRAVEL_KEYS = (SNAPSHOT_ID, TAG_NAME, SCAN_VERSION, VERSION_AS_OF) + TIME_KEYS
+# Internal option of Spark's own row-level commands (dml, pk_delete, append_dml): the snapshot they pin with
+# ``scan.snapshot-id`` is read through the table's latest schema, not the one it was committed under.
+LATEST_SCHEMA = "read.latest-schema"
+# Options only a streaming read uses (spark_glue.stream_read): Spark asks a source for its schema before it knows
+# whether the read is a batch or a stream, so with one of them a time-travel option keeps the latest schema.
+STREAM_ONLY_KEYS = ("scan.mode", "read.changelog", "consumer-id")
 # Option timeZone: the zone of a time-travel timestamp written without one (read_table passes the session's).
 TIME_ZONE = "timezone"
 SESSION_TIME_ZONE = "spark.sql.session.timeZone"
@@ -206,6 +212,29 @@ def resolve_snapshot(table: Table, options: Mapping[str, str]) -> Snapshot | Non
         where = f", read in {read_in}" if _without_offset(key, value, table.name) else ""
         raise InvalidInput(f"no snapshot was committed at or before {value} ({key}{where})", table=table.name)
     return best
+
+
+def pin_snapshot(snapshot_id: int) -> dict[str, str]:
+    """Read options of Spark's row-level commands: snapshot ``snapshot_id`` read through the table's latest schema
+    (the one the command writes), whatever schema it was committed under."""
+    return {SNAPSHOT_ID: str(snapshot_id), LATEST_SCHEMA: "true"}
+
+
+def travels_schema(options: Mapping[str, str]) -> bool:
+    """Whether a read with ``options`` goes through the schema of the snapshot it time-travels to (Paimon's
+    AbstractFileStoreTable.tryTimeTravel): any time-travel option, unless the read is a row-level command's pin
+    (``pin_snapshot``) or carries an option only streams use (``STREAM_ONLY_KEYS``: streams keep the latest)."""
+    opts = lower_options(options)
+    if not any(opts.get(k) for k in TIME_TRAVEL_KEYS) or any(opts.get(k) for k in STREAM_ONLY_KEYS):
+        return False
+    return opts.get(LATEST_SCHEMA, "false").strip().lower() != "true"
+
+
+def read_view(table: Table, options: Mapping[str, str]) -> Table:
+    """The table a batch read of ``table`` with ``options`` reads through: with time travel (``travels_schema``)
+    the schema of the snapshot it reads, with the table's current options restated for it (Table.as_of_snapshot);
+    else ``table`` (no snapshot is resolved). Raises as resolve_snapshot, InvalidSchema (Table.as_of_snapshot)."""
+    return table.as_of_snapshot(resolve_snapshot(table, options)) if travels_schema(options) else table
 
 
 def resolve_other_branch_snapshot(other: Table, snapshot: Snapshot | None, options: Mapping[str, str]

@@ -121,6 +121,112 @@ def test_version_as_of_takes_a_tag_or_a_snapshot_id(spark, orders):
     assert files(versionAsOf="before") == files(**{"scan.snapshot-id": "1"}) != files()
 
 
+def _df_rows(df, keys=("region", "id")):
+    """(the DataFrame's columns, its rows sorted by ``keys``)."""
+    return df.columns, _rows(df.collect(), keys)
+
+
+def _arrow_rows(rows: pa.Table, keys=("region", "id")):
+    return rows.column_names, _rows(rows, keys)
+
+
+def test_time_travel_reads_through_the_snapshots_schema(spark, orders):
+    """Spark time travel read every snapshot through the LATEST schema (columns added since as nulls, renamed ones
+    under their new name, dropped ones missing). As Paimon's time travel (AbstractFileStoreTable.tryTimeTravel)
+    and Table.read(snapshot_id=...), a snapshot is read through the schema it was committed under: by snapshot
+    id, versionAsOf, tag and timestamp, and read_table (whose IS NOT NULL guard must name an old column)."""
+    def write(rows):
+        orders.write(pa.Table.from_pylist(rows, schema=orders.arrow_schema))
+    write([{"region": "eu", "id": i, "qty": i, "price": float(i)} for i in range(4)])  # snapshot 1: schema 0
+    orders.create_tag("first", 1)
+    orders.alter().add_column("note", pa.string()).commit()
+    write([{"region": "eu", "id": 1, "qty": 10, "price": 1.5, "note": "a"}])  # snapshot 2: + note
+    orders.alter().rename_column("qty", "quantity").commit()
+    write([{"region": "us", "id": 7, "quantity": 70, "price": 7.5, "note": "b"}])  # snapshot 3: qty -> quantity
+    orders.alter().drop_column("price").commit()
+    write([{"region": "eu", "id": 2, "quantity": 20, "note": "c"}])  # snapshot 4: - price
+    assert [orders.snapshot(i).schema_id for i in (1, 2, 3, 4)] == [0, 1, 2, 3]
+
+    def load(**opts):
+        return spark.read.format("lakemerge").options(**opts).load(orders.root)
+    for sid in (1, 2, 3, 4):
+        want = _arrow_rows(orders.read(snapshot_id=sid))
+        assert _df_rows(load(**{"scan.snapshot-id": str(sid)})) == want
+        assert _df_rows(load(versionAsOf=str(sid))) == want
+        assert _df_rows(spark_glue.read_table(spark, orders.root, prune=True, versionAsOf=str(sid))) == want
+    assert _arrow_rows(orders.read(snapshot_id=1))[0] == ["region", "id", "qty", "price"]
+    first = _arrow_rows(orders.read(tag="first"))
+    assert _df_rows(load(**{"scan.tag-name": "first"})) == _df_rows(load(versionAsOf="first")) == first
+    t2 = orders.snapshot(2).time_millis
+    at_t2 = max(s.id for s in orders.snapshots() if s.time_millis <= t2)  # a later commit may share the millisecond
+    assert _df_rows(load(**{"scan.timestamp-millis": str(t2)})) == _arrow_rows(orders.read(snapshot_id=at_t2))
+    assert _df_rows(spark_glue.read_table(spark, orders.root, timestampAsOf=str(t2))) == \
+        _arrow_rows(orders.read(snapshot_id=at_t2))
+    # option 'columns' and filters name the snapshot's columns
+    old = spark_glue.read_table(spark, orders.root, columns=["id", "qty"], prune=True, **{"scan.snapshot-id": "1"})
+    assert sorted(r.asDict()["qty"] for r in old.where("qty > 1").collect()) == [2, 3]
+    assert _df_rows(load()) == _arrow_rows(orders.read())
+    assert load().columns == ["region", "id", "quantity", "note"]
+
+
+def test_time_travel_reads_with_the_current_options_restated(spark, tmp_path):
+    """A Spark task rebuilt the time-travelled table from the snapshot's schema id with that schema's own options;
+    Paimon's tryTimeTravel keeps the table's current options (here a sequence.field set since, with a column
+    the snapshot lacks): the task reads as
+    Table.read(snapshot_id=...) does (Table.as_of_schema)."""
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    schema = pa.schema([pa.field("k", pa.int64(), nullable=False), ("v", pa.string()), ("ts", pa.int64())])
+    t = cat.create_table("db.t", schema, ["k"], [], {"bucket": "1"})
+    t.write(pa.table({"k": [1], "v": ["new"], "ts": [10]}, schema=t.arrow_schema))
+    t.write(pa.table({"k": [1], "v": ["old"], "ts": [5]}, schema=t.arrow_schema))  # snapshot 2: schema 0
+    t.alter().set_option("sequence.field", "ts").add_column("x", pa.int32()).commit()
+    assert t.read(snapshot_id=2).to_pylist() == [{"k": 1, "v": "new", "ts": 10}]
+    got = spark.read.format("lakemerge").option("scan.snapshot-id", "2").load(t.root).collect()
+    assert [r.asDict() for r in got] == [{"k": 1, "v": "new", "ts": 10}]
+
+
+def test_row_level_commands_after_an_alter_read_the_latest_schema(spark, orders, tmp_path):
+    """Spark's UPDATE / MERGE / DELETE pin the current snapshot (scan.snapshot-id); after an ALTER with no commit
+    since, that snapshot's schema is the old one, yet the commands work on the latest schema (they write it):
+    their pinned reads must not time-travel to the old columns (tables.pin_snapshot)."""
+    rows = [{"region": "eu", "id": i, "qty": i % 3, "price": float(i)} for i in range(6)]
+    orders.write(pa.Table.from_pylist(rows, schema=orders.arrow_schema))
+    orders.alter().add_column("note", pa.string()).rename_column("qty", "quantity").commit()
+    spark_glue.update_where(spark, orders.root, {"quantity": "quantity + 10", "note": "'u'"}, "id < 2")
+    orders.alter().rename_column("price", "cost").commit()
+    source = spark.createDataFrame([("eu", 5, 50, 5.5, "m"), ("us", 9, 90, 9.5, "i")],
+                                   "region string, id long, quantity int, cost double, note string")
+    spark_glue.merge_into(spark, orders.root, source, on=["region", "id"])
+    orders.alter().add_column("extra", pa.int32()).commit()
+    spark_glue.delete_where(spark, orders.root, "quantity = 2 AND cost > 1")
+    want = [("eu", 0, 10, 0.0, "u"), ("eu", 1, 11, 1.0, "u"), ("eu", 3, 0, 3.0, None), ("eu", 4, 1, 4.0, None),
+            ("eu", 5, 50, 5.5, "m"), ("us", 9, 90, 9.5, "i")]
+    got = orders.read()
+    assert got.column_names == ["region", "id", "quantity", "cost", "note", "extra"]
+    assert sorted((r["region"], r["id"], r["quantity"], r["cost"], r["note"]) for r in got.to_pylist()) == want
+
+    # an append table (append_dml) and a first-row table (pk_delete rewrites its files)
+    cat = Catalog(str(tmp_path / "wh2"))
+    cat.create_database("db")
+    log = cat.create_table("db.log", SCHEMA, [], [], {"bucket": "-1"})
+    first = cat.create_table("db.first", SCHEMA, ["region", "id"], [], {"bucket": "1", "merge-engine": "first-row"})
+    for t in (log, first):
+        t.write(pa.Table.from_pylist(rows, schema=t.arrow_schema))
+        t.alter().rename_column("qty", "quantity").commit()
+    spark_glue.update_where(spark, log.root, {"quantity": "quantity + 10"}, "quantity = 1")
+    log.alter().add_column("note", pa.string()).commit()
+    spark_glue.merge_into(spark, log.root, spark.createDataFrame(
+        [("eu", 0, 7, 0.5, "n")], "region string, id long, quantity int, price double, note string"),
+        on=["region", "id"], when_not_matched=None)
+    log.alter().rename_column("price", "cost").commit()
+    spark_glue.delete_where(spark, log.root, "quantity = 2 AND cost > 2")
+    assert sorted((r["id"], r["quantity"], r["note"]) for r in log.read().to_pylist()) == \
+        [(0, 7, "n"), (1, 11, None), (2, 2, None), (3, 0, None), (4, 11, None)]
+    spark_glue.delete_where(spark, first.root, "quantity = 2")
+    assert sorted(r["id"] for r in first.read().to_pylist()) == [0, 1, 3, 4]
+
+
 def test_zone_less_time_travel_uses_the_session_time_zone(spark, orders):
     """timestampAsOf without an offset was read as UTC whatever spark.sql.session.timeZone said; Spark reads a
     zone-less TIMESTAMP AS OF in the session time zone. read_table passes the session's zone (option timeZone); a

@@ -75,6 +75,43 @@ def test_spark_reads_the_primary_branch_partitions(spark, tables):
         sorted((r[2],) for r in want)
 
 
+def test_time_travel_reads_both_branches_through_their_snapshots_schemas(spark, tmp_path):
+    """Spark time travel of a fallback-branch table read the latest schema; as Table.read(snapshot_id=...) (Paimon's
+    FallbackReadFileStoreTable.copy time-travels both tables), a snapshot from before a column both branches added
+    reads both branches through their pinned snapshots' schemas, with the table's current options (the fallback
+    option was set after main's snapshot 1) restated for them; by snapshot id, tag and version."""
+    spark_glue.register(spark)
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    t = cat.create_table("db.t", pa.schema([("pt", pa.int32()), ("v", pa.int32())]), partition_keys=["pt"],
+                         options={"bucket": "-1"})
+    t.write(pa.table({"pt": [1], "v": [110]}, schema=t.arrow_schema))
+    t.create_tag("first", 1)
+    t.create_branch("test")
+    t.branch("test").write(pa.table({"pt": [2], "v": [210]}, schema=t.arrow_schema))
+    t.branch("test").create_tag("first", 1)
+    t.alter().set_option("scan.fallback-branch", "test").add_column("v2", pa.int32()).commit()
+    b = t.branch("test")
+    s = b.schema
+    added = dataclasses.replace(s, id=s.id + 1, fields=s.fields + (t.schema.field("v2"),),
+                                highest_field_id=t.schema.highest_field_id)
+    t.file_io.write_bytes(TablePaths(t.root, b.paths.meta_root).schema(added.id), added.to_json().encode())
+    t.write(pa.table({"pt": [1], "v": [120], "v2": [1200]}, schema=t.arrow_schema))
+    t.branch("test").write(pa.table({"pt": [2], "v": [220], "v2": [2200]}, schema=t.arrow_schema))
+
+    def load(**opts):
+        df = spark.read.format("lakemerge").options(**opts).load(t.root)
+        return df.columns, _sorted(df.collect())
+    old = t.read(snapshot_id=1)
+    assert (old.column_names, _sorted(old.to_pylist())) == (["pt", "v"], [(1, 110), (2, 210)])
+    assert load(**{"scan.snapshot-id": "1"}) == load(**{"scan.tag-name": "first"}) == (["pt", "v"], [(1, 110), (2, 210)])
+    got = spark_glue.read_table(spark, t.root, prune=True, versionAsOf="1").where("v > 0")
+    assert (got.columns, _sorted(got.collect())) == (["pt", "v"], [(1, 110), (2, 210)])
+    latest = t.read()
+    assert load() == (latest.column_names, _sorted(latest.to_pylist())) == \
+        (["pt", "v", "v2"], [(1, 110, None), (1, 120, 1200), (2, 210, None), (2, 220, 2200)])
+
+
 def test_read_table_guard_keeps_the_other_branch_null_rows(spark, tmp_path):
     """read_table's always-true ``<column> IS NOT NULL`` guard must be NOT NULL on both branches: main's key ``k``
     is nullable on the append fallback branch, whose row with a null ``k`` must still be read."""

@@ -79,3 +79,25 @@ def test_spark_stream_of_a_dataframe_older_than_an_alter_reads_through_its_schem
         .option("path", str(tmp_path / "out2")).trigger(availableNow=True).start()
     with pytest.raises(Exception, match="SchemaMismatch.*column 'zz'"):
         q.awaitTermination(120)
+
+
+def test_a_stream_from_a_snapshot_reads_through_the_latest_schema(spark, tmp_path):
+    """A batch read with scan.snapshot-id reads that snapshot's schema (time travel); a stream started from a
+    snapshot keeps reading through the latest schema (Spark asks the source for its schema before it knows the read
+    is a stream: an option only streams use, scan.mode here, tells them apart)."""
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    t = cat.create_table("db.t", SCHEMA, ["k"], options={"bucket": "1"})
+    t.write(pa.table({"k": [1], "v": ["a"], "n": pa.array([1], pa.int32())}, schema=SCHEMA))
+    t.alter().add_column("x", pa.string()).commit()
+    t.write(pa.table({"k": [2], "v": ["b"], "n": pa.array([2], pa.int32()), "x": ["new"]}, schema=t.arrow_schema))
+    opts = {"scan.mode": "from-snapshot-full", "scan.snapshot-id": "1"}
+    df = spark.readStream.format("lakemerge").options(**opts).load(t.root)
+    assert df.columns == ["k", "v", "n", "x"]
+    out, ck = str(tmp_path / "out"), str(tmp_path / "ck")
+    q = df.writeStream.format("parquet").option("checkpointLocation", ck).option("path", out) \
+        .trigger(availableNow=True).start()
+    q.awaitTermination(120)
+    assert q.exception() is None
+    assert _out(out) == [{"k": 1, "v": "a", "n": 1, "x": None}, {"k": 2, "v": "b", "n": 2, "x": "new"}]
+    assert spark.read.format("lakemerge").option("scan.snapshot-id", "1").load(t.root).columns == ["k", "v", "n"]

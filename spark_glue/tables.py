@@ -19,6 +19,7 @@ from engine.errors import (
     InvalidInput,
     InvalidOption,
     SnapshotNotFound,
+    TableAlreadyExists,
     TableNotFound,
     TagNotFound,
     UnsupportedFeature,
@@ -105,14 +106,17 @@ PARTITION = "partition"
 
 
 def open_or_create_table(path: str | None, options: Mapping[str, str], spark_schema_, *,
-                         drop_columns=()) -> Table:
-    """The table at ``path``; if there is none and ``primary-key`` is given (Paimon's table options
-    ``primary-key``, ``partition``, ``bucket``, ...), create it from the Spark schema first, as a first
-    DataFrame write into a new Paimon table does. The path must look like ``<warehouse>/<db>.db/<table>``.
-    Raises TableNotFound (no table, no primary-key option), InvalidSchema / InvalidOption for a bad definition,
-    InvalidInput (nothing created) for a dynamic-bucket definition (no option ``bucket``), which Spark cannot write."""
+                         drop_columns=()) -> tuple[Table, tuple[str, ...]]:
+    """(the table at ``path``, the directories this call created: the table's root, then its database's if that
+    was created too; empty when the table existed). If there is no table and ``primary-key`` is given (Paimon's
+    table options ``primary-key``, ``partition``, ``bucket``, ...), it is created from the Spark schema first: a
+    lakemerge extension (Paimon's SparkSource only writes a path that holds a table). A write that fails after
+    creating the table removes it with ``remove_created_table``. The path must look like
+    ``<warehouse>/<db>.db/<table>``. Raises TableNotFound (no table, no primary-key option), InvalidSchema /
+    InvalidOption for a bad definition, InvalidInput (nothing created) for a dynamic-bucket definition (no option
+    ``bucket``), which Spark cannot write."""
     try:
-        return open_table(path)
+        return open_table(path), ()
     except TableNotFound:
         opts = lower_options(options)
         if split_branch(str(path))[1] is not None:
@@ -129,7 +133,6 @@ def open_or_create_table(path: str | None, options: Mapping[str, str], spark_sch
     if not db.endswith(".db"):
         raise InvalidInput(f"cannot create a table at {root}: expected <warehouse>/<database>.db/<table>")
     cat = Catalog(warehouse)
-    cat.create_database(db[:-3], ignore_if_exists=True)
     arrow = arrow_of_spark(spark_schema_)
     arrow = pa.schema([f for f in arrow if f.name not in set(drop_columns)])
     unknown = set(TableOptions(opts).unknown_keys())
@@ -140,8 +143,39 @@ def open_or_create_table(path: str | None, options: Mapping[str, str], spark_sch
     if bucket < 1 and bucket != -2:  # dynamic bucket mode: Spark tasks cannot write it (writing.require_spark_writable)
         raise InvalidInput(f"cannot create primary-key table {db[:-3]}.{name} with bucket={bucket} on a Spark write: "
                            "Spark writes need a fixed bucket count; set option 'bucket' (> 0, or -2 for postpone)")
-    return cat.create_table(f"{db[:-3]}.{name}", arrow, split(opts[PRIMARY_KEY]), split(opts.get(PARTITION, "")),
-                            table_opts, ignore_if_exists=True)
+    # what this call creates: the table directory (only its schema directory if the directory was there), the db's
+    created = [root if not os.path.exists(root) else os.path.join(root, "schema")]
+    created += [] if os.path.isdir(db_dir) else [db_dir]
+    cat.create_database(db[:-3], ignore_if_exists=True)
+    try:
+        table = cat.create_table(f"{db[:-3]}.{name}", arrow, split(opts[PRIMARY_KEY]),
+                                 split(opts.get(PARTITION, "")), table_opts)
+    except TableAlreadyExists:  # a concurrent first write created it: not ours to remove
+        return open_table(path), ()
+    except BaseException:
+        remove_created_table(created)
+        raise
+    return table, tuple(created)
+
+
+def remove_created_table(created) -> None:
+    """Undo ``open_or_create_table`` after a failed first write: delete the table directory it created (or the
+    schema directory it wrote into a directory that was there) unless a snapshot, tag or branch has appeared in
+    the table since (another writer's: then nothing is deleted), then the database directory it created if that is
+    empty. Data files of the failed job are the job's to delete (job_files); a directory already gone is fine."""
+    import shutil
+    for directory in created:
+        if not os.path.isdir(directory):
+            continue
+        if directory.rstrip("/").endswith(".db"):
+            if not os.listdir(directory):
+                os.rmdir(directory)
+            continue
+        root = os.path.dirname(directory) if os.path.basename(directory) == "schema" else directory
+        if any(os.path.isdir(os.path.join(root, d)) and os.listdir(os.path.join(root, d))
+               for d in ("snapshot", "tag", "branch")):
+            return
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def lower_options(options: Mapping[str, str]) -> dict[str, str]:

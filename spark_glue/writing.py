@@ -50,7 +50,14 @@ from engine.table import Table
 from engine.write.commit_message import CommitMessage
 from engine.write.table_write import TableWrite
 from spark_glue.job_files import remove_tagged_files, tag_files
-from spark_glue.tables import lower_options, open_or_create_table, open_table, session_time_stamps, time_zone
+from spark_glue.tables import (
+    lower_options,
+    open_or_create_table,
+    open_table,
+    remove_created_table,
+    session_time_stamps,
+    time_zone,
+)
 
 COMMIT_USER = "commit.user"
 COMMIT_IDENTIFIER = "commit.identifier"
@@ -76,10 +83,19 @@ class WriteJob:
     def __init__(self, options, overwrite: bool, *, streaming: bool = False, schema=None):
         opts = lower_options(options)
         self.path = opts.get("path")
+        self.created: tuple[str, ...] = ()  # directories this job's first write created (tables.open_or_create_table)
         if schema is None:
             table = open_table(self.path)
         else:
-            table = open_or_create_table(self.path, opts, schema, drop_columns=[opts.get(ROW_KIND_COLUMN)])
+            table, self.created = open_or_create_table(self.path, opts, schema,
+                                                       drop_columns=[opts.get(ROW_KIND_COLUMN)])
+        try:
+            self._plan(table, opts, overwrite, streaming, schema)
+        except BaseException:
+            remove_created_table(self.created)
+            raise
+
+    def _plan(self, table: Table, opts: dict, overwrite: bool, streaming: bool, schema) -> None:
         self.table_name = table.name
         require_spark_writable(table)
         self.postpone = postpone_write_mode(table)
@@ -256,7 +272,8 @@ class WriteJob:
     def abort_job(self, task_files, batch_id=None) -> None:
         """Delete every file of the job (of the micro-batch ``batch_id`` for a stream), unless its commit landed
         (Spark aborts after any error in commit, including an unknown commit outcome): then the files belong to
-        the table and nothing is deleted. Only snapshots newer than the job's base are read: the job's own commit
+        the table and nothing is deleted. A batch job that created the table (a first write) then removes it too
+        (tables.remove_created_table: not once anything else has committed to it). Only snapshots newer than the job's base are read: the job's own commit
         can only be one of them. A commit user reused by a concurrent job can make that job's snapshot look like
         this one's; the files then stay as orphans (``remove_orphan_files``), never as lost data."""
         table = open_table(self.path)
@@ -268,6 +285,8 @@ class WriteJob:
                         table.name, landed)
             return
         remove_tagged_files(table, self.task_tag(task_files, batch_id), keep=set())
+        if not self.streaming:  # a failed first write leaves no table (a stream's outlives a failed micro-batch)
+            remove_created_table(self.created)
 
     def task_tag(self, task_files, batch_id=None) -> str:
         """The file-name tag the tasks used. Spark may build the committing writer separately from the one it

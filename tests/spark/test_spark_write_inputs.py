@@ -161,3 +161,37 @@ def test_timestamp_partition_of_a_postpone_table_in_the_session_zone(spark, tmp_
     spark_glue.write_table(df, t.root)
     assert sorted((r["k"], r["p"], r["v"]) for r in t.read().to_pylist()) == [
         (1, dt.datetime(2024, 1, 1, 10), "a"), (2, dt.datetime(2024, 1, 1, 10), "b")]
+
+
+def test_failed_first_write_leaves_no_table_and_an_existing_table_untouched(spark, tmp_path):
+    """A first write that creates the table (option ``primary-key``, a lakemerge extension: Paimon's SparkSource
+    only writes a path holding a table, FileStoreTableFactory throws 'Schema file not found') and then fails in a
+    writer task (a null primary key) removes the table it created, and the database directory it created: no
+    schema, no files. Before, an empty table was left behind, whose schema later writes would silently take. A table
+    that existed before the failed write, even one without any snapshot, is left as it was."""
+    spark_glue.register(spark)
+    wh = tmp_path / "wh"
+    bad = spark.createDataFrame([(1, "a"), (None, "b")], "k long, v string")
+    options = {"primary-key": "k", "bucket": "2"}
+    writes = {"data source": lambda df, p: df.write.format("lakemerge").options(**options).mode("append").save(p),
+              "write_table": lambda df, p: spark_glue.write_table(df, p, **options)}
+    for name, write in writes.items():
+        path = str(wh / f"{name.replace(' ', '_')}.db" / "events")
+        with pytest.raises(Exception, match="null"):
+            write(bad, path)
+        assert not os.path.exists(path), name
+        assert not os.path.exists(os.path.dirname(path)), name  # the database it created too
+        # an existing empty table (created by the engine, no snapshot) keeps its schema, and no file is added
+        cat = Catalog(str(wh))
+        cat.create_database("kept", ignore_if_exists=True)
+        t = cat.create_table(f"kept.{name.replace(' ', '_')}", pa.schema(
+            [pa.field("k", pa.int64(), nullable=False), ("v", pa.string())]), ["k"], None, {"bucket": "2"})
+        before = sorted(os.path.relpath(os.path.join(d, f), t.root) for d, _, fs in os.walk(t.root) for f in fs)
+        with pytest.raises(Exception, match="null"):
+            write(bad, t.root)
+        after = sorted(os.path.relpath(os.path.join(d, f), t.root) for d, _, fs in os.walk(t.root) for f in fs)
+        assert after == before and cat.get_table(t.name).latest_snapshot_id() is None, name
+        # and a good first write still creates and fills the table
+        write(spark.createDataFrame([(1, "a")], "k long, v string"), path)
+        assert Catalog(str(wh)).get_table(f"{name.replace(' ', '_')}.events").read().to_pylist() == [
+            {"k": 1, "v": "a"}]

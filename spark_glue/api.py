@@ -220,7 +220,9 @@ def write_table(df, path: str, mode: str = "append", *, num_tasks: int | None = 
 def _plan_write(df, table, path: str, mode: str, num_tasks: int | None, opts: dict):
     """write_table's job and its input placed by bucket (see write_table for the errors)."""
     from spark_glue.writing import DIRECT, STAGED, WriteJob, check_input_schema
-    renames, absent = check_input_schema(table, df.schema, opts.get("rowkind.column"))
+    from spark_glue.columns import case_sensitive
+    renames, absent = check_input_schema(table, df.schema, opts.get("rowkind.column"),
+                                         case_sensitive=case_sensitive(df.sparkSession))
     if renames or absent:  # by the table's names, with nulls for missing nullable columns (placement needs them)
         from pyspark.sql import functions as F
         types = {f.name: f.dataType for f in spark_schema(table.arrow_schema).fields}

@@ -195,3 +195,80 @@ def test_failed_first_write_leaves_no_table_and_an_existing_table_untouched(spar
         write(spark.createDataFrame([(1, "a")], "k long, v string"), path)
         assert Catalog(str(wh)).get_table(f"{name.replace(' ', '_')}.events").read().to_pylist() == [
             {"k": 1, "v": "a"}]
+
+
+@pytest.fixture
+def case_sensitive(spark):
+    """``spark.sql.caseSensitive=true`` for one test (restored after it)."""
+    before = spark.conf.get("spark.sql.caseSensitive", "false")
+    spark.conf.set("spark.sql.caseSensitive", "true")
+    yield
+    spark.conf.set("spark.sql.caseSensitive", before)
+
+
+def _writes(spark):
+    return {"data source": lambda df, p: df.write.format("lakemerge").mode("append").save(p),
+            "write_table": lambda df, p: spark_glue.write_table(df, p)}
+
+
+def _kv_table(tmp_path, name="t", extra=()):
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db", ignore_if_exists=True)
+    schema = pa.schema([pa.field("k", pa.int64(), nullable=False), ("v", pa.string()), *extra])
+    return cat.create_table(f"db.{name}", schema, ["k"], None, {"bucket": "2"})
+
+
+def test_case_sensitive_session_matches_write_columns_exactly(spark, tmp_path, case_sensitive):
+    """With ``spark.sql.caseSensitive=true`` Spark's resolver (and so Paimon's Spark writer) matches names exactly:
+    a write of ``K`` into column ``k`` is refused with an error naming the table and the column, nothing written,
+    and the same for merge_into's source / 'on' columns and update_where's assignments. Before, names were matched
+    ignoring case whatever the session said."""
+    spark_glue.register(spark)
+    t = _kv_table(tmp_path)
+    for name, write in _writes(spark).items():
+        with pytest.raises(Exception, match=r"db\.t.*'K'|'K'.*db\.t|caseSensitive") as err:
+            write(spark.createDataFrame([(1, "a")], "K long, v string"), t.root)
+        assert "K" in str(err.value) and "db.t" in str(err.value), name
+        assert t.latest_snapshot_id() is None, name
+    _writes(spark)["data source"](spark.createDataFrame([(1, "a")], "k long, v string"), t.root)
+    spark_glue.write_table(spark.createDataFrame([(2, "b")], "k long, v string"), t.root)
+    latest = t.latest_snapshot_id()
+    with pytest.raises(Exception, match=r"db\.t.*'on' columns \['k'\] must be columns of both"):
+        spark_glue.merge_into(spark, t.root, spark.createDataFrame([(1, "x")], "K long, v string"), on="k")
+    with pytest.raises(Exception, match="'V'"):
+        spark_glue.update_where(spark, t.root, {"V": "'x'"}, "k = 1")
+    assert t.latest_snapshot_id() == latest
+    assert sorted(t.read().to_pylist(), key=lambda r: r["k"]) == [{"k": 1, "v": "a"}, {"k": 2, "v": "b"}]
+
+
+def test_case_insensitive_session_resolves_merge_and_update_names_and_refuses_ambiguous_ones(spark, tmp_path):
+    """With Spark's default ``spark.sql.caseSensitive=false``, merge_into's source and 'on' columns and update_where's
+    assignments resolve to the table's columns ignoring case, as Spark's resolver would (before: merge_into refused
+    'on' column ``K`` and update_where refused ``V`` as unknown). A name that is ambiguous ignoring case (a table with
+    columns ``v`` and ``V``, or input columns ``x`` and ``X``) is refused clearly, naming the table and the column,
+    and under ``spark.sql.caseSensitive=true`` the same write resolves exactly."""
+    spark_glue.register(spark)
+    assert spark.conf.get("spark.sql.caseSensitive", "false") == "false"
+    t = _kv_table(tmp_path)
+    spark_glue.write_table(spark.createDataFrame([(1, "a"), (2, "b")], "k long, v string"), t.root)
+    spark_glue.merge_into(spark, t.root, spark.createDataFrame([(1, "x"), (3, "c")], "K long, V string"), on="K")
+    spark_glue.update_where(spark, t.root, {"V": "upper(v)"}, "k = 2")
+    assert sorted(t.read().to_pylist(), key=lambda r: r["k"]) == [
+        {"k": 1, "v": "x"}, {"k": 2, "v": "B"}, {"k": 3, "v": "c"}]
+    twin = _kv_table(tmp_path, "twin", extra=[("V", pa.string())])
+    df = spark.createDataFrame([(1, "a", "b")], "k long, v string, V string")
+    for name, write in _writes(spark).items():
+        with pytest.raises(Exception, match=r"ambiguous") as err:
+            write(spark.createDataFrame([(1, "a")], "k long, v string"), twin.root)
+        assert "db.twin" in str(err.value) and "'v'" in str(err.value), name
+    with pytest.raises(Exception, match="ambiguous"):
+        spark_glue.merge_into(spark, t.root, df, on="k")
+    assert twin.latest_snapshot_id() is None
+    before = spark.conf.get("spark.sql.caseSensitive", "false")
+    spark.conf.set("spark.sql.caseSensitive", "true")
+    try:
+        for write in _writes(spark).values():
+            write(df, twin.root)
+    finally:
+        spark.conf.set("spark.sql.caseSensitive", before)
+    assert twin.read().to_pylist() == [{"k": 1, "v": "a", "V": "b"}]

@@ -370,6 +370,49 @@ def session_time_stamps(rows: pa.Table, target: pa.Schema, zone: str | None) -> 
     return rows
 
 
+def spark_decimals(rows: pa.Table, target: pa.Schema, table: str) -> pa.Table:
+    """``rows`` whose top-level decimal and floating-point columns written into a DECIMAL column of ``target`` are
+    rounded to its scale as Spark's store assignment casts them (Decimal.changePrecision with ROUND_HALF_UP: ties
+    away from zero; a double by its shortest decimal form, as BigDecimal(double) reads it), instead of the writer's
+    safe cast refusing any lost digit. A value still too wide for the precision is left for the writer to refuse
+    (as Spark's ANSI cast does); NaN and infinities raise InvalidInput naming the column. Nested values are left
+    to the writer's safe cast."""
+    for i, name in enumerate(rows.column_names):
+        if name not in target.names or not pa.types.is_decimal(target.field(name).type):
+            continue
+        col, want = rows.column(i), target.field(name).type
+        if pa.types.is_decimal(col.type) and col.type.scale > want.scale:
+            col = pc.round(col, ndigits=want.scale, round_mode="half_towards_infinity")
+        elif pa.types.is_floating(col.type):
+            col = _floats_to_decimal(col, want.scale, table, name)
+        else:
+            continue
+        rows = rows.set_column(i, name, col)
+    return rows
+
+
+def _floats_to_decimal(col, scale: int, table: str, name: str) -> pa.Array:
+    """Doubles as decimal(38, ``scale``) values rounded HALF_UP from their shortest decimal form (spark_decimals)."""
+    import decimal
+    quantum = decimal.Decimal(1).scaleb(-scale)
+    context = decimal.Context(prec=80, rounding=decimal.ROUND_HALF_UP)
+    out = []
+    for v in col.to_pylist():
+        if v is None:
+            out.append(None)
+            continue
+        d = decimal.Decimal(repr(float(v)))
+        if not d.is_finite():
+            raise InvalidInput(f"column {name!r}: {v} cannot be written into a DECIMAL column", table=table,
+                               column=name)
+        out.append(d.quantize(quantum, context=context))
+    try:
+        return pa.array(out, pa.decimal128(38, scale))
+    except (pa.ArrowInvalid, OverflowError):  # wider than any decimal: refused as the writer refuses an overflow
+        raise InvalidInput(f"column {name!r}: a value does not fit a decimal of scale {scale}", table=table,
+                           column=name) from None
+
+
 def _children(have: pa.DataType, want: pa.DataType) -> list[tuple[pa.DataType, pa.DataType]]:
     """(input, table) types of the nested values of ``have`` and ``want`` (structs by field name)."""
     if pa.types.is_struct(have) and pa.types.is_struct(want):

@@ -56,6 +56,7 @@ from spark_glue.tables import (
     open_table,
     remove_created_table,
     session_time_stamps,
+    spark_decimals,
     time_zone,
 )
 
@@ -191,6 +192,7 @@ class WriteJob:
                     continue
                 rows = by_table_names(rows, renames, absent, table.arrow_schema)
                 rows = session_time_stamps(rows, table.arrow_schema, zone)
+                rows = spark_decimals(rows, table.arrow_schema, table.name)
                 if self.kind_column:
                     if self.kind_column not in rows.column_names:
                         raise InvalidInput(f"row-kind column {self.kind_column!r} is not in the input",

@@ -3,6 +3,7 @@ writer, which receives Spark's cast rows) does."""
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import os
 
 import pyarrow as pa
@@ -272,3 +273,28 @@ def test_case_insensitive_session_resolves_merge_and_update_names_and_refuses_am
     finally:
         spark.conf.set("spark.sql.caseSensitive", before)
     assert twin.read().to_pylist() == [{"k": 1, "v": "a", "V": "b"}]
+
+
+def test_decimals_are_rounded_to_the_table_scale_as_spark_casts_them(spark, tmp_path):
+    """A decimal with more fraction digits than the table's DECIMAL column (``price * qty`` has a wider scale) and a
+    double are rounded as Spark's store assignment casts them (ROUND_HALF_UP, a double by its decimal form), the
+    value Paimon's Spark writer receives; Spark's own CAST is the oracle. A value too wide for the precision is still
+    refused naming the column. Before, any lost digit was refused ('Rescaling Decimal128 value would cause data
+    loss') on DataFrame writes, while SQL INSERT INTO a view (cast by Spark) rounded."""
+    spark_glue.register(spark)
+    t = _kv_table(tmp_path, "dec", extra=[("amt", pa.decimal128(10, 2)), ("f", pa.decimal128(10, 2))])
+    df = spark.sql("SELECT id AS k, CAST(id AS STRING) AS v, amt, f FROM VALUES "
+                   "(1L, CAST(1.505 AS DECIMAL(6,3)), 5.125D), (2L, CAST(-2.345 AS DECIMAL(6,3)), 1.005D), "
+                   "(3L, CAST(0.004 AS DECIMAL(6,3)), -0.125D), (4L, NULL, NULL) AS x(id, amt, f)")
+    spark_glue.write_table(df.where("k <= 2"), t.root)
+    df.where("k > 2").write.format("lakemerge").mode("append").save(t.root)
+    want = {r.k: (r.amt, r.f) for r in df.selectExpr("k", "CAST(amt AS DECIMAL(10,2)) AS amt",
+                                                     "CAST(f AS DECIMAL(10,2)) AS f").collect()}
+    assert want[1] == (decimal.Decimal("1.51"), decimal.Decimal("5.13"))  # the oracle rounds half up
+    assert {r["k"]: (r["amt"], r["f"]) for r in t.read().to_pylist()} == want
+    latest = t.latest_snapshot_id()
+    wide = spark.sql("SELECT 5L AS k, 'x' AS v, CAST(123456789.125 AS DECIMAL(12,3)) AS amt, 1.0D AS f")
+    for write in _writes(spark).values():
+        with pytest.raises(Exception, match=r"db\.dec.*'amt'"):
+            write(wide, t.root)
+    assert t.latest_snapshot_id() == latest

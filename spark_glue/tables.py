@@ -382,13 +382,24 @@ def spark_decimals(rows: pa.Table, target: pa.Schema, table: str) -> pa.Table:
             continue
         col, want = rows.column(i), target.field(name).type
         if pa.types.is_decimal(col.type) and col.type.scale > want.scale:
-            col = pc.round(col, ndigits=want.scale, round_mode="half_towards_infinity")
+            col = _round_decimals(col, want.scale, table, name)
         elif pa.types.is_floating(col.type):
             col = _floats_to_decimal(col, want.scale, table, name)
         else:
             continue
         rows = rows.set_column(i, name, col)
     return rows
+
+
+def _round_decimals(col, scale: int, table: str, name: str):
+    """Decimals rounded HALF_UP to ``scale`` (spark_decimals), one digit wider first so that a carry (9.999 ->
+    10.00) fits; raises InvalidInput naming the column when even 38 digits cannot hold it."""
+    wider = pa.decimal128(min(col.type.precision + 1, 38), col.type.scale)
+    try:
+        return pc.round(col.cast(wider), ndigits=scale, round_mode="half_towards_infinity")
+    except pa.ArrowInvalid:
+        raise InvalidInput(f"column {name!r}: a value rounded to scale {scale} does not fit a decimal",
+                           table=table, column=name) from None
 
 
 def _floats_to_decimal(col, scale: int, table: str, name: str) -> pa.Array:

@@ -298,3 +298,18 @@ def test_decimals_are_rounded_to_the_table_scale_as_spark_casts_them(spark, tmp_
         with pytest.raises(Exception, match=r"db\.dec.*'amt'"):
             write(wide, t.root)
     assert t.latest_snapshot_id() == latest
+
+
+def test_decimal_rounding_that_carries_into_a_new_digit(spark, tmp_path):
+    """Rounding can carry into a digit the input's precision has no room for: 9.999 (DECIMAL(4,3)) into a
+    DECIMAL(5,2) column is 10.00 as Spark's CAST rounds it (the oracle), -9.995 is -10.00. Before, Arrow's round
+    kept the input type DECIMAL(4,3), could not hold 10.000 and silently produced 0.00 -- a wrong stored value."""
+    spark_glue.register(spark)
+    t = _kv_table(tmp_path, "carry", extra=[("amt", pa.decimal128(5, 2))])
+    df = spark.sql("SELECT id AS k, 'x' AS v, amt FROM VALUES (1L, CAST(9.999 AS DECIMAL(4,3))), "
+                   "(2L, CAST(-9.995 AS DECIMAL(4,3))), (3L, CAST(0.994 AS DECIMAL(4,3))) AS x(id, amt)")
+    want = {r.k: r.amt for r in df.selectExpr("k", "CAST(amt AS DECIMAL(5,2)) AS amt").collect()}
+    assert want[1] == decimal.Decimal("10.00") and want[2] == decimal.Decimal("-10.00")
+    spark_glue.write_table(df.where("k = 1"), t.root)
+    df.where("k > 1").write.format("lakemerge").mode("append").save(t.root)
+    assert {r["k"]: r["amt"] for r in t.read().to_pylist()} == want

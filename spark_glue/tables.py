@@ -159,23 +159,60 @@ def open_or_create_table(path: str | None, options: Mapping[str, str], spark_sch
 
 
 def remove_created_table(created) -> None:
-    """Undo ``open_or_create_table`` after a failed first write: delete the table directory it created (or the
-    schema directory it wrote into a directory that was there) unless a snapshot, tag or branch has appeared in
-    the table since (another writer's: then nothing is deleted), then the database directory it created if that is
-    empty. Data files of the failed job are the job's to delete (job_files); a directory already gone is fine."""
-    import shutil
+    """Undo ``open_or_create_table`` after a failed first write (its data files already deleted by the job): delete
+    the table directory it created (or the schema directory it wrote into a directory that was there), then the
+    database directory it created if that is empty. The table stays as it is when it holds any file but the
+    ``schema-0`` this write created: another job's snapshot, tag, branch, schema change or data files not yet
+    committed (a job that found the table there), or leftovers it cannot tell from those. Empty directories go
+    first and the schema last, each with ``rmdir`` (which fails on a directory something was written into
+    meanwhile), so a concurrent job that writes a file during the removal keeps its table; only one that starts
+    writing in the instant between the last check and the schema's deletion is not seen. A directory already gone
+    is fine; nothing here raises for a directory that cannot be removed."""
     for directory in created:
         if not os.path.isdir(directory):
             continue
         if directory.rstrip("/").endswith(".db"):
-            if not os.listdir(directory):
-                os.rmdir(directory)
+            _rmdir(directory)
             continue
-        root = os.path.dirname(directory) if os.path.basename(directory) == "schema" else directory
-        if any(os.path.isdir(os.path.join(root, d)) and os.listdir(os.path.join(root, d))
-               for d in ("snapshot", "tag", "branch")):
-            return
-        shutil.rmtree(directory, ignore_errors=True)
+        ours = os.path.basename(directory) != "schema"  # the whole table directory is this write's
+        root = directory if ours else os.path.dirname(directory)
+        schema_dir = os.path.join(root, "schema")
+        own = os.path.join(schema_dir, "schema-0")
+        subdirs = []
+        for parent, dirs, files in os.walk(root):
+            if any(os.path.join(parent, f) != own for f in files):
+                return  # not only this write's schema: another job's (or unknown) files, keep the table
+            subdirs += [os.path.join(parent, d) for d in dirs if os.path.join(parent, d) != schema_dir]
+        for d in sorted(subdirs, key=len, reverse=True) if ours else ():  # the deepest first
+            if not _rmdir(d):
+                return  # written into meanwhile
+        if any(f != "schema-0" for f in _names(schema_dir)) or (ours and _names(root) != ["schema"]):
+            return  # written into meanwhile
+        try:
+            os.unlink(own)
+        except FileNotFoundError:
+            pass
+        _rmdir(schema_dir)
+        if ours:
+            _rmdir(root)
+
+
+def _names(directory: str) -> list[str]:
+    try:
+        return os.listdir(directory)
+    except FileNotFoundError:
+        return []
+
+
+def _rmdir(directory: str) -> bool:
+    """Remove ``directory`` if it is empty; True when it is gone."""
+    try:
+        os.rmdir(directory)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return True
 
 
 def lower_options(options: Mapping[str, str]) -> dict[str, str]:

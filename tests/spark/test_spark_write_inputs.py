@@ -313,3 +313,32 @@ def test_decimal_rounding_that_carries_into_a_new_digit(spark, tmp_path):
     spark_glue.write_table(df.where("k = 1"), t.root)
     df.where("k > 1").write.format("lakemerge").mode("append").save(t.root)
     assert {r["k"]: r["amt"] for r in t.read().to_pylist()} == want
+
+
+def test_removing_a_failed_first_write_keeps_a_concurrent_writers_files(tmp_path):
+    """A first write created the table and failed while another job, which found the table there, had written
+    its data files but not committed yet: undoing the first write must not delete the table under that job.
+    Before, the whole table directory was deleted (only a snapshot, tag or branch stopped it): the other job's
+    data files were gone and its commit then published a snapshot of missing files into a table without schema.
+    Now a table holding any file other than its creator's schema stays, and the other job commits normally."""
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    from spark_glue.tables import open_or_create_table, open_table, remove_created_table
+    path = str(tmp_path / "wh" / "db.db" / "t")
+    schema = StructType([StructField("k", LongType(), False), StructField("v", StringType())])
+    _, created = open_or_create_table(path, {"primary-key": "k", "bucket": "2"}, schema)
+    assert created == (path, os.path.dirname(path))
+    other = open_table(path)  # a concurrent job: the table is there, its files are written, no commit yet
+    with other.new_write() as w:
+        w.write(pa.table({"k": [1, 2, 3], "v": ["a", "b", "c"]}, schema=other.arrow_schema))
+        messages = w.prepare_commit()
+    remove_created_table(created)  # the first write failed
+    other.commit(messages)
+    assert sorted(open_table(path).read().to_pylist(), key=lambda r: r["k"]) == [
+        {"k": 1, "v": "a"}, {"k": 2, "v": "b"}, {"k": 3, "v": "c"}]
+    # with nothing but its own schema in it, the created table and database directory do go
+    path2 = str(tmp_path / "wh" / "db2.db" / "t")
+    _, created = open_or_create_table(path2, {"primary-key": "k", "bucket": "2"}, schema)
+    os.makedirs(os.path.join(path2, "bucket-0"))  # an empty directory a failed task left
+    remove_created_table(created)
+    assert not os.path.exists(os.path.dirname(path2))

@@ -152,8 +152,9 @@ def open_or_create_table(path: str | None, options: Mapping[str, str], spark_sch
                                  split(opts.get(PARTITION, "")), table_opts)
     except TableAlreadyExists:  # a concurrent first write created it: not ours to remove
         return open_table(path), ()
-    except BaseException:
-        remove_created_table(created)
+    except BaseException:  # nothing was written: remove only the directories that are still empty (another
+        for directory in created:  # first write may have created the table in them meanwhile)
+            _rmdir(directory)
         raise
     return table, tuple(created)
 

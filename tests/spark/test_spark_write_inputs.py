@@ -342,3 +342,33 @@ def test_removing_a_failed_first_write_keeps_a_concurrent_writers_files(tmp_path
     os.makedirs(os.path.join(path2, "bucket-0"))  # an empty directory a failed task left
     remove_created_table(created)
     assert not os.path.exists(os.path.dirname(path2))
+
+
+def test_a_first_write_with_a_bad_definition_keeps_a_table_created_concurrently(tmp_path, monkeypatch):
+    """Two first writes race to one path: the first creates the table; the second, whose definition is invalid
+    (a primary key naming no column), found no table when it looked and fails in Catalog.create_table. Its failure
+    wrote nothing, so it must remove nothing but empty directories. Before, it removed the table directory as
+    its own, and the first job's table was gone under it."""
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    from engine.catalog import Catalog as EngineCatalog
+    from engine.errors import InvalidSchema
+    from spark_glue.tables import open_or_create_table, open_table
+    path = str(tmp_path / "wh" / "db.db" / "t")
+    schema = StructType([StructField("k", LongType(), False), StructField("v", StringType())])
+    create = EngineCatalog.create_table
+
+    def concurrently_created(self, identifier, *args, **kwargs):
+        create(self, identifier, pa.schema([pa.field("k", pa.int64(), nullable=False), ("v", pa.string())]),
+               ["k"], (), {"bucket": "1"})  # the other job's first write lands first
+        return create(self, identifier, *args, **kwargs)
+
+    monkeypatch.setattr(EngineCatalog, "create_table", concurrently_created)
+    with pytest.raises(InvalidSchema):
+        open_or_create_table(path, {"primary-key": "nope", "bucket": "2"}, schema)
+    monkeypatch.undo()
+    assert open_table(path).options.get("bucket") == "1"
+    alone = str(tmp_path / "wh" / "alone.db" / "t")  # without a concurrent job: no directory is left behind
+    with pytest.raises(InvalidSchema):
+        open_or_create_table(alone, {"primary-key": "nope", "bucket": "2"}, schema)
+    assert not os.path.exists(os.path.dirname(alone))

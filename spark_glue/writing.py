@@ -282,7 +282,7 @@ class WriteJob:
         """Delete every file of the job (of the micro-batch ``batch_id`` for a stream), unless its commit landed
         (Spark aborts after any error in commit, including an unknown commit outcome): then the files belong to
         the table and nothing is deleted. A batch job that created the table (a first write) then removes it too
-        (tables.remove_created_table: not once anything else has committed to it). Only snapshots newer than the job's base are read: the job's own commit
+        (tables.remove_created_table: not once another job has written into it). Only snapshots newer than the job's base are read: the job's own commit
         can only be one of them. A commit user reused by a concurrent job can make that job's snapshot look like
         this one's; the files then stay as orphans (``remove_orphan_files``), never as lost data."""
         table = open_table(self.path)

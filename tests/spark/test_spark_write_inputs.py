@@ -313,6 +313,8 @@ def test_decimal_rounding_that_carries_into_a_new_digit(spark, tmp_path):
     spark_glue.write_table(df.where("k = 1"), t.root)
     df.where("k > 1").write.format("lakemerge").mode("append").save(t.root)
     assert {r["k"]: r["amt"] for r in t.read().to_pylist()} == want
+    from tests.interop.pypaimon_util import pp_get_table, pp_read
+    assert {r["k"]: r["amt"] for r in pp_read(pp_get_table(str(tmp_path / "wh"), "db.carry")).to_pylist()} == want
 
 
 def test_removing_a_failed_first_write_keeps_a_concurrent_writers_files(tmp_path):

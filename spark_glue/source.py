@@ -24,7 +24,7 @@ Options (keys are case-insensitive):
 - streaming read (``spark.readStream``): ``scan.mode``, ``scan.snapshot-id``, ``scan.timestamp-millis``,
   ``read.changelog`` (adds ``_row_kind``), ``changelog.normalize``, ``consumer-id``; see spark_glue.stream_read.
 - write: ``primary-key`` / ``partition`` / ``bucket`` and other Paimon table options create the table on the
-  first write if there is none at the path; ``commit.user``, ``commit.identifier`` (exactly-once retries), ``rowkind.column`` (input column of
+  first write if there is none at the path (and remove it again if that write fails); ``commit.user``, ``commit.identifier`` (exactly-once retries), ``rowkind.column`` (input column of
   +I/-U/+U/-D that is consumed, not stored), ``dynamic-partition-overwrite`` (default true; false = overwrite the
   whole table in ``mode("overwrite")``).
 """

@@ -6,7 +6,8 @@ be read"). A micro-batch from ``start`` to ``end`` delivers (the full rows of th
 the changes of snapshots start+1 .. end, as the engine's ``read_changes`` / ``stream`` define them. Spark keeps the
 offsets in the query's checkpoint, so a restarted query continues after the last delivered snapshot: nothing is
 lost, nothing repeated. A snapshot the query still needs that has expired fails the query (SnapshotNotFound)
-instead of skipping data.
+instead of skipping data; so does a rollback of the table below the query's offset (offsets carry their snapshot's
+commit time, so a snapshot rolled back and committed anew under the same id is recognised).
 
 Options (case-insensitive): ``scan.mode`` = latest-full (default) | latest | from-snapshot | from-snapshot-full |
 from-timestamp | compacted-full, with ``scan.snapshot-id`` (id or tag name) / ``scan.timestamp-millis``;
@@ -65,8 +66,31 @@ class SnapshotChanges(InputPartition):
         self.schema_id = schema_id
 
 
-def offset(snapshot: int, full: bool = False) -> dict:
-    return {"snapshot": int(snapshot), "full": True} if full else {"snapshot": int(snapshot)}
+def offset(snapshot: int, full: bool = False, table=None) -> dict:
+    """The offset at ``snapshot``; with ``table``, stamped with that snapshot's commit time (when it exists), by
+    which a later batch recognises a snapshot rolled back and committed anew under the same id."""
+    out = {"snapshot": int(snapshot), "full": True} if full else {"snapshot": int(snapshot)}
+    sm = table.snapshot_manager if table is not None else None
+    if sm is not None and snapshot > 0 and sm.exists(snapshot):
+        out["time"] = sm.snapshot(snapshot).time_millis
+    return out
+
+
+def check_position(table, start: dict) -> None:
+    """Raise SnapshotNotFound when the table no longer holds the history the query delivered up to ``start``:
+    its latest snapshot is older than ``start`` (a rollback below the checkpoint: the query would wait, then skip
+    the snapshots committed anew under the ids it already read; the engine's stream and Paimon's
+    NextSnapshotFetcher refuse that too), or snapshot ``start`` has another commit time than when it was read."""
+    s = int(start["snapshot"])
+    sm = table.snapshot_manager
+    latest = sm.latest_id() or 0
+    if latest < s:
+        raise SnapshotNotFound(table.name, s, f"the query has read up to snapshot {s} but the latest is {latest} "
+                               "(was the table rolled back?); restart it without its checkpoint")
+    stamp = start.get("time")
+    if stamp is not None and sm.exists(s) and sm.snapshot(s).time_millis != stamp:
+        raise SnapshotNotFound(table.name, s, "the snapshot the query read up to was replaced by another commit "
+                               "(the table was rolled back and written again); restart it without its checkpoint")
 
 
 class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -107,20 +131,22 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.consumer_id:
             saved = ConsumerManager(table).next_snapshot(self.consumer_id)
             if saved is not None:
-                return offset(saved - 1)
+                return offset(saved - 1, table=table)
         sid = self.options.get(SNAPSHOT_ID)
         if sid is not None and sid.lstrip("-").isdigit():
             sid = int(sid)
         ts = self.options.get(TIMESTAMP_MILLIS)
         next_id, full = _start(table, self.mode, sid, None if ts is None else int(ts))
-        return offset(full.id, True) if full is not None else offset(next_id - 1)
+        return offset(full.id, True, table) if full is not None else offset(next_id - 1, table=table)
 
     def prepareForTriggerAvailableNow(self) -> None:
         self.target = open_table(self.path).snapshot_manager.latest_id() or 0
 
     def latestOffset(self, start: dict, limit=None) -> dict:
         s = int(start["snapshot"])
-        latest = open_table(self.path).snapshot_manager.latest_id() or 0
+        table = open_table(self.path)
+        check_position(table, start)
+        latest = table.snapshot_manager.latest_id() or 0
         if self.target is not None:
             latest = min(latest, self.target)
         end = max(s, latest)
@@ -128,7 +154,7 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             end = min(end, s + self.max_snapshots)
         if end == s and not start.get("full"):
             return start
-        return offset(end)
+        return offset(end, table=table)
 
     def partitions(self, start: dict, end: dict):
         from engine.changelog.retention import earliest_change_id

@@ -198,6 +198,13 @@ class WriteJob:
             done = committed_snapshot(table, self.commit_user, ident)
             if done is not None:  # a replayed batch: already applied once
                 remove_tagged_files(table, tag, keep=set())
+                newest = table.snapshot(done).commit_identifier
+                if newest > ident:  # Spark replays only its last batch: an older id is new data under a reused user
+                    raise InvalidInput(
+                        f"commit user {self.commit_user!r} already committed up to batch {newest}, so batch {ident} "
+                        f"is not the replay of a committed batch (only the newest batch {newest} can be): the query "
+                        "was restarted without its checkpoint, or another query uses the same commit user; give it "
+                        "its own 'commit.user' (or checkpointLocation). Nothing was written", table=self.table_name)
                 return done
         if self.postpone == STAGED:  # the staged partitions' messages are replaced by their rewrite's
             self.check_staged_apart(table, messages, tag)

@@ -63,3 +63,71 @@ def test_stream_survives_a_rollback_below_its_checkpoint_only_with_a_clear_error
     with pytest.raises(Exception, match="has no snapshot 4: the snapshot the query read up to was replaced"):
         _run(spark, t.root, out, ck)
     assert _out(out) == _changes(t, 0, 2) + [("+I", "a", 2, "2"), ("+I", "a", 3, "3")]
+
+
+def test_stream_of_a_branch_with_a_consumer_restarts_from_its_checkpoint(spark, tmp_path):
+    """A query reading a branch sees only the branch's commits, keeps its consumer in the branch, and a restart
+    from the checkpoint continues after the last delivered snapshot of the branch."""
+    t = _table(tmp_path, **{"changelog-producer": "lookup"})
+    t.write(_data(("a", 1, "main")))
+    t.create_tag("t1", 1)
+    t.create_branch("dev", "t1")
+    dev = t.branch("dev")
+    dev.write(_data(("a", 1, "dev"), ("b", 2, "dev")))
+    t.write(_data(("a", 9, "main only")))
+    out, ck = str(tmp_path / "out"), str(tmp_path / "ck")
+    opts = {"branch": "dev", "consumer-id": "job"}
+    _run(spark, t.root, out, ck, **opts)
+    assert _out(out) == [("+I", "a", 1, "dev"), ("+I", "b", 2, "dev")]  # latest-full of the branch
+    dev.write(_data(("b", 2, "dev2")))
+    dev.delete(pa.table({"p": ["a"], "k": [1]}))
+    t.write(_data(("a", 10, "main only")))
+    _run(spark, t.root, out, ck, **opts)
+    assert _out(out) == sorted([("+I", "a", 1, "dev"), ("+I", "b", 2, "dev"), ("-U", "b", 2, "dev"),
+                                ("+U", "b", 2, "dev2"), ("-D", "a", 1, "dev")])
+    assert t.consumers() == {} and dev.consumers()  # the consumer lives in the branch
+
+
+DDL = "p string, k long, v string"
+
+
+def _write_stream(spark, src, root, ck):
+    """One AvailableNow run of a parquet-to-lakemerge query (checkpoint ``ck``); raises the query's error."""
+    q = (spark.readStream.schema(DDL).parquet(str(src)).writeStream.format("lakemerge")
+         .option("checkpointLocation", ck).trigger(availableNow=True).start(root))
+    q.awaitTermination(120)
+    if q.exception() is not None:
+        raise RuntimeError(str(q.exception()))
+
+
+def test_streaming_write_restarted_without_its_checkpoint_fails_instead_of_dropping_batches(spark, tmp_path):
+    """Deleting a query's checkpoint and starting it again numbers its micro-batches from 0 under the same commit
+    user (derived from the checkpoint location): those batches are new data, not replays of committed ones, and
+    must not be skipped silently. A batch id below the user's newest committed one cannot be a replay (Spark only
+    replays its last batch), so the write fails with a clear error."""
+    import shutil
+    t = _table(tmp_path)
+    src, ck = tmp_path / "in", str(tmp_path / "ck")
+    src.mkdir()
+    for i in range(3):  # three runs: batches 0, 1, 2
+        pq.write_table(_data(("a", i, "x")), str(src / f"{i}.parquet"))
+        _write_stream(spark, src, t.root, ck)
+    assert [s.commit_identifier for s in t.snapshots()] == [0, 1, 2]
+    shutil.rmtree(ck)
+    src2 = tmp_path / "in2"
+    src2.mkdir()
+    pq.write_table(_data(("a", 10, "new")), str(src2 / "0.parquet"))
+    with pytest.raises(Exception, match="batch 0 .*newest batch 2"):
+        _write_stream(spark, src2, t.root, ck)
+    assert t.latest_snapshot_id() == 3 and sorted(t.read().column("k").to_pylist()) == [0, 1, 2]
+
+
+def test_foreach_batch_helper_refuses_a_batch_older_than_the_committed_ones(spark, tmp_path):
+    t = _table(tmp_path)
+    write = spark_glue.stream_batch_writer(t.root, commit_user="pipeline")
+    write(spark.createDataFrame([("a", 1, "x")], DDL), 0)
+    write(spark.createDataFrame([("a", 2, "x")], DDL), 1)
+    write(spark.createDataFrame([("a", 2, "y")], DDL), 1)  # a replay of the last batch: skipped
+    with pytest.raises(Exception, match="batch 0 .*newest batch 1"):  # a new query under the same commit user
+        write(spark.createDataFrame([("a", 3, "x")], DDL), 0)
+    assert t.read().to_pylist() == [{"p": "a", "k": 1, "v": "x"}, {"p": "a", "k": 2, "v": "x"}]

@@ -21,6 +21,8 @@ old query; the checkpoint, not the consumer, is what makes a restarted query exa
 ``streaming-read-overwrite`` (primary-key tables) / ``streaming-read-append-overwrite`` (append tables), as a
 table option or a read option, makes OVERWRITE snapshots deliver their replaced rows (-D) and new rows (+I)
 instead of nothing (engine.changelog.overwrite).
+``scan.mode`` = from-snapshot-full on a table without snapshots waits for the first commit (as the engine's stream
+does; its initial offset is ``{"snapshot": 0, "pending_full": id}``).
 ``Trigger.AvailableNow`` reads up to the snapshot that was latest when the query started.
 Schema: a query reads every micro-batch through the table schema matching its DataFrame's columns when it started
 (files written after an ALTER TABLE by field id), as Paimon's stream keeps the table object it was created from; a
@@ -126,7 +128,7 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # --- driver side ------------------------------------------------------------------------------------
     def initialOffset(self) -> dict:
         from engine.changelog.consumers import ConsumerManager
-        from engine.changelog.streaming import _start
+        from engine.changelog.streaming import PendingFull, _start
         table = open_table(self.path)
         if self.consumer_id:
             saved = ConsumerManager(table).next_snapshot(self.consumer_id)
@@ -137,6 +139,8 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             sid = int(sid)
         ts = self.options.get(TIMESTAMP_MILLIS)
         next_id, full = _start(table, self.mode, sid, None if ts is None else int(ts))
+        if isinstance(full, PendingFull):  # no snapshot yet: latestOffset resolves it once there is one
+            return {"snapshot": 0, "pending_full": full.snapshot_id}
         return offset(full.id, True, table) if full is not None else offset(next_id - 1, table=table)
 
     def prepareForTriggerAvailableNow(self) -> None:
@@ -149,6 +153,11 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         latest = table.snapshot_manager.latest_id() or 0
         if self.target is not None:
             latest = min(latest, self.target)
+        if "pending_full" in start:  # from-snapshot-full started on an empty table (engine PendingFull)
+            from engine.changelog.streaming import PendingFull
+            snap = PendingFull(int(start["pending_full"])).resolve(table) if latest else None
+            # an empty batch moves the query to "snapshot snap in full is still to be read"
+            return start if snap is None else offset(snap.id, True, table)
         end = max(s, latest)
         if self.max_snapshots is not None:
             end = min(end, s + self.max_snapshots)
@@ -161,6 +170,8 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         table = open_table(self.path).through_schema(self.schema_id)
         s, e = int(start["snapshot"]), int(end["snapshot"])
         parts: list[InputPartition] = []
+        if "pending_full" in start:  # the batch that resolved a pending full start delivers nothing
+            return [SnapshotChanges(-1, self.schema_id)]
         if start.get("full"):
             snap = table.snapshot(s)
             parts += [FullSplit(s, split, self.schema_id) for split in table.scan().plan(snap)]
@@ -172,9 +183,10 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return parts or [SnapshotChanges(-1, self.schema_id)]
 
     def commit(self, end: dict) -> None:
-        if self.consumer_id:
+        if self.consumer_id and "pending_full" not in end:
             from engine.changelog.consumers import ConsumerManager
-            ConsumerManager(open_table(self.path)).record(self.consumer_id, int(end["snapshot"]) + 1)
+            s = int(end["snapshot"])  # a full end: snapshot s in full is still to be read, so s on is needed
+            ConsumerManager(open_table(self.path)).record(self.consumer_id, s if end.get("full") else s + 1)
 
     # --- executor side ----------------------------------------------------------------------------------
     def read(self, partition):

@@ -164,6 +164,24 @@ def test_from_snapshot_full_of_an_expired_snapshot_reads_the_earliest(catalog):
         t.stream("from-snapshot-full", snapshot_id=9, idle_timeout=0)
 
 
+@pytest.mark.parametrize("mode", ["latest-full", "latest", "compacted-full", "from-timestamp", "from-snapshot",
+                                  "from-snapshot-full"])
+def test_stream_started_on_an_empty_table_delivers_every_later_commit(catalog, mode):
+    """A pipeline started before the table's first commit: every mode waits for it, then delivers everything once.
+    from-snapshot-full too: Paimon's ContinuousFromSnapshotFullStartingScanner finds no snapshot and is asked again
+    at the next poll, then reads the earliest snapshot from the id on in full (here snapshot 1, then changes)."""
+    t = make(catalog, f"t_{mode.replace('-', '_')}", "lookup")
+    s = t.stream(mode, snapshot_id=1, timestamp_millis=0, consumer_id="job", idle_timeout=0)
+    assert t.consumers() == ({} if mode == "from-snapshot-full" else {"job": 1})
+    t.write(rows((1, 1, "a"), (2, 2, "b")))
+    t.write(rows((1, 1, "c")))
+    t.delete(pa.table({"k": [2]}))
+    got = batches(s)
+    assert got[0] == [("+I", 1, 1, "a"), ("+I", 2, 2, "b")]  # snapshot 1 as changelog, or in full
+    assert [r for b in got[1:] for r in b] == [("-U", 1, 1, "a"), ("+U", 1, 1, "c"), ("-D", 2, 2, "b")]
+    assert t.consumers() == {"job": t.latest_snapshot_id() + 1}
+
+
 def test_incremental_checks_its_range_before_the_first_batch(catalog):
     t = make(catalog, "t", "input", **{"snapshot.num-retained.min": "2", "snapshot.num-retained.max": "2",
                                        "num-sorted-run.compaction-trigger": "100"})

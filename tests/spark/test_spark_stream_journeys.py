@@ -150,3 +150,75 @@ def test_stream_started_on_an_empty_table_then_restarted(spark, tmp_path, mode):
     # latest-full: the changes of snapshot 1; from-snapshot-full: snapshot 1 in full (here the same rows)
     assert _out(out) == sorted([("+I", "a", 1, "x"), ("+I", "b", 2, "y"), ("+I", "a", 1, "z"), ("-D", "b", 2, None)])
     assert t.consumers() == {"job": 3}  # the consumer trails the query by one batch
+
+
+def test_expiry_behind_a_stopped_query_fails_it_unless_a_consumer_holds_the_snapshots(spark, tmp_path):
+    """Snapshot expiry while a query is stopped: without a consumer the restarted query fails naming the snapshot
+    it needs (never skipping it); with a consumer-id, expiration keeps what the query has not committed."""
+    retain = {"changelog-producer": "input", "snapshot.num-retained.min": "1", "snapshot.num-retained.max": "2",
+              "snapshot.time-retained": "0 ms", "num-sorted-run.compaction-trigger": "100"}
+    for consumer in (None, "job"):
+        t = _table(tmp_path, name=f"t_{consumer}", **retain)
+        t.write(_data(("a", 0, "0")))
+        out, ck = str(tmp_path / f"out_{consumer}"), str(tmp_path / f"ck_{consumer}")
+        opts = {"consumer-id": consumer} if consumer else {}
+        _run(spark, t.root, out, ck, **opts)  # batch 0: snapshot 1 in full
+        t.write(_data(("a", 1, "1")))
+        _run(spark, t.root, out, ck, **opts)  # batch 1: snapshot 2; commits batch 0 (consumer: next = 2)
+        for i in range(2, 6):
+            t.write(_data(("a", i, str(i))))
+        if consumer is None:
+            assert t.snapshot_manager.earliest_id() > 3
+            with pytest.raises(Exception, match="has no snapshot 3"):
+                _run(spark, t.root, out, ck, **opts)
+        else:
+            assert t.snapshot_manager.earliest_id() == 2
+            _run(spark, t.root, out, ck, **opts)
+            assert _out(out) == [("+I", "a", i, str(i)) for i in range(6)]
+
+
+def _fold(changes):
+    """The state a downstream consumer builds from (kind, p, k, v) changes, checking each retract's values."""
+    state = {}
+    for kind, p, k, v in changes:
+        if kind in ("+I", "+U"):
+            assert kind == "+U" or (p, k) not in state, (kind, p, k, v)
+            state[(p, k)] = v
+        else:
+            assert state.pop((p, k)) == v, (kind, p, k, v)
+    return state
+
+
+def test_two_streams_write_one_table_and_a_reader_folds_its_changelog_to_the_table(spark, tmp_path):
+    """Two writeStream queries upsert overlapping keys into one lookup-changelog table at the same time (both
+    compact the one bucket, so their compactions conflict): every batch lands once, nothing fails, and the
+    changelog a streaming reader gets folds to the table's rows, each -U carrying the value last emitted."""
+    t = _table(tmp_path, **{"changelog-producer": "lookup"})
+    queries = []
+    for w in ("w1", "w2"):
+        src = tmp_path / f"in_{w}"
+        src.mkdir()
+        for b in range(3):
+            pq.write_table(_data(*[("a", k, f"{w}-{b}") for k in range(b, b + 4)]), str(src / f"{b}.parquet"))
+        queries.append(spark.readStream.schema(DDL).option("maxFilesPerTrigger", 1).parquet(str(src))
+                       .writeStream.format("lakemerge").option("checkpointLocation", str(tmp_path / f"ck_{w}"))
+                       .trigger(availableNow=True).start(t.root))
+    for q in queries:
+        q.awaitTermination(180)
+        assert q.exception() is None
+    users = {}
+    for s in t.snapshots():
+        if s.commit_kind == "APPEND":
+            users.setdefault(s.commit_user, []).append(s.commit_identifier)
+    assert sorted(users.values()) == [[0, 1, 2], [0, 1, 2]]
+    table_rows = {(r["p"], r["k"]): r["v"] for r in t.read().to_pylist()}
+    assert sorted(table_rows) == [("a", k) for k in range(6)]
+    got = []  # foreachBatch runs on the driver, batch after batch; collect() keeps the partitions' (snapshots') order
+    q = (spark_glue.read_stream(spark, t.root, **{"scan.mode": "from-snapshot", "scan.snapshot-id": 1,
+                                                  "read.stream.max-snapshots-per-trigger": 2})
+         .writeStream.foreachBatch(lambda df, _: got.extend(
+             (r["_row_kind"], r["p"], r["k"], r["v"]) for r in df.collect()))
+         .option("checkpointLocation", str(tmp_path / "ck_read")).trigger(availableNow=True).start())
+    q.awaitTermination(180)
+    assert q.exception() is None
+    assert _fold(got) == table_rows

@@ -222,3 +222,33 @@ def test_two_streams_write_one_table_and_a_reader_folds_its_changelog_to_the_tab
     q.awaitTermination(180)
     assert q.exception() is None
     assert _fold(got) == table_rows
+
+
+def test_cdc_pipeline_mirrors_a_table_through_a_stream_and_survives_restarts(spark, tmp_path):
+    """The classic pipeline: readStream of table A's changelog (lookup producer with row-deduplicate, a full
+    compaction, deletes, a key deleted and inserted again) piped by writeStream with ``rowkind.column`` into table B:
+    after each restart from the checkpoint B holds exactly A's rows, and B's snapshots carry consecutive batch ids."""
+    a = _table(tmp_path, name="a", **{"changelog-producer": "lookup", "changelog-producer.row-deduplicate": "true"})
+    b = _table(tmp_path, name="b", **{"changelog-producer": "lookup"})
+    ck_write = str(tmp_path / "ck")
+
+    def pump():
+        q = (spark_glue.read_stream(spark, a.root, **{"consumer-id": "mirror"}).writeStream.format("lakemerge")
+             .option("checkpointLocation", ck_write).option("rowkind.column", "_row_kind")
+             .trigger(availableNow=True).start(b.root))
+        q.awaitTermination(180)
+        assert q.exception() is None
+
+    a.write(_data(("a", 1, "x"), ("a", 2, "y"), ("b", 3, "z")))
+    pump()
+    assert b.read().to_pylist() == a.read().to_pylist()
+    a.write(_data(("a", 1, "x2"), ("a", 2, "y")))  # an update and an unchanged row (row-deduplicate: no change)
+    a.delete(pa.table({"p": ["b"], "k": [3]}))
+    a.compact(full=True)
+    pump()
+    assert sorted(b.read().to_pylist(), key=str) == sorted(a.read().to_pylist(), key=str)
+    a.write(_data(("b", 3, "back")))
+    a.delete(pa.table({"p": ["a"], "k": [2]}))
+    pump()
+    assert sorted(b.read().to_pylist(), key=str) == sorted(a.read().to_pylist(), key=str)
+    assert [s.commit_identifier for s in b.snapshots() if s.commit_kind == "APPEND"] == [0, 1, 2]

@@ -17,7 +17,9 @@ keys up before/after each snapshot, ``read_changes(normalize=True)``); ``consume
 table's consumer files whenever Spark commits a batch's offsets (Spark does so when it starts the next batch, so
 the consumer trails the query by one batch): expiration keeps every snapshot not yet committed, and a new query
 with the same id and no checkpoint starts at the consumer's next snapshot (it may re-read the last batch of the
-old query; the checkpoint, not the consumer, is what makes a restarted query exactly-once); ``read.stream.max-snapshots-per-trigger`` caps snapshots per batch.
+old query; the checkpoint, not the consumer, is what makes a restarted query exactly-once); ``read.stream.max-snapshots-per-trigger`` caps snapshots per batch
+(Paimon's ``read.stream.maxFilesPerTrigger`` / ``maxBytesPerTrigger`` / ``maxRowsPerTrigger`` / ``minRowsPerTrigger``
+/ ``maxTriggerDelayMs`` are refused with InvalidOption, not ignored).
 ``streaming-read-overwrite`` (primary-key tables) / ``streaming-read-append-overwrite`` (append tables), as a
 table option or a read option, makes OVERWRITE snapshots deliver their replaced rows (-D) and new rows (+I)
 instead of nothing (engine.changelog.overwrite).
@@ -47,6 +49,10 @@ READ_CHANGELOG = "read.changelog"
 NORMALIZE = "changelog.normalize"
 CONSUMER_ID = "consumer-id"
 MAX_SNAPSHOTS = "read.stream.max-snapshots-per-trigger"
+# Paimon's Spark rate limits (SparkConnectorOptions), which split a snapshot's files over micro-batches: not
+# implemented here (a batch holds whole snapshots), so they are refused rather than ignored
+PAIMON_RATE_LIMITS = ("read.stream.maxfilespertrigger", "read.stream.maxbytespertrigger",
+                      "read.stream.maxrowspertrigger", "read.stream.minrowspertrigger", "read.stream.maxtriggerdelayms")
 STREAM_MODES = ("latest-full", "latest", "from-snapshot", "from-snapshot-full", "from-timestamp", "compacted-full")
 
 
@@ -112,6 +118,10 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                 table=table.name)
         self.normalize = parse_bool(self.options.get(NORMALIZE, "false"))
         self.consumer_id = self.options.get(CONSUMER_ID)
+        for key in PAIMON_RATE_LIMITS:
+            if key in self.options:
+                raise InvalidOption(key, self.options[key], f"not supported by lakemerge's streaming source (a "
+                                    f"micro-batch holds whole snapshots); use {MAX_SNAPSHOTS}", table=table.name)
         limit = self.options.get(MAX_SNAPSHOTS)
         try:
             self.max_snapshots = None if limit is None else int(limit)

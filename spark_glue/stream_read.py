@@ -9,8 +9,10 @@ lost, nothing repeated. A snapshot the query still needs that has expired fails 
 instead of skipping data; so does a rollback of the table below the query's offset (offsets carry their snapshot's
 commit time, so a snapshot rolled back and committed anew under the same id is recognised).
 
-Options (case-insensitive): ``scan.mode`` = latest-full (default) | latest | from-snapshot | from-snapshot-full |
-from-timestamp | compacted-full, with ``scan.snapshot-id`` (id or tag name) / ``scan.timestamp-millis``;
+Options (case-insensitive): ``scan.mode`` = latest-full | latest | from-snapshot | from-snapshot-full |
+from-timestamp | compacted-full, with ``scan.snapshot-id`` (id or tag name) / ``scan.timestamp-millis``; without a
+mode (or ``default``) it is, as Paimon's, from-timestamp when ``scan.timestamp-millis`` is given, from-snapshot when
+``scan.snapshot-id`` is, else latest-full (``full`` is latest-full too);
 ``read.changelog`` = true adds the ``_row_kind`` column (+I/-U/+U/-D; as Paimon's Spark connector, without it
 the rows of every kind come without their kind); ``changelog.normalize`` = true (changelog-producer none: look
 keys up before/after each snapshot, ``read_changes(normalize=True)``); ``consumer-id`` saves progress in the
@@ -110,9 +112,7 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.path = self.options.get("path")
         table = open_table(self.path)
         self.table_name = table.name
-        self.mode = self.options.get(SCAN_MODE, "latest-full")
-        if self.mode == "default":
-            self.mode = "latest-full"
+        self.mode = _startup_mode(self.options)
         if self.mode not in STREAM_MODES:
             raise InvalidOption(SCAN_MODE, self.mode, f"streaming reads support {', '.join(STREAM_MODES)}",
                                 table=table.name)
@@ -220,6 +220,20 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         names = target.names
         out = pa.Table.from_arrays([to_spark_type(rows.column(n), target.field(n).type) for n in names], schema=target)
         return iter(out.to_batches(max_chunksize=64 * 1024))
+
+
+def _startup_mode(options: dict[str, str]) -> str:
+    """The scan mode of ``options``: ``default`` (or none) is from-timestamp with ``scan.timestamp-millis``,
+    from-snapshot with ``scan.snapshot-id``, else latest-full; ``full`` is latest-full (Paimon's
+    CoreOptions.startupMode)."""
+    mode = options.get(SCAN_MODE, "default")
+    if mode == "full":
+        return "latest-full"
+    if mode != "default":
+        return mode
+    if TIMESTAMP_MILLIS in options:
+        return "from-timestamp"
+    return "from-snapshot" if SNAPSHOT_ID in options else "latest-full"
 
 
 def _stream_schema_id(table, columns: list[str]) -> int:

@@ -270,3 +270,18 @@ def test_rate_limits_per_snapshot_and_paimon_file_limits_refused(spark, tmp_path
     assert q.exception() is None and batches == [(0, [0, 1]), (1, [2, 3]), (2, [4])]
     with pytest.raises(Exception, match="read.stream.maxfilespertrigger"):
         _run(spark, t.root, str(tmp_path / "o2"), str(tmp_path / "c2"), **{"read.stream.maxFilesPerTrigger": 1})
+
+
+def test_default_scan_mode_follows_the_start_options_as_paimon(spark, tmp_path):
+    """Paimon's CoreOptions.startupMode: without scan.mode, scan.snapshot-id means from-snapshot and
+    scan.timestamp-millis means from-timestamp (not latest-full, which would re-read the whole table instead)."""
+    t = _table(tmp_path, **{"changelog-producer": "input"})
+    for i in range(4):
+        t.write(_data(("a", i, str(i))))
+    _run(spark, t.root, str(tmp_path / "o1"), str(tmp_path / "c1"), **{"scan.snapshot-id": 3})
+    assert _out(str(tmp_path / "o1")) == _changes(t, 2) == [("+I", "a", 2, "2"), ("+I", "a", 3, "3")]
+    ts = t.snapshot(4).time_millis
+    _run(spark, t.root, str(tmp_path / "o2"), str(tmp_path / "c2"), **{"scan.timestamp-millis": ts})
+    assert _out(str(tmp_path / "o2")) == _changes(t, 3)
+    _run(spark, t.root, str(tmp_path / "o3"), str(tmp_path / "c3"), **{"scan.mode": "full"})
+    assert _out(str(tmp_path / "o3")) == [("+I", "a", i, str(i)) for i in range(4)]

@@ -223,17 +223,10 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 
 def _startup_mode(options: dict[str, str]) -> str:
-    """The scan mode of ``options``: ``default`` (or none) is from-timestamp with ``scan.timestamp-millis``,
-    from-snapshot with ``scan.snapshot-id``, else latest-full; ``full`` is latest-full (Paimon's
-    CoreOptions.startupMode)."""
-    mode = options.get(SCAN_MODE, "default")
-    if mode == "full":
-        return "latest-full"
-    if mode != "default":
-        return mode
-    if TIMESTAMP_MILLIS in options:
-        return "from-timestamp"
-    return "from-snapshot" if SNAPSHOT_ID in options else "latest-full"
+    """The scan mode of ``options`` (engine.changelog.streaming.startup_mode: Paimon's CoreOptions.startupMode)."""
+    from engine.changelog.streaming import startup_mode
+    return startup_mode(options.get(SCAN_MODE), snapshot_id=options.get(SNAPSHOT_ID),
+                        timestamp_millis=options.get(TIMESTAMP_MILLIS))
 
 
 def _stream_schema_id(table, columns: list[str]) -> int:

@@ -152,6 +152,20 @@ def test_stream_modes(catalog):
     assert first.schema.metadata[b"lakemerge.snapshot_id"] == b"4"
 
 
+def test_default_mode_follows_the_start_arguments_as_paimon(catalog):
+    """Paimon's CoreOptions.startupMode: scan.mode default means from-timestamp with a timestamp, from-snapshot
+    with a snapshot id, incremental with a range, else latest-full; 'full' is latest-full."""
+    t = make(catalog, "t", "input")
+    for i in range(4):
+        t.write(rows((i, i, str(i))))
+    assert batches(t.stream(snapshot_id=3, idle_timeout=0)) == [[("+I", 2, 2, "2")], [("+I", 3, 3, "3")]]
+    assert batches(t.stream(timestamp_millis=t.snapshot(4).time_millis, idle_timeout=0)) == [[("+I", 3, 3, "3")]]
+    assert batches(t.stream(start=2, end=3)) == [[("+I", 2, 2, "2")]]
+    full = [[("+I", i, i, str(i)) for i in range(4)]]
+    for mode in ("default", "full", None):
+        assert [sorted(b) for b in batches(t.stream(mode, idle_timeout=0))] == full
+
+
 def test_from_snapshot_full_of_an_expired_snapshot_reads_the_earliest(catalog):
     t = make(catalog, "t", "input", **{"snapshot.num-retained.min": "2", "snapshot.num-retained.max": "2",
                                        "num-sorted-run.compaction-trigger": "100"})

@@ -5,7 +5,8 @@ names the snapshot it comes from. One batch per snapshot with changes (a full fi
 When no newer snapshot exists the generator sleeps ``poll_interval`` seconds and looks again; with
 ``idle_timeout`` it returns after being idle that long (``0``: as soon as it has caught up).
 
-Modes: ``latest-full`` (the latest snapshot in full, then changes), ``latest`` (changes after the latest),
+Modes (without one, or ``default``: derived from the start arguments given, as Paimon's CoreOptions.startupMode;
+``full`` is latest-full): ``latest-full`` (the latest snapshot in full, then changes), ``latest`` (changes after the latest),
 ``from-snapshot`` (changes from ``snapshot_id`` inclusive, or from the earliest readable one), ``from-snapshot-full``
 (snapshot ``snapshot_id`` -- the earliest snapshot if it expired -- in full, then changes; on a table without
 snapshots the stream waits for one, then reads the earliest snapshot from ``snapshot_id`` on in full), ``from-timestamp``
@@ -214,11 +215,28 @@ def _start(table, mode: str, snapshot_id, timestamp_millis) -> tuple[int, Snapsh
     raise InvalidInput(f"unknown scan mode {mode!r}; modes are {', '.join(MODES)}", table=table.name)
 
 
-def stream(table, mode: str = "latest-full", *, snapshot_id=None, timestamp_millis: int | None = None,
+def startup_mode(mode: str | None, *, snapshot_id=None, timestamp_millis=None, start=None, end=None) -> str:
+    """The scan mode a stream runs in: ``default`` (or None) is from-timestamp with ``timestamp_millis``,
+    from-snapshot with ``snapshot_id``, incremental with ``start``/``end``, else latest-full; ``full`` is
+    latest-full; any other value is returned as given (Paimon's CoreOptions.startupMode)."""
+    if mode == "full":
+        return "latest-full"
+    if mode not in (None, "default"):
+        return mode
+    if timestamp_millis is not None:
+        return "from-timestamp"
+    if snapshot_id is not None:
+        return "from-snapshot"
+    return "incremental" if start is not None or end is not None else "latest-full"
+
+
+def stream(table, mode: str | None = "default", *, snapshot_id=None, timestamp_millis: int | None = None,
            start=None, end=None, consumer_id: str | None = None, columns: Sequence[str] | None = None,
            poll_interval: float = 1.0, idle_timeout: float | None = None,
            normalize: bool = False) -> Iterator[pa.RecordBatch]:
-    """See the module docstring. Arguments are checked before the first batch is produced."""
+    """See the module docstring (``mode``: see ``startup_mode``). Arguments are checked before the first batch is
+    produced."""
+    mode = startup_mode(mode, snapshot_id=snapshot_id, timestamp_millis=timestamp_millis, start=start, end=end)
     if mode not in MODES:
         raise InvalidInput(f"unknown scan mode {mode!r}; modes are {', '.join(MODES)}", table=table.name)
     # the stream keeps the schema it started with (Paimon's stream reads through its table object's schema): an
@@ -393,4 +411,4 @@ def _follow(table, next_id: int, full: Snapshot | None, out_cols, consumers, con
         idle_since = time.monotonic()
 
 
-__all__ = ["MODES", "ROW_KIND_COLUMN", "SNAPSHOT_ID_KEY", "full_read", "full_read_split", "stream"]
+__all__ = ["MODES", "ROW_KIND_COLUMN", "SNAPSHOT_ID_KEY", "full_read", "full_read_split", "startup_mode", "stream"]

@@ -19,7 +19,8 @@ keys up before/after each snapshot, ``read_changes(normalize=True)``); ``consume
 table's consumer files whenever Spark commits a batch's offsets (Spark does so when it starts the next batch, so
 the consumer trails the query by one batch): expiration keeps every snapshot not yet committed, and a new query
 with the same id and no checkpoint starts at the consumer's next snapshot (it may re-read the last batch of the
-old query; the checkpoint, not the consumer, is what makes a restarted query exactly-once); ``read.stream.max-snapshots-per-trigger`` caps snapshots per batch
+old query; the checkpoint, not the consumer, is what makes a restarted query exactly-once; ``consumer.ignore-progress``,
+as a read or table option, starts a new query from its scan mode instead); ``read.stream.max-snapshots-per-trigger`` caps snapshots per batch
 (Paimon's ``read.stream.maxFilesPerTrigger`` / ``maxBytesPerTrigger`` / ``maxRowsPerTrigger`` / ``minRowsPerTrigger``
 / ``maxTriggerDelayMs`` are refused with InvalidOption, not ignored).
 ``streaming-read-overwrite`` (primary-key tables) / ``streaming-read-append-overwrite`` (append tables), as a
@@ -140,7 +141,7 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from engine.changelog.consumers import ConsumerManager
         from engine.changelog.streaming import PendingFull, _start
         table = open_table(self.path)
-        if self.consumer_id:
+        if self.consumer_id and not self._ignore_progress(table):
             saved = ConsumerManager(table).next_snapshot(self.consumer_id)
             if saved is not None:
                 return offset(saved - 1, table=table)
@@ -152,6 +153,12 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if isinstance(full, PendingFull):  # no snapshot yet: latestOffset resolves it once there is one
             return {"snapshot": 0, "pending_full": full.snapshot_id}
         return offset(full.id, True, table) if full is not None else offset(next_id - 1, table=table)
+
+    def _ignore_progress(self, table) -> bool:
+        """``consumer.ignore-progress``, as a read option or else the table's (Paimon's dynamic options)."""
+        from engine.options import CONSUMER_IGNORE_PROGRESS
+        raw = self.options.get(CONSUMER_IGNORE_PROGRESS)
+        return parse_bool(raw) if raw is not None else bool(table.schema.table_options.get(CONSUMER_IGNORE_PROGRESS))
 
     def prepareForTriggerAvailableNow(self) -> None:
         self.target = open_table(self.path).snapshot_manager.latest_id() or 0

@@ -285,3 +285,17 @@ def test_default_scan_mode_follows_the_start_options_as_paimon(spark, tmp_path):
     assert _out(str(tmp_path / "o2")) == _changes(t, 3)
     _run(spark, t.root, str(tmp_path / "o3"), str(tmp_path / "c3"), **{"scan.mode": "full"})
     assert _out(str(tmp_path / "o3")) == [("+I", "a", i, str(i)) for i in range(4)]
+
+
+def test_consumer_ignore_progress_starts_a_new_query_from_its_scan_mode(spark, tmp_path):
+    """consumer.ignore-progress (read option, or table option) makes a new query with a used consumer id start
+    from its scan mode, as Paimon's DataTableStreamScan does; without it the query resumes at the consumer."""
+    t = _table(tmp_path, **{"changelog-producer": "input"})
+    for i in range(3):
+        t.write(_data(("a", i, str(i))))
+    t.reset_consumer("job", 3)
+    opts = {"scan.mode": "from-snapshot", "scan.snapshot-id": 1, "consumer-id": "job"}
+    _run(spark, t.root, str(tmp_path / "o1"), str(tmp_path / "c1"), **opts)
+    assert _out(str(tmp_path / "o1")) == [("+I", "a", 2, "2")]
+    _run(spark, t.root, str(tmp_path / "o2"), str(tmp_path / "c2"), **opts, **{"consumer.ignore-progress": "true"})
+    assert _out(str(tmp_path / "o2")) == [("+I", "a", i, str(i)) for i in range(3)]

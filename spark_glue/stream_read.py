@@ -19,10 +19,11 @@ keys up before/after each snapshot, ``read_changes(normalize=True)``); ``consume
 table's consumer files whenever Spark commits a batch's offsets (Spark does so when it starts the next batch, so
 the consumer trails the query by one batch): expiration keeps every snapshot not yet committed, and a new query
 with the same id and no checkpoint starts at the consumer's next snapshot (it may re-read the last batch of the
-old query; the checkpoint, not the consumer, is what makes a restarted query exactly-once; ``consumer.ignore-progress``,
-as a read or table option, starts a new query from its scan mode instead); ``read.stream.max-snapshots-per-trigger`` caps snapshots per batch
-(Paimon's ``read.stream.maxFilesPerTrigger`` / ``maxBytesPerTrigger`` / ``maxRowsPerTrigger`` / ``minRowsPerTrigger``
-/ ``maxTriggerDelayMs`` are refused with InvalidOption, not ignored).
+old query; the checkpoint, not the consumer, is what makes a restarted query exactly-once;
+``consumer.ignore-progress``, as a read or table option, starts a new query from its scan mode instead);
+``read.stream.max-snapshots-per-trigger`` caps snapshots per batch (Paimon's ``read.stream.maxFilesPerTrigger`` /
+``maxBytesPerTrigger`` / ``maxRowsPerTrigger`` / ``minRowsPerTrigger`` / ``maxTriggerDelayMs`` are refused with
+InvalidOption, not ignored).
 ``streaming-read-overwrite`` (primary-key tables) / ``streaming-read-append-overwrite`` (append tables), as a
 table option or a read option, makes OVERWRITE snapshots deliver their replaced rows (-D) and new rows (+I)
 instead of nothing (engine.changelog.overwrite).

@@ -6,12 +6,13 @@ When no newer snapshot exists the generator sleeps ``poll_interval`` seconds and
 ``idle_timeout`` it returns after being idle that long (``0``: as soon as it has caught up).
 
 Modes (without one, or ``default``: derived from the start arguments given, as Paimon's CoreOptions.startupMode;
-``full`` is latest-full): ``latest-full`` (the latest snapshot in full, then changes), ``latest`` (changes after the latest),
-``from-snapshot`` (changes from ``snapshot_id`` inclusive, or from the earliest readable one), ``from-snapshot-full``
-(snapshot ``snapshot_id`` -- the earliest snapshot if it expired -- in full, then changes; on a table without
-snapshots the stream waits for one, then reads the earliest snapshot from ``snapshot_id`` on in full), ``from-timestamp``
-(changes of snapshots committed at or after ``timestamp_millis``), ``compacted-full`` (the latest COMPACT snapshot
-in full -- with full-compaction the latest full compaction -- then changes), ``incremental`` (changes in
+``full`` is latest-full): ``latest-full`` (the latest snapshot in full, then changes), ``latest`` (changes after
+the latest), ``from-snapshot`` (changes from ``snapshot_id`` inclusive, or from the earliest readable one),
+``from-snapshot-full`` (snapshot ``snapshot_id`` -- the earliest snapshot if it expired -- in full, then changes;
+on a table without snapshots the stream waits for one, then reads the earliest snapshot from ``snapshot_id`` on in
+full), ``from-timestamp`` (changes of snapshots committed at or after ``timestamp_millis``), ``compacted-full``
+(the latest COMPACT snapshot in full -- with full-compaction the latest full compaction -- then changes),
+``incremental`` (changes in
 (start, end], snapshot ids or tag names; ends there. Between two tags of a primary-key table it is, as in Paimon,
 the difference of the two tagged states -- each changed key once, gone keys as -D -- unless
 ``incremental-between-tag-to-snapshot``).

@@ -49,6 +49,7 @@ from spark_glue.tables import arrow_of_spark, lower_options, open_table
 SCAN_MODE = "scan.mode"
 SNAPSHOT_ID = "scan.snapshot-id"
 TIMESTAMP_MILLIS = "scan.timestamp-millis"
+TAG_NAME = "scan.tag-name"
 READ_CHANGELOG = "read.changelog"
 NORMALIZE = "changelog.normalize"
 CONSUMER_ID = "consumer-id"
@@ -120,6 +121,11 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                 table=table.name)
         self.normalize = parse_bool(self.options.get(NORMALIZE, "false"))
         self.consumer_id = self.options.get(CONSUMER_ID)
+        if TAG_NAME in self.options:  # Paimon: "Cannot scan from tag in streaming mode"; ignoring it would read
+            # latest-full
+            raise InvalidOption(TAG_NAME, self.options[TAG_NAME], "a streaming read cannot start from a tag (as in "
+                                f"Paimon); start after it with {SCAN_MODE}=from-snapshot and {SNAPSHOT_ID}=<tag name>",
+                                table=table.name)
         for key in PAIMON_RATE_LIMITS:
             if key in self.options:
                 raise InvalidOption(key, self.options[key], f"not supported by lakemerge's streaming source (a "

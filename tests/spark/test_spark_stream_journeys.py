@@ -289,6 +289,11 @@ def test_default_scan_mode_follows_the_start_options_as_paimon(spark, tmp_path):
     assert _out(str(tmp_path / "o2")) == _changes(t, 3)
     _run(spark, t.root, str(tmp_path / "o3"), str(tmp_path / "c3"), **{"scan.mode": "full"})
     assert _out(str(tmp_path / "o3")) == [("+I", "a", i, str(i)) for i in range(4)]
+    t.create_tag("t2", 2)  # Paimon refuses scan.tag-name in streaming mode; ignored it would mean latest-full
+    with pytest.raises(Exception, match="scan.tag-name"):
+        _run(spark, t.root, str(tmp_path / "o4"), str(tmp_path / "c4"), **{"scan.tag-name": "t2"})
+    _run(spark, t.root, str(tmp_path / "o5"), str(tmp_path / "c5"), **{"scan.snapshot-id": "t2"})
+    assert _out(str(tmp_path / "o5")) == [("+I", "a", i, str(i)) for i in range(1, 4)]
 
 
 def test_consumer_ignore_progress_starts_a_new_query_from_its_scan_mode(spark, tmp_path):

@@ -93,7 +93,9 @@ def check_position(table, start: dict) -> None:
     """Raise SnapshotNotFound when the table no longer holds the history the query delivered up to ``start``:
     its latest snapshot is older than ``start`` (a rollback below the checkpoint: the query would wait, then skip
     the snapshots committed anew under the ids it already read; the engine's stream and Paimon's
-    NextSnapshotFetcher refuse that too), or snapshot ``start`` has another commit time than when it was read."""
+    NextSnapshotFetcher refuse that too), or snapshot ``start`` has another commit time than when it was read.
+    Checked for every new batch (latestOffset) and for every batch planned (partitions: a batch replayed from the
+    offset log after a restart, with its start and end)."""
     s = int(start["snapshot"])
     sm = table.snapshot_manager
     latest = sm.latest_id() or 0
@@ -193,6 +195,9 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from engine.changelog.retention import earliest_change_id
         table = open_table(self.path).through_schema(self.schema_id)
         s, e = int(start["snapshot"]), int(end["snapshot"])
+        # a batch replayed from the offset log on restart comes here without latestOffset: check it too
+        check_position(table, start)
+        check_position(table, end)
         parts: list[InputPartition] = []
         if "pending_full" in start:  # the batch that resolved a pending full start delivers nothing
             return [SnapshotChanges(-1, self.schema_id)]

@@ -308,3 +308,31 @@ def test_consumer_ignore_progress_starts_a_new_query_from_its_scan_mode(spark, t
     assert _out(str(tmp_path / "o1")) == [("+I", "a", 2, "2")]
     _run(spark, t.root, str(tmp_path / "o2"), str(tmp_path / "c2"), **opts, **{"consumer.ignore-progress": "true"})
     assert _out(str(tmp_path / "o2")) == [("+I", "a", i, str(i)) for i in range(3)]
+
+
+def test_replayed_batch_after_a_rollback_below_its_start_fails_before_delivering(spark, tmp_path):
+    """A query stopped after planning a batch but before committing it replays that batch from its offset log on
+    restart, without asking for a new latest offset: when the table was rolled back below the batch's start and
+    written again meanwhile, the replay must fail before delivering, not deliver the snapshots committed anew
+    under the batch's ids (skipping the new ones at or below its start)."""
+    t = _table(tmp_path, **{"changelog-producer": "input"})
+    for i in range(4):
+        t.write(_data(("a", i, str(i))))
+    out, ck = str(tmp_path / "out"), str(tmp_path / "ck")
+    _run(spark, t.root, out, ck, **{"scan.mode": "from-snapshot", "scan.snapshot-id": 1})  # batch 0: 1..4
+    for i in range(4, 6):
+        t.write(_data(("a", i, str(i))))
+    _run(spark, t.root, out, ck)  # batch 1: 5..6
+    delivered = _out(out)
+    assert delivered == _changes(t, 0)
+    # as if the query had stopped before committing batch 1 (sink included): Spark replays it on restart
+    for log in (os.path.join(ck, "commits"), os.path.join(out, "_spark_metadata")):
+        for name in ("1", ".1.crc"):
+            if os.path.exists(os.path.join(log, name)):
+                os.remove(os.path.join(log, name))
+    t.rollback_to(3)
+    for i in range(10, 13):  # snapshots 4, 5, 6 anew
+        t.write(_data(("a", i, str(i))))
+    with pytest.raises(Exception, match="has no snapshot 4: the snapshot the query read up to was replaced"):
+        _run(spark, t.root, out, ck)
+    assert _out(out) == delivered

@@ -11,7 +11,8 @@ commit time, so a snapshot rolled back and committed anew under the same id is r
 
 Options (case-insensitive): ``scan.mode`` = latest-full | latest | from-snapshot | from-snapshot-full |
 from-timestamp | compacted-full, with ``scan.snapshot-id`` (id or tag name) / ``scan.timestamp-millis``; without a
-mode (or ``default``) it is, as Paimon's, from-timestamp when ``scan.timestamp-millis`` is given, from-snapshot when
+mode (or ``default``) it is, as Paimon's, from-timestamp when ``scan.timestamp-millis`` or ``scan.timestamp`` (a
+date-time, in option ``timeZone`` when it has no offset; ignored when the millis are given) is, from-snapshot when
 ``scan.snapshot-id`` is, else latest-full (``full`` is latest-full too);
 ``read.changelog`` = true adds the ``_row_kind`` column (+I/-U/+U/-D; as Paimon's Spark connector, without it
 the rows of every kind come without their kind); ``changelog.normalize`` = true (changelog-producer none: look
@@ -44,11 +45,12 @@ from engine.changelog.files import ROW_KIND_COLUMN
 from engine.errors import InvalidOption, SnapshotNotFound
 from engine.options import parse_bool
 from spark_glue.reading import to_spark_type
-from spark_glue.tables import arrow_of_spark, lower_options, open_table
+from spark_glue.tables import arrow_of_spark, lower_options, open_table, time_zone, timestamp_millis
 
 SCAN_MODE = "scan.mode"
 SNAPSHOT_ID = "scan.snapshot-id"
 TIMESTAMP_MILLIS = "scan.timestamp-millis"
+TIMESTAMP = "scan.timestamp"  # a date-time (or epoch ms), read when scan.timestamp-millis is not given, as Paimon's
 TAG_NAME = "scan.tag-name"
 READ_CHANGELOG = "read.changelog"
 NORMALIZE = "changelog.normalize"
@@ -158,6 +160,8 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if sid is not None and sid.lstrip("-").isdigit():
             sid = int(sid)
         ts = self.options.get(TIMESTAMP_MILLIS)
+        if ts is None and self.options.get(TIMESTAMP) is not None:
+            ts = timestamp_millis(TIMESTAMP, self.options[TIMESTAMP], time_zone(self.options), table.name)
         next_id, full = _start(table, self.mode, sid, None if ts is None else int(ts))
         if isinstance(full, PendingFull):  # no snapshot yet: latestOffset resolves it once there is one
             return {"snapshot": 0, "pending_full": full.snapshot_id}
@@ -245,7 +249,7 @@ def _startup_mode(options: dict[str, str]) -> str:
     """The scan mode of ``options`` (engine.changelog.streaming.startup_mode: Paimon's CoreOptions.startupMode)."""
     from engine.changelog.streaming import startup_mode
     return startup_mode(options.get(SCAN_MODE), snapshot_id=options.get(SNAPSHOT_ID),
-                        timestamp_millis=options.get(TIMESTAMP_MILLIS))
+                        timestamp_millis=options.get(TIMESTAMP_MILLIS) or options.get(TIMESTAMP))
 
 
 def _stream_schema_id(table, columns: list[str]) -> int:

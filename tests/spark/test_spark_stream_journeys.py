@@ -336,3 +336,17 @@ def test_replayed_batch_after_a_rollback_below_its_start_fails_before_delivering
     with pytest.raises(Exception, match="has no snapshot 4: the snapshot the query read up to was replaced"):
         _run(spark, t.root, out, ck)
     assert _out(out) == delivered
+
+
+def test_scan_timestamp_starts_a_stream_from_that_time_as_paimon(spark, tmp_path):
+    """Paimon's CoreOptions.startupMode: scan.timestamp (a date-time string) without scan.mode means
+    from-timestamp, as scan.timestamp-millis does (AbstractDataTableScan parses it when no millis are given);
+    ignoring it would read the whole table (latest-full)."""
+    import datetime as dt
+    t = _table(tmp_path, **{"changelog-producer": "input"})
+    for i in range(4):
+        t.write(_data(("a", i, str(i))))
+    when = dt.datetime.fromtimestamp(t.snapshot(3).time_millis / 1000, dt.timezone.utc)
+    _run(spark, t.root, str(tmp_path / "o1"), str(tmp_path / "c1"),
+         **{"scan.timestamp": when.isoformat(timespec="milliseconds")})
+    assert _out(str(tmp_path / "o1")) == _changes(t, 2)

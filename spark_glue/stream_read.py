@@ -128,7 +128,7 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if TAG_NAME in self.options:  # Paimon: "Cannot scan from tag in streaming mode"; ignoring it would read
             # latest-full
             raise InvalidOption(TAG_NAME, self.options[TAG_NAME], "a streaming read cannot start from a tag (as in "
-                                f"Paimon); start after it with {SCAN_MODE}=from-snapshot and {SNAPSHOT_ID}=<tag name>",
+                                f"Paimon); start at its snapshot with {SCAN_MODE}=from-snapshot and {SNAPSHOT_ID}=<tag name>",
                                 table=table.name)
         for key in PAIMON_RATE_LIMITS:
             if key in self.options:

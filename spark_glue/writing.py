@@ -10,8 +10,10 @@ Protocol (one write job = one snapshot):
   overwrite mode), then deletes every file carrying the job token that the snapshot does not list: the leftovers
   of failed or retried attempts (Spark drops their messages and may never tell ``abort()``). ``abort()`` deletes
   all files of the job. Files of other jobs are never touched (their names carry other tokens).
-- Exactly once: with ``commit.identifier`` (or a streaming batch id) a replay of an identifier that the commit
-  user already published is skipped and its files are deleted.
+- Exactly once: with ``commit.identifier`` (or a streaming batch id) a replay of the newest identifier that the
+  commit user published is skipped and its files are deleted; an identifier below the user's newest one raises
+  InvalidInput (its files deleted, nothing committed): Spark replays only its last batch, so it is new data
+  under a reused commit user (a query restarted without its checkpoint).
 - Input not placed by bucket (``df.write.format`` cannot repartition): tasks that share a bucket number their
   records on separate sequence lanes (``write_task``), and since their compactions of it would conflict, the
   driver drops them, commits the data, then compacts those buckets itself (``compact_dropped_buckets``). An

@@ -87,7 +87,10 @@ def offset(snapshot: int, full: bool = False, table=None) -> dict:
     out = {"snapshot": int(snapshot), "full": True} if full else {"snapshot": int(snapshot)}
     sm = table.snapshot_manager if table is not None else None
     if sm is not None and snapshot > 0 and sm.exists(snapshot):
-        out["time"] = sm.snapshot(snapshot).time_millis
+        try:
+            out["time"] = sm.snapshot(snapshot).time_millis
+        except SnapshotNotFound:  # expired since exists(): nothing to recognise it by
+            pass
     return out
 
 
@@ -105,7 +108,13 @@ def check_position(table, start: dict) -> None:
         raise SnapshotNotFound(table.name, s, f"the query has read up to snapshot {s} but the latest is {latest} "
                                "(was the table rolled back?); restart it without its checkpoint")
     stamp = start.get("time")
-    if stamp is not None and sm.exists(s) and sm.snapshot(s).time_millis != stamp:
+    if stamp is None or not sm.exists(s):
+        return
+    try:
+        now = sm.snapshot(s).time_millis
+    except SnapshotNotFound:  # expired since exists(): no rollback
+        return
+    if now != stamp:
         raise SnapshotNotFound(table.name, s, "the snapshot the query read up to was replaced by another commit "
                                "(the table was rolled back and written again); restart it without its checkpoint")
 

@@ -350,3 +350,21 @@ def test_scan_timestamp_starts_a_stream_from_that_time_as_paimon(spark, tmp_path
     _run(spark, t.root, str(tmp_path / "o1"), str(tmp_path / "c1"),
          **{"scan.timestamp": when.isoformat(timespec="milliseconds")})
     assert _out(str(tmp_path / "o1")) == _changes(t, 2)
+
+
+def test_rollback_check_tolerates_the_offsets_snapshot_expiring_meanwhile(tmp_path, monkeypatch):
+    """Snapshot expiry may delete the snapshot a query has read up to at any moment (without a consumer nothing
+    holds it): between seeing it and reading its commit time is no rollback, and must not fail the query."""
+    from engine.snapshots import SnapshotManager
+    from spark_glue.stream_read import check_position, offset
+    from spark_glue.tables import open_table
+    t = _table(tmp_path)
+    for i in range(3):
+        t.write(_data(("a", i, str(i))))
+    start = offset(2, table=t)
+    assert "time" in start
+    check_position(t, start)
+    os.remove(t.snapshot_manager.paths.snapshot(2))  # expired right after the query saw it
+    monkeypatch.setattr(SnapshotManager, "exists", lambda self, sid: True)
+    check_position(open_table(t.root), start)  # as latestOffset does: a fresh table, nothing cached
+    assert offset(2, table=open_table(t.root)) == {"snapshot": 2}  # e.g. a consumer's last snapshot, expiring

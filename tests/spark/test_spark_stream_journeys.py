@@ -120,6 +120,7 @@ def test_streaming_write_restarted_without_its_checkpoint_fails_instead_of_dropp
     with pytest.raises(Exception, match="batch 0 .*newest batch 2"):
         _write_stream(spark, src2, t.root, ck)
     assert t.latest_snapshot_id() == 3 and sorted(t.read().column("k").to_pylist()) == [0, 1, 2]
+    assert t.remove_orphan_files(older_than=0, dry_run=True) == []  # the refused batch's files are gone
 
 
 def test_foreach_batch_helper_refuses_a_batch_older_than_the_committed_ones(spark, tmp_path):
@@ -131,6 +132,7 @@ def test_foreach_batch_helper_refuses_a_batch_older_than_the_committed_ones(spar
     with pytest.raises(Exception, match="batch 0 .*newest batch 1"):  # a new query under the same commit user
         write(spark.createDataFrame([("a", 3, "x")], DDL), 0)
     assert t.read().to_pylist() == [{"p": "a", "k": 1, "v": "x"}, {"p": "a", "k": 2, "v": "x"}]
+    assert t.remove_orphan_files(older_than=0, dry_run=True) == []
 
 
 @pytest.mark.parametrize("mode", ["latest-full", "from-snapshot-full"])

@@ -10,8 +10,10 @@ Protocol (one write job = one snapshot):
   overwrite mode), then deletes every file carrying the job token that the snapshot does not list: the leftovers
   of failed or retried attempts (Spark drops their messages and may never tell ``abort()``). ``abort()`` deletes
   all files of the job. Files of other jobs are never touched (their names carry other tokens).
-- Exactly once: with ``commit.identifier`` (or a streaming batch id) a replay of an identifier that the commit
-  user already published is skipped and its files are deleted.
+- Exactly once: with ``commit.identifier`` (or a streaming batch id) a replay of the newest identifier that the
+  commit user published is skipped and its files are deleted; an identifier below the user's newest one raises
+  InvalidInput (its files deleted, nothing committed): Spark replays only its last batch, so it is new data
+  under a reused commit user (a query restarted without its checkpoint).
 - Input not placed by bucket (``df.write.format`` cannot repartition): tasks that share a bucket number their
   records on separate sequence lanes (``write_task``), and since their compactions of it would conflict, the
   driver drops them, commits the data, then compacts those buckets itself (``compact_dropped_buckets``). An
@@ -223,6 +225,13 @@ class WriteJob:
             done = committed_snapshot(table, self.commit_user, ident)
             if done is not None:  # a replayed batch: already applied once
                 remove_tagged_files(table, tag, keep=set())
+                newest = table.snapshot(done).commit_identifier
+                if newest > ident:  # Spark replays only its last batch: an older id is new data under a reused user
+                    raise InvalidInput(
+                        f"commit user {self.commit_user!r} already committed up to batch {newest}, so batch {ident} "
+                        f"is not the replay of a committed batch (only the newest batch {newest} can be): the query "
+                        "was restarted without its checkpoint, or another query uses the same commit user; give it "
+                        "its own 'commit.user' (or checkpointLocation). Nothing was written", table=self.table_name)
                 return done
         if self.postpone == STAGED:  # the staged partitions' messages are replaced by their rewrite's
             self.check_staged_apart(table, messages, tag)

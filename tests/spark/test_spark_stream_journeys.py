@@ -2,7 +2,6 @@
 rollbacks, empty tables and branches, and writeStream pipelines (one local SparkSession, conftest.py)."""
 from __future__ import annotations
 
-import glob
 import os
 
 import pyarrow as pa
@@ -11,6 +10,8 @@ import pytest
 
 import spark_glue
 from engine import Catalog
+from tests.spark.stream_sink import run_available_now as _run
+from tests.spark.stream_sink import sink_rows
 
 pytestmark = pytest.mark.spark
 
@@ -27,19 +28,8 @@ def _table(tmp_path, name="t", **options):
     return cat.create_table(f"db.{name}", SCHEMA, ["p", "k"], ["p"], {"bucket": "1", **options})
 
 
-def _run(spark, root, out, ck, **options):
-    """One AvailableNow run of the query (started again from checkpoint ``ck``); raises the query's error."""
-    q = (spark_glue.read_stream(spark, root, **options).writeStream.format("parquet")
-         .option("checkpointLocation", ck).option("path", out).trigger(availableNow=True).start())
-    q.awaitTermination(120)
-    if q.exception() is not None:
-        raise RuntimeError(str(q.exception()))
-
-
 def _out(out):
-    files = glob.glob(os.path.join(out, "*.parquet"))
-    rows = pa.concat_tables([pq.ParquetFile(f).read() for f in files]).to_pylist() if files else []
-    return sorted((r["_row_kind"], r["p"], r["k"], r["v"]) for r in rows)
+    return sorted((r["_row_kind"], r["p"], r["k"], r["v"]) for r in sink_rows(out))
 
 
 def _changes(t, start, end=None):

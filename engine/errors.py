@@ -69,8 +69,8 @@ class TableAlreadyExists(CatalogError):
 class SnapshotNotFound(LakemergeError):
     """The table has no snapshot with that id: never committed or already expired (``.table``, ``.snapshot_id``)."""
 
-    def __init__(self, table: str, snapshot_id: int):
-        super().__init__(f"table {table!r} has no snapshot {snapshot_id}")
+    def __init__(self, table: str, snapshot_id: int, detail: str = ""):
+        super().__init__(f"table {table!r} has no snapshot {snapshot_id}" + (f": {detail}" if detail else ""))
         self.table = table
         self.snapshot_id = snapshot_id
 

@@ -679,14 +679,15 @@ class Table:
         from engine.changelog.reading import read_changes
         return read_changes(self, start_snapshot, end_snapshot, columns, normalize=normalize)
 
-    def stream(self, mode: str = "latest-full", *, snapshot_id=None, timestamp_millis: int | None = None,
+    def stream(self, mode: str | None = "default", *, snapshot_id=None, timestamp_millis: int | None = None,
                start=None, end=None, consumer_id: str | None = None, columns: Sequence[str] | None = None,
                poll_interval: float = 1.0, idle_timeout: float | None = None, normalize: bool = False):
         """Streaming read: a generator of pa.RecordBatch (``columns`` + ``_row_kind``), one per snapshot with
         changes, blocking for new snapshots every ``poll_interval`` seconds (``idle_timeout``: stop when idle that
         long). ``mode``: latest-full, latest, from-snapshot, from-snapshot-full (``snapshot_id``), from-timestamp
         (``timestamp_millis``), compacted-full, incremental (``start``/``end`` snapshot ids or tag names; two tags:
-        the difference of the tagged states).
+        the difference of the tagged states); ``default`` follows the start arguments given (``timestamp_millis``:
+        from-timestamp, ``snapshot_id``: from-snapshot, ``start``/``end``: incremental, none: latest-full).
         ``consumer_id`` saves progress in consumer/consumer-<id> so a restarted stream resumes where it stopped.
         OVERWRITE snapshots are skipped unless ``streaming-read-overwrite`` / ``streaming-read-append-overwrite``
         (engine.changelog.overwrite). See engine.changelog.streaming."""

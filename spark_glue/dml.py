@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from engine.errors import InvalidInput, MergeCardinalityViolation, NullPrimaryKey
 from spark_glue.api import read_table, write_table
+from spark_glue.columns import case_sensitive, resolve, with_table_names
 from spark_glue.tables import open_table
 
 KIND = "__lakemerge_row_kind"
@@ -79,6 +80,7 @@ def update_where(spark, path: str, set: Mapping[str, object], condition=None) ->
     CommitConflict (table unchanged) when a concurrent commit removed a touched file or changed its vector."""
     from pyspark.sql import functions as F
     table = open_table(path)
+    set = _by_table_names(table, set, case_sensitive(spark))
     _check_settable(table, set)
     if table.schema.is_append_only:
         from spark_glue.append_dml import update_append
@@ -124,8 +126,11 @@ def merge_into(spark, target_path: str, source_df, on, when_matched="update", wh
     from pyspark.sql import functions as F
     table = open_table(target_path)
     _check_row_level(table, "merge_into")
-    on = [on] if isinstance(on, str) else list(on)
     names = list(table.arrow_schema.names)
+    sensitive = case_sensitive(spark)  # source and 'on' names resolve to the table's as Spark resolves them
+    source_df = with_table_names(source_df, table, sensitive)
+    on = [on] if isinstance(on, str) else list(on)
+    on = [resolve(c, names, sensitive, table=table.name, what="'on' column") or c for c in on]
     missing = [c for c in on if c not in names or c not in source_df.columns]
     if not on or missing:
         raise InvalidInput(f"merge_into: 'on' columns {missing or on} must be columns of both the table and the "
@@ -224,8 +229,21 @@ def _matched_values(table, when_matched, names: list[str], source_df) -> dict:
     else:
         raise InvalidInput(f"merge_into: when_matched must be 'update', 'delete', None, a dict or a "
                            f"callable, got {when_matched!r}", table=table.name)
+    new = _by_table_names(table, new, case_sensitive(source_df.sparkSession))
     _check_settable(table, new)
     return new
+
+
+def _by_table_names(table, assignments: Mapping[str, object], sensitive: bool) -> dict:
+    """``assignments`` keyed by the table's spelling of each column (spark_glue.columns.resolve); keys naming no
+    column are kept for _check_settable to refuse. Raises SchemaMismatch for an ambiguous or repeated column."""
+    out = {}
+    for c, e in assignments.items():
+        t = resolve(c, table.arrow_schema.names, sensitive, table=table.name, what="assigned column") or c
+        if t in out:
+            raise InvalidInput(f"column {t!r} is assigned twice ({c!r})", table=table.name, column=t)
+        out[t] = e
+    return out
 
 
 def _check_cardinality(table, matched, on: list[str]) -> None:

@@ -23,10 +23,11 @@ Options (keys are case-insensitive):
 - system tables: ``load(path + "$snapshots")`` or option ``system-table`` (see spark_glue.system_read).
 - branches: ``load(path + "$branch_b1")`` or option ``branch`` (as Paimon's): reads, writes, streams and system
   tables of that branch (engine.branch_table); a write never creates a branch (``Table.create_branch``).
-- streaming read (``spark.readStream``): ``scan.mode``, ``scan.snapshot-id``, ``scan.timestamp-millis``,
+- streaming read (``spark.readStream``): ``scan.mode``, ``scan.snapshot-id``, ``scan.timestamp-millis`` /
+  ``scan.timestamp``,
   ``read.changelog`` (adds ``_row_kind``), ``changelog.normalize``, ``consumer-id``; see spark_glue.stream_read.
 - write: ``primary-key`` / ``partition`` / ``bucket`` and other Paimon table options create the table on the
-  first write if there is none at the path; ``commit.user``, ``commit.identifier`` (exactly-once retries), ``rowkind.column`` (input column of
+  first write if there is none at the path (and remove it again if that write fails); ``commit.user``, ``commit.identifier`` (exactly-once retries), ``rowkind.column`` (input column of
   +I/-U/+U/-D that is consumed, not stored), ``dynamic-partition-overwrite`` (default true; false = overwrite the
   whole table in ``mode("overwrite")``).
 """

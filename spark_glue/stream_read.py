@@ -6,20 +6,30 @@ be read"). A micro-batch from ``start`` to ``end`` delivers (the full rows of th
 the changes of snapshots start+1 .. end, as the engine's ``read_changes`` / ``stream`` define them. Spark keeps the
 offsets in the query's checkpoint, so a restarted query continues after the last delivered snapshot: nothing is
 lost, nothing repeated. A snapshot the query still needs that has expired fails the query (SnapshotNotFound)
-instead of skipping data.
+instead of skipping data; so does a rollback of the table below the query's offset (offsets carry their snapshot's
+commit time, so a snapshot rolled back and committed anew under the same id is recognised).
 
-Options (case-insensitive): ``scan.mode`` = latest-full (default) | latest | from-snapshot | from-snapshot-full |
-from-timestamp | compacted-full, with ``scan.snapshot-id`` (id or tag name) / ``scan.timestamp-millis``;
+Options (case-insensitive): ``scan.mode`` = latest-full | latest | from-snapshot | from-snapshot-full |
+from-timestamp | compacted-full, with ``scan.snapshot-id`` (id or tag name) / ``scan.timestamp-millis``; without a
+mode (or ``default``) it is, as Paimon's, from-timestamp when ``scan.timestamp-millis`` or ``scan.timestamp`` (a
+date-time, in option ``timeZone`` when it has no offset; ignored when the millis are given) is, from-snapshot when
+``scan.snapshot-id`` is, else latest-full (``full`` is latest-full too);
 ``read.changelog`` = true adds the ``_row_kind`` column (+I/-U/+U/-D; as Paimon's Spark connector, without it
 the rows of every kind come without their kind); ``changelog.normalize`` = true (changelog-producer none: look
 keys up before/after each snapshot, ``read_changes(normalize=True)``); ``consumer-id`` saves progress in the
 table's consumer files whenever Spark commits a batch's offsets (Spark does so when it starts the next batch, so
 the consumer trails the query by one batch): expiration keeps every snapshot not yet committed, and a new query
 with the same id and no checkpoint starts at the consumer's next snapshot (it may re-read the last batch of the
-old query; the checkpoint, not the consumer, is what makes a restarted query exactly-once); ``read.stream.max-snapshots-per-trigger`` caps snapshots per batch.
+old query; the checkpoint, not the consumer, is what makes a restarted query exactly-once;
+``consumer.ignore-progress``, as a read or table option, starts a new query from its scan mode instead);
+``read.stream.max-snapshots-per-trigger`` caps snapshots per batch (Paimon's ``read.stream.maxFilesPerTrigger`` /
+``maxBytesPerTrigger`` / ``maxRowsPerTrigger`` / ``minRowsPerTrigger`` / ``maxTriggerDelayMs`` are refused with
+InvalidOption, not ignored).
 ``streaming-read-overwrite`` (primary-key tables) / ``streaming-read-append-overwrite`` (append tables), as a
 table option or a read option, makes OVERWRITE snapshots deliver their replaced rows (-D) and new rows (+I)
 instead of nothing (engine.changelog.overwrite).
+``scan.mode`` = from-snapshot-full on a table without snapshots waits for the first commit (as the engine's stream
+does; its initial offset is ``{"snapshot": 0, "pending_full": id}``).
 ``Trigger.AvailableNow`` reads up to the snapshot that was latest when the query started.
 Schema: a query reads every micro-batch through the table schema matching its DataFrame's columns when it started
 (files written after an ALTER TABLE by field id), as Paimon's stream keeps the table object it was created from; a
@@ -35,15 +45,21 @@ from engine.changelog.files import ROW_KIND_COLUMN
 from engine.errors import InvalidOption, SnapshotNotFound
 from engine.options import parse_bool
 from spark_glue.reading import to_spark_type
-from spark_glue.tables import arrow_of_spark, lower_options, open_table
+from spark_glue.tables import arrow_of_spark, lower_options, open_table, time_zone, timestamp_millis
 
 SCAN_MODE = "scan.mode"
 SNAPSHOT_ID = "scan.snapshot-id"
 TIMESTAMP_MILLIS = "scan.timestamp-millis"
+TIMESTAMP = "scan.timestamp"  # a date-time (or epoch ms), read when scan.timestamp-millis is not given, as Paimon's
+TAG_NAME = "scan.tag-name"
 READ_CHANGELOG = "read.changelog"
 NORMALIZE = "changelog.normalize"
 CONSUMER_ID = "consumer-id"
 MAX_SNAPSHOTS = "read.stream.max-snapshots-per-trigger"
+# Paimon's Spark rate limits (SparkConnectorOptions), which split a snapshot's files over micro-batches: not
+# implemented here (a batch holds whole snapshots), so they are refused rather than ignored
+PAIMON_RATE_LIMITS = ("read.stream.maxfilespertrigger", "read.stream.maxbytespertrigger",
+                      "read.stream.maxrowspertrigger", "read.stream.minrowspertrigger", "read.stream.maxtriggerdelayms")
 STREAM_MODES = ("latest-full", "latest", "from-snapshot", "from-snapshot-full", "from-timestamp", "compacted-full")
 
 
@@ -65,8 +81,42 @@ class SnapshotChanges(InputPartition):
         self.schema_id = schema_id
 
 
-def offset(snapshot: int, full: bool = False) -> dict:
-    return {"snapshot": int(snapshot), "full": True} if full else {"snapshot": int(snapshot)}
+def offset(snapshot: int, full: bool = False, table=None) -> dict:
+    """The offset at ``snapshot``; with ``table``, stamped with that snapshot's commit time (when it exists), by
+    which a later batch recognises a snapshot rolled back and committed anew under the same id."""
+    out = {"snapshot": int(snapshot), "full": True} if full else {"snapshot": int(snapshot)}
+    sm = table.snapshot_manager if table is not None else None
+    if sm is not None and snapshot > 0 and sm.exists(snapshot):
+        try:
+            out["time"] = sm.snapshot(snapshot).time_millis
+        except SnapshotNotFound:  # expired since exists(): nothing to recognise it by
+            pass
+    return out
+
+
+def check_position(table, start: dict) -> None:
+    """Raise SnapshotNotFound when the table no longer holds the history the query delivered up to ``start``:
+    its latest snapshot is older than ``start`` (a rollback below the checkpoint: the query would wait, then skip
+    the snapshots committed anew under the ids it already read; the engine's stream and Paimon's
+    NextSnapshotFetcher refuse that too), or snapshot ``start`` has another commit time than when it was read.
+    Checked for every new batch (latestOffset) and for every batch planned (partitions: a batch replayed from the
+    offset log after a restart, with its start and end)."""
+    s = int(start["snapshot"])
+    sm = table.snapshot_manager
+    latest = sm.latest_id() or 0
+    if latest < s:
+        raise SnapshotNotFound(table.name, s, f"the query has read up to snapshot {s} but the latest is {latest} "
+                               "(was the table rolled back?); restart it without its checkpoint")
+    stamp = start.get("time")
+    if stamp is None or not sm.exists(s):
+        return
+    try:
+        now = sm.snapshot(s).time_millis
+    except SnapshotNotFound:  # expired since exists(): no rollback
+        return
+    if now != stamp:
+        raise SnapshotNotFound(table.name, s, "the snapshot the query read up to was replaced by another commit "
+                               "(the table was rolled back and written again); restart it without its checkpoint")
 
 
 class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -78,14 +128,21 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.path = self.options.get("path")
         table = open_table(self.path)
         self.table_name = table.name
-        self.mode = self.options.get(SCAN_MODE, "latest-full")
-        if self.mode == "default":
-            self.mode = "latest-full"
+        self.mode = _startup_mode(self.options)
         if self.mode not in STREAM_MODES:
             raise InvalidOption(SCAN_MODE, self.mode, f"streaming reads support {', '.join(STREAM_MODES)}",
                                 table=table.name)
         self.normalize = parse_bool(self.options.get(NORMALIZE, "false"))
         self.consumer_id = self.options.get(CONSUMER_ID)
+        if TAG_NAME in self.options:  # Paimon: "Cannot scan from tag in streaming mode"; ignoring it would read
+            # latest-full
+            raise InvalidOption(TAG_NAME, self.options[TAG_NAME], "a streaming read cannot start from a tag (as in "
+                                f"Paimon); start at its snapshot with {SCAN_MODE}=from-snapshot and {SNAPSHOT_ID}=<tag name>",
+                                table=table.name)
+        for key in PAIMON_RATE_LIMITS:
+            if key in self.options:
+                raise InvalidOption(key, self.options[key], f"not supported by lakemerge's streaming source (a "
+                                    f"micro-batch holds whole snapshots); use {MAX_SNAPSHOTS}", table=table.name)
         limit = self.options.get(MAX_SNAPSHOTS)
         try:
             self.max_snapshots = None if limit is None else int(limit)
@@ -102,39 +159,61 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # --- driver side ------------------------------------------------------------------------------------
     def initialOffset(self) -> dict:
         from engine.changelog.consumers import ConsumerManager
-        from engine.changelog.streaming import _start
+        from engine.changelog.streaming import PendingFull, _start
         table = open_table(self.path)
-        if self.consumer_id:
+        if self.consumer_id and not self._ignore_progress(table):
             saved = ConsumerManager(table).next_snapshot(self.consumer_id)
             if saved is not None:
-                return offset(saved - 1)
+                return offset(saved - 1, table=table)
         sid = self.options.get(SNAPSHOT_ID)
         if sid is not None and sid.lstrip("-").isdigit():
             sid = int(sid)
         ts = self.options.get(TIMESTAMP_MILLIS)
+        if ts is None and self.options.get(TIMESTAMP) is not None:
+            ts = timestamp_millis(TIMESTAMP, self.options[TIMESTAMP], time_zone(self.options), table.name)
         next_id, full = _start(table, self.mode, sid, None if ts is None else int(ts))
-        return offset(full.id, True) if full is not None else offset(next_id - 1)
+        if isinstance(full, PendingFull):  # no snapshot yet: latestOffset resolves it once there is one
+            return {"snapshot": 0, "pending_full": full.snapshot_id}
+        return offset(full.id, True, table) if full is not None else offset(next_id - 1, table=table)
+
+    def _ignore_progress(self, table) -> bool:
+        """``consumer.ignore-progress``, as a read option or else the table's (Paimon's dynamic options)."""
+        from engine.options import CONSUMER_IGNORE_PROGRESS
+        raw = self.options.get(CONSUMER_IGNORE_PROGRESS)
+        return parse_bool(raw) if raw is not None else bool(table.schema.table_options.get(CONSUMER_IGNORE_PROGRESS))
 
     def prepareForTriggerAvailableNow(self) -> None:
         self.target = open_table(self.path).snapshot_manager.latest_id() or 0
 
     def latestOffset(self, start: dict, limit=None) -> dict:
         s = int(start["snapshot"])
-        latest = open_table(self.path).snapshot_manager.latest_id() or 0
+        table = open_table(self.path)
+        check_position(table, start)
+        latest = table.snapshot_manager.latest_id() or 0
         if self.target is not None:
             latest = min(latest, self.target)
+        if "pending_full" in start:  # from-snapshot-full started on an empty table (engine PendingFull)
+            from engine.changelog.streaming import PendingFull
+            snap = PendingFull(int(start["pending_full"])).resolve(table) if latest else None
+            # an empty batch moves the query to "snapshot snap in full is still to be read"
+            return start if snap is None else offset(snap.id, True, table)
         end = max(s, latest)
         if self.max_snapshots is not None:
             end = min(end, s + self.max_snapshots)
         if end == s and not start.get("full"):
             return start
-        return offset(end)
+        return offset(end, table=table)
 
     def partitions(self, start: dict, end: dict):
         from engine.changelog.retention import earliest_change_id
         table = open_table(self.path).through_schema(self.schema_id)
         s, e = int(start["snapshot"]), int(end["snapshot"])
+        # a batch replayed from the offset log on restart comes here without latestOffset: check it too
+        check_position(table, start)
+        check_position(table, end)
         parts: list[InputPartition] = []
+        if "pending_full" in start:  # the batch that resolved a pending full start delivers nothing
+            return [SnapshotChanges(-1, self.schema_id)]
         if start.get("full"):
             snap = table.snapshot(s)
             parts += [FullSplit(s, split, self.schema_id) for split in table.scan().plan(snap)]
@@ -146,9 +225,10 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return parts or [SnapshotChanges(-1, self.schema_id)]
 
     def commit(self, end: dict) -> None:
-        if self.consumer_id:
+        if self.consumer_id and "pending_full" not in end:
             from engine.changelog.consumers import ConsumerManager
-            ConsumerManager(open_table(self.path)).record(self.consumer_id, int(end["snapshot"]) + 1)
+            s = int(end["snapshot"])  # a full end: snapshot s in full is still to be read, so s on is needed
+            ConsumerManager(open_table(self.path)).record(self.consumer_id, s if end.get("full") else s + 1)
 
     # --- executor side ----------------------------------------------------------------------------------
     def read(self, partition):
@@ -172,6 +252,13 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         names = target.names
         out = pa.Table.from_arrays([to_spark_type(rows.column(n), target.field(n).type) for n in names], schema=target)
         return iter(out.to_batches(max_chunksize=64 * 1024))
+
+
+def _startup_mode(options: dict[str, str]) -> str:
+    """The scan mode of ``options`` (engine.changelog.streaming.startup_mode: Paimon's CoreOptions.startupMode)."""
+    from engine.changelog.streaming import startup_mode
+    return startup_mode(options.get(SCAN_MODE), snapshot_id=options.get(SNAPSHOT_ID),
+                        timestamp_millis=options.get(TIMESTAMP_MILLIS) or options.get(TIMESTAMP))
 
 
 def _stream_schema_id(table, columns: list[str]) -> int:

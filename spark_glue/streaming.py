@@ -6,7 +6,9 @@ Two equivalent ways:
   derived from the checkpoint location (or option ``commit.user``).
 - ``df.writeStream.foreachBatch(stream_batch_writer(path, commit_user)).start()``: the same through
   ``write_table`` (one task per bucket), for pipelines that already use foreachBatch.
-A micro-batch replayed after a failure (same batch id, same commit user) is detected and not applied again.
+A micro-batch replayed after a failure (same batch id, same commit user) is detected and not applied again; a batch
+id below the commit user's newest committed one (a query restarted without its checkpoint under the same user) is
+refused with InvalidInput rather than skipped.
 """
 from __future__ import annotations
 

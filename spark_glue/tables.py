@@ -19,6 +19,7 @@ from engine.errors import (
     InvalidInput,
     InvalidOption,
     SnapshotNotFound,
+    TableAlreadyExists,
     TableNotFound,
     TagNotFound,
     UnsupportedFeature,
@@ -111,14 +112,17 @@ PARTITION = "partition"
 
 
 def open_or_create_table(path: str | None, options: Mapping[str, str], spark_schema_, *,
-                         drop_columns=()) -> Table:
-    """The table at ``path``; if there is none and ``primary-key`` is given (Paimon's table options
-    ``primary-key``, ``partition``, ``bucket``, ...), create it from the Spark schema first, as a first
-    DataFrame write into a new Paimon table does. The path must look like ``<warehouse>/<db>.db/<table>``.
-    Raises TableNotFound (no table, no primary-key option), InvalidSchema / InvalidOption for a bad definition,
-    InvalidInput (nothing created) for a dynamic-bucket definition (no option ``bucket``), which Spark cannot write."""
+                         drop_columns=()) -> tuple[Table, tuple[str, ...]]:
+    """(the table at ``path``, the directories this call created: the table's root, then its database's if that
+    was created too; empty when the table existed). If there is no table and ``primary-key`` is given (Paimon's
+    table options ``primary-key``, ``partition``, ``bucket``, ...), it is created from the Spark schema first: a
+    lakemerge extension (Paimon's SparkSource only writes a path that holds a table). A write that fails after
+    creating the table removes it with ``remove_created_table``. The path must look like
+    ``<warehouse>/<db>.db/<table>``. Raises TableNotFound (no table, no primary-key option), InvalidSchema /
+    InvalidOption for a bad definition, InvalidInput (nothing created) for a dynamic-bucket definition (no option
+    ``bucket``), which Spark cannot write."""
     try:
-        return open_table(path)
+        return open_table(path), ()
     except TableNotFound:
         opts = lower_options(options)
         if split_branch(str(path))[1] is not None:
@@ -135,7 +139,6 @@ def open_or_create_table(path: str | None, options: Mapping[str, str], spark_sch
     if not db.endswith(".db"):
         raise InvalidInput(f"cannot create a table at {root}: expected <warehouse>/<database>.db/<table>")
     cat = Catalog(warehouse)
-    cat.create_database(db[:-3], ignore_if_exists=True)
     arrow = arrow_of_spark(spark_schema_)
     arrow = pa.schema([f for f in arrow if f.name not in set(drop_columns)])
     unknown = set(TableOptions(opts).unknown_keys())
@@ -146,8 +149,77 @@ def open_or_create_table(path: str | None, options: Mapping[str, str], spark_sch
     if bucket < 1 and bucket != -2:  # dynamic bucket mode: Spark tasks cannot write it (writing.require_spark_writable)
         raise InvalidInput(f"cannot create primary-key table {db[:-3]}.{name} with bucket={bucket} on a Spark write: "
                            "Spark writes need a fixed bucket count; set option 'bucket' (> 0, or -2 for postpone)")
-    return cat.create_table(f"{db[:-3]}.{name}", arrow, split(opts[PRIMARY_KEY]), split(opts.get(PARTITION, "")),
-                            table_opts, ignore_if_exists=True)
+    # what this call creates: the table directory (only its schema directory if the directory was there), the db's
+    created = [root if not os.path.exists(root) else os.path.join(root, "schema")]
+    created += [] if os.path.isdir(db_dir) else [db_dir]
+    cat.create_database(db[:-3], ignore_if_exists=True)
+    try:
+        table = cat.create_table(f"{db[:-3]}.{name}", arrow, split(opts[PRIMARY_KEY]),
+                                 split(opts.get(PARTITION, "")), table_opts)
+    except TableAlreadyExists:  # a concurrent first write created it: not ours to remove
+        return open_table(path), ()
+    except BaseException:  # nothing was written: remove only the directories that are still empty (another
+        for directory in created:  # first write may have created the table in them meanwhile)
+            _rmdir(directory)
+        raise
+    return table, tuple(created)
+
+
+def remove_created_table(created) -> None:
+    """Undo ``open_or_create_table`` after a failed first write (its data files already deleted by the job): delete
+    the table directory it created (or the schema directory it wrote into a directory that was there), then the
+    database directory it created if that is empty. The table stays as it is when it holds any file but the
+    ``schema-0`` this write created: another job's snapshot, tag, branch, schema change or data files not yet
+    committed (a job that found the table there), or leftovers it cannot tell from those. Empty directories go
+    first and the schema last, each with ``rmdir`` (which fails on a directory something was written into
+    meanwhile), so a concurrent job that writes a file during the removal keeps its table; only one that starts
+    writing in the instant between the last check and the schema's deletion is not seen. A directory already gone
+    is fine; nothing here raises for a directory that cannot be removed."""
+    for directory in created:
+        if not os.path.isdir(directory):
+            continue
+        if directory.rstrip("/").endswith(".db"):
+            _rmdir(directory)
+            continue
+        ours = os.path.basename(directory) != "schema"  # the whole table directory is this write's
+        root = directory if ours else os.path.dirname(directory)
+        schema_dir = os.path.join(root, "schema")
+        own = os.path.join(schema_dir, "schema-0")
+        subdirs = []
+        for parent, dirs, files in os.walk(root):
+            if any(os.path.join(parent, f) != own for f in files):
+                return  # not only this write's schema: another job's (or unknown) files, keep the table
+            subdirs += [os.path.join(parent, d) for d in dirs if os.path.join(parent, d) != schema_dir]
+        for d in sorted(subdirs, key=len, reverse=True) if ours else ():  # the deepest first
+            if not _rmdir(d):
+                return  # written into meanwhile
+        if any(f != "schema-0" for f in _names(schema_dir)) or (ours and _names(root) != ["schema"]):
+            return  # written into meanwhile
+        try:
+            os.unlink(own)
+        except FileNotFoundError:
+            pass
+        _rmdir(schema_dir)
+        if ours:
+            _rmdir(root)
+
+
+def _names(directory: str) -> list[str]:
+    try:
+        return os.listdir(directory)
+    except FileNotFoundError:
+        return []
+
+
+def _rmdir(directory: str) -> bool:
+    """Remove ``directory`` if it is empty; True when it is gone."""
+    try:
+        os.rmdir(directory)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return True
 
 
 def lower_options(options: Mapping[str, str]) -> dict[str, str]:
@@ -363,6 +435,60 @@ def session_time_stamps(rows: pa.Table, target: pa.Schema, zone: str | None) -> 
             chunks = [_in_zone(c, want, zone) for c in col.chunks]
             rows = rows.set_column(i, name, pa.chunked_array(chunks))
     return rows
+
+
+def spark_decimals(rows: pa.Table, target: pa.Schema, table: str) -> pa.Table:
+    """``rows`` whose top-level decimal and floating-point columns written into a DECIMAL column of ``target`` are
+    rounded to its scale as Spark's store assignment casts them (Decimal.changePrecision with ROUND_HALF_UP: ties
+    away from zero; a double by its shortest decimal form, as BigDecimal(double) reads it), instead of the writer's
+    safe cast refusing any lost digit. A value still too wide for the precision is left for the writer to refuse
+    (as Spark's ANSI cast does); NaN and infinities raise InvalidInput naming the column. Nested values are left
+    to the writer's safe cast."""
+    for i, name in enumerate(rows.column_names):
+        if name not in target.names or not pa.types.is_decimal(target.field(name).type):
+            continue
+        col, want = rows.column(i), target.field(name).type
+        if pa.types.is_decimal(col.type) and col.type.scale > want.scale:
+            col = _round_decimals(col, want.scale, table, name)
+        elif pa.types.is_floating(col.type):
+            col = _floats_to_decimal(col, want.scale, table, name)
+        else:
+            continue
+        rows = rows.set_column(i, name, col)
+    return rows
+
+
+def _round_decimals(col, scale: int, table: str, name: str):
+    """Decimals rounded HALF_UP to ``scale`` (spark_decimals), one digit wider first so that a carry (9.999 ->
+    10.00) fits; raises InvalidInput naming the column when even 38 digits cannot hold it."""
+    wider = pa.decimal128(min(col.type.precision + 1, 38), col.type.scale)
+    try:
+        return pc.round(col.cast(wider), ndigits=scale, round_mode="half_towards_infinity")
+    except pa.ArrowInvalid:
+        raise InvalidInput(f"column {name!r}: a value rounded to scale {scale} does not fit a decimal",
+                           table=table, column=name) from None
+
+
+def _floats_to_decimal(col, scale: int, table: str, name: str) -> pa.Array:
+    """Doubles as decimal(38, ``scale``) values rounded HALF_UP from their shortest decimal form (spark_decimals)."""
+    import decimal
+    quantum = decimal.Decimal(1).scaleb(-scale)
+    context = decimal.Context(prec=80, rounding=decimal.ROUND_HALF_UP)
+    out = []
+    for v in col.to_pylist():
+        if v is None:
+            out.append(None)
+            continue
+        d = decimal.Decimal(repr(float(v)))
+        if not d.is_finite():
+            raise InvalidInput(f"column {name!r}: {v} cannot be written into a DECIMAL column", table=table,
+                               column=name)
+        out.append(d.quantize(quantum, context=context))
+    try:
+        return pa.array(out, pa.decimal128(38, scale))
+    except (pa.ArrowInvalid, OverflowError):  # wider than any decimal: refused as the writer refuses an overflow
+        raise InvalidInput(f"column {name!r}: a value does not fit a decimal of scale {scale}", table=table,
+                           column=name) from None
 
 
 def _children(have: pa.DataType, want: pa.DataType) -> list[tuple[pa.DataType, pa.DataType]]:

@@ -10,8 +10,10 @@ Protocol (one write job = one snapshot):
   overwrite mode), then deletes every file carrying the job token that the snapshot does not list: the leftovers
   of failed or retried attempts (Spark drops their messages and may never tell ``abort()``). ``abort()`` deletes
   all files of the job. Files of other jobs are never touched (their names carry other tokens).
-- Exactly once: with ``commit.identifier`` (or a streaming batch id) a replay of an identifier that the commit
-  user already published is skipped and its files are deleted.
+- Exactly once: with ``commit.identifier`` (or a streaming batch id) a replay of the newest identifier that the
+  commit user published is skipped and its files are deleted; an identifier below the user's newest one raises
+  InvalidInput (its files deleted, nothing committed): Spark replays only its last batch, so it is new data
+  under a reused commit user (a query restarted without its checkpoint).
 - Input not placed by bucket (``df.write.format`` cannot repartition): tasks that share a bucket number their
   records on separate sequence lanes (``write_task``), and since their compactions of it would conflict, the
   driver drops them, commits the data, then compacts those buckets itself (``compact_dropped_buckets``). An
@@ -50,7 +52,15 @@ from engine.table import Table
 from engine.write.commit_message import CommitMessage
 from engine.write.table_write import TableWrite
 from spark_glue.job_files import remove_tagged_files, tag_files
-from spark_glue.tables import lower_options, open_or_create_table, open_table, session_time_stamps, time_zone
+from spark_glue.tables import (
+    lower_options,
+    open_or_create_table,
+    open_table,
+    remove_created_table,
+    session_time_stamps,
+    spark_decimals,
+    time_zone,
+)
 
 COMMIT_USER = "commit.user"
 COMMIT_IDENTIFIER = "commit.identifier"
@@ -76,18 +86,29 @@ class WriteJob:
     def __init__(self, options, overwrite: bool, *, streaming: bool = False, schema=None):
         opts = lower_options(options)
         self.path = opts.get("path")
+        self.created: tuple[str, ...] = ()  # directories this job's first write created (tables.open_or_create_table)
         if schema is None:
             table = open_table(self.path)
         else:
-            table = open_or_create_table(self.path, opts, schema, drop_columns=[opts.get(ROW_KIND_COLUMN)])
+            table, self.created = open_or_create_table(self.path, opts, schema,
+                                                       drop_columns=[opts.get(ROW_KIND_COLUMN)])
+        try:
+            self._plan(table, opts, overwrite, streaming, schema)
+        except BaseException:
+            remove_created_table(self.created)
+            raise
+
+    def _plan(self, table: Table, opts: dict, overwrite: bool, streaming: bool, schema) -> None:
         self.table_name = table.name
         require_spark_writable(table)
         self.postpone = postpone_write_mode(table)
         self.bucket_counts: dict[bytes, int] | None = None
         self.renames: dict[str, str] = {}
         self.absent: list[str] = []
+        self.input_schema = schema  # resolved again by the tasks, which know spark.sql.caseSensitive
         if schema is not None:
-            self.renames, self.absent = check_input_schema(table, schema, opts.get(ROW_KIND_COLUMN))
+            self.renames, self.absent = check_input_schema(table, schema, opts.get(ROW_KIND_COLUMN),
+                                                           case_sensitive=None)
         self.base_id = table.latest_snapshot_id()
         self.token = uuid.uuid4().hex[:16]
         self.streaming = streaming
@@ -135,6 +156,11 @@ class WriteJob:
                 raise InvalidInput("streaming write task without a micro-batch id", table=self.table_name)
         tag = self.tag_for(batch_id)
         table = tag_files(open_table(self.path), tag)
+        renames, absent = self.renames, self.absent
+        if self.input_schema is not None:  # now with the query's spark.sql.caseSensitive
+            from spark_glue.columns import task_case_sensitive
+            renames, absent = check_input_schema(table, self.input_schema, self.kind_column,
+                                                 case_sensitive=bool(task_case_sensitive()))
         schema = table.schema
         identifier = BATCH_COMMIT_IDENTIFIER if self.identifier is None else self.identifier
         lane = (0, 1) if placed_by_bucket else (TaskContext.get().partitionId() % SEQUENCE_LANES, SEQUENCE_LANES)
@@ -166,8 +192,9 @@ class WriteJob:
                 rows = pa.Table.from_batches([batch])
                 if rows.num_rows == 0:
                     continue
-                rows = by_table_names(rows, self.renames, self.absent, table.arrow_schema)
+                rows = by_table_names(rows, renames, absent, table.arrow_schema)
                 rows = session_time_stamps(rows, table.arrow_schema, zone)
+                rows = spark_decimals(rows, table.arrow_schema, table.name)
                 if self.kind_column:
                     if self.kind_column not in rows.column_names:
                         raise InvalidInput(f"row-kind column {self.kind_column!r} is not in the input",
@@ -198,6 +225,13 @@ class WriteJob:
             done = committed_snapshot(table, self.commit_user, ident)
             if done is not None:  # a replayed batch: already applied once
                 remove_tagged_files(table, tag, keep=set())
+                newest = table.snapshot(done).commit_identifier
+                if newest > ident:  # Spark replays only its last batch: an older id is new data under a reused user
+                    raise InvalidInput(
+                        f"commit user {self.commit_user!r} already committed up to batch {newest}, so batch {ident} "
+                        f"is not the replay of a committed batch (only the newest batch {newest} can be): the query "
+                        "was restarted without its checkpoint, or another query uses the same commit user; give it "
+                        "its own 'commit.user' (or checkpointLocation). Nothing was written", table=self.table_name)
                 return done
         if self.postpone == STAGED:  # the staged partitions' messages are replaced by their rewrite's
             self.check_staged_apart(table, messages, tag)
@@ -256,7 +290,8 @@ class WriteJob:
     def abort_job(self, task_files, batch_id=None) -> None:
         """Delete every file of the job (of the micro-batch ``batch_id`` for a stream), unless its commit landed
         (Spark aborts after any error in commit, including an unknown commit outcome): then the files belong to
-        the table and nothing is deleted. Only snapshots newer than the job's base are read: the job's own commit
+        the table and nothing is deleted. A batch job that created the table (a first write) then removes it too
+        (tables.remove_created_table: not once another job has written into it). Only snapshots newer than the job's base are read: the job's own commit
         can only be one of them. A commit user reused by a concurrent job can make that job's snapshot look like
         this one's; the files then stay as orphans (``remove_orphan_files``), never as lost data."""
         table = open_table(self.path)
@@ -268,6 +303,8 @@ class WriteJob:
                         table.name, landed)
             return
         remove_tagged_files(table, self.task_tag(task_files, batch_id), keep=set())
+        if not self.streaming:  # a failed first write leaves no table (a stream's outlives a failed micro-batch)
+            remove_created_table(self.created)
 
     def task_tag(self, task_files, batch_id=None) -> str:
         """The file-name tag the tasks used. Spark may build the committing writer separately from the one it
@@ -312,30 +349,41 @@ def require_spark_writable(table: Table) -> None:
                            f"this table has bucket={nb}; write it with the engine (Table.write)", table=table.name)
 
 
-def check_input_schema(table: Table, spark_schema, kind_column: str | None = None
-                       ) -> tuple[dict[str, str], list[str]]:
-    """Resolve, on the driver and before any task runs, the input's columns against ``table``'s by name, as
-    Paimon's Spark writer does (PaimonOutputResolver with Spark's default case-insensitive resolver): returns
-    (input name -> table name, for the names that differ in case only; the nullable table columns the input
-    lacks, which are written as nulls). Refused with SchemaMismatch naming the column and the table: columns the
-    table lacks, two input columns naming one table column, a missing NOT NULL column, and text for a non-text
-    column (Spark's ANSI store assignment refuses string -> number, date, boolean; casting by value would pass on
-    '5' and fail later on 'abc'). Other types are cast safely by the writer."""
+def check_input_schema(table: Table, spark_schema, kind_column: str | None = None, *,
+                       case_sensitive: bool | None = False) -> tuple[dict[str, str], list[str]]:
+    """Resolve the input's columns against ``table``'s by name before any row is written, as Paimon's Spark writer
+    does (PaimonOutputResolver with Spark's resolver: case-insensitive unless ``case_sensitive``, the session's
+    ``spark.sql.caseSensitive``, see spark_glue.columns): returns (input name -> table name, for the names that
+    differ in case only; the nullable table columns the input lacks, which are written as nulls). ``case_sensitive``
+    None (the setting is unknown: a data source planner) accepts what either setting accepts; its tasks check again.
+    Refused with SchemaMismatch naming the column and the table: columns the table lacks, an ambiguous name (two
+    table columns, or two input columns, equal ignoring case while insensitive), two input columns naming one
+    table column, a missing NOT NULL column, and text for a non-text column (Spark's ANSI store assignment refuses
+    string -> number, date, boolean; casting by value would pass on '5' and fail later on 'abc'). Other types are
+    cast safely by the writer."""
+    if case_sensitive is None:
+        try:
+            return check_input_schema(table, spark_schema, kind_column, case_sensitive=False)
+        except SchemaMismatch as insensitive:
+            try:
+                return check_input_schema(table, spark_schema, kind_column, case_sensitive=True)
+            except SchemaMismatch:
+                raise insensitive from None
+    from spark_glue.columns import HINT, resolve
     from spark_glue.tables import arrow_of_spark
     given = arrow_of_spark(spark_schema)
     target = table.arrow_schema
     names = [n for n in given.names if n != kind_column]
-    by_lower: dict[str, list[str]] = {}
-    for t in target.names:
-        by_lower.setdefault(t.lower(), []).append(t)
     resolved = {}
     for c in names:
-        same = [c] if c in target.names else by_lower.get(c.lower(), [])
-        if len(same) == 1:
-            resolved[c] = same[0]
+        same = resolve(c, target.names, case_sensitive, table=table.name)
+        if same is not None:
+            resolved[c] = same
     extra = [c for c in names if c not in resolved]
     if extra:
-        raise SchemaMismatch(f"input has columns that are not in the table: {extra}", table=table.name,
+        hint = f" ({HINT})" if case_sensitive and any(c.lower() in {t.lower() for t in target.names}
+                                                      for c in extra) else ""
+        raise SchemaMismatch(f"input has columns that are not in the table: {extra}{hint}", table=table.name,
                              column=extra[0])
     seen: dict[str, str] = {}
     for c in names:  # the input's columns, an exact duplicate too

@@ -5,6 +5,7 @@ import pyarrow as pa
 import pytest
 
 from engine.errors import InvalidInput, InvalidOption, SnapshotNotFound
+from tests.conftest import expire_after_latest
 
 SCHEMA = pa.schema([pa.field("k", pa.int64(), False), pa.field("a", pa.int64()), pa.field("v", pa.string())])
 
@@ -152,6 +153,20 @@ def test_stream_modes(catalog):
     assert first.schema.metadata[b"lakemerge.snapshot_id"] == b"4"
 
 
+def test_default_mode_follows_the_start_arguments_as_paimon(catalog):
+    """Paimon's CoreOptions.startupMode: scan.mode default means from-timestamp with a timestamp, from-snapshot
+    with a snapshot id, incremental with a range, else latest-full; 'full' is latest-full."""
+    t = make(catalog, "t", "input")
+    for i in range(4):
+        t.write(rows((i, i, str(i))))
+    assert batches(t.stream(snapshot_id=3, idle_timeout=0)) == [[("+I", 2, 2, "2")], [("+I", 3, 3, "3")]]
+    assert batches(t.stream(timestamp_millis=t.snapshot(4).time_millis, idle_timeout=0)) == [[("+I", 3, 3, "3")]]
+    assert batches(t.stream(start=2, end=3)) == [[("+I", 2, 2, "2")]]
+    full = [[("+I", i, i, str(i)) for i in range(4)]]
+    for mode in ("default", "full", None):
+        assert [sorted(b) for b in batches(t.stream(mode, idle_timeout=0))] == full
+
+
 def test_from_snapshot_full_of_an_expired_snapshot_reads_the_earliest(catalog):
     t = make(catalog, "t", "input", **{"snapshot.num-retained.min": "2", "snapshot.num-retained.max": "2",
                                        "num-sorted-run.compaction-trigger": "100"})
@@ -162,6 +177,24 @@ def test_from_snapshot_full_of_an_expired_snapshot_reads_the_earliest(catalog):
     assert [sorted(got[0])] + got[1:] == [[("+I", i, i, str(i)) for i in range(4)], [("+I", 4, 4, "4")]]
     with pytest.raises(SnapshotNotFound):  # a snapshot not yet committed is still an error
         t.stream("from-snapshot-full", snapshot_id=9, idle_timeout=0)
+
+
+@pytest.mark.parametrize("mode", ["latest-full", "latest", "compacted-full", "from-timestamp", "from-snapshot",
+                                  "from-snapshot-full"])
+def test_stream_started_on_an_empty_table_delivers_every_later_commit(catalog, mode):
+    """A pipeline started before the table's first commit: every mode waits for it, then delivers everything once.
+    from-snapshot-full too: Paimon's ContinuousFromSnapshotFullStartingScanner finds no snapshot and is asked again
+    at the next poll, then reads the earliest snapshot from the id on in full (here snapshot 1, then changes)."""
+    t = make(catalog, f"t_{mode.replace('-', '_')}", "lookup")
+    s = t.stream(mode, snapshot_id=1, timestamp_millis=0, consumer_id="job", idle_timeout=0)
+    assert t.consumers() == ({} if mode == "from-snapshot-full" else {"job": 1})
+    t.write(rows((1, 1, "a"), (2, 2, "b")))
+    t.write(rows((1, 1, "c")))
+    t.delete(pa.table({"k": [2]}))
+    got = batches(s)
+    assert got[0] == [("+I", 1, 1, "a"), ("+I", 2, 2, "b")]  # snapshot 1 as changelog, or in full
+    assert [r for b in got[1:] for r in b] == [("-U", 1, 1, "a"), ("+U", 1, 1, "c"), ("-D", 2, 2, "b")]
+    assert t.consumers() == {"job": t.latest_snapshot_id() + 1}
 
 
 def test_incremental_checks_its_range_before_the_first_batch(catalog):
@@ -498,3 +531,64 @@ def test_decoupled_changelog_has_no_gaps_for_snapshots_without_changelog(catalog
         [pa.Table.from_batches([b]) for b in t.stream("from-snapshot", snapshot_id=0, idle_timeout=0,
                                                       poll_interval=0)]))) == sorted(before)
     assert t.check().ok and t.remove_orphan_files(older_than=0, dry_run=True) == []
+
+
+@pytest.mark.parametrize("producer,extra", [
+    ("lookup", {}), ("lookup", {"changelog-producer.row-deduplicate": "true"}),
+    ("full-compaction", {"full-compaction.delta-commits": "3", "changelog-producer.row-deduplicate": "true"}),
+    ("input", {}),
+])
+def test_weeks_of_cdc_with_a_restarting_consumer_expiry_and_tags(catalog, producer, extra):
+    """A CDC pipeline over many commits: upserts (some unchanged), deletes, full compactions, daily tags, snapshot
+    expiry with small retention, and a consumer that stops after a few batches and restarts. Folding what it read
+    gives the table at every restart, each retract carries the value last emitted for its key (lookup /
+    full-compaction), and with row-deduplicate no -U/+U pair has equal values (Paimon's
+    LookupChangelogMergeFunctionWrapper / FullChangelogMergeFunctionWrapper)."""
+    import random
+    rnd = random.Random(7)
+    t = make(catalog, "t", producer, **{"snapshot.num-retained.min": "2", "snapshot.num-retained.max": "3",
+                                        "snapshot.time-retained": "0 ms", **extra})
+    t.reset_consumer("cdc", 1)  # the pipeline is set up before the first commit: expiry keeps what it needs
+    state: dict[int, tuple] = {}
+    retracts = producer != "input"  # input forwards the writer's rows: a delete of an absent key is forwarded too
+    read: list[tuple] = []
+    stream_checks = 0
+    for day in range(12):
+        for _ in range(rnd.randint(1, 3)):
+            keys = rnd.sample(range(12), 4)
+            upserts = [(k, rnd.randint(0, 2), "v") for k in keys[:3]]
+            t.write(rows(*upserts))
+            t.delete(pa.table({"k": [keys[3]]}))
+        if day % 3 == 2:
+            t.compact(full=True)
+        if day % 4 == 0:
+            t.create_tag(f"day{day}")
+        s = t.stream("from-snapshot", snapshot_id=1, consumer_id="cdc", idle_timeout=0)
+        for n, b in enumerate(s):
+            read.append(b)
+            if n == rnd.randint(0, 3):
+                s.close()  # the job stops midway; the next day it resumes from the consumer
+                break
+        for b in t.stream("from-snapshot", snapshot_id=1, consumer_id="cdc", idle_timeout=0):
+            read.append(b)
+        for b in read[stream_checks:]:
+            out = b.to_pylist()
+            for i, r in enumerate(out):
+                k, value = r["k"], (r["a"], r["v"])
+                if r["_row_kind"] in ("+I", "+U"):
+                    if retracts and r["_row_kind"] == "+U" and "changelog-producer.row-deduplicate" in extra:
+                        prev = out[i - 1]
+                        assert not (prev["_row_kind"] == "-U" and (prev["a"], prev["v"]) == value), r
+                    state[k] = value
+                else:
+                    old = state.pop(k, None)
+                    if retracts:
+                        assert old == value, (day, r, old)
+        stream_checks = len(read)
+        expected = {r["k"]: (r["a"], r["v"]) for r in t.read().to_pylist()}
+        assert t.consumers() == {"cdc": t.latest_snapshot_id() + 1}
+        expire_after_latest(t)
+        assert t.snapshot_manager.earliest_id() >= t.latest_snapshot_id() - 2  # the consumer holds nothing back
+        if producer == "full-compaction" and day % 3 != 2:
+            continue  # only a full compaction (every third day) brings the changelog up to the table
+        assert state == expected, day

@@ -5,11 +5,14 @@ names the snapshot it comes from. One batch per snapshot with changes (a full fi
 When no newer snapshot exists the generator sleeps ``poll_interval`` seconds and looks again; with
 ``idle_timeout`` it returns after being idle that long (``0``: as soon as it has caught up).
 
-Modes: ``latest-full`` (the latest snapshot in full, then changes), ``latest`` (changes after the latest),
-``from-snapshot`` (changes from ``snapshot_id`` inclusive, or from the earliest readable one), ``from-snapshot-full``
-(snapshot ``snapshot_id`` -- the earliest snapshot if it expired -- in full, then changes), ``from-timestamp``
-(changes of snapshots committed at or after ``timestamp_millis``), ``compacted-full`` (the latest COMPACT snapshot
-in full -- with full-compaction the latest full compaction -- then changes), ``incremental`` (changes in
+Modes (without one, or ``default``: derived from the start arguments given, as Paimon's CoreOptions.startupMode;
+``full`` is latest-full): ``latest-full`` (the latest snapshot in full, then changes), ``latest`` (changes after
+the latest), ``from-snapshot`` (changes from ``snapshot_id`` inclusive, or from the earliest readable one),
+``from-snapshot-full`` (snapshot ``snapshot_id`` -- the earliest snapshot if it expired -- in full, then changes;
+on a table without snapshots the stream waits for one, then reads the earliest snapshot from ``snapshot_id`` on in
+full), ``from-timestamp`` (changes of snapshots committed at or after ``timestamp_millis``), ``compacted-full``
+(the latest COMPACT snapshot in full -- with full-compaction the latest full compaction -- then changes),
+``incremental`` (changes in
 (start, end], snapshot ids or tag names; ends there. Between two tags of a primary-key table it is, as in Paimon,
 the difference of the two tagged states -- each changed key once, gone keys as -D -- unless
 ``incremental-between-tag-to-snapshot``).
@@ -166,8 +169,23 @@ def _first_not_before(table, timestamp_millis: int) -> int:
     return ids[lo] + 1
 
 
-def _start(table, mode: str, snapshot_id, timestamp_millis) -> tuple[int, Snapshot | None]:
-    """(first snapshot id to read changes of, snapshot to read in full first or None)."""
+@dataclasses.dataclass(frozen=True)
+class PendingFull:
+    """A ``from-snapshot-full`` start on a table without snapshots: once the table has one, snapshot
+    ``max(snapshot_id, earliest)`` is read in full, then the changes after it (Paimon's
+    ContinuousFromSnapshotFullStartingScanner finds no snapshot and is asked again at the next poll)."""
+    snapshot_id: int
+
+    def resolve(self, table) -> Snapshot | None:
+        """The snapshot to read in full, or None while the table has none. Raises SnapshotNotFound for an id past
+        the latest snapshot."""
+        earliest = table.snapshot_manager.earliest_id()
+        return None if earliest is None else table.snapshot_manager.snapshot(max(self.snapshot_id, earliest))
+
+
+def _start(table, mode: str, snapshot_id, timestamp_millis) -> tuple[int, Snapshot | PendingFull | None]:
+    """(first snapshot id to read changes of, snapshot to read in full first -- PendingFull on a table without
+    snapshots -- or None)."""
     sm = table.snapshot_manager
     latest = sm.latest()
     if mode in ("latest-full", "latest"):
@@ -183,6 +201,8 @@ def _start(table, mode: str, snapshot_id, timestamp_millis) -> tuple[int, Snapsh
         sid = _resolve(table, snapshot_id)
         if mode == "from-snapshot-full":
             earliest = sm.earliest_id()
+            if earliest is None and not isinstance(snapshot_id, str):
+                return sid + 1, PendingFull(sid)
             if earliest is not None and not isinstance(snapshot_id, str):
                 # an expired id reads the earliest snapshot (Paimon's ContinuousFromSnapshotFullStartingScanner)
                 sid = max(sid, earliest)
@@ -196,11 +216,28 @@ def _start(table, mode: str, snapshot_id, timestamp_millis) -> tuple[int, Snapsh
     raise InvalidInput(f"unknown scan mode {mode!r}; modes are {', '.join(MODES)}", table=table.name)
 
 
-def stream(table, mode: str = "latest-full", *, snapshot_id=None, timestamp_millis: int | None = None,
+def startup_mode(mode: str | None, *, snapshot_id=None, timestamp_millis=None, start=None, end=None) -> str:
+    """The scan mode a stream runs in: ``default`` (or None) is from-timestamp with ``timestamp_millis``,
+    from-snapshot with ``snapshot_id``, incremental with ``start``/``end``, else latest-full; ``full`` is
+    latest-full; any other value is returned as given (Paimon's CoreOptions.startupMode)."""
+    if mode == "full":
+        return "latest-full"
+    if mode not in (None, "default"):
+        return mode
+    if timestamp_millis is not None:
+        return "from-timestamp"
+    if snapshot_id is not None:
+        return "from-snapshot"
+    return "incremental" if start is not None or end is not None else "latest-full"
+
+
+def stream(table, mode: str | None = "default", *, snapshot_id=None, timestamp_millis: int | None = None,
            start=None, end=None, consumer_id: str | None = None, columns: Sequence[str] | None = None,
            poll_interval: float = 1.0, idle_timeout: float | None = None,
            normalize: bool = False) -> Iterator[pa.RecordBatch]:
-    """See the module docstring. Arguments are checked before the first batch is produced."""
+    """See the module docstring (``mode``: see ``startup_mode``). Arguments are checked before the first batch is
+    produced."""
+    mode = startup_mode(mode, snapshot_id=snapshot_id, timestamp_millis=timestamp_millis, start=start, end=end)
     if mode not in MODES:
         raise InvalidInput(f"unknown scan mode {mode!r}; modes are {', '.join(MODES)}", table=table.name)
     # the stream keeps the schema it started with (Paimon's stream reads through its table object's schema): an
@@ -331,6 +368,15 @@ def _follow(table, next_id: int, full: Snapshot | None, out_cols, consumers, con
             consumers.record(consumer_id, nxt)
             recorded[0] = time.monotonic()
 
+    idle_since = time.monotonic()
+    while isinstance(full, PendingFull):
+        resolved = full.resolve(table)
+        if resolved is not None:
+            full, next_id = resolved, resolved.id + 1
+            break
+        if idle_timeout is not None and time.monotonic() - idle_since >= idle_timeout:
+            return
+        time.sleep(poll_interval)
     if full is not None:
         rows = full_read(table, full, out_cols)
         if rows.num_rows:
@@ -366,4 +412,4 @@ def _follow(table, next_id: int, full: Snapshot | None, out_cols, consumers, con
         idle_since = time.monotonic()
 
 
-__all__ = ["MODES", "ROW_KIND_COLUMN", "SNAPSHOT_ID_KEY", "full_read", "full_read_split", "stream"]
+__all__ = ["MODES", "ROW_KIND_COLUMN", "SNAPSHOT_ID_KEY", "full_read", "full_read_split", "startup_mode", "stream"]

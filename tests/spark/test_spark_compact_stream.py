@@ -12,6 +12,7 @@ import spark_glue
 from engine import Catalog
 from engine.meta.snapshot import COMMIT_KIND_COMPACT
 from spark_glue.compaction import CompactionJob
+from tests.spark.stream_sink import run_available_now
 
 pytestmark = pytest.mark.spark
 
@@ -135,13 +136,6 @@ def test_retried_compaction_task_leaves_no_duplicates_or_orphans(spark, tmp_path
 
 
 # --- streaming reads ----------------------------------------------------------------------------------------
-def _stream_to_parquet(spark, root, out, ck, **options):
-    q = (spark_glue.read_stream(spark, root, **options).writeStream.format("parquet")
-         .option("checkpointLocation", ck).option("path", out).trigger(availableNow=True).start())
-    q.awaitTermination(120)
-    assert q.exception() is None
-
-
 def _changes(t, start, end=None):
     return _rows(t.read_changes(start, end), keys=("region", "id", "qty", "_row_kind"))
 
@@ -159,17 +153,17 @@ def test_stream_restart_from_checkpoint_delivers_every_change_once(spark, tmp_pa
     t = _table(tmp_path, options={"changelog-producer": producer})
     _fill(t, commits=2)
     out, ck = str(tmp_path / "out"), str(tmp_path / "ck")
-    _stream_to_parquet(spark, t.root, out, ck, **{"scan.mode": "from-snapshot", "scan.snapshot-id": 1})
+    run_available_now(spark, t.root, out, ck, **{"scan.mode": "from-snapshot", "scan.snapshot-id": 1})
     first = t.latest_snapshot_id()
     assert _parquet_rows(spark, out) == _changes(t, 0, first)
     t.write(pa.table({"region": ["eu", "us"], "id": [1, 100], "qty": pa.array([7, 7], pa.int32())}))
     t.delete(pa.table({"region": ["eu"], "id": [3]}))
     t.compact(full=True)  # a COMPACT snapshot (changes only with a compaction-time producer)
-    _stream_to_parquet(spark, t.root, out, ck, **{"scan.mode": "from-snapshot", "scan.snapshot-id": 1})
+    run_available_now(spark, t.root, out, ck, **{"scan.mode": "from-snapshot", "scan.snapshot-id": 1})
     assert _parquet_rows(spark, out) == _changes(t, 0)
     kinds = [r["_row_kind"] for r in _parquet_rows(spark, out)]
     assert "-D" in kinds  # the engine delete arrives as a delete
-    _stream_to_parquet(spark, t.root, out, ck)  # nothing new: nothing more
+    run_available_now(spark, t.root, out, ck)  # nothing new: nothing more
     assert _parquet_rows(spark, out) == _changes(t, 0)
 
 
@@ -178,7 +172,7 @@ def test_stream_latest_full_then_changes_and_consumer(spark, tmp_path):
     _fill(t, commits=2)
     full = _rows(t.read())
     out, ck = str(tmp_path / "out"), str(tmp_path / "ck")
-    _stream_to_parquet(spark, t.root, out, ck, **{"consumer-id": "spark-job"})
+    run_available_now(spark, t.root, out, ck, **{"consumer-id": "spark-job"})
     got = _parquet_rows(spark, out)
     assert {r["_row_kind"] for r in got} == {"+I"}
     assert [{k: r[k] for k in ("region", "id", "qty")} for r in got] == full
@@ -186,16 +180,16 @@ def test_stream_latest_full_then_changes_and_consumer(spark, tmp_path):
     # Spark commits a batch's source offsets when it starts the next batch: the consumer trails by one batch
     assert t.consumers() == {}
     t.write(pa.table({"region": ["eu"], "id": [500], "qty": pa.array([1], pa.int32())}))
-    _stream_to_parquet(spark, t.root, out, ck, **{"consumer-id": "spark-job"})
+    run_available_now(spark, t.root, out, ck, **{"consumer-id": "spark-job"})
     assert len(_parquet_rows(spark, out)) == len(full) + 1 and t.consumers() == {"spark-job": latest + 1}
     # a new query (no checkpoint) with the same consumer id starts at the consumer's next snapshot
     out2, ck2 = str(tmp_path / "out2"), str(tmp_path / "ck2")
     t.write(pa.table({"region": ["us"], "id": [501], "qty": pa.array([2], pa.int32())}))
-    _stream_to_parquet(spark, t.root, out2, ck2, **{"consumer-id": "spark-job"})
+    run_available_now(spark, t.root, out2, ck2, **{"consumer-id": "spark-job"})
     assert _parquet_rows(spark, out2) == [{"region": "eu", "id": 500, "qty": 1, "_row_kind": "+I"},
                                           {"region": "us", "id": 501, "qty": 2, "_row_kind": "+I"}]
     with pytest.raises(Exception, match="scan.mode"):
-        _stream_to_parquet(spark, t.root, str(tmp_path / "o3"), str(tmp_path / "c3"), **{"scan.mode": "nope"})
+        run_available_now(spark, t.root, str(tmp_path / "o3"), str(tmp_path / "c3"), **{"scan.mode": "nope"})
 
 
 # --- system tables ------------------------------------------------------------------------------------------

@@ -1,15 +1,13 @@
 """The Spark streaming source and OVERWRITE snapshots: ``streaming-read-overwrite`` as a table or read option."""
 from __future__ import annotations
 
-import glob
-import os
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
-import spark_glue
 from engine import Catalog
+from tests.spark.stream_sink import run_available_now as _run
+from tests.spark.stream_sink import sink_rows
 
 pytestmark = pytest.mark.spark
 
@@ -21,18 +19,8 @@ def _data(rows):
                      "v": [r[2] for r in rows]}, schema=SCHEMA)
 
 
-def _run(spark, root, out, ck, **options):
-    q = (spark_glue.read_stream(spark, root, **options).writeStream.format("parquet")
-         .option("checkpointLocation", ck).option("path", out).trigger(availableNow=True).start())
-    q.awaitTermination(120)
-    if q.exception() is not None:
-        raise RuntimeError(str(q.exception()))
-
-
 def _out(out):
-    files = glob.glob(os.path.join(out, "*.parquet"))
-    rows = pa.concat_tables([pq.ParquetFile(f).read() for f in files]).to_pylist() if files else []
-    return sorted((r["p"], r["k"], r["v"], r["_row_kind"]) for r in rows)
+    return sorted((r["p"], r["k"], r["v"], r["_row_kind"]) for r in sink_rows(out))
 
 
 def test_spark_stream_reads_overwrites_with_the_option_across_a_checkpoint_restart(spark, tmp_path):

@@ -3,6 +3,7 @@ writer, which receives Spark's cast rows) does."""
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import os
 
 import pyarrow as pa
@@ -161,3 +162,215 @@ def test_timestamp_partition_of_a_postpone_table_in_the_session_zone(spark, tmp_
     spark_glue.write_table(df, t.root)
     assert sorted((r["k"], r["p"], r["v"]) for r in t.read().to_pylist()) == [
         (1, dt.datetime(2024, 1, 1, 10), "a"), (2, dt.datetime(2024, 1, 1, 10), "b")]
+
+
+def test_failed_first_write_leaves_no_table_and_an_existing_table_untouched(spark, tmp_path):
+    """A first write that creates the table (option ``primary-key``, a lakemerge extension: Paimon's SparkSource
+    only writes a path holding a table, FileStoreTableFactory throws 'Schema file not found') and then fails in a
+    writer task (a null primary key) removes the table it created, and the database directory it created: no
+    schema, no files. Before, an empty table was left behind, whose schema later writes would silently take. A table
+    that existed before the failed write, even one without any snapshot, is left as it was."""
+    spark_glue.register(spark)
+    wh = tmp_path / "wh"
+    bad = spark.createDataFrame([(1, "a"), (None, "b")], "k long, v string")
+    options = {"primary-key": "k", "bucket": "2"}
+    writes = {"data source": lambda df, p: df.write.format("lakemerge").options(**options).mode("append").save(p),
+              "write_table": lambda df, p: spark_glue.write_table(df, p, **options)}
+    for name, write in writes.items():
+        path = str(wh / f"{name.replace(' ', '_')}.db" / "events")
+        with pytest.raises(Exception, match="null"):
+            write(bad, path)
+        assert not os.path.exists(path), name
+        assert not os.path.exists(os.path.dirname(path)), name  # the database it created too
+        # an existing empty table (created by the engine, no snapshot) keeps its schema, and no file is added
+        cat = Catalog(str(wh))
+        cat.create_database("kept", ignore_if_exists=True)
+        t = cat.create_table(f"kept.{name.replace(' ', '_')}", pa.schema(
+            [pa.field("k", pa.int64(), nullable=False), ("v", pa.string())]), ["k"], None, {"bucket": "2"})
+        before = sorted(os.path.relpath(os.path.join(d, f), t.root) for d, _, fs in os.walk(t.root) for f in fs)
+        with pytest.raises(Exception, match="null"):
+            write(bad, t.root)
+        after = sorted(os.path.relpath(os.path.join(d, f), t.root) for d, _, fs in os.walk(t.root) for f in fs)
+        assert after == before and cat.get_table(t.name).latest_snapshot_id() is None, name
+        # and a good first write still creates and fills the table
+        write(spark.createDataFrame([(1, "a")], "k long, v string"), path)
+        assert Catalog(str(wh)).get_table(f"{name.replace(' ', '_')}.events").read().to_pylist() == [
+            {"k": 1, "v": "a"}]
+
+
+@pytest.fixture
+def case_sensitive(spark):
+    """``spark.sql.caseSensitive=true`` for one test (restored after it)."""
+    before = spark.conf.get("spark.sql.caseSensitive", "false")
+    spark.conf.set("spark.sql.caseSensitive", "true")
+    yield
+    spark.conf.set("spark.sql.caseSensitive", before)
+
+
+def _writes(spark):
+    return {"data source": lambda df, p: df.write.format("lakemerge").mode("append").save(p),
+            "write_table": lambda df, p: spark_glue.write_table(df, p)}
+
+
+def _kv_table(tmp_path, name="t", extra=()):
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db", ignore_if_exists=True)
+    schema = pa.schema([pa.field("k", pa.int64(), nullable=False), ("v", pa.string()), *extra])
+    return cat.create_table(f"db.{name}", schema, ["k"], None, {"bucket": "2"})
+
+
+def test_case_sensitive_session_matches_write_columns_exactly(spark, tmp_path, case_sensitive):
+    """With ``spark.sql.caseSensitive=true`` Spark's resolver (and so Paimon's Spark writer) matches names exactly:
+    a write of ``K`` into column ``k`` is refused with an error naming the table and the column, nothing written,
+    and the same for merge_into's source / 'on' columns and update_where's assignments. Before, names were matched
+    ignoring case whatever the session said."""
+    spark_glue.register(spark)
+    t = _kv_table(tmp_path)
+    for name, write in _writes(spark).items():
+        with pytest.raises(Exception, match=r"db\.t.*'K'|'K'.*db\.t|caseSensitive") as err:
+            write(spark.createDataFrame([(1, "a")], "K long, v string"), t.root)
+        assert "K" in str(err.value) and "db.t" in str(err.value), name
+        assert t.latest_snapshot_id() is None, name
+    _writes(spark)["data source"](spark.createDataFrame([(1, "a")], "k long, v string"), t.root)
+    spark_glue.write_table(spark.createDataFrame([(2, "b")], "k long, v string"), t.root)
+    latest = t.latest_snapshot_id()
+    with pytest.raises(Exception, match=r"db\.t.*'on' columns \['k'\] must be columns of both"):
+        spark_glue.merge_into(spark, t.root, spark.createDataFrame([(1, "x")], "K long, v string"), on="k")
+    with pytest.raises(Exception, match="'V'"):
+        spark_glue.update_where(spark, t.root, {"V": "'x'"}, "k = 1")
+    assert t.latest_snapshot_id() == latest
+    assert sorted(t.read().to_pylist(), key=lambda r: r["k"]) == [{"k": 1, "v": "a"}, {"k": 2, "v": "b"}]
+
+
+def test_case_insensitive_session_resolves_merge_and_update_names_and_refuses_ambiguous_ones(spark, tmp_path):
+    """With Spark's default ``spark.sql.caseSensitive=false``, merge_into's source and 'on' columns and update_where's
+    assignments resolve to the table's columns ignoring case, as Spark's resolver would (before: merge_into refused
+    'on' column ``K`` and update_where refused ``V`` as unknown). A name that is ambiguous ignoring case (a table with
+    columns ``v`` and ``V``, or input columns ``x`` and ``X``) is refused clearly, naming the table and the column,
+    and under ``spark.sql.caseSensitive=true`` the same write resolves exactly."""
+    spark_glue.register(spark)
+    assert spark.conf.get("spark.sql.caseSensitive", "false") == "false"
+    t = _kv_table(tmp_path)
+    spark_glue.write_table(spark.createDataFrame([(1, "a"), (2, "b")], "k long, v string"), t.root)
+    spark_glue.merge_into(spark, t.root, spark.createDataFrame([(1, "x"), (3, "c")], "K long, V string"), on="K")
+    spark_glue.update_where(spark, t.root, {"V": "upper(v)"}, "k = 2")
+    assert sorted(t.read().to_pylist(), key=lambda r: r["k"]) == [
+        {"k": 1, "v": "x"}, {"k": 2, "v": "B"}, {"k": 3, "v": "c"}]
+    twin = _kv_table(tmp_path, "twin", extra=[("V", pa.string())])
+    df = spark.createDataFrame([(1, "a", "b")], "k long, v string, V string")
+    for name, write in _writes(spark).items():
+        with pytest.raises(Exception, match=r"ambiguous") as err:
+            write(spark.createDataFrame([(1, "a")], "k long, v string"), twin.root)
+        assert "db.twin" in str(err.value) and "'v'" in str(err.value), name
+    with pytest.raises(Exception, match="ambiguous"):
+        spark_glue.merge_into(spark, t.root, df, on="k")
+    assert twin.latest_snapshot_id() is None
+    before = spark.conf.get("spark.sql.caseSensitive", "false")
+    spark.conf.set("spark.sql.caseSensitive", "true")
+    try:
+        for write in _writes(spark).values():
+            write(df, twin.root)
+    finally:
+        spark.conf.set("spark.sql.caseSensitive", before)
+    assert twin.read().to_pylist() == [{"k": 1, "v": "a", "V": "b"}]
+
+
+def test_decimals_are_rounded_to_the_table_scale_as_spark_casts_them(spark, tmp_path):
+    """A decimal with more fraction digits than the table's DECIMAL column (``price * qty`` has a wider scale) and a
+    double are rounded as Spark's store assignment casts them (ROUND_HALF_UP, a double by its decimal form), the
+    value Paimon's Spark writer receives; Spark's own CAST is the oracle. A value too wide for the precision is still
+    refused naming the column. Before, any lost digit was refused ('Rescaling Decimal128 value would cause data
+    loss') on DataFrame writes, while SQL INSERT INTO a view (cast by Spark) rounded."""
+    spark_glue.register(spark)
+    t = _kv_table(tmp_path, "dec", extra=[("amt", pa.decimal128(10, 2)), ("f", pa.decimal128(10, 2))])
+    df = spark.sql("SELECT id AS k, CAST(id AS STRING) AS v, amt, f FROM VALUES "
+                   "(1L, CAST(1.505 AS DECIMAL(6,3)), 5.125D), (2L, CAST(-2.345 AS DECIMAL(6,3)), 1.005D), "
+                   "(3L, CAST(0.004 AS DECIMAL(6,3)), -0.125D), (4L, NULL, NULL) AS x(id, amt, f)")
+    spark_glue.write_table(df.where("k <= 2"), t.root)
+    df.where("k > 2").write.format("lakemerge").mode("append").save(t.root)
+    want = {r.k: (r.amt, r.f) for r in df.selectExpr("k", "CAST(amt AS DECIMAL(10,2)) AS amt",
+                                                     "CAST(f AS DECIMAL(10,2)) AS f").collect()}
+    assert want[1] == (decimal.Decimal("1.51"), decimal.Decimal("5.13"))  # the oracle rounds half up
+    assert {r["k"]: (r["amt"], r["f"]) for r in t.read().to_pylist()} == want
+    latest = t.latest_snapshot_id()
+    wide = spark.sql("SELECT 5L AS k, 'x' AS v, CAST(123456789.125 AS DECIMAL(12,3)) AS amt, 1.0D AS f")
+    for write in _writes(spark).values():
+        with pytest.raises(Exception, match=r"db\.dec.*'amt'"):
+            write(wide, t.root)
+    assert t.latest_snapshot_id() == latest
+
+
+def test_decimal_rounding_that_carries_into_a_new_digit(spark, tmp_path):
+    """Rounding can carry into a digit the input's precision has no room for: 9.999 (DECIMAL(4,3)) into a
+    DECIMAL(5,2) column is 10.00 as Spark's CAST rounds it (the oracle), -9.995 is -10.00. Before, Arrow's round
+    kept the input type DECIMAL(4,3), could not hold 10.000 and silently produced 0.00 -- a wrong stored value."""
+    spark_glue.register(spark)
+    t = _kv_table(tmp_path, "carry", extra=[("amt", pa.decimal128(5, 2))])
+    df = spark.sql("SELECT id AS k, 'x' AS v, amt FROM VALUES (1L, CAST(9.999 AS DECIMAL(4,3))), "
+                   "(2L, CAST(-9.995 AS DECIMAL(4,3))), (3L, CAST(0.994 AS DECIMAL(4,3))) AS x(id, amt)")
+    want = {r.k: r.amt for r in df.selectExpr("k", "CAST(amt AS DECIMAL(5,2)) AS amt").collect()}
+    assert want[1] == decimal.Decimal("10.00") and want[2] == decimal.Decimal("-10.00")
+    spark_glue.write_table(df.where("k = 1"), t.root)
+    df.where("k > 1").write.format("lakemerge").mode("append").save(t.root)
+    assert {r["k"]: r["amt"] for r in t.read().to_pylist()} == want
+    from tests.interop.pypaimon_util import pp_get_table, pp_read
+    assert {r["k"]: r["amt"] for r in pp_read(pp_get_table(str(tmp_path / "wh"), "db.carry")).to_pylist()} == want
+
+
+def test_removing_a_failed_first_write_keeps_a_concurrent_writers_files(tmp_path):
+    """A first write created the table and failed while another job, which found the table there, had written
+    its data files but not committed yet: undoing the first write must not delete the table under that job.
+    Before, the whole table directory was deleted (only a snapshot, tag or branch stopped it): the other job's
+    data files were gone and its commit then published a snapshot of missing files into a table without schema.
+    Now a table holding any file other than its creator's schema stays, and the other job commits normally."""
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    from spark_glue.tables import open_or_create_table, open_table, remove_created_table
+    path = str(tmp_path / "wh" / "db.db" / "t")
+    schema = StructType([StructField("k", LongType(), False), StructField("v", StringType())])
+    _, created = open_or_create_table(path, {"primary-key": "k", "bucket": "2"}, schema)
+    assert created == (path, os.path.dirname(path))
+    other = open_table(path)  # a concurrent job: the table is there, its files are written, no commit yet
+    with other.new_write() as w:
+        w.write(pa.table({"k": [1, 2, 3], "v": ["a", "b", "c"]}, schema=other.arrow_schema))
+        messages = w.prepare_commit()
+    remove_created_table(created)  # the first write failed
+    other.commit(messages)
+    assert sorted(open_table(path).read().to_pylist(), key=lambda r: r["k"]) == [
+        {"k": 1, "v": "a"}, {"k": 2, "v": "b"}, {"k": 3, "v": "c"}]
+    # with nothing but its own schema in it, the created table and database directory do go
+    path2 = str(tmp_path / "wh" / "db2.db" / "t")
+    _, created = open_or_create_table(path2, {"primary-key": "k", "bucket": "2"}, schema)
+    os.makedirs(os.path.join(path2, "bucket-0"))  # an empty directory a failed task left
+    remove_created_table(created)
+    assert not os.path.exists(os.path.dirname(path2))
+
+
+def test_a_first_write_with_a_bad_definition_keeps_a_table_created_concurrently(tmp_path, monkeypatch):
+    """Two first writes race to one path: the first creates the table; the second, whose definition is invalid
+    (a primary key naming no column), found no table when it looked and fails in Catalog.create_table. Its failure
+    wrote nothing, so it must remove nothing but empty directories. Before, it removed the table directory as
+    its own, and the first job's table was gone under it."""
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    from engine.catalog import Catalog as EngineCatalog
+    from engine.errors import InvalidSchema
+    from spark_glue.tables import open_or_create_table, open_table
+    path = str(tmp_path / "wh" / "db.db" / "t")
+    schema = StructType([StructField("k", LongType(), False), StructField("v", StringType())])
+    create = EngineCatalog.create_table
+
+    def concurrently_created(self, identifier, *args, **kwargs):
+        create(self, identifier, pa.schema([pa.field("k", pa.int64(), nullable=False), ("v", pa.string())]),
+               ["k"], (), {"bucket": "1"})  # the other job's first write lands first
+        return create(self, identifier, *args, **kwargs)
+
+    monkeypatch.setattr(EngineCatalog, "create_table", concurrently_created)
+    with pytest.raises(InvalidSchema):
+        open_or_create_table(path, {"primary-key": "nope", "bucket": "2"}, schema)
+    monkeypatch.undo()
+    assert open_table(path).options.get("bucket") == "1"
+    alone = str(tmp_path / "wh" / "alone.db" / "t")  # without a concurrent job: no directory is left behind
+    with pytest.raises(InvalidSchema):
+        open_or_create_table(alone, {"primary-key": "nope", "bucket": "2"}, schema)
+    assert not os.path.exists(os.path.dirname(alone))

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from pyspark.sql.datasource import DataSource
 
-from engine.errors import InvalidInput
+from engine.errors import InvalidInput, LakemergeError
 from engine.options import parse_bool
 from spark_glue.tables import open_table, read_view, spark_schema, with_branch
 
@@ -80,7 +80,11 @@ class LakemergeDataSource(DataSource):
             from spark_glue.system_read import system_table_of
             return spark_schema(system_table_of(opts).arrow_schema)
         # a time-travel read has the columns of the schema its snapshot was committed under (reading.plan_batch)
-        table = read_view(open_table(opts.get("path")), opts)
+        table = open_table(opts.get("path"))
+        try:
+            table = read_view(table, opts)
+        except LakemergeError:  # as Paimon's tryTimeTravel: the latest schema here (a stream may start from a tag
+            pass                # given as scan.snapshot-id); a batch read raises the error when it plans
         arrow = table.arrow_schema
         if opts.get(COLUMNS):
             cols = [c.strip() for c in opts[COLUMNS].split(",") if c.strip()]

@@ -45,6 +45,18 @@ def _option(t, key, value):
     return t
 
 
+def write_schema(t, on, schema) -> None:
+    """Commit ``schema`` as a schema file of ``on`` (table ``t`` or one of its branches), as another tool would."""
+    t.file_io.write_bytes(TablePaths(t.root, on.paths.meta_root).schema(schema.id), schema.to_json().encode())
+
+
+def add_main_column_to_branch(t, branch: str, column: str) -> None:
+    """Add main's column ``column`` to the latest schema of ``branch`` (a new schema file of the branch)."""
+    s = t.branch(branch).schema
+    write_schema(t, t.branch(branch), dataclasses.replace(s, id=s.id + 1, fields=s.fields + (t.schema.field(column),),
+                                                          highest_field_id=t.schema.highest_field_id))
+
+
 def test_fallback_branch_fills_the_partitions_main_lacks(tmp_path):
     """BranchSqlITCase.testFallbackBranchBatchRead: pt=1 lives on main, so the branch's pt=1 rows are never read
     (whatever the filter), pt=2 comes from the branch; a later write of pt=1 to the branch changes nothing."""
@@ -102,7 +114,7 @@ def _make_branch_primary_key(t, branch, primary_key, options):
     b = t.branch(branch)
     s = b.schema
     new = dataclasses.replace(s, id=s.id + 1, primary_keys=tuple(primary_key), options={**s.options, **options})
-    t.file_io.write_bytes(TablePaths(t.root, b.paths.meta_root).schema(new.id), new.to_json().encode())
+    write_schema(t, b, new)
     return t.branch(branch)
 
 
@@ -135,7 +147,7 @@ def test_primary_key_table_with_an_append_fallback_branch_refuses_lookups(tmp_pa
     # the branch table reads its own fallback option: point it at main (an append table)
     b = dataclasses.replace(main.schema, id=main.schema.id + 1,
                             options={**main.schema.options, "scan.fallback-branch": "main"})
-    t.file_io.write_bytes(TablePaths(t.root, main.paths.meta_root).schema(b.id), b.to_json().encode())
+    write_schema(t, main, b)
     a = t.branch("a")
     assert _set(a.read()) == [(1, 1, "x")]  # pt=1 is the branch's own
     with pytest.raises(UnsupportedFeature, match="append table"):
@@ -251,11 +263,7 @@ def test_same_added_columns_on_both_branches_read_together(tmp_path):
     t.branch("test").write(pa.table({"pt": [2], "v": [210]}, schema=t.arrow_schema))
     assert _set(t.read()) == [(1, 110), (2, 210)]
     t.alter().add_column("v2", pa.int32()).commit()
-    b = t.branch("test")
-    s = b.schema
-    added = dataclasses.replace(s, id=s.id + 1, fields=s.fields + (t.schema.field("v2"),),
-                                highest_field_id=t.schema.highest_field_id)
-    t.file_io.write_bytes(TablePaths(t.root, b.paths.meta_root).schema(added.id), added.to_json().encode())
+    add_main_column_to_branch(t, "test", "v2")
     t.write(pa.table({"pt": [1], "v": [120], "v2": [1200]}, schema=t.arrow_schema))
     t.branch("test").write(pa.table({"pt": [2], "v": [220], "v2": [2200]}, schema=t.arrow_schema))
     rows = sorted(t.read().to_pylist(), key=lambda r: (r["pt"], r["v"]))
@@ -270,7 +278,7 @@ def test_renamed_column_on_the_branch_is_read_by_position(tmp_path):
     s = b.schema
     renamed = dataclasses.replace(s, id=s.id + 1, fields=tuple(
         dataclasses.replace(f, name="value") if f.name == "v" else f for f in s.fields))
-    t.file_io.write_bytes(TablePaths(t.root, b.paths.meta_root).schema(renamed.id), renamed.to_json().encode())
+    write_schema(t, b, renamed)
     t.branch("b").write(pa.table({"pt": [2], "k": [1], "value": ["x"]}, schema=t.branch("b").arrow_schema))
     _option(t, "scan.fallback-branch", "b")
     assert t.read(columns=["v"], filter=[("v", "=", "x")]).to_pylist() == [{"v": "x"}]
@@ -286,7 +294,7 @@ def test_other_field_ids_are_refused(tmp_path):
     s = b.schema
     moved = dataclasses.replace(s, id=s.id + 1, highest_field_id=s.highest_field_id + 1, fields=tuple(
         dataclasses.replace(f, id=s.highest_field_id + 1) if f.name == "v" else f for f in s.fields))
-    t.file_io.write_bytes(TablePaths(t.root, b.paths.meta_root).schema(moved.id), moved.to_json().encode())
+    write_schema(t, b, moved)
     _option(t, "scan.fallback-branch", "b")
     with pytest.raises(UnsupportedFeature, match="field ids"):
         t.read()
@@ -376,7 +384,7 @@ def test_never_null_columns_need_not_null_on_both_branches(tmp_path):
     loose = dataclasses.replace(s, id=s.id + 1, primary_keys=(), options={**s.options, "bucket": "-1"},
                                 fields=tuple(dataclasses.replace(f, type=f.type.with_nullable(True))
                                              if f.name == "k" else f for f in s.fields))
-    t.file_io.write_bytes(TablePaths(t.root, b.paths.meta_root).schema(loose.id), loose.to_json().encode())
+    write_schema(t, b, loose)
     assert never_null_columns(t) == ["pt", "k"]
     _option(t, "scan.fallback-branch", "b")
     assert never_null_columns(t) == ["pt"]
@@ -430,11 +438,7 @@ def test_time_travel_before_an_added_column_reads_both_branches_through_their_sn
     _option(t, "scan.fallback-branch", "test")
     t.branch("test").write(pa.table({"pt": [2], "v": [210]}, schema=t.arrow_schema))
     t.alter().add_column("v2", pa.int32()).commit()
-    b = t.branch("test")
-    s = b.schema
-    added = dataclasses.replace(s, id=s.id + 1, fields=s.fields + (t.schema.field("v2"),),
-                                highest_field_id=t.schema.highest_field_id)
-    t.file_io.write_bytes(TablePaths(t.root, b.paths.meta_root).schema(added.id), added.to_json().encode())
+    add_main_column_to_branch(t, "test", "v2")
     t.write(pa.table({"pt": [1], "v": [120], "v2": [1200]}, schema=t.arrow_schema))
     t.branch("test").write(pa.table({"pt": [2], "v": [220], "v2": [2200]}, schema=t.arrow_schema))
     assert t.read(snapshot_id=1).column_names == ["pt", "v"]

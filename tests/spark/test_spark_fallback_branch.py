@@ -9,6 +9,7 @@ import pytest
 
 import spark_glue
 from engine import Catalog
+from tests.test_fallback_branch import add_main_column_to_branch
 from engine.paths import TablePaths
 
 pytestmark = pytest.mark.spark
@@ -91,11 +92,7 @@ def test_time_travel_reads_both_branches_through_their_snapshots_schemas(spark, 
     t.branch("test").write(pa.table({"pt": [2], "v": [210]}, schema=t.arrow_schema))
     t.branch("test").create_tag("first", 1)
     t.alter().set_option("scan.fallback-branch", "test").add_column("v2", pa.int32()).commit()
-    b = t.branch("test")
-    s = b.schema
-    added = dataclasses.replace(s, id=s.id + 1, fields=s.fields + (t.schema.field("v2"),),
-                                highest_field_id=t.schema.highest_field_id)
-    t.file_io.write_bytes(TablePaths(t.root, b.paths.meta_root).schema(added.id), added.to_json().encode())
+    add_main_column_to_branch(t, "test", "v2")
     t.write(pa.table({"pt": [1], "v": [120], "v2": [1200]}, schema=t.arrow_schema))
     t.branch("test").write(pa.table({"pt": [2], "v": [220], "v2": [2200]}, schema=t.arrow_schema))
 

@@ -232,12 +232,12 @@ class _Checker:
                                                     f"snapshot is {expected}"))
 
     def _check_tags(self, snapshot_ids: set[int]) -> None:
-        from engine.maintenance.tags import TAG_PREFIX
+        from engine.maintenance.tags import is_tag_file_name
         from engine.meta.snapshot import Snapshot
 
         tag_dir = os.path.join(self.t.root, "tag")
         for name in sorted(self.io.list_names(tag_dir)):
-            if not name.startswith(TAG_PREFIX) or name.endswith(".tmp"):
+            if not is_tag_file_name(name):
                 continue
             path = os.path.join(tag_dir, name)
             self.report.referenced_files.add(path)

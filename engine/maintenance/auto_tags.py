@@ -189,7 +189,7 @@ def create_period_tags(table) -> list[str]:
         name = period.name(this_tag)
         if name not in tags.names():  # an existing tag of that name is kept, as Paimon's ignoreIfExists
             check_no_auto_tag(table, name, snap.id)
-            tags.create(name, snap, opts.get(TAG_DEFAULT_TIME_RETAINED))
+            tags.create(name, snap, opts.get(TAG_DEFAULT_TIME_RETAINED), automatic=True)
             created.append(name)
         next_tag = period.next(this_tag)
         _retain_auto_tags(table, tags, period, opts.get(TAG_NUM_RETAINED_MAX))
@@ -254,7 +254,7 @@ def create_batch_tag(table) -> str | None:
         delete_tag(table, name)
     except TagNotFound:
         pass
-    tags.create(name, snap, opts.get(TAG_DEFAULT_TIME_RETAINED))
+    tags.create(name, snap, opts.get(TAG_DEFAULT_TIME_RETAINED), automatic=True)
     keep = opts.get(TAG_NUM_RETAINED_MAX)
     if keep is not None:
         by_snapshot = sorted(tags.all().items(), key=lambda item: item[1].id)  # stable: ties by name

@@ -58,12 +58,14 @@ class TagManager:
         """Tag name -> tagged Snapshot for every tag. Raises CorruptFile for an unreadable tag file."""
         return {n: self.get(n) for n in self.names()}
 
-    def create(self, name: str, snapshot: Snapshot, time_retained_ms: int | None = None) -> None:
+    def create(self, name: str, snapshot: Snapshot, time_retained_ms: int | None = None, *,
+               automatic: bool = False) -> None:
         """Write tag ``name`` of ``snapshot``; with ``time_retained_ms`` (milliseconds) it records that retention and
         its create time (local time now), as Paimon does only then. With the table option ``tag.create-success-file``
-        the tag's success file is written too. Raises InvalidInput for a bad or existing name."""
+        the tag's success file is written too. ``automatic`` tags (engine.maintenance.auto_tags) may have purely
+        numeric names, as Paimon's ``yyyyMMdd`` ones. Raises InvalidInput for a bad or existing name."""
         from engine.options import TAG_CREATE_SUCCESS_FILE
-        self.validate_name(name)
+        self.validate_name(name, allow_numeric=automatic)
         self.io.mkdirs(self.tag_dir)
         crash_point("tag.before-create")
         if not self.io.write_if_absent(self.path(name), _tag_json(snapshot, time_retained_ms).encode()):
@@ -115,13 +117,14 @@ class TagManager:
         from engine.system_tables import _tag_create_time
         return _tag_create_time(obj.get("tagCreateTime"), path), _retained_ms(obj.get("tagTimeRetained"), path)
 
-    def validate_name(self, name: str) -> None:
-        """Raise InvalidInput unless ``name`` is a non-blank string that is not purely numeric, has no path separator
+    def validate_name(self, name: str, *, allow_numeric: bool = False) -> None:
+        """Raise InvalidInput unless ``name`` is a non-blank string that is not purely numeric (unless
+        ``allow_numeric``: Paimon allows it, lakemerge refuses it for the tags users name), has no path separator
         and does not start with '.'.
         """
         if not isinstance(name, str) or not name.strip():
             raise InvalidInput("a tag name must be a non-blank string", table=self.table.name)
-        if re.fullmatch(r"\d+", name):
+        if not allow_numeric and re.fullmatch(r"\d+", name):
             raise InvalidInput(f"tag name {name!r} cannot be purely numeric (it would read as a snapshot id)",
                                table=self.table.name)
         if "/" in name or "\\" in name or name.startswith("."):

@@ -159,11 +159,11 @@ def create_period_tags(table) -> list[str]:
     delay = dt.timedelta(milliseconds=opts.get(TAG_CREATION_DELAY))
     watermark = opts.get(TAG_AUTOMATIC_CREATION) == "watermark"
     zone = opts.get(SINK_WATERMARK_TIME_ZONE) if watermark else opts.get(SINK_PROCESS_TIME_ZONE)
-    auto = _auto_tags(tags, period)  # name -> snapshot id
+    auto_names = [n for n in tags.names() if period.start_of(n) is not None]
     next_tag = None
-    if auto:
-        newest = max(auto, key=period.start_of)
-        next_snapshot = auto[newest] + 1
+    if auto_names:  # only the newest automatic tag is read, as Paimon restores its progress
+        newest = max(auto_names, key=period.start_of)
+        next_snapshot = tags.get(newest).id + 1
         next_tag = period.next(period.start_of(newest))
     else:
         next_snapshot = sm.earliest_id() or 1
@@ -189,8 +189,12 @@ def create_period_tags(table) -> list[str]:
         name = period.name(this_tag)
         if name not in tags.names():  # an existing tag of that name is kept, as Paimon's ignoreIfExists
             check_no_auto_tag(table, name, snap.id)
-            tags.create(name, snap, opts.get(TAG_DEFAULT_TIME_RETAINED), automatic=True)
-            created.append(name)
+            try:
+                tags.create(name, snap, opts.get(TAG_DEFAULT_TIME_RETAINED), automatic=True)
+                created.append(name)
+            except InvalidInput:
+                if name not in tags.names():
+                    raise  # not a concurrent writer having created it first
         next_tag = period.next(this_tag)
         _retain_auto_tags(table, tags, period, opts.get(TAG_NUM_RETAINED_MAX))
     return created

@@ -297,3 +297,20 @@ def test_period_names_parse_strictly():
     assert hourly.start_of("2023-07-18 24") is None and hourly.start_of("2023-07-18") is None
     assert hourly.previous_start(dt.datetime(2023, 7, 18, 0, 30)) == dt.datetime(2023, 7, 17, 23)
     assert parse_zone_id("-05:30").utcoffset(None) == -dt.timedelta(hours=5, minutes=30)
+
+
+def test_branch_auto_tags_with_success_files_fast_forward(cat, clock):
+    """A branch's commits tag into the branch's tag/ (its own success files too); fast-forwarding main to it copies
+    the tags, not the success-file directory."""
+    t = _table(cat, {**HOURLY, "tag.create-success-file": "true"})
+    _commit_at(t, clock, "2023-07-18T12:12:00")
+    t.create_branch("b1", "2023-07-18 11")
+    b = t.branch("b1")
+    _commit_at(b, clock, "2023-07-18T13:05:00", i=7)
+    assert _tags(b) == {"2023-07-18 11": 1, "2023-07-18 12": 2}
+    assert os.path.exists(os.path.join(b.paths.meta_root, "tag", "tag-success-file", "2023-07-18 12_SUCCESS"))
+    t.fast_forward("b1")
+    t = cat.get_table("db.t")
+    assert _tags(t) == {"2023-07-18 11": 1, "2023-07-18 12": 2}
+    assert sorted(r["id"] for r in t.read(tag="2023-07-18 12").to_pylist()) == [0, 7]
+

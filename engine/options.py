@@ -462,9 +462,10 @@ class TableOptions:
         if not re.fullmatch(r"none|counts|full|truncate\(\d+\)", mode):
             raise InvalidOption(STATS_MODE, mode, "expected none, counts, full or truncate(N)", table=self.table)
 
-    def check_new_schema(self, *, has_primary_key: bool) -> None:
+    def check_new_schema(self, *, has_primary_key: bool, previous: dict | None = None) -> None:
         """Checks Paimon's SchemaValidation makes only when a schema is created or altered (a table written
-        by a tool that skips them, such as pypaimon, still opens). Raises InvalidOption naming the option."""
+        by a tool that skips them, such as pypaimon, still opens); ``previous``: the options of the schema being
+        altered (None when creating). Raises InvalidOption naming the option."""
         self._check_retention(SNAPSHOT_NUM_RETAINED_MIN, SNAPSHOT_NUM_RETAINED_MAX)
         self._check_retention(CHANGELOG_NUM_RETAINED_MIN, CHANGELOG_NUM_RETAINED_MAX)
         if self.bucket == -2 and not has_primary_key:  # Paimon's SchemaValidation.validateBucket
@@ -472,15 +473,18 @@ class TableOptions:
                                 "append table takes a positive bucket count or -1", table=self.table)
         self._check_deletion_vectors()
         self.check_streaming_read_overwrite(has_primary_key=has_primary_key)
-        self._check_auto_tags()
+        self._check_auto_tags(previous)
 
-    def _check_auto_tags(self) -> None:
-        """``tag.automatic-creation=watermark`` is refused: lakemerge writes no snapshot watermark and Paimon's
-        watermark mode skips snapshots without one, so no tag would ever come. A period-based mode needs
+    def _check_auto_tags(self, previous: dict | None) -> None:
+        """A new schema cannot turn ``tag.automatic-creation=watermark`` on (``previous``: the altered schema's
+        options): lakemerge writes no snapshot watermark of its own and Paimon's watermark mode skips snapshots
+        without one, so no tag would come. Paimon validates no mode, so a table another engine (Flink) created
+        with it stays alterable, and its commits tag as Paimon's do. A period-based mode needs
         ``tag.creation-delay`` shorter than the period (Paimon's TagPeriodHandler.validateDelay). Raises
         InvalidOption."""
         mode = self.get(TAG_AUTOMATIC_CREATION)
-        if mode == "watermark":
+        was = None if previous is None else TableOptions(previous, table=self.table).get(TAG_AUTOMATIC_CREATION)
+        if mode == "watermark" and was != "watermark":
             raise InvalidOption(TAG_AUTOMATIC_CREATION, self.raw.get(TAG_AUTOMATIC_CREATION), "lakemerge writes no "
                                 "snapshot watermarks, so watermark-based tags would never be created (Paimon skips "
                                 "snapshots without a watermark); use process-time or batch", table=self.table)

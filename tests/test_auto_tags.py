@@ -314,3 +314,25 @@ def test_branch_auto_tags_with_success_files_fast_forward(cat, clock):
     assert _tags(t) == {"2023-07-18 11": 1, "2023-07-18 12": 2}
     assert sorted(r["id"] for r in t.read(tag="2023-07-18 12").to_pylist()) == [0, 7]
 
+
+
+def test_a_watermark_table_created_elsewhere_stays_alterable(cat, clock):
+    """Paimon validates tag.automatic-creation at no schema change, so a Flink job may have created a table with
+    watermark tags; lakemerge refuses to switch a table to watermark, but other alters of such a table work."""
+    t = _table(cat, {"sink.process-time-zone": "UTC"})
+    _commit_at(t, clock, "2023-07-18T12:00:00")
+    path = os.path.join(t.root, "schema", "schema-0")
+    with open(path) as f:
+        js = json.load(f)
+    js["options"]["tag.automatic-creation"] = "watermark"
+    with open(path, "w") as f:
+        json.dump(js, f)
+    t = cat.get_table("db.t")
+    _commit_at(t, clock, "2023-07-18T13:00:00")  # no snapshot has a watermark: no tag, no error
+    assert _tags(t) == {}
+    t.alter().set_option("snapshot.num-retained.max", "50").add_column("w", pa.string()).commit()
+    t = cat.get_table("db.t")
+    assert t.schema.options["tag.automatic-creation"] == "watermark" and "w" in t.schema.field_names
+    u = _table(cat, {}, name="db.u")
+    with pytest.raises(InvalidOption):
+        u.alter().set_option("tag.automatic-creation", "watermark").commit()

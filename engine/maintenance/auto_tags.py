@@ -18,8 +18,9 @@
   ``batch-write-<yyyy-MM-dd of the snapshot>`` (an existing tag of that name is replaced); with
   ``tag.num-retained-max``, ALL tags beyond that count are deleted, oldest snapshots first (Paimon's
   TagBatchCreation counts manual tags too).
-- ``watermark`` needs snapshot watermarks, which lakemerge does not write; new schemas refuse it (TableOptions); a
-  table created elsewhere with it is served as Paimon does: snapshots without a watermark are skipped.
+- ``watermark`` needs snapshot watermarks, which lakemerge does not write (a commit carries the latest snapshot's
+  on); a schema change cannot turn it on (TableOptions), but a table created elsewhere with it (and altered by
+  lakemerge) is served as Paimon does: snapshots without a watermark are skipped.
 
 New tags record ``tag.default-time-retained``; then (``tag.time-expire-enabled``, default true) every commit deletes
 the tags, automatic or not, whose create time plus their time retained has passed (Paimon's TagTimeExpire).

@@ -247,7 +247,8 @@ def test_success_files(cat, clock):
     assert os.path.exists(os.path.join(t.root, "tag", "tag-success-file", "manual_SUCCESS"))
     assert sorted(_tags(t)) == ["2023-07-18 11", "manual"]
     assert sorted(r["tag_name"] for r in system_table(t, "tags").read().to_pylist()) == ["2023-07-18 11", "manual"]
-    assert t.check().ok
+    report = t.check()
+    assert report.ok and report.orphan_files == []  # success files are tag metadata, not orphans
     t.delete_tag("manual")
     assert not os.path.exists(os.path.join(t.root, "tag", "tag-success-file", "manual_SUCCESS"))
 
@@ -309,6 +310,7 @@ def test_branch_auto_tags_with_success_files_fast_forward(cat, clock):
     _commit_at(b, clock, "2023-07-18T13:05:00", i=7)
     assert _tags(b) == {"2023-07-18 11": 1, "2023-07-18 12": 2}
     assert os.path.exists(os.path.join(b.paths.meta_root, "tag", "tag-success-file", "2023-07-18 12_SUCCESS"))
+    assert t.check().orphan_files == []
     t.fast_forward("b1")
     t = cat.get_table("db.t")
     assert _tags(t) == {"2023-07-18 11": 1, "2023-07-18 12": 2}

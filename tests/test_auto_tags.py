@@ -338,3 +338,18 @@ def test_a_watermark_table_created_elsewhere_stays_alterable(cat, clock):
     u = _table(cat, {}, name="db.u")
     with pytest.raises(InvalidOption):
         u.alter().set_option("tag.automatic-creation", "watermark").commit()
+
+
+def test_a_tag_cannot_take_the_success_file_directory_name(cat, clock):
+    """``tag/tag-success-file`` is the success-file directory (Paimon's SuccessFileTagCallback), never listed as a
+    tag: a tag named ``success-file`` would be invisible to listing and to snapshot expiration, so it is refused."""
+    t = _table(cat, {})
+    _commit_at(t, clock, "2023-07-18T12:00:00")
+    with pytest.raises(InvalidInput, match="success-file"):
+        t.create_tag("success-file")
+    assert _tags(t) == {}
+    t.alter().set_option("tag.automatic-creation", "batch").set_option("tag.batch.customized-name", "success-file") \
+        .commit()
+    t = cat.get_table("db.t")
+    _commit_at(t, clock, "2023-07-18T13:00:00")  # the batch tag is refused too (logged), nothing is written
+    assert not os.path.exists(os.path.join(t.root, "tag", "tag-success-file"))

@@ -119,8 +119,8 @@ class TagManager:
 
     def validate_name(self, name: str, *, allow_numeric: bool = False) -> None:
         """Raise InvalidInput unless ``name`` is a non-blank string that is not purely numeric (unless
-        ``allow_numeric``: Paimon allows it, lakemerge refuses it for the tags users name), has no path separator
-        and does not start with '.'.
+        ``allow_numeric``: Paimon allows it, lakemerge refuses it for the tags users name), has no path separator,
+        does not start with '.' and is not ``success-file`` (its file would be the success-file directory).
         """
         if not isinstance(name, str) or not name.strip():
             raise InvalidInput("a tag name must be a non-blank string", table=self.table.name)
@@ -129,6 +129,9 @@ class TagManager:
                                table=self.table.name)
         if "/" in name or "\\" in name or name.startswith("."):
             raise InvalidInput(f"tag name {name!r} may not contain path separators or start with '.'",
+                               table=self.table.name)
+        if TAG_PREFIX + name == SUCCESS_FILE_DIR:
+            raise InvalidInput(f"tag name {name!r} is reserved: tag/{SUCCESS_FILE_DIR} holds the tags' success files",
                                table=self.table.name)
 
 

@@ -353,3 +353,15 @@ def test_a_tag_cannot_take_the_success_file_directory_name(cat, clock):
     t = cat.get_table("db.t")
     _commit_at(t, clock, "2023-07-18T13:00:00")  # the batch tag is refused too (logged), nothing is written
     assert not os.path.exists(os.path.join(t.root, "tag", "tag-success-file"))
+
+
+def test_batch_retention_deletes_the_older_tag_file_of_a_snapshot_first(cat, clock):
+    """TagBatchCreation.expireTag: among tags of one snapshot, the oldest tag files (modification time) go first --
+    here the automatic tag written before the manual one, whatever their names sort as."""
+    t = _table(cat, {"tag.automatic-creation": "batch", "sink.process-time-zone": "UTC", "tag.num-retained-max": "2"})
+    _commit_at(t, clock, "2023-07-18T12:00:00")
+    t.create_tag("a-release")
+    os.utime(os.path.join(t.root, "tag", "tag-batch-write-2023-07-18"), (1_000_000, 1_000_000))
+    os.utime(os.path.join(t.root, "tag", "tag-a-release"), (2_000_000, 2_000_000))
+    _commit_at(t, clock, "2023-07-19T12:00:00")
+    assert _tags(t) == {"a-release": 1, "batch-write-2023-07-19": 2}

@@ -16,8 +16,8 @@
   first; other tags are never deleted by it.
 - ``batch``: after each batch commit the latest snapshot is tagged ``tag.batch.customized-name`` or
   ``batch-write-<yyyy-MM-dd of the snapshot>`` (an existing tag of that name is replaced); with
-  ``tag.num-retained-max``, ALL tags beyond that count are deleted, oldest snapshots first (Paimon's
-  TagBatchCreation counts manual tags too).
+  ``tag.num-retained-max``, ALL tags beyond that count are deleted, oldest snapshots first and, among the tags of
+  one snapshot, the oldest tag files first (Paimon's TagBatchCreation counts manual tags too).
 - ``watermark`` needs snapshot watermarks, which lakemerge does not write (a commit carries the latest snapshot's
   on); a schema change cannot turn it on (TableOptions), but a table created elsewhere with it (and altered by
   lakemerge) is served as Paimon does: snapshots without a watermark are skipped.
@@ -262,11 +262,20 @@ def create_batch_tag(table) -> str | None:
     tags.create(name, snap, opts.get(TAG_DEFAULT_TIME_RETAINED), automatic=True)
     keep = opts.get(TAG_NUM_RETAINED_MAX)
     if keep is not None:
-        by_snapshot = sorted(tags.all().items(), key=lambda item: item[1].id)  # stable: ties by name
+        by_snapshot = sorted(tags.all().items(), key=lambda item: (item[1].id, _written_millis(tags, item[0])))
         for old, _ in by_snapshot[:max(0, len(by_snapshot) - keep)]:
             log.info("table %s: deleting tag %s, more than tag.num-retained-max=%d tags", table.name, old, keep)
             delete_tag(table, old)
     return name
+
+
+def _written_millis(tags, name: str) -> int:
+    """When tag ``name``'s file was written (Paimon's TagManager.sortTagsOfOneSnapshot orders a snapshot's tags so);
+    0 for a tag deleted meanwhile."""
+    try:
+        return tags.io.modified_millis(tags.path(name))
+    except FileNotFoundError:
+        return 0
 
 
 def expire_tags_by_time(table, now: dt.datetime | None = None) -> list[str]:

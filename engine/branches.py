@@ -184,7 +184,7 @@ def fast_forward(table, name: str) -> None:
     dropped snapshots used stay on storage as orphans (``remove_orphan_files``). Not atomic (neither is Paimon's): a
     crash in between leaves ``table`` partly replaced; run it again. Raises InvalidInput for ``main`` (as Paimon's
     BranchManager.fastForwardValidate), ``table``'s own branch, an unknown branch or a branch without snapshot."""
-    from engine.maintenance.tags import TagManager
+    from engine.maintenance.tags import SUCCESS_FILE_DIR, TagManager
 
     if name == MAIN_BRANCH:
         raise InvalidInput("branch 'main' cannot be fast-forwarded to (fast-forward a branch into main instead)",
@@ -207,7 +207,7 @@ def fast_forward(table, name: str) -> None:
     for source, target in ((branch.paths.snapshot_dir, table.paths.snapshot_dir),
                            (branch.paths.schema_dir, table.paths.schema_dir),
                            (TagManager(branch).tag_dir, tags.tag_dir)):
-        names = [n for n in io.list_names(source) if not n.startswith(".")]
+        names = [n for n in io.list_names(source) if not n.startswith(".") and n != SUCCESS_FILE_DIR]
         if names:
             io.mkdirs(target)
         for n in names:

@@ -232,12 +232,12 @@ class _Checker:
                                                     f"snapshot is {expected}"))
 
     def _check_tags(self, snapshot_ids: set[int]) -> None:
-        from engine.maintenance.tags import TAG_PREFIX
+        from engine.maintenance.tags import is_tag_file_name
         from engine.meta.snapshot import Snapshot
 
         tag_dir = os.path.join(self.t.root, "tag")
         for name in sorted(self.io.list_names(tag_dir)):
-            if not name.startswith(TAG_PREFIX) or name.endswith(".tmp"):
+            if not is_tag_file_name(name):
                 continue
             path = os.path.join(tag_dir, name)
             self.report.referenced_files.add(path)
@@ -707,8 +707,9 @@ class _Checker:
                                  sid)
 
     def _find_orphans(self) -> None:
-        """Files under the table root that no snapshot, tag or schema references (hints and consumer progress files
-        excluded: they are not data)."""
+        """Files under the table root that no snapshot, tag or schema references (hints, consumer progress files and
+        tag success files excluded: they are not data)."""
+        from engine.maintenance.tags import SUCCESS_FILE_DIR
         ref = self.report.referenced_files
         hints = {os.path.join(self.paths.snapshot_dir, n) for n in ("LATEST", "EARLIEST")}
         consumer_dir = os.path.join(self.t.root, "consumer")
@@ -720,7 +721,8 @@ class _Checker:
             for name in self.io.list_names(d):
                 p = os.path.join(d, name)
                 if self.io.is_dir(p):
-                    stack.append(p)
+                    if not (name == SUCCESS_FILE_DIR and os.path.basename(d) == "tag"):
+                        stack.append(p)
                 elif p not in ref and p not in hints:
                     orphans.append(p)
                     try:

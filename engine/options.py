@@ -6,6 +6,7 @@ an invalid value raises ``InvalidOption`` naming the key.
 """
 from __future__ import annotations
 
+import datetime
 import logging
 import re
 from dataclasses import dataclass
@@ -319,6 +320,57 @@ PARTITION_TIMESTAMP_PATTERN = _opt("partition.timestamp-pattern", _optional(str)
 END_INPUT_CHECK_PARTITION_EXPIRE = _opt("end-input.check-partition-expire", parse_bool, False,
                                         "batch commits check partition expiration whatever the check interval")
 
+# --- automatic tags after commits (engine.maintenance.auto_tags, Paimon's TagAutoManager / TagBatchCreation) ---
+def _zone_id(v: str):
+    """A Java ZoneId text ('UTC', 'Asia/Shanghai', 'GMT+08:00', '+08:00') as a tzinfo."""
+    from engine.maintenance.auto_tags import parse_zone_id
+    return parse_zone_id(v)
+
+
+def _positive_duration_ms(v: str) -> int:
+    ms = parse_duration_ms(v)
+    if ms <= 0:
+        raise ValueError("must be a positive duration")
+    return ms
+
+
+def _non_negative_int(v: str) -> int:
+    n = parse_int(v)
+    if n < 0:
+        raise ValueError("must be >= 0")
+    return n
+
+
+TAG_AUTOMATIC_CREATION = _opt("tag.automatic-creation", _enum("none", "process-time", "watermark", "batch"), "none",
+                              "after commits: tags per period of the snapshot time (process-time), or the latest "
+                              "snapshot after each batch commit (batch); watermark is refused (no watermarks here)")
+TAG_CREATION_PERIOD = _opt("tag.creation-period", _enum("daily", "hourly", "two-hours"), "daily",
+                           "period of automatic tags")
+TAG_CREATION_PERIOD_DURATION = _opt("tag.creation-period-duration", _optional(_positive_duration_ms), None,
+                                    "period of automatic tags as a duration (overrides tag.creation-period; names "
+                                    "yyyyMMddHHmm)")
+TAG_CREATION_DELAY = _opt("tag.creation-delay", parse_duration_ms, 0,
+                          "a period is tagged by the first snapshot at least this long after its end")
+TAG_PERIOD_FORMATTER = _opt("tag.period-formatter", _enum("with_dashes", "without_dashes",
+                                                          "without_dashes_and_spaces"), "with_dashes",
+                            "names of daily and hourly tags: yyyy-MM-dd[ HH], yyyyMMdd[ HH] or yyyyMMdd[HH]")
+TAG_NUM_RETAINED_MAX = _opt("tag.num-retained-max", _optional(_non_negative_int), None,
+                            "automatic tags kept at most (process-time: only period-named tags count; batch: all)")
+TAG_DEFAULT_TIME_RETAINED = _opt("tag.default-time-retained", _optional(parse_duration_ms), None,
+                                 "retention of new tags (automatic and create_tag): expired after commits")
+TAG_TIME_EXPIRE_ENABLED = _opt("tag.time-expire-enabled", parse_bool, True,
+                               "after commits, tags older than their time retained are deleted")
+TAG_AUTOMATIC_COMPLETION = _opt("tag.automatic-completion", parse_bool, False,
+                                "process-time: missed periods are tagged one per later snapshot")
+TAG_BATCH_CUSTOMIZED_NAME = _opt("tag.batch.customized-name", _optional(str), None,
+                                 "batch mode: the tag name (default batch-write-yyyy-MM-dd)")
+TAG_CREATE_SUCCESS_FILE = _opt("tag.create-success-file", parse_bool, False,
+                               "new tags get tag/tag-success-file/<name>_SUCCESS")
+SINK_PROCESS_TIME_ZONE = _opt("sink.process-time-zone", _optional(_zone_id), None,
+                              "zone of snapshot times in automatic tag names (default: the local zone)")
+SINK_WATERMARK_TIME_ZONE = _opt("sink.watermark-time-zone", _zone_id, datetime.timezone.utc,
+                                "zone of snapshot watermarks in automatic tag names (default UTC)")
+
 # Paimon options that lakemerge knows by name but that do not change what this version writes or reads.
 # They are kept in the schema (and honoured by Paimon's own readers and writers) without a warning.
 KNOWN_PAIMON_KEYS = frozenset({
@@ -410,9 +462,10 @@ class TableOptions:
         if not re.fullmatch(r"none|counts|full|truncate\(\d+\)", mode):
             raise InvalidOption(STATS_MODE, mode, "expected none, counts, full or truncate(N)", table=self.table)
 
-    def check_new_schema(self, *, has_primary_key: bool) -> None:
+    def check_new_schema(self, *, has_primary_key: bool, previous: dict | None = None) -> None:
         """Checks Paimon's SchemaValidation makes only when a schema is created or altered (a table written
-        by a tool that skips them, such as pypaimon, still opens). Raises InvalidOption naming the option."""
+        by a tool that skips them, such as pypaimon, still opens); ``previous``: the options of the schema being
+        altered (None when creating). Raises InvalidOption naming the option."""
         self._check_retention(SNAPSHOT_NUM_RETAINED_MIN, SNAPSHOT_NUM_RETAINED_MAX)
         self._check_retention(CHANGELOG_NUM_RETAINED_MIN, CHANGELOG_NUM_RETAINED_MAX)
         if self.bucket == -2 and not has_primary_key:  # Paimon's SchemaValidation.validateBucket
@@ -420,6 +473,27 @@ class TableOptions:
                                 "append table takes a positive bucket count or -1", table=self.table)
         self._check_deletion_vectors()
         self.check_streaming_read_overwrite(has_primary_key=has_primary_key)
+        self._check_auto_tags(previous)
+
+    def _check_auto_tags(self, previous: dict | None) -> None:
+        """A new schema cannot turn ``tag.automatic-creation=watermark`` on (``previous``: the altered schema's
+        options): lakemerge writes no snapshot watermark of its own and Paimon's watermark mode skips snapshots
+        without one, so no tag would come. Paimon validates no mode, so a table another engine (Flink) created
+        with it stays alterable, and its commits tag as Paimon's do. A period-based mode needs
+        ``tag.creation-delay`` shorter than the period (Paimon's TagPeriodHandler.validateDelay). Raises
+        InvalidOption."""
+        mode = self.get(TAG_AUTOMATIC_CREATION)
+        was = None if previous is None else TableOptions(previous, table=self.table).get(TAG_AUTOMATIC_CREATION)
+        if mode == "watermark" and was != "watermark":
+            raise InvalidOption(TAG_AUTOMATIC_CREATION, self.raw.get(TAG_AUTOMATIC_CREATION), "lakemerge writes no "
+                                "snapshot watermarks, so watermark-based tags would never be created (Paimon skips "
+                                "snapshots without a watermark); use process-time or batch", table=self.table)
+        if mode == "process-time":
+            from engine.maintenance.auto_tags import TagPeriod
+            period = TagPeriod.of(self)
+            if self.get(TAG_CREATION_DELAY) >= period.period_ms:
+                raise InvalidOption(TAG_CREATION_DELAY, self.raw.get(TAG_CREATION_DELAY), "must be shorter than "
+                                    f"the tag period ({period.period_ms} ms)", table=self.table)
 
     def check_streaming_read_overwrite(self, *, has_primary_key: bool) -> None:
         """Paimon's SchemaValidation of ``streaming-read-overwrite``: not with changelog-producer lookup or

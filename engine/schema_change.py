@@ -381,7 +381,8 @@ def apply_changes(schema: TableSchema, changes: Sequence[SchemaChange], *, table
 
     new = TableSchema(schema.id + 1, tuple(fields), highest, schema.partition_keys, tuple(primary_keys),
                       options, comment, _now_millis(), schema.version)
-    TableOptions(options, table=table).check_new_schema(has_primary_key=bool(primary_keys))  # raises InvalidOption for a bad value
+    TableOptions(options, table=table).check_new_schema(has_primary_key=bool(primary_keys),  # raises InvalidOption
+                                                        previous=schema.options)
     new.validate(table)
     from engine.write.formats import check_new_schema_formats
     check_new_schema_formats(new, table)

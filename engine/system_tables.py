@@ -31,6 +31,7 @@ import pyarrow as pa
 from engine.errors import CorruptFile, InvalidInput, TableNotFound
 from engine.meta import binary_row
 from engine.meta.data_file import FILE_SOURCE_APPEND, FILE_SOURCE_COMPACT, DataFileMeta
+from engine.maintenance.tags import SUCCESS_FILE_DIR
 from engine.meta.snapshot import Snapshot
 from engine.options import PARTITION_DEFAULT_NAME
 from engine.paths import _java_float_str, _java_local_datetime_str
@@ -287,7 +288,7 @@ def _read_json_files(table, directory: str, prefix: str) -> list[tuple[str, str,
     root = os.path.join(table.paths.meta_root, directory)
     out = []
     for file_name in sorted(table.file_io.list_names(root)):
-        if not file_name.startswith(prefix) or file_name.startswith("."):
+        if not file_name.startswith(prefix) or file_name.startswith(".") or file_name == SUCCESS_FILE_DIR:
             continue
         path = os.path.join(root, file_name)
         try:

@@ -1,6 +1,7 @@
 """Table: the public face of one primary-key table (write, delete, commit, read, lookup, snapshots)."""
 from __future__ import annotations
 
+import datetime as dt
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -495,13 +496,20 @@ class Table:
         from engine.maintenance.orphans import remove_orphan_files
         return remove_orphan_files(self, older_than, dry_run=dry_run)
 
-    def create_tag(self, name: str, snapshot_id: int | None = None) -> None:
-        """Tag a snapshot (default: the latest) as ``tag/tag-<name>``. Raises InvalidInput, SnapshotNotFound."""
+    def create_tag(self, name: str, snapshot_id: int | None = None, time_retained=None) -> None:
+        """Tag a snapshot (default: the latest) as ``tag/tag-<name>``, retained for ``time_retained`` (a timedelta;
+        default ``tag.default-time-retained``; None: until deleted). Raises InvalidInput (also for a name in the
+        automatic tags' format on a snapshot that already has an automatic tag, as Paimon), SnapshotNotFound."""
+        from engine.maintenance.auto_tags import check_no_auto_tag
         from engine.maintenance.tags import TagManager
+        from engine.options import TAG_DEFAULT_TIME_RETAINED
         snap = self.snapshot(snapshot_id)
         if snap is None:
             raise InvalidInput("cannot tag a table without snapshots", table=self.name)
-        TagManager(self).create(name, snap)
+        retained = self.schema.table_options.get(TAG_DEFAULT_TIME_RETAINED) if time_retained is None \
+            else time_retained // dt.timedelta(milliseconds=1)
+        check_no_auto_tag(self, name, snap.id)
+        TagManager(self).create(name, snap, retained)
 
     def delete_tag(self, name: str) -> None:
         """Remove a tag and the files only it kept alive. Raises TagNotFound."""

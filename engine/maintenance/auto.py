@@ -3,6 +3,8 @@
 Unless ``write-only=true``, after each commit (Table.commit / write / delete / commit_overwrite / compact, the
 commits of spark_glue's driver, which go through them; not drop_partitions, which Paimon does not maintain after
 either), in Paimon's order:
+0. automatic tags (``tag.automatic-creation``) and tag expiration by time (``tag.time-expire-enabled``, tags with a
+   time retained), engine.maintenance.auto_tags;
 1. partition expiration, when ``partition.expiration-time`` is set and its check is due
    (engine.maintenance.partition_expire);
 2. consumers not updated for ``consumer.expiration-time`` are removed (so they stop holding snapshots back);
@@ -32,7 +34,9 @@ def maintain_after_commit(table, commit_identifier: int = BATCH_COMMIT_IDENTIFIE
     opts = table.schema.table_options
     if opts.get(WRITE_ONLY):
         return
+    from engine.maintenance.auto_tags import maintain_tags
     from engine.maintenance.partition_expire import expire_partitions_if_due
+    _step(table, "tag maintenance", lambda: maintain_tags(table, commit_identifier))
     _step(table, "partition expiration", lambda: expire_partitions_if_due(table, commit_identifier))
     ttl = opts.get(CONSUMER_EXPIRATION_TIME)
     if ttl is not None:

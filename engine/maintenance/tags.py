@@ -1,17 +1,31 @@
 """Tags in Paimon's layout: ``<table>/tag/tag-<name>`` holds the tagged snapshot's JSON (as Java and pypaimon write
-a tag without retention). A tag keeps its snapshot's files alive through snapshot expiration.
+a tag without retention); a tag with a retention also holds ``tagCreateTime`` (Java LocalDateTime array) and
+``tagTimeRetained`` (Java Duration, decimal seconds), as Paimon's Tag. A tag keeps its snapshot's files alive through
+snapshot expiration. With ``tag.create-success-file`` a new tag also gets ``tag/tag-success-file/<name>_SUCCESS``
+(Paimon's SuccessFileTagCallback); that directory is not a tag.
 """
 from __future__ import annotations
 
+import datetime as dt
+import json
 import os
 import re
+import time
 
 from engine.crash_points import crash_point
-from engine.errors import InvalidInput, TagNotFound
+from engine.errors import CorruptFile, InvalidInput, TagNotFound
 from engine.meta.snapshot import Snapshot
 
 TAG_PREFIX = "tag-"
-__all__ = ["TAG_PREFIX", "TagManager", "TagNotFound", "delete_tag", "tagged_snapshots"]
+SUCCESS_FILE_DIR = "tag-success-file"
+__all__ = ["SUCCESS_FILE_DIR", "TAG_PREFIX", "TagManager", "TagNotFound", "delete_tag", "is_tag_file_name",
+           "tagged_snapshots"]
+
+
+def is_tag_file_name(name: str) -> bool:
+    """True for the name of a tag file in a ``tag/`` directory (not a temporary file, not the success-file
+    directory)."""
+    return name.startswith(TAG_PREFIX) and not name.endswith(".tmp") and name != SUCCESS_FILE_DIR
 
 
 class TagManager:
@@ -29,8 +43,7 @@ class TagManager:
 
     def names(self) -> list[str]:
         """Names of the existing tags, sorted (temporary files of tags being written are skipped)."""
-        return sorted(n[len(TAG_PREFIX):] for n in self.io.list_names(self.tag_dir)
-                      if n.startswith(TAG_PREFIX) and not n.endswith(".tmp"))
+        return sorted(n[len(TAG_PREFIX):] for n in self.io.list_names(self.tag_dir) if is_tag_file_name(n))
 
     def get(self, name: str) -> Snapshot:
         """The tagged snapshot. Raises TagNotFound, CorruptFile."""
@@ -45,35 +58,117 @@ class TagManager:
         """Tag name -> tagged Snapshot for every tag. Raises CorruptFile for an unreadable tag file."""
         return {n: self.get(n) for n in self.names()}
 
-    def create(self, name: str, snapshot: Snapshot) -> None:
-        """Raises InvalidInput for a bad or existing name."""
-        self.validate_name(name)
+    def create(self, name: str, snapshot: Snapshot, time_retained_ms: int | None = None, *,
+               automatic: bool = False) -> None:
+        """Write tag ``name`` of ``snapshot``; with ``time_retained_ms`` (milliseconds) it records that retention and
+        its create time (local time now), as Paimon does only then. With the table option ``tag.create-success-file``
+        the tag's success file is written too. ``automatic`` tags (engine.maintenance.auto_tags) may have purely
+        numeric names, as Paimon's ``yyyyMMdd`` ones. Raises InvalidInput for a bad or existing name."""
+        from engine.options import TAG_CREATE_SUCCESS_FILE
+        self.validate_name(name, allow_numeric=automatic)
         self.io.mkdirs(self.tag_dir)
         crash_point("tag.before-create")
-        if not self.io.write_if_absent(self.path(name), snapshot.to_json().encode()):
+        if not self.io.write_if_absent(self.path(name), _tag_json(snapshot, time_retained_ms).encode()):
             raise InvalidInput(f"tag {name!r} already exists", table=self.table.name)
         crash_point("tag.after-create")
+        if self.table.schema.table_options.get(TAG_CREATE_SUCCESS_FILE):
+            self._write_success_file(name)
 
     def delete(self, name: str) -> Snapshot:
-        """Delete tag ``name`` (only the tag file; see ``delete_tag`` for its data files) and return its snapshot.
-        Raises TagNotFound.
+        """Delete tag ``name`` (only the tag file and its success file; see ``delete_tag`` for its data files) and
+        return its snapshot. Raises TagNotFound.
         """
         snap = self.get(name)
         self.io.delete(self.path(name))
+        self.io.delete(self.success_file_path(name))
         return snap
 
-    def validate_name(self, name: str) -> None:
-        """Raise InvalidInput unless ``name`` is a non-blank string that is not purely numeric, has no path separator
-        and does not start with '.'.
+    def success_file_path(self, name: str) -> str:
+        """``tag/tag-success-file/<name>_SUCCESS`` (Paimon's SuccessFileTagCallback)."""
+        return os.path.join(self.tag_dir, SUCCESS_FILE_DIR, name + "_SUCCESS")
+
+    def _write_success_file(self, name: str) -> None:
+        """Paimon's SuccessFile JSON: creationTime kept from an existing file, modificationTime now (epoch ms)."""
+        path = self.success_file_path(name)
+        now = int(time.time() * 1000)
+        created = now
+        try:
+            created = int(json.loads(self.io.read_bytes(path))["creationTime"])
+        except FileNotFoundError:
+            pass
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+            pass  # an unreadable old success file is replaced
+        self.io.mkdirs(os.path.dirname(path))
+        text = json.dumps({"creationTime": created, "modificationTime": now}, indent=2, separators=(",", " : "))
+        self.io.write_bytes(path, text.encode())
+
+    def retention(self, name: str) -> tuple[dt.datetime | None, int | None]:
+        """(tagCreateTime as a naive local datetime, tagTimeRetained in milliseconds) of tag ``name``; None for a
+        field the tag does not record. Raises TagNotFound, CorruptFile."""
+        path = self.path(name)
+        try:
+            obj = json.loads(self.io.read_bytes(path))
+        except FileNotFoundError:
+            raise TagNotFound(self.table.name, name) from None
+        except (ValueError, UnicodeDecodeError) as e:
+            raise CorruptFile(path, f"not valid JSON: {e}") from None
+        if not isinstance(obj, dict):
+            raise CorruptFile(path, "JSON is not an object")
+        from engine.system_tables import _tag_create_time
+        return _tag_create_time(obj.get("tagCreateTime"), path), _retained_ms(obj.get("tagTimeRetained"), path)
+
+    def validate_name(self, name: str, *, allow_numeric: bool = False) -> None:
+        """Raise InvalidInput unless ``name`` is a non-blank string that is not purely numeric (unless
+        ``allow_numeric``: Paimon allows it, lakemerge refuses it for the tags users name), has no path separator,
+        does not start with '.' and is not ``success-file`` (its file would be the success-file directory).
         """
         if not isinstance(name, str) or not name.strip():
             raise InvalidInput("a tag name must be a non-blank string", table=self.table.name)
-        if re.fullmatch(r"\d+", name):
+        if not allow_numeric and re.fullmatch(r"\d+", name):
             raise InvalidInput(f"tag name {name!r} cannot be purely numeric (it would read as a snapshot id)",
                                table=self.table.name)
         if "/" in name or "\\" in name or name.startswith("."):
             raise InvalidInput(f"tag name {name!r} may not contain path separators or start with '.'",
                                table=self.table.name)
+        if TAG_PREFIX + name == SUCCESS_FILE_DIR:
+            raise InvalidInput(f"tag name {name!r} is reserved: tag/{SUCCESS_FILE_DIR} holds the tags' success files",
+                               table=self.table.name)
+
+
+def _tag_json(snapshot: Snapshot, time_retained_ms: int | None) -> str:
+    """The snapshot's JSON, plus Paimon's Tag fields when a retention is given (Jackson's forms: the create time
+    as [y, m, d, h, min(, s(, nanos))] with trailing zeros dropped, the retention as decimal seconds)."""
+    if time_retained_ms is None:
+        return snapshot.to_json()
+    now = dt.datetime.fromtimestamp(time.time())
+    created = [now.year, now.month, now.day, now.hour, now.minute]
+    if now.second or now.microsecond:
+        created.append(now.second)
+        if now.microsecond:
+            created.append(now.microsecond * 1000)
+    out = json.loads(snapshot.to_json())
+    out["tagCreateTime"] = created
+    out["tagTimeRetained"] = "@retained@"
+    secs, ms = divmod(int(time_retained_ms), 1000)
+    text = json.dumps(out, indent=2, separators=(",", " : "), ensure_ascii=False)
+    return text.replace('"@retained@"', f"{secs}.{ms * 1_000_000:09d}")
+
+
+_ISO_DURATION = re.compile(r"(-)?PT(?:(-?\d+)H)?(?:(-?\d+)M)?(?:(-?\d+(?:\.\d+)?)S)?")
+
+
+def _retained_ms(value, path: str) -> int | None:
+    """A tagTimeRetained value (Jackson writes decimal seconds; an ISO-8601 ``PT..`` text is read too) in ms."""
+    if value is None:
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return round(value * 1000)
+    m = _ISO_DURATION.fullmatch(value) if isinstance(value, str) else None
+    if m is None or value == "PT":
+        raise CorruptFile(path, f"tagTimeRetained {value!r} is not a duration")
+    h, mi, s = (float(g) if g else 0.0 for g in m.group(2, 3, 4))
+    ms = round((h * 3600 + mi * 60 + s) * 1000)
+    return -ms if m.group(1) else ms
 
 
 def tagged_snapshots(table) -> list[Snapshot]:

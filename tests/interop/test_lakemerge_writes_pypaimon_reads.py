@@ -374,3 +374,33 @@ def test_many_rows_small_files_small_buffer(warehouse):
         model.apply(data)
         model.commit(sids[-1])
     verify(warehouse, "db.big", model, sids, lm_table=t)
+
+
+def test_pypaimon_reads_tags_lakemerge_created_automatically(warehouse, monkeypatch):
+    """tag.automatic-creation=process-time: pypaimon time-travels to the tag lakemerge created after a commit and
+    reads its create time and time retained (Paimon's Tag JSON: LocalDateTime array, Duration seconds)."""
+    import datetime as dt
+    import time
+
+    clock = {"t": dt.datetime(2023, 7, 18, 12, 12, tzinfo=dt.timezone.utc).timestamp()}
+    monkeypatch.setattr(time, "time", lambda: clock["t"])
+    schema = pa.schema([("id", pa.int64()), ("v", pa.string())])
+    t = lm_catalog(warehouse).create_table(
+        "db.auto_tags", schema=schema, primary_key=["id"],
+        options={"bucket": "2", "tag.automatic-creation": "process-time", "tag.creation-period": "daily",
+                 "tag.period-formatter": "without_dashes", "sink.process-time-zone": "UTC",
+                 "tag.default-time-retained": "7 d"})
+    t.write(pa.table({"id": [1, 2], "v": ["a", "b"]}, schema=schema))
+    clock["t"] += 86400  # the next day: snapshot 2 closes 2023-07-18
+    t.write(pa.table({"id": [2, 3], "v": ["B", "c"]}, schema=schema))
+    clock["t"] += 3600
+    t.write(pa.table({"id": [4], "v": ["d"]}, schema=schema))
+    assert {n: s.id for n, s in t.tags().items()} == {"20230717": 1, "20230718": 2}
+
+    pp = pp_get_table(warehouse, "db.auto_tags")
+    got = pp_read(pp.copy({"scan.tag-name": "20230718"}), sort_by=["id"]).to_pylist()
+    assert got == [{"id": 1, "v": "a"}, {"id": 2, "v": "B"}, {"id": 3, "v": "c"}]
+    tag = pp.tag_manager().get("20230718")
+    assert tag.id == 2 and tag.tag_time_retained == dt.timedelta(days=7)
+    assert tag.tag_create_time == dt.datetime.fromtimestamp(clock["t"] - 3600)
+    assert sorted(pp.list_tags()) == ["20230717", "20230718"]

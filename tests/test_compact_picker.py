@@ -1,7 +1,7 @@
 """Universal compaction picking against hand-worked cases of Paimon's rules (paimon-semantics §7.2)."""
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.compact.levels import Levels, SortedRun
@@ -202,6 +202,7 @@ def test_a_picker_reports_full_units_so_the_bucket_records_the_last_full_compact
     assert unit.output_level == 4 and not picker().is_full(unit, rs)  # the level-5 run is not in it
 
 
+@settings(deadline=None)
 @given(st.lists(st.integers(1, 1000), min_size=2, max_size=9), st.integers(0, 200), st.integers(0, 200),
        st.integers(0, 23), st.integers(-1, 23), st.integers(-1, 23))
 def test_off_peak_hours_add_their_ratio_to_the_size_ratio(sizes_, ratio, extra, hour, start, end):

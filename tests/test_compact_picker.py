@@ -125,8 +125,6 @@ def test_levels_order_level0_newest_first_and_refuse_overlaps():
         Levels([f(5, 1, 0, 5), f(5, 1, 5, 9)], 6, [INT])
 
 
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 
 @st.composite

@@ -51,7 +51,6 @@ class BucketCompaction:
         self.disabled = False
         self.changelog: list[DataFileMeta] = []  # lookup / full-compaction changelog files (issue 5)
         self.last_full_ms = last_full_compaction(self.levels)
-        self.empty_picks = 0  # gentle lookup compaction (lookup-compact=gentle): picks that found nothing
         from engine.compact.record_expire import RecordExpire
         self.expire = RecordExpire.of(table.schema)
 
@@ -78,11 +77,8 @@ class BucketCompaction:
             unit = picker.pick(runs)
         else:  # Paimon's ForceUpLevel0Compaction with a max interval
             unit = picker.pick(runs, force_level0=False)
-            if unit is None:
-                self.empty_picks += 1
-                if self.empty_picks >= interval:
-                    self.empty_picks = 0
-                    unit = picker.pick(runs, force_level0=True)
+            if unit is None and _gentle_pick_due(self.table.root, self.partition, self.bucket, interval):
+                unit = picker.pick(runs, force_level0=True)
         if picker.is_full(unit, runs):
             self.last_full_ms = picker.now_ms
         return unit
@@ -186,6 +182,21 @@ class BucketCompaction:
             else:
                 self.before[ident] = f
         self.after.update(new_after)
+
+
+_EMPTY_PICKS: dict[tuple[str, bytes, int], int] = {}
+_EMPTY_PICKS_LOCK = threading.Lock()
+
+
+def _gentle_pick_due(root: str, partition: bytes, bucket: int, interval: int) -> bool:
+    """Gentle lookup compaction (lookup-compact=gentle): count one more pick that found nothing for the bucket;
+    True (and the count restarts) at the ``interval``-th. Counted per process, across writers and commits, as a
+    long-running Paimon writer counts (lakemerge's writers live for one commit)."""
+    key = (root, partition, bucket)
+    with _EMPTY_PICKS_LOCK:
+        n = _EMPTY_PICKS.get(key, 0) + 1
+        _EMPTY_PICKS[key] = 0 if n >= interval else n
+    return n >= interval
 
 
 def last_full_compaction(levels: Levels) -> int | None:

@@ -242,6 +242,12 @@ SEQUENCE_AUTO_PADDING = _opt("sequence.auto-padding", _field_list, (),
 # --- issue 8 (append tables, dynamic bucket) ---
 COMPACTION_MIN_FILE_NUM = _opt("compaction.min.file-num", parse_int, 5,
                                "append tables: small files of a bucket that trigger a compaction")
+COMPACTION_DELETE_RATIO_THRESHOLD = _opt("compaction.delete-ratio-threshold", parse_float, 0.2,
+                                         "append tables: a file with more of its rows deleted (deletion vectors) "
+                                         "is compacted whatever its size")
+COMPACTION_FILE_NUM_LIMIT = _opt("compaction.file-num-limit", parse_int, 100_000,
+                                 "append tables: Paimon's bound on files scanned per compaction plan (memory); "
+                                 "accepted, lakemerge plans per bucket and has no such batch")
 DYNAMIC_BUCKET_TARGET_ROW_NUM = _opt("dynamic-bucket.target-row-num", parse_int, 2_000_000,
                                      "dynamic bucket mode: keys per bucket before a new bucket is opened")
 DYNAMIC_BUCKET_INITIAL_BUCKETS = _opt("dynamic-bucket.initial-buckets", parse_int, None,

@@ -328,3 +328,15 @@ def test_deletion_vectors_mark_an_expired_older_record_deleted(tmp_path):
     assert any(f.level == 0 for sp in t.plan() for f in sp.files) is False
     assert _read(t) == [(1, FRESH, 10), (2, FRESH, 2)]
     assert _pp_read(tmp_path) == _read(t)
+
+
+def test_lakemerge_expires_rows_of_a_table_pypaimon_created_and_wrote(tmp_path):
+    from tests.interop.pypaimon_util import pp_catalog, pp_create_table, pp_write
+    pp = pp_create_table(pp_catalog(str(tmp_path)), "db.t", SCHEMA, ["id"],
+                         options={"bucket": "1", **EXPIRE})
+    pp_write(pp, _rows([(1, OLD, 1), (2, FRESH, 2)]))
+    pp_write(pp, _rows([(3, OLD, 3), (4, None, 4)]))
+    t = Catalog(str(tmp_path)).get_table("db.t")
+    assert [r[0] for r in _read(t)] == [1, 2, 3, 4]  # reads keep expired rows
+    t.compact(full=True)
+    assert _read(t) == _pp_read(tmp_path) == [(2, FRESH, 2), (4, None, 4)]

@@ -319,10 +319,13 @@ def test_lookup_changelog_does_not_find_an_expired_older_record(tmp_path):
     assert sid and _read(t) == [(1, FRESH, 10), (2, FRESH, 20)]
 
 
-def test_deletion_vectors_mark_an_expired_older_record_deleted(tmp_path):
+@pytest.mark.parametrize("options", [{}, {"merge-engine": "aggregation", "fields.a.aggregate-function": "sum"},
+                                     {"changelog-producer": "lookup"}])
+def test_deletion_vectors_mark_an_expired_older_record_deleted(tmp_path, options):
     # Java's lookup does not find the expired row, so it would stay live next to the new one in a
-    # deletion-vector read; lakemerge marks it deleted instead (a documented difference)
-    t = _top_level_table(tmp_path, [(1, OLD, 1), (2, FRESH, 2)], **{"deletion-vectors.enabled": "true"})
+    # deletion-vector read; lakemerge marks it deleted instead (a documented difference). The new value is not
+    # merged with the expired one (aggregation: 10, not 11), as in Java.
+    t = _top_level_table(tmp_path, [(1, OLD, 1), (2, FRESH, 2)], **{"deletion-vectors.enabled": "true", **options})
     t.alter().set_option("write-only", "false").commit()
     t.write(_rows([(1, FRESH, 10)]))
     assert any(f.level == 0 for sp in t.plan() for f in sp.files) is False

@@ -187,6 +187,27 @@ SMALL_FILE_RATIO = _opt("compaction.small-file-ratio", parse_float, 0.7,
                         "files below target-file-size x ratio are rewritten, not upgraded")
 FULL_COMPACTION_DELTA_COMMITS = _opt("full-compaction.delta-commits", _optional(parse_int), None,
                                      "full compaction every N commits")
+FORCE_REWRITE_ALL_FILES = _opt("compaction.force-rewrite-all-files", parse_bool, False,
+                                "full compaction rewrites every file, top-level files too, instead of upgrading "
+                                "files by metadata")
+TOTAL_SIZE_THRESHOLD = _opt("compaction.total-size-threshold", _optional(parse_memory_size), None,
+                            "a compaction becomes full while the bucket's runs total less than this size")
+INCREMENTAL_SIZE_THRESHOLD = _opt("compaction.incremental-size-threshold", _optional(parse_memory_size), None,
+                                  "a compaction becomes full once the runs below the top level exceed this size")
+OPTIMIZATION_INTERVAL = _opt("compaction.optimization-interval", _optional(parse_duration_ms), None,
+                             "a compaction becomes full when the last full one is older than this")
+OFFPEAK_START_HOUR = _opt("compaction.offpeak.start.hour", parse_int, -1,
+                          "first local hour (0-23) of off-peak hours; -1 disables")
+OFFPEAK_END_HOUR = _opt("compaction.offpeak.end.hour", parse_int, -1,
+                        "local hour (0-23) off-peak hours end before; -1 disables")
+OFFPEAK_RATIO = _opt("compaction.offpeak-ratio", parse_int, 0,
+                     "percent added to compaction.size-ratio during off-peak hours")
+LOOKUP_COMPACT = _opt("lookup-compact", _enum("radical", "gentle"), "radical",
+                      "lookup tables: radical compacts level 0 up at every compaction, gentle every "
+                      "lookup-compact.max-interval compactions that found nothing else to do")
+LOOKUP_COMPACT_MAX_INTERVAL = _opt("lookup-compact.max-interval", _optional(parse_int), None,
+                                   "gentle lookup compaction: compactions between forced level-0 compactions "
+                                   "(default 2 x num-sorted-run.compaction-trigger, at least the trigger)")
 WRITE_ONLY = _opt("write-only", parse_bool, False, "writers neither compact nor run maintenance after commits "
                   "(snapshot, changelog, consumer and partition expiration)")
 COMPACTION_READ_BATCH_ROWS = _opt("compaction.read-batch-rows", parse_int, 64 * 1024,
@@ -222,6 +243,12 @@ SEQUENCE_AUTO_PADDING = _opt("sequence.auto-padding", _field_list, (),
 # --- issue 8 (append tables, dynamic bucket) ---
 COMPACTION_MIN_FILE_NUM = _opt("compaction.min.file-num", parse_int, 5,
                                "append tables: small files of a bucket that trigger a compaction")
+COMPACTION_DELETE_RATIO_THRESHOLD = _opt("compaction.delete-ratio-threshold", parse_float, 0.2,
+                                         "append tables: a file with more of its rows deleted (deletion vectors) "
+                                         "is compacted whatever its size")
+COMPACTION_FILE_NUM_LIMIT = _opt("compaction.file-num-limit", parse_int, 100_000,
+                                 "append tables: Paimon's bound on files scanned per compaction plan (memory); "
+                                 "accepted, lakemerge plans per bucket and has no such batch")
 DYNAMIC_BUCKET_TARGET_ROW_NUM = _opt("dynamic-bucket.target-row-num", parse_int, 2_000_000,
                                      "dynamic bucket mode: keys per bucket before a new bucket is opened")
 DYNAMIC_BUCKET_INITIAL_BUCKETS = _opt("dynamic-bucket.initial-buckets", parse_int, None,
@@ -277,6 +304,13 @@ CHANGELOG_FILE_FORMAT = _opt("changelog-file.format", _file_format, None,
 CHANGELOG_FILE_STATS_MODE = _opt("changelog-file.stats-mode", str.strip, None,
                                  "changelog file value statistics: none|counts|truncate(N)|full "
                                  "(default: metadata.stats-mode)")
+# --- record-level expiration (engine.compact.record_expire) ---
+RECORD_LEVEL_EXPIRE_TIME = _opt("record-level.expire-time", _optional(parse_duration_ms), None,
+                                "primary-key tables: compaction drops rows whose time field is older than this")
+RECORD_LEVEL_TIME_FIELD = _opt("record-level.time-field", _optional(str.strip), None,
+                               "the INT (seconds), BIGINT (seconds or milliseconds) or TIMESTAMP column "
+                               "record-level.expire-time applies to")
+
 # --- deletion vectors ("merge on write", paimon-semantics §9) and lookup compaction ---
 DELETION_VECTORS_ENABLED = _opt("deletion-vectors.enabled", parse_bool, False,
                                 "compaction marks superseded rows in deletion vectors; batch reads skip level 0 "

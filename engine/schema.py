@@ -88,6 +88,8 @@ class TableSchema:
         TableOptions(opts, table=table).check_new_schema(has_primary_key=bool(pk))
         from engine.write.formats import check_new_schema_formats
         check_new_schema_formats(schema, table)
+        from engine.compact.record_expire import check_record_level_expire
+        check_record_level_expire(schema, table)
         return schema
 
     def validate(self, table: str | None = None, *, opening: bool = False) -> None:

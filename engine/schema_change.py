@@ -386,6 +386,8 @@ def apply_changes(schema: TableSchema, changes: Sequence[SchemaChange], *, table
     new.validate(table)
     from engine.write.formats import check_new_schema_formats
     check_new_schema_formats(new, table)
+    from engine.compact.record_expire import check_record_level_expire
+    check_record_level_expire(new, table)
     return new
 
 

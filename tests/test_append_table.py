@@ -128,6 +128,23 @@ def test_compaction_threshold_and_full(catalog):
     assert t.read().column("id").to_pylist() == [0, 1, 2]
 
 
+@pytest.mark.parametrize("ratio,compacts", [("0.2", True), ("0.5", False)])
+def test_a_file_with_many_deleted_rows_is_compacted_alone(catalog, ratio, compacts):
+    # Paimon's AppendCompactCoordinator.tooHighDeleteRatio: deleted rows > compaction.delete-ratio-threshold x rows
+    t = catalog.create_table("db.c", SCHEMA, options={"deletion-vectors.enabled": "true",
+                                                      "compaction.delete-ratio-threshold": ratio})
+    t.write(batch("a", list(range(10))))
+    t.delete_where([("id", "in", [1, 2, 3])])  # 3 of 10 rows: above 0.2, not above 0.5
+    (before,) = [f.file_name for sp in t.plan() for f in sp.files]  # one file: too few to compact by size
+    sid = compact_append(t)
+    assert (sid is not None) is compacts
+    files = [f for sp in t.plan() for f in sp.files]
+    assert (before not in {f.file_name for f in files}) is compacts
+    assert sorted(t.read().column("id").to_pylist()) == [0, 4, 5, 6, 7, 8, 9]
+    if compacts:
+        assert sum(f.row_count for f in files) == 7 and not any(sp.vectors.files for sp in t.plan())
+
+
 def test_compaction_conflict_with_concurrent_compaction(catalog):
     t = catalog.create_table("db.c", SCHEMA, options={"compaction.min.file-num": "2"})
     for i in range(3):

@@ -1,6 +1,9 @@
 """Universal compaction picking against hand-worked cases of Paimon's rules (paimon-semantics §7.2)."""
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from engine.compact.levels import Levels, SortedRun
 from engine.compact.picker import CompactionSettings, UniversalPicker
 from engine.meta.data_file import DataFileMeta, SimpleStats
@@ -122,8 +125,6 @@ def test_levels_order_level0_newest_first_and_refuse_overlaps():
         Levels([f(5, 1, 0, 5), f(5, 1, 5, 9)], 6, [INT])
 
 
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 
 @st.composite
@@ -161,3 +162,82 @@ def test_picked_units_keep_the_lsm_order(rs, trigger, ratio, amp, force):
         assert unit.output_level == p.max_level
     else:
         assert unit.output_level < rs[n].level
+
+
+# --- early full compaction, off-peak hours, full-compaction picks (Paimon's EarlyFullCompaction, OffPeakHours,
+# CompactStrategy.pickFullCompaction) ------------------------------------------------------------------------
+def test_total_size_threshold_turns_a_pick_below_the_trigger_into_a_full_compaction():
+    spec = ((0, 10), (0, 10), (5, 100))  # 3 runs: below the trigger, universal alone picks nothing
+    assert picker().pick(runs(*spec)) is None
+    unit = picker(total_size_threshold=121).pick(runs(*spec))
+    assert unit.output_level == 5 and sizes(unit) == [10, 10, 100]
+    assert picker(total_size_threshold=120).pick(runs(*spec)) is None  # total 120 is not below 120
+    assert picker(total_size_threshold=10**9).pick(runs((5, 100))) is None  # one run: nothing to merge
+
+
+def test_incremental_size_threshold_counts_only_runs_below_the_max_level():
+    spec = ((0, 10), (3, 15), (5, 1000))
+    assert picker(incremental_size_threshold=25).pick(runs(*spec)) is None  # 10 + 15 is not above 25
+    unit = picker(incremental_size_threshold=24).pick(runs(*spec))
+    assert unit.output_level == 5 and sizes(unit) == [10, 15, 1000]
+
+
+def test_optimization_interval_compares_the_last_full_compaction_with_now():
+    spec = ((0, 10), (5, 1000))
+    s = CompactionSettings(optimization_interval_ms=60_000)
+    due = UniversalPicker(s, 5, now_ms=200_000, last_full_ms=100_000).pick(runs(*spec))
+    assert due is not None and due.output_level == 5 and sizes(due) == [10, 1000]
+    assert UniversalPicker(s, 5, now_ms=160_000, last_full_ms=100_000).pick(runs(*spec)) is None
+    assert UniversalPicker(s, 5, now_ms=0, last_full_ms=None).pick(runs(*spec)) is not None  # never: due
+
+
+def test_a_picker_reports_full_units_so_the_bucket_records_the_last_full_compaction():
+    p = picker(total_size_threshold=10**9)
+    rs = runs((0, 1), (5, 2))
+    assert p.is_full(p.pick(rs), rs)
+    rs = runs((0, 1), (0, 1), (0, 1), (0, 1), (5, 1000))
+    unit = picker().pick(rs)
+    assert unit.output_level == 4 and not picker().is_full(unit, rs)  # the level-5 run is not in it
+
+
+@settings(deadline=None)
+@given(st.lists(st.integers(1, 1000), min_size=2, max_size=9), st.integers(0, 200), st.integers(0, 200),
+       st.integers(0, 23), st.integers(-1, 23), st.integers(-1, 23))
+def test_off_peak_hours_add_their_ratio_to_the_size_ratio(sizes_, ratio, extra, hour, start, end):
+    spec = [(0, s) for s in sizes_[:-1]] + [(5, sizes_[-1])]
+    s = CompactionSettings(size_ratio=ratio, offpeak_start=start, offpeak_end=end, offpeak_ratio=extra)
+    off = start != -1 and end != -1 and start != end and (
+        start <= hour < end if start <= end else (hour < end or start <= hour))
+    expected = UniversalPicker(CompactionSettings(size_ratio=ratio + (extra if off else 0)), 5, hour=hour)
+    got = UniversalPicker(s, 5, hour=hour).pick(runs(*spec))
+    want = expected.pick(runs(*spec))
+    assert (None if got is None else (got.output_level, sizes(got))) == \
+        (None if want is None else (want.output_level, sizes(want)))
+
+
+def test_off_peak_settings_come_from_the_options():
+    s = CompactionSettings.of(TableOptions({"compaction.offpeak.start.hour": "22", "compaction.offpeak.end.hour": "6",
+                                            "compaction.offpeak-ratio": "30"}))
+    assert [s.offpeak_extra_ratio(h) for h in (21, 22, 23, 0, 5, 6, 12)] == [0, 30, 30, 30, 30, 0, 0]
+    assert CompactionSettings.of(TableOptions({"compaction.offpeak-ratio": "30"})).offpeak_extra_ratio(3) == 0
+
+
+def test_full_pick_of_one_top_level_run_rewrites_only_the_files_that_need_it():
+    top = runs((5, 10))[0]
+    top = SortedRun(5, top.files + (f(20, 5, lo=1, hi=1),))
+    assert picker().pick_full([top]) is None
+    unit = picker().pick_full([top], rewrite_file=lambda x: x.file_size == 20)
+    assert unit.file_rewrite and unit.output_level == 5 and sizes(unit) == [20]
+    unit = picker(force_rewrite_all=True).pick_full([top])
+    assert unit.file_rewrite and sizes(unit) == [10, 20]
+    unit = picker(force_rewrite_all=True).pick_full(runs((0, 1), (5, 10)))
+    assert not unit.file_rewrite and unit.output_level == 5 and sizes(unit) == [1, 10]
+
+
+def test_gentle_lookup_compaction_interval_defaults_to_twice_the_trigger():
+    gentle = {"changelog-producer": "lookup", "lookup-compact": "gentle"}
+    assert CompactionSettings.of(TableOptions(gentle)).lookup_max_interval == 10
+    assert CompactionSettings.of(TableOptions({**gentle, "lookup-compact.max-interval": "7"})).lookup_max_interval == 7
+    assert CompactionSettings.of(TableOptions({**gentle, "lookup-compact.max-interval": "2"})).lookup_max_interval == 5
+    assert CompactionSettings.of(TableOptions({"lookup-compact": "gentle"})).lookup_max_interval is None  # no lookup
+    assert CompactionSettings.of(TableOptions({"changelog-producer": "lookup"})).lookup_max_interval is None

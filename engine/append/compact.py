@@ -2,7 +2,9 @@
 
 Per (partition, bucket), files are taken in append (sequence) order; every maximal run of consecutive files
 smaller than ``target-file-size`` (append default 256 MB) with at least ``compaction.min.file-num`` files (default 5) is rewritten as
-files rolled at ``target-file-size``, keeping row order and the run's sequence numbers. ``full=True`` rewrites
+files rolled at ``target-file-size``, keeping row order and the run's sequence numbers. A file whose deletion vector
+marks more than ``compaction.delete-ratio-threshold`` of its rows (default 0.2) is compacted whatever its size,
+alone if need be. ``full=True`` rewrites
 every bucket holding more than one file. The result is committed as one COMPACT snapshot (DELETE of the old
 files, ADD of the new) — row content and order are unchanged. Rows deletion vectors mark deleted are not copied,
 and the vectors of the rewritten files are dropped from the bucket's DV index (as Paimon's AppendCompactTask).
@@ -32,7 +34,7 @@ from engine.errors import (
 from engine.meta.data_file import FILE_SOURCE_COMPACT, DataFileMeta
 from engine.meta.manifest import ADD, DELETE, ManifestEntry
 from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER, COMMIT_KIND_COMPACT
-from engine.options import COMPACTION_MIN_FILE_NUM
+from engine.options import COMPACTION_DELETE_RATIO_THRESHOLD, COMPACTION_MIN_FILE_NUM
 from engine.read.split_read import SplitReader
 from engine.write.commit_message import CommitMessage
 
@@ -60,19 +62,31 @@ class _CompactCommitter(Committer):
                                 [(e.partition, e.bucket, e.file.file_name) for e in entries if e.kind == DELETE])
 
 
-def pick_runs(files: list[DataFileMeta], target_size: int, min_files: int, full: bool) -> list[list[DataFileMeta]]:
-    """Runs of consecutive files (in append order) to rewrite together."""
+def pick_runs(files: list[DataFileMeta], target_size: int, min_files: int, full: bool,
+              must: frozenset[str] = frozenset()) -> list[list[DataFileMeta]]:
+    """Runs of consecutive files (in append order) to rewrite together: files smaller than ``target_size`` or
+    named in ``must`` (too many rows deleted); a run is taken when it has ``min_files`` files (at least 2) or holds
+    a ``must`` file (then even alone, as Paimon's coordinator always compacts the files it picked for their
+    deletion vectors)."""
     if full:
-        return [files] if len(files) > 1 else []
+        return [files] if len(files) > 1 or (files and files[0].file_name in must) else []
     runs, current = [], []
     for f in files + [None]:
-        if f is not None and f.file_size < target_size:
+        if f is not None and (f.file_size < target_size or f.file_name in must):
             current.append(f)
             continue
-        if len(current) >= max(2, min_files):
+        if len(current) >= max(2, min_files) or any(c.file_name in must for c in current):
             runs.append(current)
         current = []
     return runs
+
+
+def too_many_deleted(files: list[DataFileMeta], vectors, threshold: float) -> frozenset[str]:
+    """Names of the files whose deletion vector marks more than ``threshold`` x their rows deleted, or whose
+    vector does not record its cardinality (Paimon's AppendCompactCoordinator.tooHighDeleteRatio)."""
+    rows = {f.file_name: f.row_count for f in files}
+    return frozenset(name for name, where in vectors.files if name in rows
+                     and (where.cardinality is None or where.cardinality > rows[name] * threshold))
 
 
 def compact_append(table, *, full: bool = False, partitions=None, progress=None) -> int | None:
@@ -99,7 +113,9 @@ def compact_append(table, *, full: bool = False, partitions=None, progress=None)
     try:
         for split in splits:
             rewritten = []
-            for run in pick_runs(ordered_files(split), target, min_files, full):
+            files = ordered_files(split)
+            must = too_many_deleted(files, split.vectors, opts.get(COMPACTION_DELETE_RATIO_THRESHOLD))
+            for run in pick_runs(files, target, min_files, full, must):
                 rows = pa.concat_tables([read_append_file(reader, split, f, columns) for f in run])
                 new = write_append_files(table.file_io, split.bucket_dir, rows, table.schema,
                                          run[0].min_sequence_number, file_source=FILE_SOURCE_COMPACT)

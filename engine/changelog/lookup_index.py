@@ -157,11 +157,18 @@ def cached_rows(table, bucket_dir: str, meta) -> pa.Table | None:
 class LookupIndex:
     """Finds the current rows for given keys in the split's files at or above ``from_level``, searching lower
     levels first. ``deleted(file name)``, if given, returns the sorted positions of rows a deletion vector marks
-    deleted: such a row is not found (the key's live record, if any, is in a lower level)."""
+    deleted: such a row is not found (the key's live record, if any, is in a lower level). ``expire`` (a
+    RecordExpire), if given: expired rows are not found either, as Paimon's lookup reads through its
+    record-level-expire reader, and the search goes on in deeper levels; ``on_expired(file name, positions)`` is
+    called with the positions of expired rows skipped (deletion-vector mode marks them deleted)."""
 
     positions_only = False  # engine.deletion_vectors.position_index.PositionIndex: locate() instead of get()
-    def __init__(self, table, split, reader, levels, from_level: int, columns: list[str], deleted=None):
+    def __init__(self, table, split, reader, levels, from_level: int, columns: list[str], deleted=None,
+                 expire=None, on_expired=None):
         self.deleted = deleted
+        self.expire = expire
+        self.on_expired = on_expired
+        self._expired: dict[str, np.ndarray] = {}  # file name -> mask of its expired rows
         self.table = table
         self.schema = table.schema
         self.split = split
@@ -222,6 +229,14 @@ class LookupIndex:
                 dead = self.deleted(f.file_name) if self.deleted is not None else None
                 if dead is not None and len(dead) and ok.any():
                     ok &= ~np.isin(hit, dead)
+                if self.expire is not None and rows is not None and ok.any():
+                    gone = np.zeros(len(hit), bool)
+                    if f.file_name not in self._expired:
+                        self._expired[f.file_name] = self.expire.expired(rows)
+                    gone[ok] = self._expired[f.file_name][hit[ok]]
+                    if gone.any() and self.on_expired is not None:
+                        self.on_expired(f.file_name, hit[gone].astype(np.int64))
+                    ok &= ~gone
                 if ok.any():
                     found_at[window[ok]] = True
                     yield f, window[ok], hit[ok].astype(np.int64), rows

@@ -50,6 +50,9 @@ class BucketCompaction:
         self.after: dict[tuple[str, int], DataFileMeta] = {}
         self.disabled = False
         self.changelog: list[DataFileMeta] = []  # lookup / full-compaction changelog files (issue 5)
+        self.last_full_ms = last_full_compaction(self.levels)
+        from engine.compact.record_expire import RecordExpire
+        self.expire = RecordExpire.of(table.schema)
 
     def add_level0(self, files: Iterable[DataFileMeta]) -> None:
         """Add newly flushed files to level 0 (they become the newest sorted runs)."""
@@ -60,12 +63,32 @@ class BucketCompaction:
         return self.levels.number_of_sorted_runs()
 
     def pick(self, full: bool = False) -> CompactUnit | None:
-        """The CompactUnit universal compaction would run next (``full``: every run to the max level; None when the
-        bucket already is one max-level run), or None. Only decides; writes nothing.
+        """The CompactUnit universal compaction would run next (``full``: every run to the max level, or the files
+        of a bucket that already is one max-level run that must still be rewritten), or None. Writes no file;
+        like Paimon's strategies it advances the picking state (time of the last full compaction, gentle lookup
+        compaction's count of empty picks).
         """
-        picker = UniversalPicker(self.settings, self.levels.max_level)
+        picker = UniversalPicker(self.settings, self.levels.max_level, last_full_ms=self.last_full_ms)
         runs = self.levels.runs()
-        return picker.pick_full(runs) if full else picker.pick(runs)
+        if full:
+            return picker.pick_full(runs, self._rewrite_at_top)
+        interval = self.settings.lookup_max_interval
+        if interval is None:
+            unit = picker.pick(runs)
+        else:  # Paimon's ForceUpLevel0Compaction with a max interval
+            unit = picker.pick(runs, force_level0=False)
+            if unit is None and _gentle_pick_due(self.table.root, self.partition, self.bucket, interval):
+                unit = picker.pick(runs, force_level0=True)
+        if picker.is_full(unit, runs):
+            self.last_full_ms = picker.now_ms
+        return unit
+
+    def _rewrite_at_top(self, f: DataFileMeta) -> bool:
+        """A max-level file a full compaction rewrites although nothing is above it: it holds expired records
+        (by its statistics) or has a deletion vector."""
+        if self.expire is not None and self.expire.file_expired(f, self.table.schema_manager.schema):
+            return True
+        return self.dv is not None and self.dv.deleted(f.file_name) is not None
 
     def compact(self, full: bool = False) -> bool:
         """Run the picked unit (or a full compaction); True if anything changed."""
@@ -81,6 +104,19 @@ class BucketCompaction:
         self.levels = self.levels.update(result.before, result.after)
         return bool(result.before or result.after)
 
+    def compact_full(self) -> bool:
+        """One full compaction: all runs to the max level, repeated while upgrades leave runs below it; or, for a
+        bucket that already is one max-level run, one rewrite of its files that need it. True if anything
+        changed."""
+        changed = self.compact(full=True)
+        while changed and not self._one_top_run() and self.compact(full=True):
+            pass
+        return changed
+
+    def _one_top_run(self) -> bool:
+        runs = self.levels.runs()
+        return len(runs) == 1 and runs[0].level == self.levels.max_level
+
     def compact_in_writer(self, full: bool = False) -> None:
         """A writer's compaction: best effort. If an input file vanished (a concurrent compaction and expiration
         removed it), this bucket stops compacting for this commit; the data still commits and the commit's conflict
@@ -89,8 +125,7 @@ class BucketCompaction:
             return
         try:
             if full:
-                while self.compact(full=True):
-                    pass
+                self.compact_full()
             else:
                 self.compact()
         except CorruptFile as e:
@@ -149,6 +184,32 @@ class BucketCompaction:
         self.after.update(new_after)
 
 
+_EMPTY_PICKS: dict[tuple[str, bytes, int], int] = {}
+_EMPTY_PICKS_LOCK = threading.Lock()
+
+
+def _gentle_pick_due(root: str, partition: bytes, bucket: int, interval: int) -> bool:
+    """Gentle lookup compaction (lookup-compact=gentle): count one more pick that found nothing for the bucket;
+    True (and the count restarts) at the ``interval``-th. Counted per process, across writers and commits, as a
+    long-running Paimon writer counts (lakemerge's writers live for one commit)."""
+    key = (root, partition, bucket)
+    with _EMPTY_PICKS_LOCK:
+        n = _EMPTY_PICKS.get(key, 0) + 1
+        _EMPTY_PICKS[key] = 0 if n >= interval else n
+    return n >= interval
+
+
+def last_full_compaction(levels: Levels) -> int | None:
+    """Epoch milliseconds of the newest max-level file's creation, None without one: Paimon's estimate of the
+    last full compaction of a bucket whose writer starts (MergeTreeCompactManagerFactory)."""
+    import datetime as dt
+    times = [f.creation_time_millis for f in levels.levels.get(levels.max_level, ()) if f.creation_time_millis]
+    if not times:
+        return None
+    local = dt.datetime(1970, 1, 1) + dt.timedelta(milliseconds=max(times))  # local wall clock, as written
+    return int(local.timestamp() * 1000)
+
+
 def full_compaction_due(settings: CompactionSettings, commit_identifier: int) -> bool:
     """``full-compaction.delta-commits = N``: streaming commits (explicit identifiers) fully compact when the
     identifier is a multiple of N; batch commits (identifier Long.MAX_VALUE) fully compact every commit, as Paimon's
@@ -201,9 +262,7 @@ def compact_split(table, split, base_snapshot_id: int, *, full: bool = False, co
     bc = BucketCompaction(table, split.partition, split.partition_values, split.bucket, split.files,
                           CompactionSettings.of(table.schema.table_options), split.vectors)
     try:
-        changed = bc.compact(full=full)
-        while changed and full and bc.compact(full=True):  # upgrades can leave runs below the top level
-            pass
+        changed = bc.compact_full() if full else bc.compact()
         if changed:
             before, after = bc.changes()
             dv_before, dv_after = bc.vector_changes()

@@ -123,6 +123,8 @@ class CompactRewriter:
         self._deletions: dict[str, list] = {}
         self._changelog = None  # a ChangelogMerger while a unit produces changelog (issue 5)
         self._log_parts: list[pa.Table] = []
+        from engine.compact.record_expire import RecordExpire
+        self.expire = RecordExpire.of(self.schema)  # record-level.expire-time: rows dropped from every input
 
     # --- the unit ----------------------------------------------------------------------------------
     def run(self, unit: CompactUnit, levels: Levels) -> CompactResult:
@@ -139,7 +141,10 @@ class CompactRewriter:
         result = CompactResult()
         pending: list[list[list[DataFileMeta]]] = []
         try:
-            for section in sections(unit.files, levels.decode, levels.decode_max):
+            if unit.file_rewrite:  # each file alone, at its level (Paimon's FileRewriteCompactTask)
+                for f in unit.files:
+                    self._rewrite_sections([[[f]]], out, drop_delete, result)
+            for section in (() if unit.file_rewrite else sections(unit.files, levels.decode, levels.decode_max)):
                 if len(section) > 1:
                     pending.append(section)
                     continue
@@ -193,7 +198,8 @@ class CompactRewriter:
                 index = pos.PositionIndex(self.table, self.split, self.reader, levels, out + 1, deleted=deleted)
             else:
                 index = LookupIndex(self.table, self.split, self.reader, levels, out + 1, self.columns,
-                                    deleted=deleted)
+                                    deleted=deleted, expire=self.expire,
+                                    on_expired=self._found if self.dv is not None else None)
             return ChangelogMerger(self.schema, LOOKUP, levels.max_level, index, self.table.name,
                                    produce_changelog=self.producer == LOOKUP,
                                    found=self._found if self.dv is not None else None)
@@ -213,6 +219,9 @@ class CompactRewriter:
             return False
         if any(opts.file_format_of(f.level)[0] != opts.file_format_of(out)[0] for f in files):
             return False
+        if self.settings.force_rewrite_all or (self.expire is not None and any(
+                self.expire.file_expired(f, self.table.schema_manager.schema) for f in files)):
+            return False  # _upgrade rewrites these
         deletes = any(f.delete_row_count != 0 for f in files)
         return not (deletes and (out == self._max_level or self.dv is not None))
 
@@ -224,6 +233,8 @@ class CompactRewriter:
         rows = self._cached(f)
         if rows is None:
             rows = self.reader.read_file(self.split, f, self.columns)
+        if self.expire is not None:
+            rows = self.expire.keep(rows)
         _, log = self._changelog.merge([rows], [0], drop_delete)
         if log is not None and log.num_rows:
             self._log_parts.append(log)
@@ -236,6 +247,13 @@ class CompactRewriter:
         return f.level == 0 if self._changelog.mode == "lookup" else f.level != out
 
     def _upgrade(self, f: DataFileMeta, out: int, drop_delete: bool, result: CompactResult) -> None:
+        """Move ``f`` to level ``out`` by metadata, or rewrite it when it must not keep its rows as they are:
+        compaction.force-rewrite-all-files or expired records (both even at its own level, as Paimon's
+        MergeTreeCompactTask.upgrade), or deletes reaching the max level."""
+        if self.settings.force_rewrite_all or (
+                self.expire is not None and self.expire.file_expired(f, self.table.schema_manager.schema)):
+            self._rewrite_sections([[[f]]], out, drop_delete, result)
+            return
         if f.level == out:
             return
         if out == self._max_level and f.delete_row_count != 0:  # deletes must not survive at the max level
@@ -297,7 +315,7 @@ class CompactRewriter:
                 n = batch.num_rows
                 batch = drop_deleted(batch, dead, start)
                 start += n
-                yield batch
+                yield batch if self.expire is None else self.expire.keep(batch)
 
     def _merge_section(self, section: list[list[DataFileMeta]], drop_delete: bool) -> Iterator[pa.Table]:
         if self._changelog is not None:  # the changelog merge needs each record's level: one level per run

@@ -272,6 +272,47 @@ def test_stream_refuses_to_wait_past_a_missing_snapshot(catalog):
         t.stream("latest", consumer_id="job", idle_timeout=0)
 
 
+def test_running_stream_detects_a_rollback_whose_ids_were_committed_again(catalog):
+    """A stream past snapshot 3 when the table is rolled back to 1 and written up to 5 again must not skip the new
+    snapshots 2 and 3: snapshot 3 has another commit time than the one the stream read (engine.changelog.position,
+    the rule Spark's readStream applies)."""
+    t = make(catalog, "t", "input")
+    for i in range(3):
+        t.write(rows((i, i, str(i))))
+    running = t.stream("latest-full", idle_timeout=0)
+    assert next(running).num_rows == 3  # snapshot 3 in full; the stream waits for 4
+    t.rollback_to(1)
+    for i in range(4):  # snapshots 2..5 anew
+        t.write(rows((10 + i, i, "new")))
+    with pytest.raises(SnapshotNotFound, match="replaced by another commit") as e:
+        next(running)
+    assert e.value.snapshot_id == 3
+
+
+def test_consumer_resumed_after_a_rollback_that_committed_its_ids_again_fails(catalog):
+    """The consumer file keeps the commit time of the snapshot before nextSnapshot, so a restarted stream checks
+    it too; Paimon's readers ignore the extra field."""
+    import json
+    t = make(catalog, "t", "input")
+    for i in range(3):
+        t.write(rows((i, i, str(i))))
+    assert len(batches(t.stream("from-snapshot", snapshot_id=1, consumer_id="job", idle_timeout=0))) == 3
+    assert t.consumers() == {"job": 4}
+    from engine.changelog.consumers import ConsumerManager
+    raw = json.loads(t.file_io.read_bytes(ConsumerManager(t).path("job")))
+    assert raw == {"nextSnapshot": 4, "lakemerge.previousSnapshotTime": t.snapshot(3).time_millis}
+    t.write(rows((5, 5, "5")))  # resuming without a rollback reads snapshot 4
+    assert batches(t.stream("latest", consumer_id="job", idle_timeout=0)) == [[("+I", 5, 5, "5")]]
+    t.rollback_to(2)
+    for i in range(4):  # snapshots 3..6 anew
+        t.write(rows((10 + i, i, "new")))
+    with pytest.raises(SnapshotNotFound, match="replaced by another commit") as e:
+        t.stream("latest", consumer_id="job", idle_timeout=0)
+    assert e.value.snapshot_id == 4
+    t.reset_consumer("job", 3)  # a reset consumer (no commit time recorded) starts where told
+    assert [b[0][1] for b in batches(t.stream("latest", consumer_id="job", idle_timeout=0))] == [10, 11, 12, 13]
+
+
 def test_compacted_full_reads_latest_compact_snapshot(catalog):
     t = make(catalog, "t", "input")
     history(t)

@@ -32,6 +32,11 @@ needs; with ``consumer.expiration-time`` a commit removes consumers whose file w
 running stream rewrites its file at least every minute while idle). If a snapshot the stream needs has expired,
 SnapshotNotFound is raised.
 
+Rollback: a stream that has read up to snapshot s fails with SnapshotNotFound when the table is rolled back below s
+-- the latest snapshot is older than s, or snapshot s was committed anew (another commit time) -- instead of
+skipping the snapshots committed after the rollback (engine.changelog.position; the rule Spark's readStream
+applies). A consumer's file keeps snapshot s's commit time, so a stream resumed from it checks the same.
+
 Schema: a stream reads every snapshot through the table schema it started with, files written after an ALTER TABLE
 included (by field id: a renamed column under its old name, a dropped column null, an added one absent).
 """
@@ -47,6 +52,7 @@ import pyarrow as pa
 from engine.changelog.consumers import ConsumerManager
 from engine.changelog.files import ROW_KIND_COLUMN, row_kind_text
 from engine.changelog.overwrite import follow_up_changes
+from engine.changelog.position import check_position, commit_time
 from engine.changelog.reading import check_columns, output_schema, snapshot_changes
 from engine.changelog import retention
 from engine.changelog.retention import changes_snapshot, earliest_change_id
@@ -66,6 +72,8 @@ MODES = ("latest-full", "latest", "from-snapshot", "from-snapshot-full", "from-t
          "incremental")
 SNAPSHOT_ID_KEY = b"lakemerge.snapshot_id"
 CONSUMER_REFRESH_SECONDS = 60.0  # an idle stream rewrites its consumer file this often (as Flink's checkpoints do)
+ROLLBACK_REMEDY = ("start a new stream (a consumer's saved progress: Table.reset_consumer, or option "
+                   "consumer.ignore-progress)")
 
 
 def _tagged(table: pa.Table, snapshot_id: int) -> pa.RecordBatch:
@@ -274,17 +282,25 @@ def stream(table, mode: str | None = "default", *, snapshot_id=None, timestamp_m
     if consumers is not None:
         consumers.path(consumer_id)  # validates the id
     next_id, full = _start(table, mode, snapshot_id, timestamp_millis)
+    stamp = None  # the commit time of snapshot next_id - 1 as the stream's position (engine.changelog.position)
+    resumed = False
     if consumers is not None and not table.schema.table_options.get(CONSUMER_IGNORE_PROGRESS):
-        saved = consumers.next_snapshot(consumer_id)
+        saved = consumers.progress(consumer_id)
         if saved is not None:
-            next_id, full = saved, None
-    _check_not_past_latest(table, next_id, table.snapshot_manager.latest_id())
+            (next_id, stamp), full, resumed = saved, None, True
+    # a start id past the latest + 1 would wait there; a consumer's saved position may have been rolled back (a
+    # table without snapshots yet is waited on, whatever the start id)
+    if table.snapshot_manager.latest_id() is not None:
+        check_position(table, next_id - 1, stamp, ROLLBACK_REMEDY)
+    if not resumed and not isinstance(full, PendingFull):
+        stamp = commit_time(table, next_id - 1)
     if consumers is not None and full is None:
         # nothing is consumed yet; a full first read is recorded only once handed over: nextSnapshot = full.id + 1
         # claims its rows were delivered, so a stream stopped before that would resume after them (Paimon writes
         # the consumer at checkpoints, after the full read)
-        consumers.record(consumer_id, next_id)
-    return _follow(table, next_id, full, out_cols, consumers, consumer_id, poll_interval, idle_timeout, normalize)
+        consumers.record(consumer_id, next_id, stamp)
+    return _follow(table, next_id, stamp, full, out_cols, consumers, consumer_id, poll_interval, idle_timeout,
+                   normalize)
 
 
 def _incremental(table, lo: int, hi: int, out_cols, normalize) -> Iterator[pa.RecordBatch]:
@@ -348,31 +364,24 @@ def _tag_diff(table, before: Snapshot, after: Snapshot, out_cols) -> Iterator[pa
                   after.id)
 
 
-def _check_not_past_latest(table, next_id: int, latest: int | None) -> None:
-    """SnapshotNotFound when the stream would wait for a snapshot after one that does not exist: a start id beyond
-    the latest + 1 would silently wait there, and a rollback below a running stream (or a re-created table) would
-    let it skip the snapshots committed anew (Paimon's NextSnapshotFetcher: 'The next expected snapshot is too
-    big')."""
-    if latest is not None and next_id > latest + 1:
-        raise SnapshotNotFound(table.name, next_id - 1)
-
-
-def _follow(table, next_id: int, full: Snapshot | None, out_cols, consumers, consumer_id, poll_interval,
-            idle_timeout, normalize) -> Iterator[pa.RecordBatch]:
+def _follow(table, next_id: int, stamp: int | None, full: Snapshot | None, out_cols, consumers, consumer_id,
+            poll_interval, idle_timeout, normalize) -> Iterator[pa.RecordBatch]:
+    """Yield the full read (if any), then each snapshot's changes from ``next_id`` on; ``stamp`` is the commit
+    time of snapshot ``next_id - 1`` as the stream's position (None: unknown)."""
     sm = table.snapshot_manager
 
     recorded = [time.monotonic()]
 
     def handed_over(nxt: int) -> None:
         if consumers is not None:
-            consumers.record(consumer_id, nxt)
+            consumers.record(consumer_id, nxt, stamp)
             recorded[0] = time.monotonic()
 
     idle_since = time.monotonic()
     while isinstance(full, PendingFull):
         resolved = full.resolve(table)
         if resolved is not None:
-            full, next_id = resolved, resolved.id + 1
+            full, next_id, stamp = resolved, resolved.id + 1, resolved.time_millis
             break
         if idle_timeout is not None and time.monotonic() - idle_since >= idle_timeout:
             return
@@ -390,7 +399,8 @@ def _follow(table, next_id: int, full: Snapshot | None, out_cols, consumers, con
     while True:
         latest = sm.latest_id()
         if latest is None or next_id > latest:
-            _check_not_past_latest(table, next_id, latest)
+            if latest is not None:  # rolled back below the position
+                check_position(table, next_id - 1, None, ROLLBACK_REMEDY)
             if idle_timeout is not None and time.monotonic() - idle_since >= idle_timeout:
                 return
             if time.monotonic() - recorded[0] >= CONSUMER_REFRESH_SECONDS:
@@ -400,14 +410,20 @@ def _follow(table, next_id: int, full: Snapshot | None, out_cols, consumers, con
         earliest = earliest_change_id(table)
         if earliest is not None and next_id < earliest:
             raise SnapshotNotFound(table.name, next_id)
-        rows = follow_up_changes(table, changes_snapshot(table, next_id), out_cols, normalize=normalize)
+        # the snapshot read up to must still be the one read (a rollback re-committing its id and more would
+        # otherwise go unnoticed); the next one is read afresh, not from a cache a rollback made stale
+        check_position(table, next_id - 1, stamp, ROLLBACK_REMEDY)
+        sm.forget(next_id)
+        snap = changes_snapshot(table, next_id)
+        rows = follow_up_changes(table, snap, out_cols, normalize=normalize)
         if rows.num_rows:
             try:
                 yield _tagged(rows, next_id)
             except GeneratorExit:
+                stamp = snap.time_millis
                 handed_over(next_id + 1)
                 raise
-        next_id += 1
+        next_id, stamp = next_id + 1, snap.time_millis
         handed_over(next_id)
         idle_since = time.monotonic()
 

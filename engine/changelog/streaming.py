@@ -37,6 +37,16 @@ Rollback: a stream that has read up to snapshot s fails with SnapshotNotFound wh
 skipping the snapshots committed after the rollback (engine.changelog.position; the rule Spark's readStream
 applies). A consumer's file keeps snapshot s's commit time, so a stream resumed from it checks the same.
 
+Filters: ``filter`` takes ``Table.read``'s forms (engine.read.predicate) over the stream's columns. The full read
+is filtered as a batch read (partitions, buckets and files pruned, the merged rows filtered); changes row by row, as
+Paimon's streaming reads filter a changelog (the reader's predicate is pushed down for pruning only, the rows are
+filtered one by one after it): an update whose old row matches and new row does not gives its -U without the +U,
+one whose new row matches but old row does not gives a +U alone. Change files are skipped by partition, bucket, key
+statistics and -- read row by row, so a file none of whose rows matches contributes nothing -- value statistics
+(Paimon's KeyValueFileStoreScan uses value statistics only for lookup / full-compaction changelog files: the same
+rows either way). A row deleted by key alone (``Table.delete``) carries nulls in its other columns, so a filter on
+them does not keep its -D.
+
 Schema: a stream reads every snapshot through the table schema it started with, files written after an ALTER TABLE
 included (by field id: a renamed column under its old name, a dropped column null, an added one absent).
 """
@@ -53,7 +63,7 @@ from engine.changelog.consumers import ConsumerManager
 from engine.changelog.files import ROW_KIND_COLUMN, row_kind_text
 from engine.changelog.overwrite import follow_up_changes
 from engine.changelog.position import check_position, commit_time
-from engine.changelog.reading import check_columns, output_schema, snapshot_changes
+from engine.changelog.reading import check_columns, filter_changes, output_schema, read_columns, snapshot_changes
 from engine.changelog import retention
 from engine.changelog.retention import changes_snapshot, earliest_change_id
 from engine.errors import InvalidInput, SnapshotNotFound
@@ -66,6 +76,7 @@ from engine.options import (
     INCREMENTAL_BETWEEN_TAG_TO_SNAPSHOT,
 )
 from engine.postpone import POSTPONE_BUCKET
+from engine.read import predicate as pred
 from engine.read.split_read import SplitReader
 
 MODES = ("latest-full", "latest", "from-snapshot", "from-snapshot-full", "from-timestamp", "compacted-full",
@@ -87,17 +98,23 @@ def _tagged(table: pa.Table, snapshot_id: int) -> pa.RecordBatch:
                                       schema=table.schema.with_metadata(meta))
 
 
-def full_read(table, snapshot: Snapshot, columns: list[str]) -> pa.Table:
-    """The merged rows of ``snapshot`` as +I rows, with the producer's file selection (module docstring)."""
+def full_read(table, snapshot: Snapshot, columns: list[str], filter=None) -> pa.Table:
+    """The merged rows of ``snapshot`` as +I rows, with the producer's file selection (module docstring); with
+    ``filter`` (``Table.read``'s forms) those satisfying it, pruned as a batch read prunes. Raises InvalidInput
+    for a bad filter."""
     schema = output_schema(table, columns)
     if table.schema.is_append_only:  # append tables: every row in append order, no merge
         from engine.append.read import read_append
-        rows = read_append(table, None, columns, snapshot=snapshot)  # the table's own rows (no fallback branch)
+        # the table's own rows (no fallback branch)
+        rows = read_append(table, None, columns, filter, snapshot=snapshot)
         return pa.Table.from_arrays(rows.columns + [pa.array(["+I"] * rows.num_rows, pa.string())], schema=schema)
+    dnf = pred.normalize(filter, table.arrow_schema, table.name)
+    read_cols = read_columns(columns, dnf)
     reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema)
-    parts = [rows for split in table.scan().plan(snapshot)
-             if (rows := full_read_split(table, split, columns, reader)) is not None]
-    return pa.concat_tables(parts) if parts else schema.empty_table()
+    parts = [rows for split in table.scan().plan(snapshot, dnf)
+             if (rows := full_read_split(table, split, read_cols, reader)) is not None]
+    rows = pa.concat_tables(parts) if parts else output_schema(table, read_cols).empty_table()
+    return filter_changes(rows, dnf, columns)
 
 
 def full_read_split(table, split, columns: list[str], reader: SplitReader | None = None) -> pa.Table | None:
@@ -242,9 +259,9 @@ def startup_mode(mode: str | None, *, snapshot_id=None, timestamp_millis=None, s
 def stream(table, mode: str | None = "default", *, snapshot_id=None, timestamp_millis: int | None = None,
            start=None, end=None, consumer_id: str | None = None, columns: Sequence[str] | None = None,
            poll_interval: float = 1.0, idle_timeout: float | None = None,
-           normalize: bool = False) -> Iterator[pa.RecordBatch]:
-    """See the module docstring (``mode``: see ``startup_mode``). Arguments are checked before the first batch is
-    produced."""
+           normalize: bool = False, filter=None) -> Iterator[pa.RecordBatch]:
+    """See the module docstring (``mode``: see ``startup_mode``; ``filter``: ``Table.read``'s forms, see
+    "Filters"). Arguments are checked before the first batch is produced."""
     mode = startup_mode(mode, snapshot_id=snapshot_id, timestamp_millis=timestamp_millis, start=start, end=end)
     if mode not in MODES:
         raise InvalidInput(f"unknown scan mode {mode!r}; modes are {', '.join(MODES)}", table=table.name)
@@ -252,6 +269,7 @@ def stream(table, mode: str | None = "default", *, snapshot_id=None, timestamp_m
     # ALTER TABLE of this table object while the generator runs must not change its columns' meaning
     table = table.through_schema(table.schema.id)
     out_cols = check_columns(table, columns)
+    dnf = pred.normalize(filter, table.arrow_schema, table.name)
     if poll_interval < 0:
         raise InvalidInput("poll_interval must be >= 0", table=table.name)
     if mode == "incremental":
@@ -264,7 +282,7 @@ def stream(table, mode: str | None = "default", *, snapshot_id=None, timestamp_m
             if before.id > after.id:
                 raise InvalidInput(f"incremental start tag {start!r} (snapshot {before.id}) is after end tag "
                                    f"{end!r} (snapshot {after.id})", table=table.name)
-            return _tag_diff(table, before, after, out_cols)
+            return _tag_diff(table, before, after, out_cols, dnf)
         lo, hi = _resolve(table, start), _resolve(table, end)
         if lo > hi:
             raise InvalidInput(f"incremental start {start} is after end {end}", table=table.name)
@@ -277,7 +295,7 @@ def stream(table, mode: str | None = "default", *, snapshot_id=None, timestamp_m
             raise SnapshotNotFound(table.name, hi)
         if lo + 1 < earliest_change_id(table):
             raise SnapshotNotFound(table.name, lo + 1)
-        return _incremental(table, lo, hi, out_cols, normalize)
+        return _incremental(table, lo, hi, out_cols, normalize, dnf)
     consumers = ConsumerManager(table) if consumer_id is not None else None
     if consumers is not None:
         consumers.path(consumer_id)  # validates the id
@@ -300,12 +318,12 @@ def stream(table, mode: str | None = "default", *, snapshot_id=None, timestamp_m
         # the consumer at checkpoints, after the full read)
         consumers.record(consumer_id, next_id, stamp)
     return _follow(table, next_id, stamp, full, out_cols, consumers, consumer_id, poll_interval, idle_timeout,
-                   normalize)
+                   normalize, filter, dnf)
 
 
-def _incremental(table, lo: int, hi: int, out_cols, normalize) -> Iterator[pa.RecordBatch]:
+def _incremental(table, lo: int, hi: int, out_cols, normalize, dnf) -> Iterator[pa.RecordBatch]:
     for sid in range(lo + 1, hi + 1):
-        rows = snapshot_changes(table, changes_snapshot(table, sid), out_cols, normalize=normalize)
+        rows = snapshot_changes(table, changes_snapshot(table, sid), out_cols, normalize=normalize, dnf=dnf)
         if rows.num_rows:
             yield _tagged(rows, sid)
 
@@ -320,7 +338,7 @@ def _merged_by_partition(table, snapshot: Snapshot, columns: list[str]) -> dict[
     return {p: pa.concat_tables(t).combine_chunks() for p, t in parts.items()}
 
 
-def _tag_diff(table, before: Snapshot, after: Snapshot, out_cols) -> Iterator[pa.RecordBatch]:
+def _tag_diff(table, before: Snapshot, after: Snapshot, out_cols, dnf) -> Iterator[pa.RecordBatch]:
     """Paimon's incremental read between two tags (IncrementalDiffStartingScanner.betweenTags, read as its audit
     log reads it, deletes kept): per key, the ``after`` record when the key is new or its row or add/retract
     kind changed, and the ``before`` row as -D when the key is gone. Works when the snapshots between the tags
@@ -359,13 +377,17 @@ def _tag_diff(table, before: Snapshot, after: Snapshot, out_cols) -> Iterator[pa
     if not pieces:
         return
     rows = pa.concat_tables(pieces)
+    if dnf:  # each row on its own, as a changelog is filtered
+        rows = rows.filter(pred.to_expression(dnf))
+        if not rows.num_rows:
+            return
     kinds = row_kind_text(rows.column(VALUE_KIND).to_numpy())
     yield _tagged(pa.Table.from_arrays(rows.select(out_cols).columns + [kinds], schema=output_schema(table, out_cols)),
                   after.id)
 
 
 def _follow(table, next_id: int, stamp: int | None, full: Snapshot | None, out_cols, consumers, consumer_id,
-            poll_interval, idle_timeout, normalize) -> Iterator[pa.RecordBatch]:
+            poll_interval, idle_timeout, normalize, filter, dnf) -> Iterator[pa.RecordBatch]:
     """Yield the full read (if any), then each snapshot's changes from ``next_id`` on; ``stamp`` is the commit
     time of snapshot ``next_id - 1`` as the stream's position (None: unknown)."""
     sm = table.snapshot_manager
@@ -387,7 +409,7 @@ def _follow(table, next_id: int, stamp: int | None, full: Snapshot | None, out_c
             return
         time.sleep(poll_interval)
     if full is not None:
-        rows = full_read(table, full, out_cols)
+        rows = full_read(table, full, out_cols, filter)
         if rows.num_rows:
             try:
                 yield _tagged(rows, full.id)
@@ -415,7 +437,7 @@ def _follow(table, next_id: int, stamp: int | None, full: Snapshot | None, out_c
         check_position(table, next_id - 1, stamp, ROLLBACK_REMEDY)
         sm.forget(next_id)
         snap = changes_snapshot(table, next_id)
-        rows = follow_up_changes(table, snap, out_cols, normalize=normalize)
+        rows = follow_up_changes(table, snap, out_cols, normalize=normalize, dnf=dnf)
         if rows.num_rows:
             try:
                 yield _tagged(rows, next_id)

@@ -467,6 +467,25 @@ def test_audit_log_system_table(catalog):
     assert audit.read().to_pylist() == [{"rowkind": "+U", "k": 1, "a": 1, "v": "3"}]
 
 
+def test_audit_log_at_an_older_snapshot_reads_through_its_schema(catalog):
+    """As time travel (Table.read(snapshot_id)): Paimon's AuditLogTable wraps the time-travelled table, so
+    $audit_log at a snapshot committed under an older schema has that schema's columns (old names, no column added
+    since)."""
+    t = make(catalog, "t", "none")
+    t.write(rows((1, 1, "a")))
+    t.alter().rename_column("v", "w").add_column("z", pa.int32()).commit()
+    t.write(pa.table({"k": [2], "a": [2], "w": ["b"], "z": pa.array([7], pa.int32())}))
+    audit = catalog.get_table("db.t$audit_log")
+    old = audit.read(snapshot_id=1)
+    assert old.schema.names == ["rowkind"] + t.read(snapshot_id=1).schema.names == ["rowkind", "k", "a", "v"]
+    assert audit.arrow_schema_at(1) == old.schema
+    assert old.to_pylist() == [{"rowkind": "+I", "k": 1, "a": 1, "v": "a"}]
+    assert audit.read(snapshot_id=1, columns=["v"], filter=("v", "=", "a")).to_pylist() == [{"v": "a"}]
+    assert audit.read().schema.names == ["rowkind", "k", "a", "w", "z"] == audit.arrow_schema_at().names
+    assert sorted(audit.read().to_pylist(), key=lambda r: r["k"]) == [
+        {"rowkind": "+I", "k": 1, "a": 1, "w": "a", "z": None}, {"rowkind": "+I", "k": 2, "a": 2, "w": "b", "z": 7}]
+
+
 def test_audit_log_of_an_append_table(catalog):
     t = catalog.create_table("db.app", SCHEMA)  # no primary key
     first = t.write(rows((1, 1, "a"), (1, 1, "a")))

@@ -156,7 +156,7 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ts = self.options.get(TIMESTAMP_MILLIS)
         if ts is None and self.options.get(TIMESTAMP) is not None:
             ts = timestamp_millis(TIMESTAMP, self.options[TIMESTAMP], time_zone(self.options), table.name)
-        next_id, full = _start(table, self.mode, sid, None if ts is None else int(ts))
+        next_id, full = _start(table, self.mode, sid, ts)  # the engine parses it (InvalidOption naming it)
         if isinstance(full, PendingFull):  # no snapshot yet: latestOffset resolves it once there is one
             return {"snapshot": 0, "pending_full": full.snapshot_id}
         return offset(full.id, True, table) if full is not None else offset(next_id - 1, table=table)

@@ -313,6 +313,53 @@ def test_consumer_resumed_after_a_rollback_that_committed_its_ids_again_fails(ca
     assert [b[0][1] for b in batches(t.stream("latest", consumer_id="job", idle_timeout=0))] == [10, 11, 12, 13]
 
 
+def test_non_integer_timestamp_millis_is_an_invalid_option(catalog):
+    """Paimon's scan.timestamp-millis is a long: a stream argument or table option that is not one raises
+    InvalidOption naming it (Paimon's SchemaValidation parses the table option at create/alter)."""
+    t = make(catalog, "t", "input")
+    t.write(rows((1, 1, "1")))
+    for bad in ("abc", "2024-01-01", 1.5, True):
+        with pytest.raises(InvalidOption, match="scan.timestamp-millis"):
+            t.stream("from-timestamp", timestamp_millis=bad, idle_timeout=0)
+    assert batches(t.stream(timestamp_millis=str(t.snapshot(1).time_millis), idle_timeout=0)) == \
+        [[("+I", 1, 1, "1")]]
+    with pytest.raises(InvalidOption, match="scan.timestamp-millis"):
+        make(catalog, "bad", "input", **{"scan.timestamp-millis": "yesterday"})
+    assert not catalog.table_exists("db.bad")
+    assert make(catalog, "good", "input", **{"scan.timestamp-millis": "1700000000000"}) is not None
+
+
+def test_stream_from_a_tag_whose_snapshot_expired(catalog):
+    """A tag keeps its snapshot (the tag file) and data files after expiry: from-snapshot-full at the tag reads that
+    state in full, then the changes after it. Changes the start needs that expired raise SnapshotNotFound instead of
+    starting at the earliest snapshot, which would skip some. A numeric id that expired starts at the earliest, as
+    Paimon's ContinuousFromSnapshotStartingScanner does."""
+    t = make(catalog, "t", "input", **{"snapshot.num-retained.min": "1", "snapshot.num-retained.max": "2"})
+    t.write(rows((1, 1, "a")))
+    t.write(rows((2, 2, "b")))
+    t.create_tag("t2", 2)
+    t.write(rows((3, 3, "c")))
+    t.write(rows((4, 4, "d")))
+    expire_after_latest(t)
+    assert t.snapshot_manager.earliest_id() == 3
+    assert batches(t.stream("from-snapshot-full", snapshot_id="t2", idle_timeout=0)) == [
+        [("+I", 1, 1, "a"), ("+I", 2, 2, "b")], [("+I", 3, 3, "c")], [("+I", 4, 4, "d")]]
+    with pytest.raises(SnapshotNotFound, match="tag 't2'") as e:  # snapshot 2's own changes are gone
+        t.stream("from-snapshot", snapshot_id="t2", idle_timeout=0)
+    assert e.value.snapshot_id == 2
+    assert batches(t.stream("from-snapshot", snapshot_id=1, idle_timeout=0)) == [[("+I", 3, 3, "c")],
+                                                                                [("+I", 4, 4, "d")]]
+    t.write(rows((5, 5, "e")))
+    t.create_tag("t5")
+    t.write(rows((6, 6, "f")))
+    t.write(rows((7, 7, "g")))
+    expire_after_latest(t)
+    with pytest.raises(SnapshotNotFound, match="tag 't2'"):  # the changes after it are gone too
+        t.stream("from-snapshot-full", snapshot_id="t2", idle_timeout=0)
+    assert batches(t.stream("from-snapshot-full", snapshot_id="t5", idle_timeout=0))[1:] == [[("+I", 6, 6, "f")],
+                                                                                          [("+I", 7, 7, "g")]]
+
+
 def test_compacted_full_reads_latest_compact_snapshot(catalog):
     t = make(catalog, "t", "input")
     history(t)

@@ -74,6 +74,7 @@ from engine.options import (
     CONSUMER_IGNORE_PROGRESS,
     FULL_COMPACTION_DELTA_COMMITS,
     INCREMENTAL_BETWEEN_TAG_TO_SNAPSHOT,
+    parse_timestamp_millis,
 )
 from engine.postpone import POSTPONE_BUCKET
 from engine.read import predicate as pred
@@ -223,22 +224,40 @@ def _start(table, mode: str, snapshot_id, timestamp_millis) -> tuple[int, Snapsh
     if mode in ("from-snapshot", "from-snapshot-full"):
         if snapshot_id is None:
             raise InvalidInput(f"scan mode {mode} needs snapshot_id", table=table.name)
-        sid = _resolve(table, snapshot_id)
+        if isinstance(snapshot_id, str):
+            return _tag_start(table, mode, snapshot_id)
+        sid = int(snapshot_id)
         if mode == "from-snapshot-full":
             earliest = sm.earliest_id()
-            if earliest is None and not isinstance(snapshot_id, str):
+            if earliest is None:
                 return sid + 1, PendingFull(sid)
-            if earliest is not None and not isinstance(snapshot_id, str):
-                # an expired id reads the earliest snapshot (Paimon's ContinuousFromSnapshotFullStartingScanner)
-                sid = max(sid, earliest)
+            # an expired id reads the earliest snapshot (Paimon's ContinuousFromSnapshotFullStartingScanner)
+            sid = max(sid, earliest)
             return sid + 1, sm.snapshot(sid)
+        # an expired id starts at the earliest readable one (Paimon's ContinuousFromSnapshotStartingScanner)
         earliest = earliest_change_id(table)
         return max(sid, earliest if earliest is not None else sid), None
     if mode == "from-timestamp":
         if timestamp_millis is None:
             raise InvalidInput("scan mode from-timestamp needs timestamp_millis", table=table.name)
-        return _first_not_before(table, int(timestamp_millis)), None
+        return _first_not_before(table, parse_timestamp_millis(timestamp_millis, table=table.name)), None
     raise InvalidInput(f"unknown scan mode {mode!r}; modes are {', '.join(MODES)}", table=table.name)
+
+
+def _tag_start(table, mode: str, tag: str) -> tuple[int, Snapshot | None]:
+    """``_start`` of from-snapshot / from-snapshot-full at tag ``tag`` (a lakemerge extension: Paimon's streams
+    refuse scan.tag-name). The full read is of the tag's own snapshot, which the tag keeps when the snapshot has
+    expired (as Paimon's StaticFromTagStartingScanner reads it); the changes must still be readable from the tag on
+    (from-snapshot: the tagged snapshot's own, from-snapshot-full: those after it). Raises TagNotFound, and
+    SnapshotNotFound when they expired: starting at the earliest snapshot instead would skip the changes between."""
+    tagged = table.tag_snapshot(tag)
+    next_id, full = (tagged.id + 1, tagged) if mode == "from-snapshot-full" else (tagged.id, None)
+    earliest = earliest_change_id(table)
+    if earliest is not None and next_id < earliest:
+        raise SnapshotNotFound(table.name, next_id, f"the changes from snapshot {next_id} on, which a stream from tag "
+                               f"{tag!r} (snapshot {tagged.id}) reads, have expired (the earliest readable is "
+                               f"{earliest})")
+    return next_id, full
 
 
 def startup_mode(mode: str | None, *, snapshot_id=None, timestamp_millis=None, start=None, end=None) -> str:

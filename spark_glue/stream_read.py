@@ -101,7 +101,7 @@ def check_position(table, start: dict) -> None:
     offset log after a restart, with its start and end)."""
     from engine.changelog import position  # the rule the engine's Table.stream applies
     position.check_position(table, int(start["snapshot"]), start.get("time"),
-                            "restart the query without its checkpoint")
+                            "restart it without its checkpoint", reader="the query")
 
 
 class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):

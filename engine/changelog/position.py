@@ -22,18 +22,18 @@ def commit_time(table, snapshot_id: int) -> int | None:
     return None if snap is None else snap.time_millis
 
 
-def check_position(table, delivered: int, time_millis: int | None, remedy: str) -> None:
-    """Raise SnapshotNotFound (naming ``delivered`` and ending with ``remedy``) when the table no longer holds the
-    history a stream delivered up to snapshot ``delivered``: its latest snapshot is older, or snapshot
+def check_position(table, delivered: int, time_millis: int | None, remedy: str, reader: str = "the stream") -> None:
+    """Raise SnapshotNotFound (naming ``delivered``, ``reader`` and ending with ``remedy``) when the table no longer
+    holds the history ``reader`` delivered up to snapshot ``delivered``: its latest snapshot is older, or snapshot
     ``delivered`` was committed at another time than ``time_millis`` (None: not known, not compared). A position
     whose snapshot expired meanwhile passes: expiry is no rollback."""
     latest = table.snapshot_manager.latest_id() or 0
     if latest < delivered:
-        raise SnapshotNotFound(table.name, delivered, f"the stream has read up to snapshot {delivered} but the "
-                               f"latest is {latest} (was the table rolled back?); {remedy}")
+        raise SnapshotNotFound(table.name, delivered, f"{reader} has read up to snapshot {delivered} but the latest "
+                               f"is {latest} (was the table rolled back?); {remedy}")
     if time_millis is None:
         return
     now = commit_time(table, delivered)
     if now is not None and now != time_millis:
-        raise SnapshotNotFound(table.name, delivered, f"snapshot {delivered}, which the stream has read, was replaced "
-                               f"by another commit (the table was rolled back and written again); {remedy}")
+        raise SnapshotNotFound(table.name, delivered, f"the snapshot {reader} read up to was replaced by another "
+                               f"commit (the table was rolled back and written again); {remedy}")

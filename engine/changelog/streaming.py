@@ -7,7 +7,8 @@ When no newer snapshot exists the generator sleeps ``poll_interval`` seconds and
 
 Modes (without one, or ``default``: derived from the start arguments given, as Paimon's CoreOptions.startupMode;
 ``full`` is latest-full): ``latest-full`` (the latest snapshot in full, then changes), ``latest`` (changes after
-the latest), ``from-snapshot`` (changes from ``snapshot_id`` inclusive, or from the earliest readable one),
+the latest), ``from-snapshot`` (changes from ``snapshot_id`` inclusive, or from the earliest readable one if it
+expired, as Paimon's ContinuousFromSnapshotStartingScanner),
 ``from-snapshot-full`` (snapshot ``snapshot_id`` -- the earliest snapshot if it expired -- in full, then changes;
 on a table without snapshots the stream waits for one, then reads the earliest snapshot from ``snapshot_id`` on in
 full), ``from-timestamp`` (changes of snapshots committed at or after ``timestamp_millis``), ``compacted-full``
@@ -20,6 +21,10 @@ the difference of the two tagged states -- each changed key once, gone keys as -
 OVERWRITE snapshots are skipped unless ``streaming-read-overwrite`` (primary-key tables) or
 ``streaming-read-append-overwrite`` (append tables) is set; then their replaced rows come as -D and their new rows
 as +I (engine.changelog.overwrite). Mode ``incremental`` skips them whatever the options, as Paimon does.
+
+``snapshot_id`` may name a tag (a lakemerge extension; Paimon's streams refuse scan.tag-name): from-snapshot-full
+reads the tag's own snapshot in full -- the tag keeps it after the snapshot expired -- and both modes raise
+SnapshotNotFound when changes they must deliver from the tag on have expired, instead of starting at the earliest.
 
 Full reads follow Paimon: with changelog-producer=lookup level-0 files are skipped (their rows arrive as changelog
 later); with full-compaction only max-level files are read.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+import numbers
 import re
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -405,6 +406,24 @@ SINK_PROCESS_TIME_ZONE = _opt("sink.process-time-zone", _optional(_zone_id), Non
 SINK_WATERMARK_TIME_ZONE = _opt("sink.watermark-time-zone", _zone_id, datetime.timezone.utc,
                                 "zone of snapshot watermarks in automatic tag names (default UTC)")
 
+# A streaming read's start time (epoch ms; Paimon's CoreOptions.SCAN_TIMESTAMP_MILLIS, a long): a read option here
+# (Table.stream's timestamp_millis, Spark's option), only validated as a table option (check_new_schema).
+SCAN_TIMESTAMP_MILLIS = "scan.timestamp-millis"
+
+
+def parse_timestamp_millis(value, *, table: str | None = None) -> int:
+    """``scan.timestamp-millis`` as an int: an int, or a string of a decimal integer. Raises InvalidOption naming
+    the option for anything else (a bool, a float, a date-time string)."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return parse_int(value)
+        except ValueError:
+            pass
+    raise InvalidOption(SCAN_TIMESTAMP_MILLIS, value, "expected epoch milliseconds (an integer)", table=table)
+
+
 # Paimon options that lakemerge knows by name but that do not change what this version writes or reads.
 # They are kept in the schema (and honoured by Paimon's own readers and writers) without a warning.
 KNOWN_PAIMON_KEYS = frozenset({
@@ -507,6 +526,8 @@ class TableOptions:
                                 "append table takes a positive bucket count or -1", table=self.table)
         self._check_deletion_vectors()
         self.check_streaming_read_overwrite(has_primary_key=has_primary_key)
+        if SCAN_TIMESTAMP_MILLIS in self.raw:  # Paimon's SchemaValidation.validateStartupMode parses it as a long
+            parse_timestamp_millis(self.raw[SCAN_TIMESTAMP_MILLIS], table=self.table)
         self._check_auto_tags(previous)
 
     def _check_auto_tags(self, previous: dict | None) -> None:

@@ -109,6 +109,16 @@ class SnapshotManager:
         """Every existing snapshot, oldest first. Raises CorruptFile if one cannot be parsed."""
         return [self.snapshot(i) for i in self._listed_ids()]
 
+    def reload(self, snapshot_id: int) -> Snapshot | None:
+        """Snapshot ``snapshot_id`` read afresh from its file (replacing the cached copy: a rollback may have
+        deleted the file and a later commit written another under the same id), or None when the file does not
+        exist. Raises CorruptFile if it cannot be parsed."""
+        self.forget(snapshot_id)
+        try:
+            return self.snapshot(snapshot_id)
+        except SnapshotNotFound:
+            return None
+
     def forget(self, snapshot_id: int) -> None:
         """Drop a cached snapshot (after expiration or rollback deleted its file)."""
         self._cache.pop(snapshot_id, None)

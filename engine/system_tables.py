@@ -203,23 +203,35 @@ class SystemTable:
         """True for the kinds whose content is the state of one snapshot ($files, $manifests, ...)."""
         return self.kind in _PER_SNAPSHOT
 
+    def arrow_schema_at(self, snapshot_id: int | None = None) -> pa.Schema:
+        """The columns of a read of ``snapshot_id`` (default: latest): ``arrow_schema``, except for ``$audit_log``
+        of a snapshot committed under an older table schema, whose columns are that schema's (as Paimon's
+        AuditLogTable wraps the time-travelled table: AbstractFileStoreTable.tryTimeTravel). Raises
+        SnapshotNotFound for an unknown snapshot."""
+        if self.kind != "audit_log" or snapshot_id is None:
+            return self.arrow_schema
+        return _AUDIT_LOG_SCHEMA(self.table.as_of_snapshot(self.table.snapshot(snapshot_id)))
+
     def read(self, snapshot_id: int | None = None, columns: Sequence[str] | None = None, filter=None) -> pa.Table:
-        """The system table's rows (see the class docstring for the contract)."""
+        """The system table's rows (see the class docstring for the contract), with ``arrow_schema_at``'s
+        columns."""
         if snapshot_id is not None and not self.snapshot_dependent:
             raise InvalidInput(f"system table ${self.kind} lists every {self.kind[:-1]} and takes no snapshot id",
                                table=self.name)
-        out_cols = list(columns) if columns is not None else list(self.arrow_schema.names)
-        unknown = [c for c in out_cols if c not in self.arrow_schema.names]
+        snap = self.table.snapshot(snapshot_id) if self.snapshot_dependent else None
+        # $audit_log of an older snapshot reads through the schema it was committed under, as time travel does
+        table = self.table.as_of_snapshot(snap) if self.kind == "audit_log" and snapshot_id is not None \
+            else self.table
+        arrow_schema = _AUDIT_LOG_SCHEMA(table) if table is not self.table else self.arrow_schema
+        out_cols = list(columns) if columns is not None else list(arrow_schema.names)
+        unknown = [c for c in out_cols if c not in arrow_schema.names]
         if unknown:
-            raise InvalidInput(f"unknown column(s) {unknown}; columns are {self.arrow_schema.names}",
+            raise InvalidInput(f"unknown column(s) {unknown}; columns are {arrow_schema.names}",
                                table=self.name, column=unknown[0])
-        dnf = pred.normalize(filter, self.arrow_schema, self.name)
+        dnf = pred.normalize(filter, arrow_schema, self.name)
         builder = KINDS[self.kind][1]
-        if self.snapshot_dependent:
-            rows = builder(self.table, self.table.snapshot(snapshot_id))
-        else:
-            rows = builder(self.table)
-        result = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(rows, schema=self.arrow_schema)
+        rows = builder(table, snap) if self.snapshot_dependent else builder(table)
+        result = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(rows, schema=arrow_schema)
         if dnf:
             result = result.filter(pred.to_expression(dnf))
         return result.select(out_cols)

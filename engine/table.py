@@ -689,7 +689,7 @@ class Table:
 
     def stream(self, mode: str | None = "default", *, snapshot_id=None, timestamp_millis: int | None = None,
                start=None, end=None, consumer_id: str | None = None, columns: Sequence[str] | None = None,
-               poll_interval: float = 1.0, idle_timeout: float | None = None, normalize: bool = False):
+               poll_interval: float = 1.0, idle_timeout: float | None = None, normalize: bool = False, filter=None):
         """Streaming read: a generator of pa.RecordBatch (``columns`` + ``_row_kind``), one per snapshot with
         changes, blocking for new snapshots every ``poll_interval`` seconds (``idle_timeout``: stop when idle that
         long). ``mode``: latest-full, latest, from-snapshot, from-snapshot-full (``snapshot_id``), from-timestamp
@@ -698,11 +698,12 @@ class Table:
         from-timestamp, ``snapshot_id``: from-snapshot, ``start``/``end``: incremental, none: latest-full).
         ``consumer_id`` saves progress in consumer/consumer-<id> so a restarted stream resumes where it stopped.
         OVERWRITE snapshots are skipped unless ``streaming-read-overwrite`` / ``streaming-read-append-overwrite``
-        (engine.changelog.overwrite). See engine.changelog.streaming."""
+        (engine.changelog.overwrite). ``filter`` (``read``'s forms) keeps the rows satisfying it, each change row
+        judged on its own, and prunes what is read. See engine.changelog.streaming."""
         from engine.changelog.streaming import stream
         return stream(self, mode, snapshot_id=snapshot_id, timestamp_millis=timestamp_millis, start=start, end=end,
                       consumer_id=consumer_id, columns=columns, poll_interval=poll_interval,
-                      idle_timeout=idle_timeout, normalize=normalize)
+                      idle_timeout=idle_timeout, normalize=normalize, filter=filter)
 
     def consumers(self) -> dict[str, int]:
         """Consumer id -> next snapshot it will read."""

@@ -77,8 +77,8 @@ class LakemergeDataSource(DataSource):
     def schema(self):
         opts = self._opts()
         if self._system_kind():
-            from spark_glue.system_read import system_table_of
-            return spark_schema(system_table_of(opts).arrow_schema)
+            from spark_glue.system_read import system_schema
+            return spark_schema(system_schema(opts))
         # a time-travel read has the columns of the schema its snapshot was committed under (reading.plan_batch)
         table = open_table(opts.get("path"))
         try:

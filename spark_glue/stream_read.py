@@ -84,13 +84,11 @@ class SnapshotChanges(InputPartition):
 def offset(snapshot: int, full: bool = False, table=None) -> dict:
     """The offset at ``snapshot``; with ``table``, stamped with that snapshot's commit time (when it exists), by
     which a later batch recognises a snapshot rolled back and committed anew under the same id."""
+    from engine.changelog.position import commit_time
     out = {"snapshot": int(snapshot), "full": True} if full else {"snapshot": int(snapshot)}
-    sm = table.snapshot_manager if table is not None else None
-    if sm is not None and snapshot > 0 and sm.exists(snapshot):
-        try:
-            out["time"] = sm.snapshot(snapshot).time_millis
-        except SnapshotNotFound:  # expired since exists(): nothing to recognise it by
-            pass
+    stamp = None if table is None else commit_time(table, int(snapshot))
+    if stamp is not None:
+        out["time"] = stamp
     return out
 
 
@@ -101,22 +99,9 @@ def check_position(table, start: dict) -> None:
     NextSnapshotFetcher refuse that too), or snapshot ``start`` has another commit time than when it was read.
     Checked for every new batch (latestOffset) and for every batch planned (partitions: a batch replayed from the
     offset log after a restart, with its start and end)."""
-    s = int(start["snapshot"])
-    sm = table.snapshot_manager
-    latest = sm.latest_id() or 0
-    if latest < s:
-        raise SnapshotNotFound(table.name, s, f"the query has read up to snapshot {s} but the latest is {latest} "
-                               "(was the table rolled back?); restart it without its checkpoint")
-    stamp = start.get("time")
-    if stamp is None or not sm.exists(s):
-        return
-    try:
-        now = sm.snapshot(s).time_millis
-    except SnapshotNotFound:  # expired since exists(): no rollback
-        return
-    if now != stamp:
-        raise SnapshotNotFound(table.name, s, "the snapshot the query read up to was replaced by another commit "
-                               "(the table was rolled back and written again); restart it without its checkpoint")
+    from engine.changelog import position  # the rule the engine's Table.stream applies
+    position.check_position(table, int(start["snapshot"]), start.get("time"),
+                            "restart it without its checkpoint", reader="the query")
 
 
 class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -171,7 +156,7 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ts = self.options.get(TIMESTAMP_MILLIS)
         if ts is None and self.options.get(TIMESTAMP) is not None:
             ts = timestamp_millis(TIMESTAMP, self.options[TIMESTAMP], time_zone(self.options), table.name)
-        next_id, full = _start(table, self.mode, sid, None if ts is None else int(ts))
+        next_id, full = _start(table, self.mode, sid, ts)  # the engine parses it (InvalidOption naming it)
         if isinstance(full, PendingFull):  # no snapshot yet: latestOffset resolves it once there is one
             return {"snapshot": 0, "pending_full": full.snapshot_id}
         return offset(full.id, True, table) if full is not None else offset(next_id - 1, table=table)

@@ -49,6 +49,23 @@ def system_table_of(options):
     return SystemTable(open_table(path), kind)
 
 
+def system_snapshot_id(system, options) -> int | None:
+    """The snapshot a per-snapshot system table is read at (the time-travel options; None: latest or not
+    per-snapshot). Raises as resolve_snapshot."""
+    if not system.snapshot_dependent:
+        return None
+    snap = resolve_snapshot(system.table, options)
+    return None if snap is None else snap.id
+
+
+def system_schema(options) -> pa.Schema:
+    """The Arrow columns of the system table the options name, at the snapshot they travel to ($audit_log of an
+    older snapshot has that snapshot's table columns, engine SystemTable.arrow_schema_at). Raises as
+    system_table_of and resolve_snapshot."""
+    system = system_table_of(options)
+    return system.arrow_schema_at(system_snapshot_id(system, lower_options(options)))
+
+
 class SystemTableReader(DataSourceReader):
     def __init__(self, options, schema):
         self.options = lower_options(options)
@@ -59,11 +76,7 @@ class SystemTableReader(DataSourceReader):
 
     def read(self, partition):
         system = system_table_of(self.options)
-        snapshot_id = None
-        if system.snapshot_dependent:
-            snap = resolve_snapshot(system.table, self.options)
-            snapshot_id = None if snap is None else snap.id
-        rows = system.read(snapshot_id, [f.name for f in self.schema.fields])
+        rows = system.read(system_snapshot_id(system, self.options), [f.name for f in self.schema.fields])
         target = arrow_of_spark(self.schema)
         out = pa.Table.from_arrays([to_spark_type(rows.column(i), target.field(i).type) for i in range(rows.num_columns)],
                                    schema=target)

@@ -272,6 +272,94 @@ def test_stream_refuses_to_wait_past_a_missing_snapshot(catalog):
         t.stream("latest", consumer_id="job", idle_timeout=0)
 
 
+def test_running_stream_detects_a_rollback_whose_ids_were_committed_again(catalog):
+    """A stream past snapshot 3 when the table is rolled back to 1 and written up to 5 again must not skip the new
+    snapshots 2 and 3: snapshot 3 has another commit time than the one the stream read (engine.changelog.position,
+    the rule Spark's readStream applies)."""
+    t = make(catalog, "t", "input")
+    for i in range(3):
+        t.write(rows((i, i, str(i))))
+    running = t.stream("latest-full", idle_timeout=0)
+    assert next(running).num_rows == 3  # snapshot 3 in full; the stream waits for 4
+    t.rollback_to(1)
+    for i in range(4):  # snapshots 2..5 anew
+        t.write(rows((10 + i, i, "new")))
+    with pytest.raises(SnapshotNotFound, match="replaced by another commit") as e:
+        next(running)
+    assert e.value.snapshot_id == 3
+
+
+def test_consumer_resumed_after_a_rollback_that_committed_its_ids_again_fails(catalog):
+    """The consumer file keeps the commit time of the snapshot before nextSnapshot, so a restarted stream checks
+    it too; Paimon's readers ignore the extra field."""
+    import json
+    t = make(catalog, "t", "input")
+    for i in range(3):
+        t.write(rows((i, i, str(i))))
+    assert len(batches(t.stream("from-snapshot", snapshot_id=1, consumer_id="job", idle_timeout=0))) == 3
+    assert t.consumers() == {"job": 4}
+    from engine.changelog.consumers import ConsumerManager
+    raw = json.loads(t.file_io.read_bytes(ConsumerManager(t).path("job")))
+    assert raw == {"nextSnapshot": 4, "lakemerge.previousSnapshotTime": t.snapshot(3).time_millis}
+    t.write(rows((5, 5, "5")))  # resuming without a rollback reads snapshot 4
+    assert batches(t.stream("latest", consumer_id="job", idle_timeout=0)) == [[("+I", 5, 5, "5")]]
+    t.rollback_to(2)
+    for i in range(4):  # snapshots 3..6 anew
+        t.write(rows((10 + i, i, "new")))
+    with pytest.raises(SnapshotNotFound, match="replaced by another commit") as e:
+        t.stream("latest", consumer_id="job", idle_timeout=0)
+    assert e.value.snapshot_id == 4
+    t.reset_consumer("job", 3)  # a reset consumer (no commit time recorded) starts where told
+    assert [b[0][1] for b in batches(t.stream("latest", consumer_id="job", idle_timeout=0))] == [10, 11, 12, 13]
+
+
+def test_non_integer_timestamp_millis_is_an_invalid_option(catalog):
+    """Paimon's scan.timestamp-millis is a long: a stream argument or table option that is not one raises
+    InvalidOption naming it (Paimon's SchemaValidation parses the table option at create/alter)."""
+    t = make(catalog, "t", "input")
+    t.write(rows((1, 1, "1")))
+    for bad in ("abc", "2024-01-01", 1.5, True):
+        with pytest.raises(InvalidOption, match="scan.timestamp-millis"):
+            t.stream("from-timestamp", timestamp_millis=bad, idle_timeout=0)
+    assert batches(t.stream(timestamp_millis=str(t.snapshot(1).time_millis), idle_timeout=0)) == \
+        [[("+I", 1, 1, "1")]]
+    with pytest.raises(InvalidOption, match="scan.timestamp-millis"):
+        make(catalog, "bad", "input", **{"scan.timestamp-millis": "yesterday"})
+    assert not catalog.table_exists("db.bad")
+    assert make(catalog, "good", "input", **{"scan.timestamp-millis": "1700000000000"}) is not None
+
+
+def test_stream_from_a_tag_whose_snapshot_expired(catalog):
+    """A tag keeps its snapshot (the tag file) and data files after expiry: from-snapshot-full at the tag reads that
+    state in full, then the changes after it. Changes the start needs that expired raise SnapshotNotFound instead of
+    starting at the earliest snapshot, which would skip some. A numeric id that expired starts at the earliest, as
+    Paimon's ContinuousFromSnapshotStartingScanner does."""
+    t = make(catalog, "t", "input", **{"snapshot.num-retained.min": "1", "snapshot.num-retained.max": "2"})
+    t.write(rows((1, 1, "a")))
+    t.write(rows((2, 2, "b")))
+    t.create_tag("t2", 2)
+    t.write(rows((3, 3, "c")))
+    t.write(rows((4, 4, "d")))
+    expire_after_latest(t)
+    assert t.snapshot_manager.earliest_id() == 3
+    assert batches(t.stream("from-snapshot-full", snapshot_id="t2", idle_timeout=0)) == [
+        [("+I", 1, 1, "a"), ("+I", 2, 2, "b")], [("+I", 3, 3, "c")], [("+I", 4, 4, "d")]]
+    with pytest.raises(SnapshotNotFound, match="tag 't2'") as e:  # snapshot 2's own changes are gone
+        t.stream("from-snapshot", snapshot_id="t2", idle_timeout=0)
+    assert e.value.snapshot_id == 2
+    assert batches(t.stream("from-snapshot", snapshot_id=1, idle_timeout=0)) == [[("+I", 3, 3, "c")],
+                                                                                [("+I", 4, 4, "d")]]
+    t.write(rows((5, 5, "e")))
+    t.create_tag("t5")
+    t.write(rows((6, 6, "f")))
+    t.write(rows((7, 7, "g")))
+    expire_after_latest(t)
+    with pytest.raises(SnapshotNotFound, match="tag 't2'"):  # the changes after it are gone too
+        t.stream("from-snapshot-full", snapshot_id="t2", idle_timeout=0)
+    assert batches(t.stream("from-snapshot-full", snapshot_id="t5", idle_timeout=0))[1:] == [[("+I", 6, 6, "f")],
+                                                                                          [("+I", 7, 7, "g")]]
+
+
 def test_compacted_full_reads_latest_compact_snapshot(catalog):
     t = make(catalog, "t", "input")
     history(t)
@@ -424,6 +512,25 @@ def test_audit_log_system_table(catalog):
     assert t.read().to_pylist() == [{"k": 1, "a": 1, "v": "3"}]  # plain reads drop them
     t.compact(full=True)
     assert audit.read().to_pylist() == [{"rowkind": "+U", "k": 1, "a": 1, "v": "3"}]
+
+
+def test_audit_log_at_an_older_snapshot_reads_through_its_schema(catalog):
+    """As time travel (Table.read(snapshot_id)): Paimon's AuditLogTable wraps the time-travelled table, so
+    $audit_log at a snapshot committed under an older schema has that schema's columns (old names, no column added
+    since)."""
+    t = make(catalog, "t", "none")
+    t.write(rows((1, 1, "a")))
+    t.alter().rename_column("v", "w").add_column("z", pa.int32()).commit()
+    t.write(pa.table({"k": [2], "a": [2], "w": ["b"], "z": pa.array([7], pa.int32())}))
+    audit = catalog.get_table("db.t$audit_log")
+    old = audit.read(snapshot_id=1)
+    assert old.schema.names == ["rowkind"] + t.read(snapshot_id=1).schema.names == ["rowkind", "k", "a", "v"]
+    assert audit.arrow_schema_at(1) == old.schema
+    assert old.to_pylist() == [{"rowkind": "+I", "k": 1, "a": 1, "v": "a"}]
+    assert audit.read(snapshot_id=1, columns=["v"], filter=("v", "=", "a")).to_pylist() == [{"v": "a"}]
+    assert audit.read().schema.names == ["rowkind", "k", "a", "w", "z"] == audit.arrow_schema_at().names
+    assert sorted(audit.read().to_pylist(), key=lambda r: r["k"]) == [
+        {"rowkind": "+I", "k": 1, "a": 1, "w": "a", "z": None}, {"rowkind": "+I", "k": 2, "a": 2, "w": "b", "z": 7}]
 
 
 def test_audit_log_of_an_append_table(catalog):

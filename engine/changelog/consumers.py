@@ -1,5 +1,10 @@
 """Consumer progress files ``consumer/consumer-<id>`` holding ``{"nextSnapshot": n}`` (Paimon's format).
 
+lakemerge's streams add ``"lakemerge.previousSnapshotTime"``: the commit time of snapshot n - 1 when it was read,
+by which a resumed stream recognises a rollback that re-used that id (engine.changelog.position). Paimon and
+pypaimon ignore the extra field (Paimon's Consumer is ``@JsonIgnoreProperties(ignoreUnknown = true)``) and drop it
+when they rewrite the file; a file without it is resumed without that check.
+
 Contract: ``next_snapshot(id)`` is None for an unknown consumer; ``record(id, n)`` replaces the file atomically;
 ``min_next_snapshot()`` is the smallest ``nextSnapshot`` over every consumer (None without consumers) -- snapshot
 expiration keeps every snapshot from there on; ``expire(t)`` removes consumers not updated since ``t``
@@ -15,6 +20,7 @@ from engine.errors import CorruptFile, InvalidInput
 
 CONSUMER_DIR = "consumer"
 CONSUMER_PREFIX = "consumer-"
+PREVIOUS_TIME = "lakemerge.previousSnapshotTime"
 _VALID_ID = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 
@@ -35,15 +41,22 @@ class ConsumerManager:
 
     def next_snapshot(self, consumer_id: str) -> int | None:
         """Return the recorded next snapshot id for ``consumer_id``, or None if it has no record."""
+        found = self.progress(consumer_id)
+        return None if found is None else found[0]
+
+    def progress(self, consumer_id: str) -> tuple[int, int | None] | None:
+        """(next snapshot id, commit time of the snapshot before it as recorded -- None when not recorded) for
+        ``consumer_id``, or None if it has no record."""
         path = self.path(consumer_id)
         try:
             raw = self.table.file_io.read_bytes(path)
         except FileNotFoundError:
             return None
-        return _parse(raw, path)
+        return _parse_progress(raw, path)
 
-    def record(self, consumer_id: str, next_snapshot: int) -> None:
-        """Store ``next_snapshot`` as the consumer's next snapshot id, replacing any previous record. Raises
+    def record(self, consumer_id: str, next_snapshot: int, previous_time: int | None = None) -> None:
+        """Store ``next_snapshot`` as the consumer's next snapshot id (with ``previous_time``, the commit time of
+        snapshot ``next_snapshot - 1`` as the consumer read it), replacing any previous record. Raises
         TableNotFound when the table's line has no schema directory any more (its branch was deleted or renamed,
         or the table dropped): recording would recreate a schema-less branch directory, which every cleanup of the
         table refuses (engine.branches.other_lines)."""
@@ -53,7 +66,10 @@ class ConsumerManager:
             raise TableNotFound(self.table.name, f"{self.table.paths.meta_root} no longer holds its schema (was the "
                                 "branch deleted or renamed, or the table dropped?); consumer progress not recorded")
         self.table.file_io.mkdirs(self.directory)
-        self.table.file_io.overwrite(path, json.dumps({"nextSnapshot": int(next_snapshot)}).encode())
+        content = {"nextSnapshot": int(next_snapshot)}
+        if previous_time is not None:
+            content[PREVIOUS_TIME] = int(previous_time)
+        self.table.file_io.overwrite(path, json.dumps(content).encode())
 
     def delete(self, consumer_id: str) -> None:
         """Remove the consumer's record."""
@@ -101,10 +117,22 @@ class ConsumerManager:
 
 
 def _parse(raw: bytes, path: str) -> int:
+    return _parse_progress(raw, path)[0]
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _parse_progress(raw: bytes, path: str) -> tuple[int, int | None]:
     try:
-        nxt = json.loads(raw).get("nextSnapshot")
+        content = json.loads(raw)
+        nxt = content.get("nextSnapshot")
     except (ValueError, AttributeError):
         raise CorruptFile(path, "consumer file is not a JSON object") from None
-    if not isinstance(nxt, int) or isinstance(nxt, bool):
+    if not _is_int(nxt):
         raise CorruptFile(path, f"consumer has no integer nextSnapshot (got {nxt!r})")
-    return nxt
+    previous = content.get(PREVIOUS_TIME)
+    if previous is not None and not _is_int(previous):
+        raise CorruptFile(path, f"consumer's {PREVIOUS_TIME} is not an integer (got {previous!r})")
+    return nxt, previous

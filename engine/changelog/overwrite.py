@@ -35,7 +35,9 @@ from engine.changelog.files import row_kind_text
 from engine.changelog.reading import (
     append_rows,
     check_columns,
+    filter_changes,
     output_schema,
+    read_columns,
     snapshot_changes,
 )
 from engine.merge import VALUE_KIND
@@ -63,23 +65,34 @@ def reads_overwrite(table, options: TableOptions | None = None) -> bool:
 
 
 def follow_up_changes(table, snapshot: Snapshot, columns: Sequence[str] | None = None, *,
-                      normalize: bool = False, read_overwrite: bool | None = None) -> pa.Table:
+                      normalize: bool = False, read_overwrite: bool | None = None, dnf=None) -> pa.Table:
     """What a continuous streaming read emits for ``snapshot``: ``overwrite_changes`` for an OVERWRITE snapshot
-    when ``read_overwrite`` (default: ``reads_overwrite(table)``), else ``snapshot_changes``."""
+    when ``read_overwrite`` (default: ``reads_overwrite(table)``), else ``snapshot_changes``; with the normalized
+    filter ``dnf``, only the rows satisfying it."""
     if read_overwrite is None:
         read_overwrite = reads_overwrite(table)
     if read_overwrite and snapshot.commit_kind == COMMIT_KIND_OVERWRITE:
-        return overwrite_changes(table, snapshot, columns, normalize=normalize)
-    return snapshot_changes(table, snapshot, columns, normalize=normalize)
+        return overwrite_changes(table, snapshot, columns, normalize=normalize, dnf=dnf)
+    return snapshot_changes(table, snapshot, columns, normalize=normalize, dnf=dnf)
 
 
 def overwrite_changes(table, snapshot: Snapshot, columns: Sequence[str] | None = None, *,
-                      normalize: bool = False) -> pa.Table:
-    """The rows ``snapshot``'s file changes stand for (module docstring), as ``columns`` + ``_row_kind``."""
+                      normalize: bool = False, dnf=None) -> pa.Table:
+    """The rows ``snapshot``'s file changes stand for (module docstring), as ``columns`` + ``_row_kind``; with the
+    normalized filter ``dnf`` only the rows satisfying it (files skipped by partition, bucket and key statistics,
+    an append table's by value statistics too: its rows are not merged)."""
     out_cols = check_columns(table, columns)
+    if dnf:
+        files = table.scan().entry_filter(dnf, by_values=table.schema.is_append_only)
+        rows = _overwrite_changes(table, snapshot, read_columns(out_cols, dnf), normalize, files)
+        return filter_changes(rows, dnf, out_cols)
+    return _overwrite_changes(table, snapshot, out_cols, normalize, None)
+
+
+def _overwrite_changes(table, snapshot: Snapshot, out_cols: list[str], normalize: bool, files) -> pa.Table:
     schema = output_schema(table, out_cols)
     entries = [e for meta in table.manifests.manifest_list(snapshot.delta_manifest_list)
-               for e in table.manifests.manifest(meta.file_name)]
+               for e in table.manifests.manifest(meta.file_name) if files is None or files(e)]
     if table.schema.is_append_only:
         return append_rows(table, [e for e in entries if e.kind == ADD], out_cols, schema)
     removed = _merged(table, [e for e in entries if e.kind == FILE_DELETE], out_cols)

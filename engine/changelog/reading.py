@@ -27,6 +27,7 @@ from engine.merge import VALUE_KIND, sort_dedupe
 from engine.meta.manifest import ADD
 from engine.meta.snapshot import COMMIT_KIND_APPEND, Snapshot
 from engine.options import CHANGELOG_PRODUCER
+from engine.read import predicate as pred
 from engine.read.scan import Split
 from engine.read.split_read import SplitReader
 from kernels.keys import encode_keys
@@ -43,8 +44,9 @@ def check_columns(table, columns) -> list[str]:
     return table.output_columns(columns)
 
 
-def change_entries(table, snapshot: Snapshot) -> list:
-    """Manifest entries of the files holding ``snapshot``'s changes (see the module docstring)."""
+def change_entries(table, snapshot: Snapshot, files=None) -> list:
+    """Manifest entries of the files holding ``snapshot``'s changes (see the module docstring), those ``files``
+    accepts when given."""
     producer = table.schema.table_options.get(CHANGELOG_PRODUCER)
     if producer == "none":
         if snapshot.commit_kind != COMMIT_KIND_APPEND:
@@ -55,24 +57,54 @@ def change_entries(table, snapshot: Snapshot) -> list:
         if not list_name:
             return []
     entries = [e for meta in table.manifests.manifest_list(list_name)
-               for e in table.manifests.manifest(meta.file_name) if e.kind == ADD]
+               for e in table.manifests.manifest(meta.file_name) if e.kind == ADD and (files is None or files(e))]
     entries.sort(key=lambda e: (e.partition, e.bucket, e.file.min_sequence_number, e.file.file_name))
     return entries
 
 
+def read_columns(out_cols: list[str], dnf) -> list[str]:
+    """The columns to read for ``out_cols`` filtered by the normalized filter ``dnf``: ``out_cols``, then the
+    filter's other columns."""
+    return list(dict.fromkeys(out_cols + sorted(pred.columns_of(dnf))))
+
+
+def filter_changes(rows: pa.Table, dnf, out_cols: list[str]) -> pa.Table:
+    """The change rows (``read_columns`` + ``_row_kind``) that satisfy ``dnf``, each row judged on its own (an -U
+    whose row matches is kept while its +U that does not is dropped, as Paimon's streaming reads filter a
+    changelog), as ``out_cols`` + ``_row_kind``."""
+    if dnf:
+        rows = rows.filter(pred.to_expression(dnf))
+    return rows.select(out_cols + [ROW_KIND_COLUMN])
+
+
 def snapshot_changes(table, snapshot: Snapshot, columns: Sequence[str] | None = None, *,
-                     normalize: bool = False) -> pa.Table:
-    """The changes ``snapshot`` made, as a pa.Table of ``columns`` + ``_row_kind``."""
+                     normalize: bool = False, dnf=None) -> pa.Table:
+    """The changes ``snapshot`` made, as a pa.Table of ``columns`` + ``_row_kind``; with the normalized filter
+    ``dnf`` only the rows satisfying it (``filter_changes``), files that hold none skipped by their partition,
+    bucket and statistics (read row by row, a file none of whose rows matches contributes nothing)."""
     out_cols = check_columns(table, columns)
+    if dnf:
+        # normalized rows are looked up, not read: a delta file's values say nothing about the -U row of its key,
+        # nor (cross-partition update) its partition about the partition the key's old row is in
+        normalized = normalize and table.schema.table_options.get(CHANGELOG_PRODUCER) == "none"
+        files = None if normalized and table.schema.cross_partition_update \
+            else table.scan().entry_filter(dnf, by_values=not normalized)
+        rows = _snapshot_changes(table, snapshot, read_columns(out_cols, dnf), normalize, files)
+        return filter_changes(rows, dnf, out_cols)
+    return _snapshot_changes(table, snapshot, out_cols, normalize, None)
+
+
+def _snapshot_changes(table, snapshot: Snapshot, out_cols: list[str], normalize: bool, files) -> pa.Table:
+    """``snapshot_changes`` of the change files ``files`` accepts (all for None)."""
     schema = output_schema(table, out_cols)
     if table.schema.is_append_only:
-        return _appended(table, snapshot, out_cols, schema)
+        return _appended(table, snapshot, out_cols, schema, files)
     if normalize and table.schema.table_options.get(CHANGELOG_PRODUCER) == "none":
-        return _normalized(table, snapshot, out_cols, schema)
+        return _normalized(table, snapshot, out_cols, schema, files)
     scan = table.scan()
     reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema)
     parts = []
-    for e in change_entries(table, snapshot):
+    for e in change_entries(table, snapshot, files):
         values = scan.partition_values(e.partition)
         split = Split(e.partition, values, e.bucket, e.total_buckets, scan.bucket_dir(values, e.bucket), (e.file,))
         rows = reader.read_file(split, e.file, out_cols)
@@ -101,13 +133,13 @@ def read_changes(table, start_snapshot: int | None, end_snapshot: int | None = N
 
 
 # --- append tables -------------------------------------------------------------------------------------------
-def _appended(table, snapshot: Snapshot, out_cols: list[str], schema: pa.Schema) -> pa.Table:
+def _appended(table, snapshot: Snapshot, out_cols: list[str], schema: pa.Schema, files=None) -> pa.Table:
     """An append table's changes: the rows its APPEND snapshots added, all +I, in append order per bucket
     (partition by partition, bucket by bucket, files by sequence number); other snapshots add no rows."""
     if snapshot.commit_kind != COMMIT_KIND_APPEND:
         return schema.empty_table()
     entries = [e for meta in table.manifests.manifest_list(snapshot.delta_manifest_list)
-               for e in table.manifests.manifest(meta.file_name) if e.kind == ADD]
+               for e in table.manifests.manifest(meta.file_name) if e.kind == ADD and (files is None or files(e))]
     return append_rows(table, entries, out_cols, schema)
 
 
@@ -139,14 +171,14 @@ def _lookup(table, keys: pa.Table, snapshot: Snapshot, *, exclude: frozenset[str
     return lookup_rows(table, keys, snapshot, exclude=exclude, every_level=True)
 
 
-def _normalized(table, snapshot: Snapshot, out_cols: list[str], schema: pa.Schema) -> pa.Table:
+def _normalized(table, snapshot: Snapshot, out_cols: list[str], schema: pa.Schema, files=None) -> pa.Table:
     from engine.postpone import POSTPONE_BUCKET
     if any(e.bucket == POSTPONE_BUCKET for e in change_entries(table, snapshot)):
         raise UnsupportedFeature(f"table {table.name!r}: snapshot {snapshot.id} holds postponed records (bucket=-2), "
                                  "which no table state shows before their compaction (whose snapshot has no changes "
                                  "without a changelog producer): normalized changes cannot follow them; read the "
                                  "changes as stored (normalize=False) or set a changelog producer")
-    delta = snapshot_changes(table, snapshot, list(table.schema.primary_keys))
+    delta = _snapshot_changes(table, snapshot, list(table.schema.primary_keys), False, files)
     if delta.num_rows == 0:
         return schema.empty_table()
     pk = list(table.schema.primary_keys)

@@ -7,7 +7,8 @@ When no newer snapshot exists the generator sleeps ``poll_interval`` seconds and
 
 Modes (without one, or ``default``: derived from the start arguments given, as Paimon's CoreOptions.startupMode;
 ``full`` is latest-full): ``latest-full`` (the latest snapshot in full, then changes), ``latest`` (changes after
-the latest), ``from-snapshot`` (changes from ``snapshot_id`` inclusive, or from the earliest readable one),
+the latest), ``from-snapshot`` (changes from ``snapshot_id`` inclusive, or from the earliest readable one if it
+expired, as Paimon's ContinuousFromSnapshotStartingScanner),
 ``from-snapshot-full`` (snapshot ``snapshot_id`` -- the earliest snapshot if it expired -- in full, then changes;
 on a table without snapshots the stream waits for one, then reads the earliest snapshot from ``snapshot_id`` on in
 full), ``from-timestamp`` (changes of snapshots committed at or after ``timestamp_millis``), ``compacted-full``
@@ -21,6 +22,10 @@ OVERWRITE snapshots are skipped unless ``streaming-read-overwrite`` (primary-key
 ``streaming-read-append-overwrite`` (append tables) is set; then their replaced rows come as -D and their new rows
 as +I (engine.changelog.overwrite). Mode ``incremental`` skips them whatever the options, as Paimon does.
 
+``snapshot_id`` may name a tag (a lakemerge extension; Paimon's streams refuse scan.tag-name): from-snapshot-full
+reads the tag's own snapshot in full -- the tag keeps it after the snapshot expired -- and both modes raise
+SnapshotNotFound when changes they must deliver from the tag on have expired, instead of starting at the earliest.
+
 Full reads follow Paimon: with changelog-producer=lookup level-0 files are skipped (their rows arrive as changelog
 later); with full-compaction only max-level files are read.
 
@@ -31,6 +36,21 @@ stream therefore neither loses nor repeats a snapshot. Snapshot expiration keeps
 needs; with ``consumer.expiration-time`` a commit removes consumers whose file was not written for that long (a
 running stream rewrites its file at least every minute while idle). If a snapshot the stream needs has expired,
 SnapshotNotFound is raised.
+
+Rollback: a stream that has read up to snapshot s fails with SnapshotNotFound when the table is rolled back below s
+-- the latest snapshot is older than s, or snapshot s was committed anew (another commit time) -- instead of
+skipping the snapshots committed after the rollback (engine.changelog.position; the rule Spark's readStream
+applies). A consumer's file keeps snapshot s's commit time, so a stream resumed from it checks the same.
+
+Filters: ``filter`` takes ``Table.read``'s forms (engine.read.predicate) over the stream's columns. The full read
+is filtered as a batch read (partitions, buckets and files pruned, the merged rows filtered); changes row by row, as
+Paimon's streaming reads filter a changelog (the reader's predicate is pushed down for pruning only, the rows are
+filtered one by one after it): an update whose old row matches and new row does not gives its -U without the +U,
+one whose new row matches but old row does not gives a +U alone. Change files are skipped by partition, bucket, key
+statistics and -- read row by row, so a file none of whose rows matches contributes nothing -- value statistics
+(Paimon's KeyValueFileStoreScan uses value statistics only for lookup / full-compaction changelog files: the same
+rows either way). A row deleted by key alone (``Table.delete``) carries nulls in its other columns, so a filter on
+them does not keep its -D.
 
 Schema: a stream reads every snapshot through the table schema it started with, files written after an ALTER TABLE
 included (by field id: a renamed column under its old name, a dropped column null, an added one absent).
@@ -47,7 +67,8 @@ import pyarrow as pa
 from engine.changelog.consumers import ConsumerManager
 from engine.changelog.files import ROW_KIND_COLUMN, row_kind_text
 from engine.changelog.overwrite import follow_up_changes
-from engine.changelog.reading import check_columns, output_schema, snapshot_changes
+from engine.changelog.position import check_position, commit_time
+from engine.changelog.reading import check_columns, filter_changes, output_schema, read_columns, snapshot_changes
 from engine.changelog import retention
 from engine.changelog.retention import changes_snapshot, earliest_change_id
 from engine.errors import InvalidInput, SnapshotNotFound
@@ -58,14 +79,18 @@ from engine.options import (
     CONSUMER_IGNORE_PROGRESS,
     FULL_COMPACTION_DELTA_COMMITS,
     INCREMENTAL_BETWEEN_TAG_TO_SNAPSHOT,
+    parse_timestamp_millis,
 )
 from engine.postpone import POSTPONE_BUCKET
+from engine.read import predicate as pred
 from engine.read.split_read import SplitReader
 
 MODES = ("latest-full", "latest", "from-snapshot", "from-snapshot-full", "from-timestamp", "compacted-full",
          "incremental")
 SNAPSHOT_ID_KEY = b"lakemerge.snapshot_id"
 CONSUMER_REFRESH_SECONDS = 60.0  # an idle stream rewrites its consumer file this often (as Flink's checkpoints do)
+ROLLBACK_REMEDY = ("start a new stream (a consumer's saved progress: Table.reset_consumer, or option "
+                   "consumer.ignore-progress)")
 
 
 def _tagged(table: pa.Table, snapshot_id: int) -> pa.RecordBatch:
@@ -79,17 +104,23 @@ def _tagged(table: pa.Table, snapshot_id: int) -> pa.RecordBatch:
                                       schema=table.schema.with_metadata(meta))
 
 
-def full_read(table, snapshot: Snapshot, columns: list[str]) -> pa.Table:
-    """The merged rows of ``snapshot`` as +I rows, with the producer's file selection (module docstring)."""
+def full_read(table, snapshot: Snapshot, columns: list[str], filter=None) -> pa.Table:
+    """The merged rows of ``snapshot`` as +I rows, with the producer's file selection (module docstring); with
+    ``filter`` (``Table.read``'s forms) those satisfying it, pruned as a batch read prunes. Raises InvalidInput
+    for a bad filter."""
     schema = output_schema(table, columns)
     if table.schema.is_append_only:  # append tables: every row in append order, no merge
         from engine.append.read import read_append
-        rows = read_append(table, None, columns, snapshot=snapshot)  # the table's own rows (no fallback branch)
+        # the table's own rows (no fallback branch)
+        rows = read_append(table, None, columns, filter, snapshot=snapshot)
         return pa.Table.from_arrays(rows.columns + [pa.array(["+I"] * rows.num_rows, pa.string())], schema=schema)
+    dnf = pred.normalize(filter, table.arrow_schema, table.name)
+    read_cols = read_columns(columns, dnf)
     reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema)
-    parts = [rows for split in table.scan().plan(snapshot)
-             if (rows := full_read_split(table, split, columns, reader)) is not None]
-    return pa.concat_tables(parts) if parts else schema.empty_table()
+    parts = [rows for split in table.scan().plan(snapshot, dnf)
+             if (rows := full_read_split(table, split, read_cols, reader)) is not None]
+    rows = pa.concat_tables(parts) if parts else output_schema(table, read_cols).empty_table()
+    return filter_changes(rows, dnf, columns)
 
 
 def full_read_split(table, split, columns: list[str], reader: SplitReader | None = None) -> pa.Table | None:
@@ -198,22 +229,40 @@ def _start(table, mode: str, snapshot_id, timestamp_millis) -> tuple[int, Snapsh
     if mode in ("from-snapshot", "from-snapshot-full"):
         if snapshot_id is None:
             raise InvalidInput(f"scan mode {mode} needs snapshot_id", table=table.name)
-        sid = _resolve(table, snapshot_id)
+        if isinstance(snapshot_id, str):
+            return _tag_start(table, mode, snapshot_id)
+        sid = int(snapshot_id)
         if mode == "from-snapshot-full":
             earliest = sm.earliest_id()
-            if earliest is None and not isinstance(snapshot_id, str):
+            if earliest is None:
                 return sid + 1, PendingFull(sid)
-            if earliest is not None and not isinstance(snapshot_id, str):
-                # an expired id reads the earliest snapshot (Paimon's ContinuousFromSnapshotFullStartingScanner)
-                sid = max(sid, earliest)
+            # an expired id reads the earliest snapshot (Paimon's ContinuousFromSnapshotFullStartingScanner)
+            sid = max(sid, earliest)
             return sid + 1, sm.snapshot(sid)
+        # an expired id starts at the earliest readable one (Paimon's ContinuousFromSnapshotStartingScanner)
         earliest = earliest_change_id(table)
         return max(sid, earliest if earliest is not None else sid), None
     if mode == "from-timestamp":
         if timestamp_millis is None:
             raise InvalidInput("scan mode from-timestamp needs timestamp_millis", table=table.name)
-        return _first_not_before(table, int(timestamp_millis)), None
+        return _first_not_before(table, parse_timestamp_millis(timestamp_millis, table=table.name)), None
     raise InvalidInput(f"unknown scan mode {mode!r}; modes are {', '.join(MODES)}", table=table.name)
+
+
+def _tag_start(table, mode: str, tag: str) -> tuple[int, Snapshot | None]:
+    """``_start`` of from-snapshot / from-snapshot-full at tag ``tag`` (a lakemerge extension: Paimon's streams
+    refuse scan.tag-name). The full read is of the tag's own snapshot, which the tag keeps when the snapshot has
+    expired (as Paimon's StaticFromTagStartingScanner reads it); the changes must still be readable from the tag on
+    (from-snapshot: the tagged snapshot's own, from-snapshot-full: those after it). Raises TagNotFound, and
+    SnapshotNotFound when they expired: starting at the earliest snapshot instead would skip the changes between."""
+    tagged = table.tag_snapshot(tag)
+    next_id, full = (tagged.id + 1, tagged) if mode == "from-snapshot-full" else (tagged.id, None)
+    earliest = earliest_change_id(table)
+    if earliest is not None and next_id < earliest:
+        raise SnapshotNotFound(table.name, next_id, f"the changes from snapshot {next_id} on, which a stream from tag "
+                               f"{tag!r} (snapshot {tagged.id}) reads, have expired (the earliest readable is "
+                               f"{earliest})")
+    return next_id, full
 
 
 def startup_mode(mode: str | None, *, snapshot_id=None, timestamp_millis=None, start=None, end=None) -> str:
@@ -234,9 +283,9 @@ def startup_mode(mode: str | None, *, snapshot_id=None, timestamp_millis=None, s
 def stream(table, mode: str | None = "default", *, snapshot_id=None, timestamp_millis: int | None = None,
            start=None, end=None, consumer_id: str | None = None, columns: Sequence[str] | None = None,
            poll_interval: float = 1.0, idle_timeout: float | None = None,
-           normalize: bool = False) -> Iterator[pa.RecordBatch]:
-    """See the module docstring (``mode``: see ``startup_mode``). Arguments are checked before the first batch is
-    produced."""
+           normalize: bool = False, filter=None) -> Iterator[pa.RecordBatch]:
+    """See the module docstring (``mode``: see ``startup_mode``; ``filter``: ``Table.read``'s forms, see
+    "Filters"). Arguments are checked before the first batch is produced."""
     mode = startup_mode(mode, snapshot_id=snapshot_id, timestamp_millis=timestamp_millis, start=start, end=end)
     if mode not in MODES:
         raise InvalidInput(f"unknown scan mode {mode!r}; modes are {', '.join(MODES)}", table=table.name)
@@ -244,6 +293,7 @@ def stream(table, mode: str | None = "default", *, snapshot_id=None, timestamp_m
     # ALTER TABLE of this table object while the generator runs must not change its columns' meaning
     table = table.through_schema(table.schema.id)
     out_cols = check_columns(table, columns)
+    dnf = pred.normalize(filter, table.arrow_schema, table.name)
     if poll_interval < 0:
         raise InvalidInput("poll_interval must be >= 0", table=table.name)
     if mode == "incremental":
@@ -256,7 +306,7 @@ def stream(table, mode: str | None = "default", *, snapshot_id=None, timestamp_m
             if before.id > after.id:
                 raise InvalidInput(f"incremental start tag {start!r} (snapshot {before.id}) is after end tag "
                                    f"{end!r} (snapshot {after.id})", table=table.name)
-            return _tag_diff(table, before, after, out_cols)
+            return _tag_diff(table, before, after, out_cols, dnf)
         lo, hi = _resolve(table, start), _resolve(table, end)
         if lo > hi:
             raise InvalidInput(f"incremental start {start} is after end {end}", table=table.name)
@@ -269,27 +319,35 @@ def stream(table, mode: str | None = "default", *, snapshot_id=None, timestamp_m
             raise SnapshotNotFound(table.name, hi)
         if lo + 1 < earliest_change_id(table):
             raise SnapshotNotFound(table.name, lo + 1)
-        return _incremental(table, lo, hi, out_cols, normalize)
+        return _incremental(table, lo, hi, out_cols, normalize, dnf)
     consumers = ConsumerManager(table) if consumer_id is not None else None
     if consumers is not None:
         consumers.path(consumer_id)  # validates the id
     next_id, full = _start(table, mode, snapshot_id, timestamp_millis)
+    stamp = None  # the commit time of snapshot next_id - 1 as the stream's position (engine.changelog.position)
+    resumed = False
     if consumers is not None and not table.schema.table_options.get(CONSUMER_IGNORE_PROGRESS):
-        saved = consumers.next_snapshot(consumer_id)
+        saved = consumers.progress(consumer_id)
         if saved is not None:
-            next_id, full = saved, None
-    _check_not_past_latest(table, next_id, table.snapshot_manager.latest_id())
+            (next_id, stamp), full, resumed = saved, None, True
+    # a start id past the latest + 1 would wait there; a consumer's saved position may have been rolled back (a
+    # table without snapshots yet is waited on, whatever the start id)
+    if table.snapshot_manager.latest_id() is not None:
+        check_position(table, next_id - 1, stamp, ROLLBACK_REMEDY)
+    if not resumed and not isinstance(full, PendingFull):
+        stamp = commit_time(table, next_id - 1)
     if consumers is not None and full is None:
         # nothing is consumed yet; a full first read is recorded only once handed over: nextSnapshot = full.id + 1
         # claims its rows were delivered, so a stream stopped before that would resume after them (Paimon writes
         # the consumer at checkpoints, after the full read)
-        consumers.record(consumer_id, next_id)
-    return _follow(table, next_id, full, out_cols, consumers, consumer_id, poll_interval, idle_timeout, normalize)
+        consumers.record(consumer_id, next_id, stamp)
+    return _follow(table, next_id, stamp, full, out_cols, consumers, consumer_id, poll_interval, idle_timeout,
+                   normalize, filter, dnf)
 
 
-def _incremental(table, lo: int, hi: int, out_cols, normalize) -> Iterator[pa.RecordBatch]:
+def _incremental(table, lo: int, hi: int, out_cols, normalize, dnf) -> Iterator[pa.RecordBatch]:
     for sid in range(lo + 1, hi + 1):
-        rows = snapshot_changes(table, changes_snapshot(table, sid), out_cols, normalize=normalize)
+        rows = snapshot_changes(table, changes_snapshot(table, sid), out_cols, normalize=normalize, dnf=dnf)
         if rows.num_rows:
             yield _tagged(rows, sid)
 
@@ -304,7 +362,7 @@ def _merged_by_partition(table, snapshot: Snapshot, columns: list[str]) -> dict[
     return {p: pa.concat_tables(t).combine_chunks() for p, t in parts.items()}
 
 
-def _tag_diff(table, before: Snapshot, after: Snapshot, out_cols) -> Iterator[pa.RecordBatch]:
+def _tag_diff(table, before: Snapshot, after: Snapshot, out_cols, dnf) -> Iterator[pa.RecordBatch]:
     """Paimon's incremental read between two tags (IncrementalDiffStartingScanner.betweenTags, read as its audit
     log reads it, deletes kept): per key, the ``after`` record when the key is new or its row or add/retract
     kind changed, and the ``before`` row as -D when the key is gone. Works when the snapshots between the tags
@@ -343,42 +401,39 @@ def _tag_diff(table, before: Snapshot, after: Snapshot, out_cols) -> Iterator[pa
     if not pieces:
         return
     rows = pa.concat_tables(pieces)
+    if dnf:  # each row on its own, as a changelog is filtered
+        rows = rows.filter(pred.to_expression(dnf))
+        if not rows.num_rows:
+            return
     kinds = row_kind_text(rows.column(VALUE_KIND).to_numpy())
     yield _tagged(pa.Table.from_arrays(rows.select(out_cols).columns + [kinds], schema=output_schema(table, out_cols)),
                   after.id)
 
 
-def _check_not_past_latest(table, next_id: int, latest: int | None) -> None:
-    """SnapshotNotFound when the stream would wait for a snapshot after one that does not exist: a start id beyond
-    the latest + 1 would silently wait there, and a rollback below a running stream (or a re-created table) would
-    let it skip the snapshots committed anew (Paimon's NextSnapshotFetcher: 'The next expected snapshot is too
-    big')."""
-    if latest is not None and next_id > latest + 1:
-        raise SnapshotNotFound(table.name, next_id - 1)
-
-
-def _follow(table, next_id: int, full: Snapshot | None, out_cols, consumers, consumer_id, poll_interval,
-            idle_timeout, normalize) -> Iterator[pa.RecordBatch]:
+def _follow(table, next_id: int, stamp: int | None, full: Snapshot | None, out_cols, consumers, consumer_id,
+            poll_interval, idle_timeout, normalize, filter, dnf) -> Iterator[pa.RecordBatch]:
+    """Yield the full read (if any), then each snapshot's changes from ``next_id`` on; ``stamp`` is the commit
+    time of snapshot ``next_id - 1`` as the stream's position (None: unknown)."""
     sm = table.snapshot_manager
 
     recorded = [time.monotonic()]
 
     def handed_over(nxt: int) -> None:
         if consumers is not None:
-            consumers.record(consumer_id, nxt)
+            consumers.record(consumer_id, nxt, stamp)
             recorded[0] = time.monotonic()
 
     idle_since = time.monotonic()
     while isinstance(full, PendingFull):
         resolved = full.resolve(table)
         if resolved is not None:
-            full, next_id = resolved, resolved.id + 1
+            full, next_id, stamp = resolved, resolved.id + 1, resolved.time_millis
             break
         if idle_timeout is not None and time.monotonic() - idle_since >= idle_timeout:
             return
         time.sleep(poll_interval)
     if full is not None:
-        rows = full_read(table, full, out_cols)
+        rows = full_read(table, full, out_cols, filter)
         if rows.num_rows:
             try:
                 yield _tagged(rows, full.id)
@@ -390,7 +445,8 @@ def _follow(table, next_id: int, full: Snapshot | None, out_cols, consumers, con
     while True:
         latest = sm.latest_id()
         if latest is None or next_id > latest:
-            _check_not_past_latest(table, next_id, latest)
+            if latest is not None:  # rolled back below the position
+                check_position(table, next_id - 1, None, ROLLBACK_REMEDY)
             if idle_timeout is not None and time.monotonic() - idle_since >= idle_timeout:
                 return
             if time.monotonic() - recorded[0] >= CONSUMER_REFRESH_SECONDS:
@@ -400,14 +456,20 @@ def _follow(table, next_id: int, full: Snapshot | None, out_cols, consumers, con
         earliest = earliest_change_id(table)
         if earliest is not None and next_id < earliest:
             raise SnapshotNotFound(table.name, next_id)
-        rows = follow_up_changes(table, changes_snapshot(table, next_id), out_cols, normalize=normalize)
+        # the snapshot read up to must still be the one read (a rollback re-committing its id and more would
+        # otherwise go unnoticed); the next one is read afresh, not from a cache a rollback made stale
+        check_position(table, next_id - 1, stamp, ROLLBACK_REMEDY)
+        sm.forget(next_id)
+        snap = changes_snapshot(table, next_id)
+        rows = follow_up_changes(table, snap, out_cols, normalize=normalize, dnf=dnf)
         if rows.num_rows:
             try:
                 yield _tagged(rows, next_id)
             except GeneratorExit:
+                stamp = snap.time_millis
                 handed_over(next_id + 1)
                 raise
-        next_id += 1
+        next_id, stamp = next_id + 1, snap.time_millis
         handed_over(next_id)
         idle_since = time.monotonic()
 

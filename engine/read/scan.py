@@ -8,6 +8,7 @@ of a bucket can match, no merged row of it can.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -198,28 +199,13 @@ class TableScan:
             return []
         s = self.schema
         parts = s.partition_keys
-
-        def partition_ok(values: tuple) -> bool:
-            if not dnf or not parts:
-                return True
-            by_col = dict(zip(parts, values))
-            return pred.may_match(dnf, lambda c: (by_col[c], by_col[c], 0 if by_col[c] is not None else 1)
-                                  if c in by_col else None, row_count=1)
-
-        buckets_allowed = self._bucket_filter(dnf)
         key_names = s.trimmed_primary_keys
-        key_types = s.types_of(key_names)
+        may_hold = self.entry_filter(dnf)
         groups: dict[tuple[bytes, int], list[ManifestEntry]] = {}
         for entry in self.manifests.live_entries(snapshot):
             if entry.file.file_name in exclude or entry.partition in self.skip_partitions:
                 continue
-            values = self.partition_values(entry.partition)
-            if not partition_ok(values):
-                continue
-            if buckets_allowed is not None and entry.total_buckets > 0 \
-                    and entry.bucket not in buckets_allowed.get(entry.total_buckets, set()):
-                continue
-            if dnf and not self._file_may_match(entry.file, dnf, key_names, key_types):
+            if may_hold is not None and not may_hold(entry):
                 continue
             groups.setdefault((entry.partition, entry.bucket), []).append(entry)
         splits = []
@@ -238,6 +224,38 @@ class TableScan:
                                 vectors.get((partition, bucket), BucketVectors())))
         splits.sort(key=lambda sp: (sp.partition, sp.bucket))
         return splits
+
+    def entry_filter(self, dnf, *, by_values: bool = False) -> Callable[[ManifestEntry], bool] | None:
+        """A test of manifest entries that is False only for a file holding no record that matches ``dnf`` (None
+        without a filter): by its partition values, its bucket (when ``dnf`` pins the bucket key) and its key
+        statistics -- every version of a key has the same key, so merging never needs a file this drops -- and,
+        with ``by_values``, its value statistics (only for files whose rows are read one by one, not merged: a
+        merged row may take a value no single file's range holds)."""
+        if not dnf:
+            return None
+        s = self.schema
+        parts = s.partition_keys
+        buckets_allowed = self._bucket_filter(dnf)
+        key_names = s.trimmed_primary_keys
+        key_types = s.types_of(key_names)
+
+        def partition_ok(values: tuple) -> bool:
+            if not parts:
+                return True
+            by_col = dict(zip(parts, values))
+            return pred.may_match(dnf, lambda c: (by_col[c], by_col[c], 0 if by_col[c] is not None else 1)
+                                  if c in by_col else None, row_count=1)
+
+        def may_hold(entry: ManifestEntry) -> bool:
+            if not partition_ok(self.partition_values(entry.partition)):
+                return False
+            if buckets_allowed is not None and entry.total_buckets > 0 \
+                    and entry.bucket not in buckets_allowed.get(entry.total_buckets, set()):
+                return False
+            if not self._file_may_match(entry.file, dnf, key_names, key_types):
+                return False
+            return not by_values or self._values_may_match(entry.file, dnf)
+        return may_hold
 
     def _bucket_filter(self, dnf) -> "_LazyBuckets | None":
         """Per total-bucket count, the buckets a filter can touch; None if it cannot be narrowed."""

@@ -201,3 +201,20 @@ def test_nanosecond_timestamps_stream_and_system_tables(spark, tmp_path):
     assert query.exception() is None
     got = spark.sql("SELECT id, unix_micros(cast(ts AS timestamp)) AS us FROM audit_nanos").collect()
     assert {r.id: r.us for r in got} == want
+
+
+def test_audit_log_time_travel_reads_through_the_snapshots_schema(spark, tmp_path):
+    """$audit_log with a time-travel option has the columns of the schema that snapshot was committed under, as
+    a time-travel read of the table (and Paimon's AuditLogTable over the time-travelled table); it had the
+    latest schema's columns."""
+    t = _catalog(tmp_path).create_table("db.t", pa.schema([pa.field("k", pa.int64(), False), ("v", pa.string())]),
+                                        ["k"], options={"bucket": "1"})
+    t.write(pa.table({"k": [1], "v": ["a"]}, schema=t.arrow_schema))
+    t.alter().rename_column("v", "w").add_column("z", pa.int32()).commit()
+    t.write(pa.table({"k": [2], "w": ["b"], "z": pa.array([7], pa.int32())}))
+    old = spark.read.format("lakemerge").option("scan.snapshot-id", "1").load(t.root + "$audit_log")
+    assert old.columns == ["rowkind", "k", "v"]
+    assert _sorted(old.collect()) == [("+I", 1, "a")]
+    now = spark.read.format("lakemerge").load(t.root + "$audit_log")
+    assert now.columns == ["rowkind", "k", "w", "z"]
+    assert _sorted(now.collect()) == _sorted([("+I", 1, "a", None), ("+I", 2, "b", 7)])

@@ -360,3 +360,12 @@ def test_rollback_check_tolerates_the_offsets_snapshot_expiring_meanwhile(tmp_pa
     monkeypatch.setattr(SnapshotManager, "exists", lambda self, sid: True)
     check_position(open_table(t.root), start)  # as latestOffset does: a fresh table, nothing cached
     assert offset(2, table=open_table(t.root)) == {"snapshot": 2}  # e.g. a consumer's last snapshot, expiring
+
+
+def test_non_integer_scan_timestamp_millis_fails_the_query_with_an_invalid_option(spark, tmp_path):
+    """It raised a bare ValueError; Paimon's option is a long (a date-time goes in scan.timestamp)."""
+    t = _table(tmp_path)
+    t.write(_data(("a", 1, "x")))
+    with pytest.raises(Exception, match="scan.timestamp-millis") as e:
+        _run(spark, t.root, str(tmp_path / "o"), str(tmp_path / "c"), **{"scan.timestamp-millis": "yesterday"})
+    assert "InvalidOption" in str(e.value) or "invalid value" in str(e.value)

@@ -420,6 +420,8 @@ class TableOptions:
                                 "append table takes a positive bucket count or -1", table=self.table)
         self._check_deletion_vectors()
         self.check_streaming_read_overwrite(has_primary_key=has_primary_key)
+        from engine import refused_options  # features lakemerge cannot write
+        refused_options.check_new_schema(self.raw, self.table, has_primary_key=has_primary_key)
 
     def check_streaming_read_overwrite(self, *, has_primary_key: bool) -> None:
         """Paimon's SchemaValidation of ``streaming-read-overwrite``: not with changelog-producer lookup or
@@ -467,6 +469,8 @@ class TableOptions:
         """Raise UnsupportedFeature for valid Paimon settings this version cannot write (``bucket=-1`` is
         writable when ``allow_dynamic_bucket``: engine.dynamic_bucket; ``bucket=-2`` when ``allow_postpone_bucket``:
         engine.postpone)."""
+        from engine import refused_options
+        refused_options.require_writable(self.raw, self.table)
         where = f"table {self.table!r}: "
         if self.bucket <= 0 and not (allow_dynamic_bucket and self.bucket == -1) \
                 and not (allow_postpone_bucket and self.bucket == -2):

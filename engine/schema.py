@@ -94,6 +94,8 @@ class TableSchema:
         """Check the options against the columns (sequence.field, rowkind.field, bucket-key, merge-engine options).
         Raises InvalidSchema or InvalidOption naming ``table``; returns nothing when valid. ``opening``: the schema
         is an existing one being opened, not a new one (see engine.merge_engines.config.validate)."""
+        from engine.refused_options import require_readable
+        require_readable(self.options, table)
         opts = TableOptions(self.options, table=table)
         names = self.field_names
         where = f"table {table!r}: " if table else ""

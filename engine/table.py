@@ -462,6 +462,8 @@ class Table:
         each bucket (see engine.compact.manager.compact_table). On an append table this is small-file compaction
         (engine.append.compact.compact_append: ``full=True`` merges each bucket's files into target-size files).
         """
+        from engine.refused_options import require_writable
+        require_writable(self.schema.options, self.name)
         if self.schema.is_append_only:  # append tables: small-file compaction (engine.append.compact)
             from engine.append.compact import compact_append
             sid = compact_append(self, full=full, partitions=partitions, progress=progress)

@@ -53,6 +53,7 @@ from engine.meta.snapshot import (BATCH_COMMIT_IDENTIFIER, COMMIT_KIND_APPEND, C
                                   COMMIT_KIND_OVERWRITE, Snapshot)
 from engine.options import COMMIT_MAX_RETRIES, COMMIT_MAX_RETRY_WAIT, COMMIT_MIN_RETRY_WAIT
 from engine.postpone import POSTPONE_BUCKET
+from engine.refused_options import require_writable
 from engine.write.commit_message import CommitMessage
 
 WRITER_VERSION = "lakemerge-0.1.0"
@@ -83,6 +84,7 @@ class Committer:
         Raises CommitConflict, CommitRetriesExhausted, CommitOutcomeUnknown.
         """
         t = self.table
+        require_writable(t.schema.options, t.name)
         messages = list(messages)
         self._messages = messages
         self._strict_after = strict_after
@@ -592,6 +594,7 @@ class Committer:
         Raises CommitConflict, CommitRetriesExhausted, CommitOutcomeUnknown.
         """
         t = self.table
+        require_writable(t.schema.options, t.name)
         messages = list(messages)
         self._messages = messages
         self._overwritten = partitions

@@ -319,6 +319,23 @@ PARTITION_TIMESTAMP_PATTERN = _opt("partition.timestamp-pattern", _optional(str)
 END_INPUT_CHECK_PARTITION_EXPIRE = _opt("end-input.check-partition-expire", parse_bool, False,
                                         "batch commits check partition expiration whatever the check interval")
 
+# --- options triage (task z): cheap options with visible effects ---
+SNAPSHOT_IGNORE_EMPTY_COMMIT = _opt("snapshot.ignore-empty-commit", _optional(parse_bool), None,
+                                    "false: a commit with nothing to commit still creates an (empty) APPEND snapshot "
+                                    "(unset: true, Paimon's batch default)")
+SNAPSHOT_CLEAN_EMPTY_DIRECTORIES = _opt("snapshot.clean-empty-directories", parse_bool, False,
+                                        "snapshot expiration deletes the bucket and partition directories it "
+                                        "emptied (fallback key snapshot.expire.clean-empty-directories)")
+SNAPSHOT_EXPIRE_CLEAN_EMPTY_DIRECTORIES = _opt("snapshot.expire.clean-empty-directories", parse_bool, False,
+                                               "old name of snapshot.clean-empty-directories")
+TARGET_FILE_ROW_NUM = _opt("target-file-row-num", parse_int, 2**63 - 1,
+                           "new data files roll after this many rows (or target-file-size, whichever comes first)")
+FILE_SUFFIX_INCLUDE_COMPRESSION = _opt("file.suffix.include.compression", parse_bool, False,
+                                       "new data and changelog file names end in .<compression>.<format>")
+DATA_FILE_PATH_DIRECTORY = _opt("data-file.path-directory", _optional(str.strip), None,
+                                "data files live under <table>/<this directory>/<partition>/bucket-N")
+
+
 # Paimon options that lakemerge knows by name but that do not change what this version writes or reads.
 # They are kept in the schema (and honoured by Paimon's own readers and writers) without a warning.
 KNOWN_PAIMON_KEYS = frozenset({
@@ -395,6 +412,9 @@ class TableOptions:
                                 table=self.table)
         if self.get(TARGET_FILE_SIZE) <= 0:
             raise InvalidOption(TARGET_FILE_SIZE, self.raw.get(TARGET_FILE_SIZE), "must be positive",
+                                table=self.table)
+        if self.get(TARGET_FILE_ROW_NUM) < 1:  # Paimon's SchemaValidation
+            raise InvalidOption(TARGET_FILE_ROW_NUM, self.raw.get(TARGET_FILE_ROW_NUM), "should be at least 1",
                                 table=self.table)
         if self.get(COMMIT_MAX_RETRIES) < 0:
             raise InvalidOption(COMMIT_MAX_RETRIES, self.raw.get(COMMIT_MAX_RETRIES), "must be >= 0",

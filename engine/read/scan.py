@@ -22,7 +22,7 @@ from engine.meta.data_file import DataFileMeta
 from engine.meta.manifest import (ADD, ManifestEntry, ManifestFileMeta, decode_manifest, decode_manifest_list,
                                   fold_entries)
 from engine.meta.snapshot import Snapshot
-from engine.options import PARTITION_DEFAULT_NAME, PARTITION_LEGACY_NAME
+from engine.options import DATA_FILE_PATH_DIRECTORY, PARTITION_DEFAULT_NAME, PARTITION_LEGACY_NAME
 from engine.paths import TablePaths
 from engine.postpone.merge_on_read import merges_on_read
 from engine.read import predicate as pred
@@ -159,11 +159,15 @@ class TableScan:
 
     def bucket_dir(self, partition_values: tuple, bucket: int) -> str:
         """The directory of ``bucket`` in the partition with ``partition_values`` (Paimon's path rules and the
-        table's partition options)."""
+        table's partition options), under ``data-file.path-directory`` when the table sets it (Paimon's
+        FileStorePathFactory.relativeBucketPath)."""
         s = self.schema
         opts = s.table_options
         pdir = TablePaths.partition_dir(s.partition_keys, partition_values, s.types_of(s.partition_keys),
                                         opts.get(PARTITION_DEFAULT_NAME), opts.get(PARTITION_LEGACY_NAME))
+        directory = opts.get(DATA_FILE_PATH_DIRECTORY)
+        if directory:
+            pdir = f"{directory.strip('/')}/{pdir}" if pdir else directory.strip("/")
         return self.paths.bucket_dir(pdir, bucket)
 
     def index_file_dir(self, partition: bytes, bucket: int) -> str:

@@ -332,6 +332,10 @@ TARGET_FILE_ROW_NUM = _opt("target-file-row-num", parse_int, 2**63 - 1,
                            "new data files roll after this many rows (or target-file-size, whichever comes first)")
 FILE_SUFFIX_INCLUDE_COMPRESSION = _opt("file.suffix.include.compression", parse_bool, False,
                                        "new data and changelog file names end in .<compression>.<format>")
+SCAN_BUCKET = _opt("scan.bucket", _optional(parse_int), None, "batch reads read this bucket only")
+SCAN_FILE_CREATION_TIME_MILLIS = _opt("scan.file-creation-time-millis", _optional(parse_int), None,
+                                      "batch reads of the latest snapshot read only files created at or after this "
+                                      "epoch time (time travel is refused, as in Paimon)")
 DATA_FILE_PATH_DIRECTORY = _opt("data-file.path-directory", _optional(str.strip), None,
                                 "data files live under <table>/<this directory>/<partition>/bucket-N")
 

@@ -132,3 +132,57 @@ def test_data_files_live_under_the_path_directory(catalog, make):
     assert data and all(f.startswith("data/dt=") for f in data)
     assert sorted(t.read().column("k").to_pylist()) == [1, 2, 3]
     assert t.remove_orphan_files(older_than=0) == []
+
+
+# --- scan.bucket / scan.file-creation-time-millis ------------------------------------------------------------
+def _two_buckets(catalog, pk: bool):
+    opts = {"bucket": "2"} if pk else {"bucket": "2", "bucket-key": "k"}
+    t = catalog.create_table("db.t", SCHEMA, primary_key=["dt", "k"] if pk else None, partition_keys=["dt"],
+                             options=opts)
+    t.write(_rows("a", range(20)))
+    return t
+
+
+@pytest.mark.parametrize("pk", [True, False], ids=["pk", "append"])
+def test_scan_bucket_reads_one_bucket(catalog, pk):
+    """Paimon's AbstractFileStoreTable.newSnapshotReader / AbstractBatchTableScan: withBucket(scan.bucket)."""
+    t = _two_buckets(catalog, pk)
+    t.alter().set_option("scan.bucket", "1").commit()
+    t = catalog.get_table("db.t")
+    keys = sorted(t.read().column("k").to_pylist())
+    assert 0 < len(keys) < 20
+    assert {sp.bucket for sp in t.plan()} == {1}
+    assert sorted(b["k"] for batch in t.to_reader() for b in batch.to_pylist()) == keys
+    t.alter().remove_option("scan.bucket").commit()
+    t = catalog.get_table("db.t")
+    t.alter().set_option("scan.bucket", "0").commit()
+    other = sorted(catalog.get_table("db.t").read().column("k").to_pylist())
+    assert sorted(keys + other) == list(range(20))
+
+
+def test_scan_bucket_does_not_narrow_writes(catalog):
+    """Writers, compaction and row-level changes see every bucket whatever scan.bucket says."""
+    t = _two_buckets(catalog, True)
+    t.alter().set_option("scan.bucket", "0").commit()
+    t = catalog.get_table("db.t")
+    t.delete_where(None)
+    t.compact(full=True)
+    t.alter().remove_option("scan.bucket").commit()
+    assert catalog.get_table("db.t").read().num_rows == 0
+
+
+@pytest.mark.parametrize("pk", [True, False], ids=["pk", "append"])
+def test_file_creation_time_reads_only_newer_files(catalog, pk):
+    """Paimon's FileCreationTimeStartingScanner: the latest snapshot's files created at or after the time."""
+    import time
+    t = _pk(catalog) if pk else _append(catalog)
+    t.write(_rows("a", [1, 2]))
+    time.sleep(0.01)
+    cut = int(time.time() * 1000)
+    time.sleep(0.01)
+    t.write(_rows("b", [3]))
+    t.alter().set_option("scan.file-creation-time-millis", str(cut)).commit()
+    t = catalog.get_table("db.t")
+    assert t.read().column("k").to_pylist() == [3]
+    with pytest.raises(InvalidOption, match="scan.file-creation-time-millis"):
+        t.read(snapshot_id=1)

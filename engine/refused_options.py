@@ -39,7 +39,11 @@ class Refusal:
 
 
 _PK_INDEX = "primary-key indexes (Paimon's PrimaryKeyIndexDefinitions) that every write and compaction must update"
+# Paimon's TableType values whose data is not a Paimon table's (files of a directory, objects, other formats).
+_OTHER_TABLE_TYPES = ("format-table", "object-table", "lance-table", "iceberg-table")
 REFUSALS: tuple[Refusal, ...] = (
+    Refusal("type", READ, "a table type whose data is not a Paimon table's (TableType format-table, object-table, "
+            "lance-table, iceberg-table)", lambda v: v.strip().lower() in _OTHER_TABLE_TYPES),
     Refusal("data-evolution.enabled", READ, "data evolution: a row's columns are spread over several files joined "
             "by row id"),
     Refusal("chain-table.enabled", READ, "chain tables: reads merge the snapshot and delta branches"),

@@ -186,3 +186,27 @@ def test_file_creation_time_reads_only_newer_files(catalog, pk):
     assert t.read().column("k").to_pylist() == [3]
     with pytest.raises(InvalidOption, match="scan.file-creation-time-millis"):
         t.read(snapshot_id=1)
+
+
+# --- primary-key / partition as options, and the warnings about options ---------------------------------------
+def test_keys_given_as_options_define_the_table(catalog):
+    """Paimon's Schema.normalizePrimaryKeys / normalizePartitionKeys: the options become the keys and are not
+    stored; defining them both ways is an error."""
+    t = catalog.create_table("db.t", SCHEMA, options={"primary-key": "dt, k", "partition": "dt", "bucket": "1"})
+    assert t.primary_keys == ("dt", "k") and t.partition_keys == ("dt",)
+    assert "primary-key" not in t.options and "partition" not in t.options
+    from engine.errors import InvalidSchema
+    with pytest.raises(InvalidSchema, match="primary-key"):
+        catalog.create_table("db.u", SCHEMA, primary_key=["k"], options={"primary-key": "k"})
+
+
+def test_options_lakemerge_does_not_implement_are_named_in_a_warning(catalog, caplog):
+    from engine.options import TableOptions
+    opts = TableOptions({"scan.ignore-lost-files": "true", "lookup.cache-rows": "10", "no-such-option": "1",
+                         "row-tracking.enabled": "false"}, table="db.t")
+    assert opts.unknown_keys() == ["no-such-option"]
+    with caplog.at_level("WARNING", logger="lakemerge.options"):
+        opts.warn_unknown()
+    assert "'scan.ignore-lost-files' is not implemented by lakemerge (reads always fail on a missing data file" \
+        in caplog.text
+    assert "'no-such-option' is not a Paimon option" in caplog.text and "lookup.cache-rows" not in caplog.text

@@ -411,6 +411,7 @@ KNOWN_PAIMON_KEYS = KNOWN_PAIMON_KEYS | frozenset({
     "global-index.thread-num", "clustering.columns", "clustering.strategy", "clustering.history-partition.limit",
     "clustering.history-partition.idle-to-full-sort", "clustering.incremental.optimize-write",
     "clustering.incremental.mode",
+    "dynamic-partition-overwrite",  # honoured by Spark overwrites (spark_glue.writing); the Python API says per call
     # consumed when a table is created (engine.schema.TableSchema.create), never stored
     "primary-key", "partition",
     # settings of partition.mark-done-action (NOT_HONOURED warns about the action itself)
@@ -428,8 +429,6 @@ NOT_HONOURED = {
     "commit.callbacks": "Java commit callbacks are not called",
     "commit.timeout": "commits retry by commit.max-retries only",
     "commit.discard-duplicate-files": "a commit adding a file the table already holds is not filtered",
-    "dynamic-partition-overwrite": "a Spark overwrite replaces the partitions its input touches, never the whole "
-                                   "table",
     "scan.creation-time-millis": "batch reads do not filter by snapshot creation time",
 }
 _PER_FIELD = re.compile(r"^fields\.[^.]+\.[a-z0-9.-]+$")

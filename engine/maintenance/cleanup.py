@@ -117,8 +117,10 @@ def _index_candidates(table, doomed: list[Snapshot], kept_data: Sequence[Snapsho
 def delete_emptied_dirs(table, data_files: Sequence[str]) -> None:
     """Delete the directories of ``data_files`` that are now empty, and then their emptied parents, up to (not
     including) the table root, as Paimon's FileDeletionBase.cleanEmptyDirectories (option
-    ``snapshot.clean-empty-directories``). A directory is removed only while empty: a file written into it
-    concurrently keeps it. Files outside the table root (external paths) are left alone."""
+    ``snapshot.clean-empty-directories``). A directory is removed only while empty: a file already written into it
+    keeps it, but a writer that created it and has not yet written its file fails (FileNotFoundError, nothing
+    committed) -- the race Paimon's option carries too. Files outside the table root (external paths) are left
+    alone."""
     root = os.path.abspath(table.root)
     pending = {os.path.dirname(os.path.abspath(p)) for p in data_files}
     while pending:

@@ -288,8 +288,8 @@ def merge_branch(table, source: str, target: str = MAIN_BRANCH) -> int | None:
     for name, line in ((source, src), (target, dst)):
         for option in ("data-evolution.enabled", "row-tracking.enabled"):
             if str(line.schema.options.get(option, "false")).lower() == "true":
-                raise UnsupportedFeature(f"branch merge of {option.split('.')[0]} tables is not supported (branch "
-                                         f"{name!r})", table=line.name)
+                raise UnsupportedFeature(f"table {line.name!r}: branch merge of {option.split('.')[0]} tables is not "
+                                         f"supported (branch {name!r}, option {option}=true)")
     if src.schema.fields != dst.schema.fields:
         raise InvalidInput(f"cannot merge branch {source!r} into {target!r}: their columns differ",
                            table=table.name)

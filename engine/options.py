@@ -13,7 +13,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from engine import refused_options
 from engine.errors import InvalidOption, UnsupportedFeature
+from engine.refused_options import REFUSED_KEYS
 
 log = logging.getLogger("lakemerge.options")
 
@@ -423,6 +425,26 @@ def parse_timestamp_millis(value, *, table: str | None = None) -> int:
             pass
     raise InvalidOption(SCAN_TIMESTAMP_MILLIS, value, "expected epoch milliseconds (an integer)", table=table)
 
+# --- options triage (task z): cheap options with visible effects ---
+SNAPSHOT_IGNORE_EMPTY_COMMIT = _opt("snapshot.ignore-empty-commit", _optional(parse_bool), None,
+                                    "false: a commit with nothing to commit still creates an (empty) APPEND snapshot "
+                                    "(unset: true, Paimon's batch default)")
+SNAPSHOT_CLEAN_EMPTY_DIRECTORIES = _opt("snapshot.clean-empty-directories", parse_bool, False,
+                                        "snapshot expiration deletes the bucket and partition directories it "
+                                        "emptied (fallback key snapshot.expire.clean-empty-directories)")
+SNAPSHOT_EXPIRE_CLEAN_EMPTY_DIRECTORIES = _opt("snapshot.expire.clean-empty-directories", parse_bool, False,
+                                               "old name of snapshot.clean-empty-directories")
+TARGET_FILE_ROW_NUM = _opt("target-file-row-num", parse_int, 2**63 - 1,
+                           "new data files roll after this many rows (or target-file-size, whichever comes first)")
+FILE_SUFFIX_INCLUDE_COMPRESSION = _opt("file.suffix.include.compression", parse_bool, False,
+                                       "new data and changelog file names end in .<compression>.<format>")
+SCAN_BUCKET = _opt("scan.bucket", _optional(parse_int), None, "batch reads read this bucket only")
+SCAN_FILE_CREATION_TIME_MILLIS = _opt("scan.file-creation-time-millis", _optional(parse_int), None,
+                                      "batch reads of the latest snapshot read only files created at or after this "
+                                      "epoch time (time travel is refused, as in Paimon)")
+DATA_FILE_PATH_DIRECTORY = _opt("data-file.path-directory", _optional(str.strip), None,
+                                "data files live under <table>/<this directory>/<partition>/bucket-N")
+
 
 # Paimon options that lakemerge knows by name but that do not change what this version writes or reads.
 # They are kept in the schema (and honoured by Paimon's own readers and writers) without a warning.
@@ -440,6 +462,79 @@ KNOWN_PAIMON_KEYS = frozenset({
     "sequence.snapshot-ordering", "partial-update.ignore-delete", "first-row.ignore-delete",
     "deduplicate.ignore-delete", "fields.default-aggregate-function",
 })
+# Task z (options triage): Paimon options that cannot change what lakemerge writes or reads -- engine runtime and
+# memory tuning (Flink/Spark parallelism, spill, caches, lookup joins), metastore and materialized-table metadata,
+# manifest and statistics tuning, options honoured elsewhere from the raw map (engine.read.fallback_branch,
+# spark_glue.reading, engine.read.scan), and the settings of features engine.refused_options refuses anyway.
+KNOWN_PAIMON_KEYS = KNOWN_PAIMON_KEYS | frozenset({
+    "bucket-append-ordered", "file.block-size", "file-index.in-manifest-threshold", "manifest-sort.enabled",
+    "manifest-sort.partition-field", "manifest-sort.max-rewrite-size", "manifest.merge-optimize.enabled",
+    "manifest.delete-file-drop-stats", "metadata.stats-mode.per.level", "metadata.stats-keep-first-n-columns",
+    "scan.max-splits-per-task", "scan.manifest.parallelism", "scan.plan-sort-partition", "sort-engine",
+    "sort-spill-threshold", "spill-compression", "spill-compression.zstd-level", "write-buffer-spill.max-disk-size",
+    "write-buffer-for-append", "write-max-writers-to-spill", "local-sort.max-num-file-handles", "page-size",
+    "cache-page-size", "read.batch-size", "write.batch-size", "write.batch-memory", "write.sequence-number-init-mode",
+    "file-reader-async-threshold", "async-file-write", "file-operation.thread-num", "local-kv-db.block-size",
+    "source.split.target-size", "source.split.open-file-cost", "scan.timestamp", "scan.version",
+    "scan.fallback-branch", "scan.primary-branch", "index-file-in-data-file-dir",
+    "table-read.sequence-number.enabled", "stream-scan-mode", "batch-scan-mode", "auto-create",
+    "commit.force-create-snapshot", "commit.user-prefix", "dynamic-bucket.assigner-parallelism",
+    "cross-partition-upsert.bootstrap-parallelism", "partition.sink-strategy", "sink.watermark-time-zone",
+    "sink.process-time-zone", "snapshot.watermark-idle-timeout", "zorder.var-length-contribution",
+    "sort-compaction.range-strategy", "sort-compaction.local-sample.magnification", "visibility-callback.enabled",
+    "visibility-callback.timeout", "visibility-callback.check-interval", "query-auth.enabled",
+    "metastore.partitioned-table", "metastore.tag-to-partition", "metastore.tag-to-partition.preview",
+    "partition.idle-time-to-report-statistic", "format-table.scan.list-parallelism", "format-table.implementation",
+    "format-table.partition-path-only-value", "format-table.file.compression", "format-table.commit-hive-sync-url",
+    "lookup.hash-load-factor", "lookup.cache-rows", "lookup.continuous.discovery-interval",
+    "lookup.cache-file-retention", "lookup.cache-max-disk-size", "lookup.cache-spill-compression",
+    "lookup.cache-max-memory-size", "lookup.blob-as-descriptor", "lookup.cache.high-priority-pool-ratio",
+    "lookup.cache.bloom.filter.enabled", "lookup.cache.bloom.filter.fpp", "lookup.remote-file.enabled",
+    "lookup.remote-file.level-threshold", "lookup.merge-buffer-size", "lookup.merge-records-threshold",
+    "materialized-table.definition-query", "materialized-table.interval-freshness",
+    "materialized-table.interval-freshness.time-unit", "materialized-table.logical-refresh-mode",
+    "materialized-table.refresh-mode", "materialized-table.refresh-status",
+    "materialized-table.refresh-handler-description", "materialized-table.refresh-handler-bytes",
+    # settings of refused features (engine.refused_options: the feature's own switch is what is refused)
+    "chain-table.chain-partition-keys", "chain-table.streaming.merge-snapshot", "chain-table.split.key-range-enabled",
+    "scan.fallback-snapshot-branch", "scan.fallback-delta-branch", "variant.shreddingSchema",
+    "variant.inferShreddingSchema", "variant.shredding.inferenceMode", "variant.shredding.maxSchemaWidth",
+    "variant.shredding.maxSchemaDepth", "variant.shredding.minFieldCardinalityRatio",
+    "variant.shredding.maxInferBufferRow", "variant.shredding.adaptive.maxInferBufferRow",
+    "variant.shredding.adaptive.retentionRatio", "blob.target-file-size", "blob.split-by-file-size",
+    "blob.copy-buffer-size", "blob-view.resolve.enabled", "blob-as-descriptor", "blob-write-null-on-missing-file",
+    "blob-write-null-on-fetch-failure", "blob-compaction.enabled", "vector.target-file-size",
+    "vector-search.distribute.enabled", "vector-search.lateral-join.batch-size", "row-tracking.partition-group-on-commit",
+    "data-evolution.reassign.skip-contiguous-row-count", "data-evolution.row-id-conflict-rewrite.max-size",
+    "data-evolution.row-sidecar.enabled", "data-evolution.row-sidecar.max-selected-rows",
+    "data-evolution.row-sidecar.max-selection-ratio", "data-evolution.merge-into.file-pruning",
+    "data-evolution.merge-into.source-persist", "data-evolution.compaction.rewrite-row-ids",
+    "global-index.external-path", "global-index.column-update-action", "global-index.row-count-per-shard",
+    "global-index.build.max-shard", "global-index.build.max-parallelism", "global-index.enabled",
+    "global-index.search-mode", "scalar-index.search-mode", "vector-index.search-mode", "full-text-index.search-mode",
+    "global-index.thread-num", "clustering.columns", "clustering.strategy", "clustering.history-partition.limit",
+    "clustering.history-partition.idle-to-full-sort", "clustering.incremental.optimize-write",
+    "clustering.incremental.mode",
+    "dynamic-partition-overwrite",  # honoured by Spark overwrites (spark_glue.writing); the Python API says per call
+    # consumed when a table is created (engine.schema.TableSchema.create), never stored
+    "primary-key", "partition",
+    # settings of partition.mark-done-action (NOT_HONOURED warns about the action itself)
+    "partition.mark-done-action.custom.class", "partition.mark-done-action.http.url",
+    "partition.mark-done-action.http.params",
+}) | REFUSED_KEYS
+
+# Paimon options with an effect lakemerge does not implement: kept, with a warning saying what is not done.
+NOT_HONOURED = {
+    "scan.ignore-corrupt-files": "reads always fail on a damaged data file (CorruptFile)",
+    "scan.ignore-lost-files": "reads always fail on a missing data file (CorruptFile)",
+    "partition.end-input-to-done": "no partition is marked done",
+    "partition.mark-done-action": "no partition is marked done (no _SUCCESS file, no done partition)",
+    "partition.timestamp-format.strict": "partition values are not checked against the timestamp formatter",
+    "commit.callbacks": "Java commit callbacks are not called",
+    "commit.timeout": "commits retry by commit.max-retries only",
+    "commit.discard-duplicate-files": "a commit adding a file the table already holds is not filtered",
+    "scan.creation-time-millis": "batch reads do not filter by snapshot creation time",
+}
 _PER_FIELD = re.compile(r"^fields\.[^.]+\.[a-z0-9.-]+$")
 # Options of a data file format, passed to its writer by Paimon (``orc.*``, ``parquet.*``, ``avro.*``). lakemerge
 # honours the codec ones (FORMAT_CODEC_KEYS) and keeps the others without a warning.
@@ -477,13 +572,17 @@ class TableOptions:
         (``fields.<name>.*``).
         """
         return sorted(k for k in self.raw if k not in _REGISTRY and k not in KNOWN_PAIMON_KEYS
-                      and not _PER_FIELD.match(k) and not _FORMAT_OPTION.match(k))
+                      and k not in NOT_HONOURED and not _PER_FIELD.match(k) and not _FORMAT_OPTION.match(k))
 
     def warn_unknown(self) -> None:
-        """Log one warning per key of ``unknown_keys()``; the options are kept as given."""
+        """Log one warning per key of ``unknown_keys()`` and per Paimon option lakemerge does not implement
+        (``NOT_HONOURED``, saying what is not done); the options are kept as given."""
         for k in self.unknown_keys():
             log.warning("table %s: option %r is not a Paimon option lakemerge knows; it is kept as given",
                         self.table, k)
+        for k in sorted(set(self.raw) & set(NOT_HONOURED)):
+            log.warning("table %s: option %r is not implemented by lakemerge (%s); it is kept as given",
+                        self.table, k, NOT_HONOURED[k])
 
     def get(self, key: str) -> Any:
         """The typed value of registered option ``key``: the parsed stored value, else its default. Raises KeyError
@@ -500,6 +599,9 @@ class TableOptions:
                                 table=self.table)
         if self.get(TARGET_FILE_SIZE) <= 0:
             raise InvalidOption(TARGET_FILE_SIZE, self.raw.get(TARGET_FILE_SIZE), "must be positive",
+                                table=self.table)
+        if self.get(TARGET_FILE_ROW_NUM) < 1:  # Paimon's SchemaValidation
+            raise InvalidOption(TARGET_FILE_ROW_NUM, self.raw.get(TARGET_FILE_ROW_NUM), "should be at least 1",
                                 table=self.table)
         if self.get(COMMIT_MAX_RETRIES) < 0:
             raise InvalidOption(COMMIT_MAX_RETRIES, self.raw.get(COMMIT_MAX_RETRIES), "must be >= 0",
@@ -528,6 +630,7 @@ class TableOptions:
         self.check_streaming_read_overwrite(has_primary_key=has_primary_key)
         if SCAN_TIMESTAMP_MILLIS in self.raw:  # Paimon's SchemaValidation.validateStartupMode parses it as a long
             parse_timestamp_millis(self.raw[SCAN_TIMESTAMP_MILLIS], table=self.table)
+        refused_options.check_new_schema(self.raw, self.table, has_primary_key=has_primary_key)
         self._check_auto_tags(previous)
 
     def _check_auto_tags(self, previous: dict | None) -> None:
@@ -596,6 +699,7 @@ class TableOptions:
         """Raise UnsupportedFeature for valid Paimon settings this version cannot write (``bucket=-1`` is
         writable when ``allow_dynamic_bucket``: engine.dynamic_bucket; ``bucket=-2`` when ``allow_postpone_bucket``:
         engine.postpone)."""
+        refused_options.require_writable(self.raw, self.table)
         where = f"table {self.table!r}: "
         if self.bucket <= 0 and not (allow_dynamic_bucket and self.bucket == -1) \
                 and not (allow_postpone_bucket and self.bucket == -2):

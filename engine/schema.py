@@ -44,13 +44,23 @@ class TableSchema:
     @staticmethod
     def create(arrow_schema: pa.Schema, primary_keys, partition_keys=(), options=None, comment=None,
                table: str | None = None) -> "TableSchema":
-        """Build schema-0 from an Arrow schema. Raises InvalidSchema / InvalidOption."""
+        """Build schema-0 from an Arrow schema. Options ``primary-key`` and ``partition`` (comma-separated columns)
+        define the keys when the arguments do not, and are not stored (Paimon's Schema.normalizePrimaryKeys /
+        normalizePartitionKeys). Raises InvalidSchema / InvalidOption."""
         names = [f.name for f in arrow_schema]
         where = f"table {table!r}: " if table else ""
         if len(set(names)) != len(names):
             raise InvalidSchema(where + "duplicate column names")
-        pk = tuple(primary_keys or ())
-        parts = tuple(partition_keys or ())
+        options = dict(options or {})
+        keys = {}
+        for key, given, what in (("primary-key", primary_keys, "primary key"), ("partition", partition_keys,
+                                                                                "partition")):
+            keys[key] = tuple(given or ())
+            if key in options:
+                if keys[key]:
+                    raise InvalidSchema(where + f"cannot define the {what} both as an argument and as option {key!r}")
+                keys[key] = tuple(c.strip() for c in str(options.pop(key)).split(",") if c.strip())
+        pk, parts = keys["primary-key"], keys["partition"]
         # No primary key: an append table (engine.append).
         for role, cols in (("primary key", pk), ("partition key", parts)):
             for c in cols:
@@ -96,6 +106,8 @@ class TableSchema:
         """Check the options against the columns (sequence.field, rowkind.field, bucket-key, merge-engine options).
         Raises InvalidSchema or InvalidOption naming ``table``; returns nothing when valid. ``opening``: the schema
         is an existing one being opened, not a new one (see engine.merge_engines.config.validate)."""
+        from engine.refused_options import require_readable
+        require_readable(self.options, table)
         opts = TableOptions(self.options, table=table)
         names = self.field_names
         where = f"table {table!r}: " if table else ""

@@ -564,7 +564,10 @@ _PER_SNAPSHOT = frozenset({"files", "manifests", "partitions", "buckets", "audit
 
 # --- issue 5: $audit_log ---
 def _AUDIT_LOG_SCHEMA(table) -> pa.Schema:
-    """``rowkind`` (+I/-U/+U/-D) then the table's columns, as Paimon's AuditLogTable."""
+    """``rowkind`` (+I/-U/+U/-D) then the table's columns, as Paimon's AuditLogTable. Raises UnsupportedFeature
+    for a table whose option ``table-read.sequence-number.enabled`` asks for a _SEQUENCE_NUMBER column too."""
+    from engine.refused_options import require_audit_log
+    require_audit_log(table.schema.options, table.name)
     return pa.schema([pa.field("rowkind", pa.string(), False)] + list(table.arrow_schema))
 
 

@@ -16,12 +16,14 @@ from engine.errors import (
     CommitRetriesExhausted,
     CorruptFile,
     InvalidInput,
+    InvalidOption,
     InvalidSchema,
     TableNotFound,
 )
 from engine.io.file_io import FileIO
 from engine.meta.manifest import ManifestEntry
 from engine.meta.snapshot import Snapshot
+from engine.options import SCAN_FILE_CREATION_TIME_MILLIS
 from engine.paths import TablePaths
 from engine.read import predicate as pred
 from engine.read.scan import ManifestCache, Split, TableScan
@@ -79,6 +81,10 @@ class Table:
         like ``snapshot`` / ``tag_snapshot``, and InvalidSchema if those options do not fit that schema."""
         if self._schema_pinned or (snapshot_id is None and tag is None):
             return self
+        created = self.schema.options.get(SCAN_FILE_CREATION_TIME_MILLIS)
+        if created is not None:  # Paimon's SchemaValidation.validateStartupMode: one starting point only
+            raise InvalidOption(SCAN_FILE_CREATION_TIME_MILLIS, created, "a read with this option reads the latest "
+                                f"snapshot; it conflicts with time travel to {tag or snapshot_id!r}", table=self.name)
         return self.as_of_snapshot(self.tag_snapshot(tag) if tag is not None else self.snapshot(snapshot_id))
 
     def as_of_snapshot(self, snap: Snapshot | None) -> Table:
@@ -334,7 +340,7 @@ class Table:
         sides = fallback_branch.sides(self, snapshot_id)
         if sides is not None:
             return fallback_branch.splits(sides, dnf, batch=False)
-        return self.scan().plan(self.snapshot(snapshot_id), dnf)
+        return self.scan().plan(self.snapshot(snapshot_id), dnf, batch_read=True)
 
     def read(self, snapshot_id: int | None = None, columns: Sequence[str] | None = None, filter=None, *,
              tag: str | None = None) -> pa.Table:
@@ -361,7 +367,7 @@ class Table:
             return read_append(self, snapshot_id, columns, filter, snapshot=snap)
         out_cols = self.output_columns(columns)
         snap = self.tag_snapshot(tag) if tag is not None else self.snapshot(snapshot_id)
-        return self._read_merged(snap, out_cols, filter)
+        return self._read_merged(snap, out_cols, filter, batch_read=True)
 
     def output_columns(self, columns=None) -> list[str]:
         """The columns a read of ``columns`` returns, in that order (every field when None). Raises InvalidInput
@@ -373,13 +379,15 @@ class Table:
         return out
 
     def _read_merged(self, snap: Snapshot | None, out_cols: list[str], filter, *,
-                     exclude: frozenset[str] = frozenset(), every_level: bool = False) -> pa.Table:
-        """``read`` of a resolved snapshot; ``exclude`` and ``every_level`` as in engine.read.lookup.lookup_rows."""
+                     exclude: frozenset[str] = frozenset(), every_level: bool = False,
+                     batch_read: bool = False) -> pa.Table:
+        """``read`` of a resolved snapshot; ``exclude`` and ``every_level`` as in engine.read.lookup.lookup_rows;
+        ``batch_read`` as in TableScan.plan (a user's read, narrowed by the table's read options)."""
         self.output_columns(out_cols)
         dnf = pred.normalize(filter, self.arrow_schema, self.name)
         from engine.postpone import real_bucket_splits
         from engine.read.split_read import batch_read_splits, with_schema
-        planned = self.scan().plan(snap, dnf, exclude=exclude)
+        planned = self.scan().plan(snap, dnf, exclude=exclude, batch_read=batch_read)
         splits = real_bucket_splits(planned) if every_level else batch_read_splits(planned, self.schema)
         read_cols = list(dict.fromkeys(out_cols + sorted(pred.columns_of(dnf))))
         reader = SplitReader(self.file_io, self.schema, self.schema_manager.schema)
@@ -463,6 +471,8 @@ class Table:
         each bucket (see engine.compact.manager.compact_table). On an append table this is small-file compaction
         (engine.append.compact.compact_append: ``full=True`` merges each bucket's files into target-size files).
         """
+        from engine.refused_options import require_writable
+        require_writable(self.schema.options, self.name)
         if self.schema.is_append_only:  # append tables: small-file compaction (engine.append.compact)
             from engine.append.compact import compact_append
             sid = compact_append(self, full=full, partitions=partitions, progress=progress)

@@ -299,7 +299,7 @@ def plan_batch(table, snapshot, dnf, options) -> tuple[list[Split], dict]:
         table, snapshot, lambda other: resolve_other_branch_snapshot(other, snapshot, options),
         time_travel=travels_schema(options))
     if sides is None:
-        return batch_read_splits(table.scan().plan(snapshot, dnf), table.schema), {}
+        return batch_read_splits(table.scan().plan(snapshot, dnf, batch_read=True), table.schema), {}
     return fallback_branch.splits(sides, dnf), {s.branch: s.table.schema.id for s in sides if s.branch is not None}
 
 

@@ -128,7 +128,8 @@ class WriteJob:
                                table=table.name) from None
         self.kind_column = opts.get(ROW_KIND_COLUMN)
         self.overwrite = overwrite
-        self.dynamic = parse_bool(opts.get(DYNAMIC_OVERWRITE, "true"))
+        # a write option, else the table option (Paimon merges the two), else true
+        self.dynamic = parse_bool(opts.get(DYNAMIC_OVERWRITE, table.options.get(DYNAMIC_OVERWRITE, "true")))
 
     def use_bucket_counts(self, counts: dict[bytes, int]) -> None:
         """A fixed-bucket write of a postpone table with the bucket counts the driver decided for its input

@@ -20,10 +20,10 @@ from engine.meta.data_file import (
     DataFileMeta,
     SimpleStats,
 )
-from engine.options import DATA_FILE_PREFIX, STATS_MODE, TARGET_FILE_SIZE
+from engine.options import DATA_FILE_PREFIX, STATS_MODE, TARGET_FILE_ROW_NUM, TARGET_FILE_SIZE
 from engine.schema import TableSchema
 from engine.write.file_writer import local_millis_as_utc
-from engine.write.formats import append_file_format
+from engine.write.formats import append_file_format, file_extension
 from engine.write.stats import simple_stats
 
 APPEND_TARGET_FILE_SIZE = 256 << 20  # Paimon's default target-file-size for append tables
@@ -52,6 +52,8 @@ def write_append_files(io: FileIO, bucket_dir: str, rows: pa.Table, schema: Tabl
     opts = schema.table_options
     rows = pa.Table.from_arrays(rows.select(list(schema.field_names)).columns, schema=append_file_schema(schema))
     rows_per_file = max(1, int(target_file_size(schema) / max(1.0, rows.nbytes / n)))
+    if file_source == FILE_SOURCE_APPEND:  # Paimon's AppendOnlyWriter: at write time only (compaction is by size)
+        rows_per_file = min(rows_per_file, opts.get(TARGET_FILE_ROW_NUM))
     names = list(schema.field_names)
     types = schema.types_of(names)
     prefix = opts.get(DATA_FILE_PREFIX)
@@ -63,7 +65,7 @@ def write_append_files(io: FileIO, bucket_dir: str, rows: pa.Table, schema: Tabl
     try:
         for i, start in enumerate(range(0, n, rows_per_file)):
             part = rows.slice(start, rows_per_file)
-            name = f"{prefix}{file_uuid}-{i}.{fmt.name}"
+            name = f"{prefix}{file_uuid}-{i}{file_extension(schema, fmt.name)}"
             path, external = placer.place(name)
             data = fmt.encode(part, schema)
             io.mkdirs(os.path.dirname(path))

@@ -78,7 +78,7 @@ def iter_append_batches(table, snapshot_id: int | None = None, columns: Sequence
     scan = table.scan()
     reader = SplitReader(table.file_io, schema, table.schema_manager.schema)
     expr = pred.to_expression(dnf) if dnf else None
-    for split in scan.plan(snap, dnf):
+    for split in scan.plan(snap, dnf, batch_read=True):
         for meta in ordered_files(split):
             if dnf and not scan._values_may_match(meta, dnf):
                 continue

@@ -36,6 +36,8 @@ UNAWARE_BUCKET = 0
 
 def require_append_writable(schema: TableSchema, table: str) -> None:
     """Raise UnsupportedFeature for append-table settings this version cannot write."""
+    from engine.refused_options import require_writable
+    require_writable(schema.options, table)
     opts = schema.table_options
     if opts.bucket == -2:
         raise UnsupportedFeature(f"table {table!r}: bucket=-2 (postpone) cannot be written by lakemerge")

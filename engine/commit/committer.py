@@ -51,8 +51,10 @@ from engine.commit.manifest_merge import ManifestMerger
 from engine.meta.manifest import (ADD, DELETE, ManifestEntry, ManifestFileMeta, encode_manifest, encode_manifest_list)
 from engine.meta.snapshot import (BATCH_COMMIT_IDENTIFIER, COMMIT_KIND_APPEND, COMMIT_KIND_COMPACT,
                                   COMMIT_KIND_OVERWRITE, Snapshot)
-from engine.options import COMMIT_MAX_RETRIES, COMMIT_MAX_RETRY_WAIT, COMMIT_MIN_RETRY_WAIT
+from engine.options import (COMMIT_MAX_RETRIES, COMMIT_MAX_RETRY_WAIT, COMMIT_MIN_RETRY_WAIT,
+                            SNAPSHOT_IGNORE_EMPTY_COMMIT)
 from engine.postpone import POSTPONE_BUCKET
+from engine.refused_options import require_writable
 from engine.write.commit_message import CommitMessage
 
 WRITER_VERSION = "lakemerge-0.1.0"
@@ -74,15 +76,18 @@ class Committer:
 
         New files become one APPEND snapshot; compaction changes (``compact_before``/``compact_after``) become a
         following COMPACT snapshot with the same commit identifier. Empty input publishes nothing and returns the
-        latest snapshot id (None for an empty table). If the COMPACT snapshot cannot land, the files compaction wrote
+        latest snapshot id (None for an empty table), unless the table has ``snapshot.ignore-empty-commit=false``:
+        then the APPEND snapshot is published even without files, as Paimon does. If the COMPACT snapshot cannot land, the files compaction wrote
         are deleted; the error is raised when the messages held only compaction changes, otherwise the APPEND
         snapshot's id is returned (the data is committed, only the compaction was lost).
         ``strict_after``: a snapshot id; the commit is refused (CommitConflict) if a later snapshot added or removed
         real-bucket files of a partition the messages change (Paimon's commit.strict-mode.last-safe-snapshot, here
         also for APPENDs, whose sequence numbers would tie with the messages'; postponed files may come and go).
-        Raises CommitConflict, CommitRetriesExhausted, CommitOutcomeUnknown.
+        Raises CommitConflict, CommitRetriesExhausted, CommitOutcomeUnknown, UnsupportedFeature (the table has a
+        feature lakemerge cannot write: engine.refused_options).
         """
         t = self.table
+        require_writable(t.schema.options, t.name)
         messages = list(messages)
         self._messages = messages
         self._strict_after = strict_after
@@ -95,9 +100,12 @@ class Committer:
                       for m in messages for f in m.changelog_files]
         compact_log = [ManifestEntry(ADD, m.partition, m.bucket, m.total_buckets, f)
                        for m in messages for f in m.compact_changelog]
-        if not appends and not compacts:
+        keep_empty = commit_kind == COMMIT_KIND_APPEND \
+            and t.schema.table_options.get(SNAPSHOT_IGNORE_EMPTY_COMMIT) is False
+        if not appends and not compacts and not keep_empty:
             return t.snapshot_manager.latest_id()
-        users = {(m.commit_user, m.commit_identifier) for m in messages}
+        users = {(m.commit_user, m.commit_identifier) for m in messages} or {
+            (f"empty-commit-{uuid.uuid4()}", BATCH_COMMIT_IDENTIFIER)}
         if len(users) != 1:
             raise CommitConflict(t.name, "messages from different commit users/identifiers cannot be committed "
                                  "as one snapshot")
@@ -105,11 +113,12 @@ class Committer:
         bases = [m.base_snapshot_id for m in messages if m.base_snapshot_id is not None]
         base_id = min(bases) if bases else 0
         guard_base = None if any(m.base_snapshot_id is None for m in messages) else base_id
-        schema_id = max(m.schema_id for m in messages)
+        schema_id = max((m.schema_id for m in messages), default=t.schema.id)
         self._check_schemas({m.schema_id for m in messages})
         published = None
         try:
-            if appends:
+            if appends or keep_empty:  # snapshot.ignore-empty-commit=false: an APPEND even without files (Paimon's
+                # FileStoreCommitImpl.commit; compaction-only messages then make an empty APPEND and the COMPACT)
                 published = self._commit_entries(appends, commit_user, identifier, base_id, commit_kind, schema_id,
                                                  properties, append_log, guard_base=guard_base)
         except CommitOutcomeUnknown:
@@ -494,6 +503,7 @@ class Committer:
             base_name = paths.new_manifest_name("manifest-list")
             delta_name = paths.new_manifest_name("manifest-list")
             staged += [base_name, delta_name]
+            io.mkdirs(paths.manifest_dir)  # a first snapshot without files wrote no manifest before
             io.write_bytes(paths.manifest(base_name), base_data)
             io.write_bytes(paths.manifest(delta_name), delta_data)
             index_manifest, index_written = self._next_index_manifest(latest, kind)
@@ -592,6 +602,7 @@ class Committer:
         Raises CommitConflict, CommitRetriesExhausted, CommitOutcomeUnknown.
         """
         t = self.table
+        require_writable(t.schema.options, t.name)
         messages = list(messages)
         self._messages = messages
         self._overwritten = partitions

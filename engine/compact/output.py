@@ -27,7 +27,7 @@ from engine.options import DATA_FILE_PREFIX, STATS_MODE, TARGET_FILE_SIZE
 from engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, TableSchema
 from engine.types import DataType
 from engine.write.file_writer import local_millis_as_utc
-from engine.write.formats import ROW_GROUP_ROWS, data_file_format
+from engine.write.formats import ROW_GROUP_ROWS, data_file_format, file_extension
 from engine.write.stats import column_min_max
 
 
@@ -161,7 +161,8 @@ class RollingRunWriter:
         group = pa.concat_tables(self.pending).combine_chunks()
         self.pending, self.pending_rows = [], 0
         if self.current is None:
-            self.current = _OpenFile(self, f"{self.prefix}{self.uuid}-{len(self.files)}.{self.format.name}", group)
+            self.current = _OpenFile(self, f"{self.prefix}{self.uuid}-{len(self.files)}"
+                                  f"{file_extension(self.schema, self.format.name)}", group)
         f = self.current
         f.writer.write(group)
         self._track(f, group)

@@ -32,7 +32,7 @@ from engine.io.file_io import FileIO, LocalFileIO
 
 KINDS = ("eio", "enospc", "torn", "lost-ack", "delay", "crash")
 OPS = ("read_bytes", "write_bytes", "write_if_absent", "overwrite", "exists", "is_dir", "size", "list_names",
-       "mkdirs", "delete", "delete_tree", "rename_dir")
+       "mkdirs", "delete", "delete_tree", "delete_empty_dir", "rename_dir")
 WRITE_OPS = ("write_bytes", "write_if_absent", "overwrite")
 CRASH_EXIT_CODE = 86
 
@@ -195,3 +195,7 @@ class FaultyFileIO:
     def delete_tree(self, directory: str) -> None:
         """Delegate delete_tree, unless a matching fault fires."""
         return self._call("delete_tree", directory)
+
+    def delete_empty_dir(self, directory: str) -> bool:
+        """Delegate delete_empty_dir, unless a matching fault fires."""
+        return self._call("delete_empty_dir", directory)

@@ -79,6 +79,10 @@ class FileIO(Protocol):
     def delete_tree(self, directory: str) -> None:
         """Delete ``directory`` and everything under it; a missing directory is not an error. Raises StorageError."""
 
+    def delete_empty_dir(self, directory: str) -> bool:
+        """Delete ``directory`` only if it is empty, in one step (a file created meanwhile keeps it); True if it was
+        deleted, False if it holds something or is missing."""
+
     def rename_dir(self, source: str, target: str) -> None:
         """Rename directory ``source`` to ``target`` in one step (readers see the old name or the new one, never
         both or neither). Raises FileNotFoundError if ``source`` is missing, StorageError if ``target`` exists."""
@@ -203,6 +207,15 @@ class LocalFileIO:
         """Delete ``directory`` recursively; a missing directory is not an error. Raises StorageError."""
         self._guard(directory, lambda: shutil.rmtree(directory, ignore_errors=False)
                     if os.path.exists(directory) else None)
+
+    def delete_empty_dir(self, directory: str) -> bool:
+        """``os.rmdir``: deletes ``directory`` only when empty; False when it is not empty, missing or not a
+        directory."""
+        try:
+            os.rmdir(directory)
+            return True
+        except OSError:
+            return False
 
     # ---------------------------------------------------------------------------------------------------
     @staticmethod

@@ -6,6 +6,7 @@ crash in between leaves only unreferenced files, which orphan cleanup removes.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -111,6 +112,22 @@ def _index_candidates(table, doomed: list[Snapshot], kept_data: Sequence[Snapsho
                 continue  # keeping is safe; deleting what a landing commit references is not
         out |= files
     return out
+
+
+def delete_emptied_dirs(table, data_files: Sequence[str]) -> None:
+    """Delete the directories of ``data_files`` that are now empty, and then their emptied parents, up to (not
+    including) the table root, as Paimon's FileDeletionBase.cleanEmptyDirectories (option
+    ``snapshot.clean-empty-directories``). A directory is removed only while empty: a file already written into it
+    keeps it, but a writer that created it and has not yet written its file fails (FileNotFoundError, nothing
+    committed) -- the race Paimon's option carries too. Files outside the table root (external paths) are left
+    alone."""
+    root = os.path.abspath(table.root)
+    pending = {os.path.dirname(os.path.abspath(p)) for p in data_files}
+    while pending:
+        d = max(pending, key=len)  # deepest first: a parent can only empty after its children
+        pending.discard(d)
+        if d.startswith(root + os.sep) and table.file_io.delete_empty_dir(d):
+            pending.add(os.path.dirname(d))
 
 
 def delete_files(table, removal: Removal, crash_point_name: str | None = None) -> None:

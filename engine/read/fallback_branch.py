@@ -152,7 +152,7 @@ def splits(side_list: list[Side], dnf, *, batch: bool = True) -> list:
     from engine.read.split_read import batch_read_splits
     out = []
     for side in side_list:
-        planned = side.table.scan().plan(side.snapshot, side.dnf(dnf))
+        planned = side.table.scan().plan(side.snapshot, side.dnf(dnf), batch_read=True)
         planned = batch_read_splits(planned, side.table.schema) if batch else planned
         out += [sp if side.branch is None else replace(sp, branch=side.branch) for sp in planned]
     return out
@@ -173,7 +173,7 @@ def read(table, side_list: list[Side], columns=None, filter=None):
             from engine.append.read import read_append
             rows = read_append(t, None, cols, side.dnf(dnf), snapshot=side.snapshot)
         else:
-            rows = t._read_merged(side.snapshot, cols, side.dnf(dnf))
+            rows = t._read_merged(side.snapshot, cols, side.dnf(dnf), batch_read=True)
         parts.append(_as_table_columns(rows, table, out_cols))
     target = pa.schema([table.arrow_schema.field(c) for c in out_cols])
     return pa.concat_tables(parts) if parts else target.empty_table()

@@ -8,6 +8,7 @@ of a bucket can match, no merged row of it can.
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -23,7 +24,8 @@ from engine.meta.data_file import DataFileMeta
 from engine.meta.manifest import (ADD, ManifestEntry, ManifestFileMeta, decode_manifest, decode_manifest_list,
                                   fold_entries)
 from engine.meta.snapshot import Snapshot
-from engine.options import PARTITION_DEFAULT_NAME, PARTITION_LEGACY_NAME
+from engine.options import (DATA_FILE_PATH_DIRECTORY, PARTITION_DEFAULT_NAME, PARTITION_LEGACY_NAME, SCAN_BUCKET,
+                            SCAN_FILE_CREATION_TIME_MILLIS)
 from engine.paths import TablePaths
 from engine.postpone.merge_on_read import merges_on_read
 from engine.read import predicate as pred
@@ -160,11 +162,15 @@ class TableScan:
 
     def bucket_dir(self, partition_values: tuple, bucket: int) -> str:
         """The directory of ``bucket`` in the partition with ``partition_values`` (Paimon's path rules and the
-        table's partition options)."""
+        table's partition options), under ``data-file.path-directory`` when the table sets it (Paimon's
+        FileStorePathFactory.relativeBucketPath)."""
         s = self.schema
         opts = s.table_options
         pdir = TablePaths.partition_dir(s.partition_keys, partition_values, s.types_of(s.partition_keys),
                                         opts.get(PARTITION_DEFAULT_NAME), opts.get(PARTITION_LEGACY_NAME))
+        directory = opts.get(DATA_FILE_PATH_DIRECTORY)
+        if directory:
+            pdir = f"{directory.strip('/')}/{pdir}" if pdir else directory.strip("/")
         return self.paths.bucket_dir(pdir, bucket)
 
     def index_file_dir(self, partition: bytes, bucket: int) -> str:
@@ -190,20 +196,30 @@ class TableScan:
             return {}
         return vectors_by_bucket(self.manifests.index_records(snapshot.index_manifest), self.index_file_path)
 
-    def plan(self, snapshot: Snapshot | None, dnf=None, *, exclude: frozenset[str] = frozenset()) -> list[Split]:
+    def plan(self, snapshot: Snapshot | None, dnf=None, *, exclude: frozenset[str] = frozenset(),
+             batch_read: bool = False) -> list[Split]:
         """The Splits of ``snapshot`` (none for None) that may hold rows matching the normalized filter ``dnf``,
         sorted by (partition, bucket). Never drops a split that holds a matching row. ``exclude``: data file names
-        left out (the files an APPEND snapshot added: the state it was committed on). Raises CorruptFile for
+        left out (the files an APPEND snapshot added: the state it was committed on). ``batch_read``: the plan of
+        a user's read, which the table's read options narrow as in Paimon's table scans: ``scan.bucket`` keeps one
+        bucket, ``scan.file-creation-time-millis`` only files created at or after that time (Paimon's
+        FileCreationTimeStartingScanner: imprecise, a compaction gives old rows new files). Raises CorruptFile for
         missing or inconsistent manifests."""
         if snapshot is None:
             return []
         s = self.schema
         parts = s.partition_keys
+        only_bucket = s.table_options.get(SCAN_BUCKET) if batch_read else None
+        created_after = s.table_options.get(SCAN_FILE_CREATION_TIME_MILLIS) if batch_read else None
         key_names = s.trimmed_primary_keys
         may_hold = self.entry_filter(dnf)
         groups: dict[tuple[bytes, int], list[ManifestEntry]] = {}
         for entry in self.manifests.live_entries(snapshot):
             if entry.file.file_name in exclude or entry.partition in self.skip_partitions:
+                continue
+            if only_bucket is not None and entry.bucket != only_bucket:
+                continue
+            if created_after is not None and _creation_epoch_millis(entry.file) < created_after:
                 continue
             if may_hold is not None and not may_hold(entry):
                 continue
@@ -332,6 +348,16 @@ class _LazyBuckets(dict):
             from kernels.hashing import bucket_ids
             self[total] = {int(b) for b in bucket_ids(self.columns, max(1, total))}
         return self[total]
+
+
+def _creation_epoch_millis(f: DataFileMeta) -> int:
+    """A file's creation time as epoch milliseconds: ``_CREATION_TIME`` is local wall-clock time, converted back
+    with this process's time zone (as Paimon's DataFileMeta.creationTimeEpochMillis uses the JVM's); -1 if
+    unknown."""
+    if f.creation_time_millis is None:
+        return -1
+    local = f.creation_time_millis
+    return local - time.localtime(local / 1000).tm_gmtoff * 1000
 
 
 def _as_read(lo, hi, written, now):

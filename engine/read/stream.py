@@ -33,7 +33,7 @@ def batch_reader(table, snapshot_id: int | None = None, columns: Sequence[str] |
     if table.schema.is_append_only:  # nothing to merge: file by file, in append order (engine.append.read)
         return pa.RecordBatchReader.from_batches(out_schema, _append_batches(table, table.snapshot(snapshot_id),
                                                                              out_cols, dnf, max_rows))
-    splits = batch_read_splits(table.scan().plan(table.snapshot(snapshot_id), dnf), table.schema)
+    splits = batch_read_splits(table.scan().plan(table.snapshot(snapshot_id), dnf, batch_read=True), table.schema)
     read_cols = list(dict.fromkeys(out_cols + sorted(pred.columns_of(dnf))))
     read_schema = pa.schema([table.arrow_schema.field(c) for c in read_cols])
     expression = pred.to_expression(dnf) if dnf else None

@@ -22,9 +22,9 @@ from engine.data_paths import placer_for
 from engine.io.file_io import FileIO
 from engine.meta import binary_row
 from engine.meta.data_file import FILE_SOURCE_APPEND, DataFileMeta, SimpleStats
-from engine.options import DATA_FILE_PREFIX, STATS_MODE, TARGET_FILE_SIZE
+from engine.options import DATA_FILE_PREFIX, STATS_MODE, TARGET_FILE_ROW_NUM, TARGET_FILE_SIZE
 from engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, TableSchema
-from engine.write.formats import DataFileFormat, data_file_format
+from engine.write.formats import DataFileFormat, data_file_format, file_extension
 from engine.write.stats import simple_stats
 
 
@@ -53,6 +53,8 @@ def write_sorted_run(io_: FileIO, bucket_dir: str, rows: pa.Table, schema: Table
     # In-memory size overestimates the compressed file, so files come out at or below the target size.
     bytes_per_row = max(1.0, rows.nbytes / n)
     rows_per_file = max(1, int(target / bytes_per_row))
+    if file_source == FILE_SOURCE_APPEND:  # Paimon's KeyValueFileWriterFactory: not for compaction output
+        rows_per_file = min(rows_per_file, opts.get(TARGET_FILE_ROW_NUM))
     placer = placer_for(bucket_dir, schema)
     key_names = list(schema.trimmed_primary_keys)
     key_types = schema.types_of(key_names)
@@ -64,7 +66,7 @@ def write_sorted_run(io_: FileIO, bucket_dir: str, rows: pa.Table, schema: Table
     try:
         for i, start in enumerate(range(0, n, rows_per_file)):
             part = rows.slice(start, rows_per_file)
-            name = f"{prefix}{file_uuid}-{i}.{fmt.name}"
+            name = f"{prefix}{file_uuid}-{i}{file_extension(schema, fmt.name)}"
             path, external = placer.place(name)
             data = fmt.encode(part, schema, dictionary=dictionary)
             crash_point("write.before-data-file")

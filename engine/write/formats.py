@@ -34,7 +34,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.errors import InvalidOption, UnsupportedFeature
-from engine.options import TARGET_FILE_SIZE, ZSTD_LEVEL, TableOptions
+from engine.options import (FILE_COMPRESSION, FILE_SUFFIX_INCLUDE_COMPRESSION, TARGET_FILE_SIZE, ZSTD_LEVEL,
+                            TableOptions)
 from engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, TableSchema
 from engine.types import DataType
 
@@ -175,6 +176,24 @@ def check_new_schema_formats(schema: TableSchema, table: str | None = None) -> N
             if message:
                 raise InvalidSchema(where + f"{key} {value!r} is incompatible with column {f.name!r} of type "
                                     f"{f.type.sql()}: {message}")
+
+
+# Paimon's HadoopCompressionType file extensions (other codecs are named as they are; none adds nothing).
+_CODEC_EXTENSIONS = {"none": None, "gzip": "gz", "bzip2": "bz2", "deflate": "deflate", "snappy": "snappy",
+                     "lz4": "lz4", "zstd": "zst"}
+
+
+def file_extension(schema: TableSchema, fmt: str) -> str:
+    """The extension of a new data or changelog file in format ``fmt``: ``.<format>``, or with
+    ``file.suffix.include.compression`` ``.<codec extension>.<format>`` where the codec is ``file.compression`` (as
+    Paimon's DataFilePathFactory: the table's file.compression whatever the level or the format's own codec option;
+    zstd -> zst, gzip -> gz, none -> no codec part)."""
+    opts = schema.table_options
+    if not opts.get(FILE_SUFFIX_INCLUDE_COMPRESSION):
+        return f".{fmt}"
+    codec = opts.get(FILE_COMPRESSION)
+    ext = _CODEC_EXTENSIONS.get(codec, codec)
+    return f".{ext}.{fmt}" if ext else f".{fmt}"
 
 
 def format_of_file(file_name: str) -> str:

@@ -326,6 +326,18 @@ def test_overwrite_dynamic_partitions_and_full(spark, orders):
     assert _rows(orders.read()) == [{"region": "asia", "id": 1, "qty": 1, "price": 1.0}]
 
 
+def test_overwrite_follows_the_table_option_dynamic_partition_overwrite(spark, orders):
+    """Paimon's FileStoreCommitImpl reads dynamic-partition-overwrite from the table options, which a write option
+    overrides."""
+    spark_glue.write_table(_initial(spark), orders.root)
+    orders.alter().set_option("dynamic-partition-overwrite", "false").commit()
+    spark.createDataFrame([("eu", 7, 7, 7.0)], DDL).write.format("lakemerge").mode("overwrite") \
+        .option("dynamic-partition-overwrite", "true").save(orders.root)
+    assert sum(r["region"] == "us" for r in _rows(orders.read())) == 40
+    spark.createDataFrame([("eu", 8, 8, 8.0)], DDL).write.format("lakemerge").mode("overwrite").save(orders.root)
+    assert _rows(orders.read()) == [{"region": "eu", "id": 8, "qty": 8, "price": 8.0}]
+
+
 def test_temporary_view_select_and_insert(spark, orders):
     spark_glue.write_table(_initial(spark), orders.root)
     spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW orders_v USING lakemerge OPTIONS (path '{orders.root}')")

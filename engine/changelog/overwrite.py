@@ -34,14 +34,16 @@ from engine.changelog.emit import DELETE, INSERT
 from engine.changelog.files import row_kind_text
 from engine.changelog.reading import (
     append_rows,
+    change_entries,
     check_columns,
+    in_buckets,
     output_schema,
     snapshot_changes,
 )
 from engine.merge import VALUE_KIND
 from engine.meta.manifest import ADD
 from engine.meta.manifest import DELETE as FILE_DELETE
-from engine.meta.snapshot import COMMIT_KIND_OVERWRITE, Snapshot
+from engine.meta.snapshot import COMMIT_KIND_APPEND, COMMIT_KIND_OVERWRITE, Snapshot
 from engine.options import (
     STREAMING_READ_APPEND_OVERWRITE,
     STREAMING_READ_OVERWRITE,
@@ -63,23 +65,41 @@ def reads_overwrite(table, options: TableOptions | None = None) -> bool:
 
 
 def follow_up_changes(table, snapshot: Snapshot, columns: Sequence[str] | None = None, *,
-                      normalize: bool = False, read_overwrite: bool | None = None) -> pa.Table:
+                      normalize: bool = False, read_overwrite: bool | None = None, buckets=None) -> pa.Table:
     """What a continuous streaming read emits for ``snapshot``: ``overwrite_changes`` for an OVERWRITE snapshot
-    when ``read_overwrite`` (default: ``reads_overwrite(table)``), else ``snapshot_changes``."""
+    when ``read_overwrite`` (default: ``reads_overwrite(table)``), else ``snapshot_changes``; with ``buckets`` (a
+    set of (partition bytes, bucket)) only the changes of those buckets (see ``follow_up_files``)."""
     if read_overwrite is None:
         read_overwrite = reads_overwrite(table)
     if read_overwrite and snapshot.commit_kind == COMMIT_KIND_OVERWRITE:
-        return overwrite_changes(table, snapshot, columns, normalize=normalize)
-    return snapshot_changes(table, snapshot, columns, normalize=normalize)
+        return overwrite_changes(table, snapshot, columns, normalize=normalize, buckets=buckets)
+    return snapshot_changes(table, snapshot, columns, normalize=normalize, buckets=buckets)
+
+
+def follow_up_files(table, snapshot: Snapshot, *, read_overwrite: bool | None = None) -> list:
+    """The manifest entries whose files ``follow_up_changes`` reads for ``snapshot`` (its (partition, bucket) pairs
+    are the buckets it can be restricted to): the delta files of an OVERWRITE snapshot it emits (both kinds for a
+    primary-key table, the added ones for an append table), else the change files (``change_entries``; an append
+    table's APPEND snapshot's added files)."""
+    if read_overwrite is None:
+        read_overwrite = reads_overwrite(table)
+    append_only = table.schema.is_append_only
+    if (read_overwrite and snapshot.commit_kind == COMMIT_KIND_OVERWRITE) or \
+            (append_only and snapshot.commit_kind == COMMIT_KIND_APPEND):
+        entries = [e for meta in table.manifests.manifest_list(snapshot.delta_manifest_list)
+                   for e in table.manifests.manifest(meta.file_name)]
+        return [e for e in entries if e.kind == ADD] if append_only else entries
+    return [] if append_only else change_entries(table, snapshot)
 
 
 def overwrite_changes(table, snapshot: Snapshot, columns: Sequence[str] | None = None, *,
-                      normalize: bool = False) -> pa.Table:
-    """The rows ``snapshot``'s file changes stand for (module docstring), as ``columns`` + ``_row_kind``."""
+                      normalize: bool = False, buckets=None) -> pa.Table:
+    """The rows ``snapshot``'s file changes stand for (module docstring), as ``columns`` + ``_row_kind``; with
+    ``buckets`` only those (partition bytes, bucket) pairs' rows."""
     out_cols = check_columns(table, columns)
     schema = output_schema(table, out_cols)
-    entries = [e for meta in table.manifests.manifest_list(snapshot.delta_manifest_list)
-               for e in table.manifests.manifest(meta.file_name)]
+    entries = in_buckets([e for meta in table.manifests.manifest_list(snapshot.delta_manifest_list)
+                          for e in table.manifests.manifest(meta.file_name)], buckets)
     if table.schema.is_append_only:
         return append_rows(table, [e for e in entries if e.kind == ADD], out_cols, schema)
     removed = _merged(table, [e for e in entries if e.kind == FILE_DELETE], out_cols)
@@ -121,4 +141,4 @@ def _merged(table, entries, out_cols: list[str]) -> list[pa.Table]:
     return out
 
 
-__all__ = ["follow_up_changes", "overwrite_changes", "reads_overwrite"]
+__all__ = ["follow_up_changes", "follow_up_files", "overwrite_changes", "reads_overwrite"]

@@ -60,19 +60,29 @@ def change_entries(table, snapshot: Snapshot) -> list:
     return entries
 
 
+def in_buckets(entries, buckets) -> list:
+    """The ``entries`` in one of ``buckets`` ((partition bytes, bucket) pairs); all of them when None."""
+    return list(entries) if buckets is None else [e for e in entries if (e.partition, e.bucket) in buckets]
+
+
 def snapshot_changes(table, snapshot: Snapshot, columns: Sequence[str] | None = None, *,
-                     normalize: bool = False) -> pa.Table:
-    """The changes ``snapshot`` made, as a pa.Table of ``columns`` + ``_row_kind``."""
+                     normalize: bool = False, buckets=None) -> pa.Table:
+    """The changes ``snapshot`` made, as a pa.Table of ``columns`` + ``_row_kind``; with ``buckets`` (a set of
+    (partition bytes, bucket)) only those buckets' changes. Normalized changes look keys up across buckets, so they
+    are read for the whole snapshot only: UnsupportedFeature for ``buckets`` with them."""
     out_cols = check_columns(table, columns)
     schema = output_schema(table, out_cols)
     if table.schema.is_append_only:
-        return _appended(table, snapshot, out_cols, schema)
+        return _appended(table, snapshot, out_cols, schema, buckets)
     if normalize and table.schema.table_options.get(CHANGELOG_PRODUCER) == "none":
+        if buckets is not None:
+            raise UnsupportedFeature(f"table {table.name!r}: normalized changes of snapshot {snapshot.id} are read "
+                                     "for the whole snapshot, not for some of its buckets")
         return _normalized(table, snapshot, out_cols, schema)
     scan = table.scan()
     reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema)
     parts = []
-    for e in change_entries(table, snapshot):
+    for e in in_buckets(change_entries(table, snapshot), buckets):
         values = scan.partition_values(e.partition)
         split = Split(e.partition, values, e.bucket, e.total_buckets, scan.bucket_dir(values, e.bucket), (e.file,))
         rows = reader.read_file(split, e.file, out_cols)
@@ -101,14 +111,14 @@ def read_changes(table, start_snapshot: int | None, end_snapshot: int | None = N
 
 
 # --- append tables -------------------------------------------------------------------------------------------
-def _appended(table, snapshot: Snapshot, out_cols: list[str], schema: pa.Schema) -> pa.Table:
+def _appended(table, snapshot: Snapshot, out_cols: list[str], schema: pa.Schema, buckets=None) -> pa.Table:
     """An append table's changes: the rows its APPEND snapshots added, all +I, in append order per bucket
     (partition by partition, bucket by bucket, files by sequence number); other snapshots add no rows."""
     if snapshot.commit_kind != COMMIT_KIND_APPEND:
         return schema.empty_table()
     entries = [e for meta in table.manifests.manifest_list(snapshot.delta_manifest_list)
                for e in table.manifests.manifest(meta.file_name) if e.kind == ADD]
-    return append_rows(table, entries, out_cols, schema)
+    return append_rows(table, in_buckets(entries, buckets), out_cols, schema)
 
 
 def append_rows(table, entries, out_cols: list[str], schema: pa.Schema) -> pa.Table:

@@ -49,10 +49,12 @@ class ReadLimits:
         return any(v is not None for v in dataclasses.astuple(self))
 
     @classmethod
-    def of(cls, options: dict[str, str], table: str) -> ReadLimits:
-        """The limits in ``options`` (lower-cased keys). Raises InvalidOption, naming the option, for a value that
-        is not a positive integer, or for only one of minRowsPerTrigger / maxTriggerDelayMs (as Paimon's
-        PaimonMicroBatchStream)."""
+    def of(cls, options: dict[str, str], table: str, table_options: dict[str, str] | None = None) -> ReadLimits:
+        """The limits in the read ``options`` (lower-cased keys), else in ``table_options`` (the table's, as Paimon
+        reads them from the table copied with the read options). Raises InvalidOption, naming the option, for a
+        value that is not a positive integer, or for only one of minRowsPerTrigger / maxTriggerDelayMs (as
+        Paimon's PaimonMicroBatchStream)."""
+        options = {**{k.lower(): v for k, v in (table_options or {}).items() if k.lower() in KEYS}, **options}
         values = {}
         for key, name in KEYS.items():
             raw = options.get(key)

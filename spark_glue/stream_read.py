@@ -169,7 +169,7 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             raise InvalidOption(TAG_NAME, self.options[TAG_NAME], "a streaming read cannot start from a tag (as in "
                                 f"Paimon); start at its snapshot with {SCAN_MODE}=from-snapshot and {SNAPSHOT_ID}=<tag name>",
                                 table=table.name)
-        self.limits = ReadLimits.of(self.options, table.name)
+        self.limits = ReadLimits.of(self.options, table.name, table.schema.options)
         self.last_trigger_ms = 0  # when latestOffset last returned a new offset (minRows / maxTriggerDelayMs)
         self._split_cache: dict[tuple, list[StreamSplit]] = {}
         limit = self.options.get(MAX_SNAPSHOTS)

@@ -313,3 +313,18 @@ def test_compacted_full_start_is_cut_into_splits(tmp_path):
     assert [(e["snapshot"], e.get("index"), e.get("full")) for e in ends] == [(4, 2, True), (5, None, None)]
     parts = r.partitions(ends[0], ends[1])
     assert [type(p) for p in parts] == [FullSplit, SnapshotChanges] and parts[1].buckets is None
+
+
+def test_from_snapshot_full_continues_from_the_full_splits_into_the_changes(tmp_path):
+    """from-snapshot-full: a batch takes the full snapshot's last splits and the first splits of the next
+    snapshot's changes, the next one the rest (Paimon's offsets move from scanSnapshot=true to false)."""
+    t = _partitioned_history(tmp_path)
+    r = _reader(t, **{"scan.mode": "from-snapshot-full", "scan.snapshot-id": 2, "read.stream.maxFilesPerTrigger": 3})
+    start = r.initialOffset()
+    ends = _offsets(r, start)
+    assert [(e["snapshot"], e.get("index"), e.get("full")) for e in ends] == [(2, 2, True), (3, 1, None),
+                                                                              (3, None, None)]
+    middle = r.partitions(ends[0], ends[1])
+    assert [type(p) for p in middle] == [FullSplit, SnapshotChanges] and len(middle[1].buckets) == 2
+    last = r.partitions(ends[1], ends[2])
+    assert len(last) == 1 and last[0].buckets == frozenset(s.key for s in r._splits(t, 3, False)[2:])

@@ -22,7 +22,9 @@ date-time, in option ``timeZone`` when it has no offset; ignored when the millis
 the rows of every kind come without their kind); ``changelog.normalize`` = true (changelog-producer none: look
 keys up before/after each snapshot, ``read_changes(normalize=True)``); ``consumer-id`` saves progress in the
 table's consumer files whenever Spark commits a batch's offsets (Spark does so when it starts the next batch, so
-the consumer trails the query by one batch): expiration keeps every snapshot not yet committed, and a new query
+the consumer trails the query by one batch; a batch ending inside the full first snapshot records nothing, as
+Paimon's, since a consumer cannot say "the rest of a full read"): expiration keeps every snapshot not yet
+committed, and a new query
 with the same id and no checkpoint starts at the consumer's next snapshot (it may re-read the last batch of the
 old query; the checkpoint, not the consumer, is what makes a restarted query exactly-once;
 ``consumer.ignore-progress``, as a read or table option, starts a new query from its scan mode instead);
@@ -312,12 +314,13 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return parts or [SnapshotChanges(-1, self.schema_id)]
 
     def commit(self, end: dict) -> None:
-        if self.consumer_id and "pending_full" not in end:
+        # an end inside (or before) a full read leaves the consumer as it was, as Paimon's commit: a consumer
+        # records where changes resume, so "the rest of snapshot s in full" would read as s's changes only
+        if self.consumer_id and "pending_full" not in end and not end.get("full"):
             from engine.changelog.consumers import ConsumerManager
-            # a full end or one inside snapshot s: (the rest of) snapshot s is still to be read, so s on is needed
+            # an end inside snapshot s of changes: (the rest of) s is still to be read, so s on is needed
             s = int(end["snapshot"])
-            ConsumerManager(open_table(self.path)).record(self.consumer_id,
-                                                          s if end.get("full") or "index" in end else s + 1)
+            ConsumerManager(open_table(self.path)).record(self.consumer_id, s if "index" in end else s + 1)
 
     # --- executor side ----------------------------------------------------------------------------------
     def read(self, partition):

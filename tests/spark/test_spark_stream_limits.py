@@ -328,3 +328,25 @@ def test_from_snapshot_full_continues_from_the_full_splits_into_the_changes(tmp_
     assert [type(p) for p in middle] == [FullSplit, SnapshotChanges] and len(middle[1].buckets) == 2
     last = r.partitions(ends[1], ends[2])
     assert len(last) == 1 and last[0].buckets == frozenset(s.key for s in r._splits(t, 3, False)[2:])
+
+
+def test_consumer_is_not_advanced_inside_a_full_read(tmp_path):
+    """As Paimon's PaimonMicroBatchStream.commit: a batch ending inside the full first snapshot leaves the consumer
+    as it was (a consumer holds a snapshot id of changes, it cannot say "the rest of a full read"), so a new query
+    with the same consumer-id and no checkpoint reads the full snapshot again instead of only its changes; a batch
+    ending inside a snapshot of changes records that snapshot, one at its end the next."""
+    t = _partitioned_history(tmp_path)
+    r = _reader(t, **{"consumer-id": "job", "read.stream.maxFilesPerTrigger": 3})
+    ends = _offsets(r)
+    assert [(e["snapshot"], e.get("index"), e.get("full")) for e in ends][:2] == [(3, 2, True), (3, None, None)]
+    r.commit(ends[0])
+    assert t.consumers() == {}
+    again = _reader(t, **{"consumer-id": "job", "read.stream.maxFilesPerTrigger": 3})
+    assert again.initialOffset()["full"]  # the full read starts over
+    r.commit(ends[1])
+    assert t.consumers() == {"job": 4}
+    t.write(_data([(p, k, "z") for p in "ab" for k in range(6)]))
+    mid = r.latestOffset(ends[1], r.getDefaultReadLimit())
+    assert (mid["snapshot"], mid["index"]) == (4, 2)
+    r.commit(mid)
+    assert t.consumers() == {"job": 4}

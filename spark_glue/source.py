@@ -25,7 +25,9 @@ Options (keys are case-insensitive):
   tables of that branch (engine.branch_table); a write never creates a branch (``Table.create_branch``).
 - streaming read (``spark.readStream``): ``scan.mode``, ``scan.snapshot-id``, ``scan.timestamp-millis`` /
   ``scan.timestamp``,
-  ``read.changelog`` (adds ``_row_kind``), ``changelog.normalize``, ``consumer-id``; see spark_glue.stream_read.
+  ``read.changelog`` (adds ``_row_kind``), ``changelog.normalize``, ``consumer-id``,
+  ``read.stream.max-snapshots-per-trigger`` and Paimon's rate limits (``read.stream.maxFilesPerTrigger`` ...,
+  spark_glue.stream_limits); see spark_glue.stream_read.
 - write: ``primary-key`` / ``partition`` / ``bucket`` and other Paimon table options create the table on the
   first write if there is none at the path (and remove it again if that write fails); ``commit.user``, ``commit.identifier`` (exactly-once retries), ``rowkind.column`` (input column of
   +I/-U/+U/-D that is consumed, not stored), ``dynamic-partition-overwrite`` (default true; false = overwrite the

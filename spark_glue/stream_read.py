@@ -3,9 +3,13 @@
 Offsets are snapshot ids: ``{"snapshot": s}`` means "every change up to and including snapshot s was delivered";
 a query's initial offset of a ``*-full`` mode is ``{"snapshot": s, "full": true}`` ("snapshot s in full is still to
 be read"). A micro-batch from ``start`` to ``end`` delivers (the full rows of the start snapshot, if pending, then)
-the changes of snapshots start+1 .. end, as the engine's ``read_changes`` / ``stream`` define them. Spark keeps the
-offsets in the query's checkpoint, so a restarted query continues after the last delivered snapshot: nothing is
-lost, nothing repeated. A snapshot the query still needs that has expired fails the query (SnapshotNotFound)
+the changes of snapshots start+1 .. end, as the engine's ``read_changes`` / ``stream`` define them. With rate
+limits (spark_glue.stream_limits) a batch may end inside a snapshot, which is cut into splits in a fixed order:
+``{"snapshot": s, "index": i}`` (+ ``"full": true`` for the full first snapshot) means "snapshots before s and
+splits 0..i of s were delivered" (Paimon's PaimonSourceOffset: snapshot id, index, scanSnapshot); the offsets of
+whole snapshots stay as they were, so checkpoints of earlier versions keep working. Spark keeps the offsets in the
+query's checkpoint, so a restarted query continues after the last delivered split: nothing is lost, nothing
+repeated. A snapshot the query still needs that has expired fails the query (SnapshotNotFound)
 instead of skipping data; so does a rollback of the table below the query's offset (offsets carry their snapshot's
 commit time, so a snapshot rolled back and committed anew under the same id is recognised).
 
@@ -18,24 +22,30 @@ date-time, in option ``timeZone`` when it has no offset; ignored when the millis
 the rows of every kind come without their kind); ``changelog.normalize`` = true (changelog-producer none: look
 keys up before/after each snapshot, ``read_changes(normalize=True)``); ``consumer-id`` saves progress in the
 table's consumer files whenever Spark commits a batch's offsets (Spark does so when it starts the next batch, so
-the consumer trails the query by one batch): expiration keeps every snapshot not yet committed, and a new query
+the consumer trails the query by one batch; a batch ending inside the full first snapshot records nothing, as
+Paimon's, since a consumer cannot say "the rest of a full read"): expiration keeps every snapshot not yet
+committed, and a new query
 with the same id and no checkpoint starts at the consumer's next snapshot (it may re-read the last batch of the
 old query; the checkpoint, not the consumer, is what makes a restarted query exactly-once;
 ``consumer.ignore-progress``, as a read or table option, starts a new query from its scan mode instead);
-``read.stream.max-snapshots-per-trigger`` caps snapshots per batch (Paimon's ``read.stream.maxFilesPerTrigger`` /
-``maxBytesPerTrigger`` / ``maxRowsPerTrigger`` / ``minRowsPerTrigger`` / ``maxTriggerDelayMs`` are refused with
-InvalidOption, not ignored).
+``read.stream.max-snapshots-per-trigger`` (lakemerge's; Paimon's Spark source has none) caps the snapshots of
+changes a batch reaches into (the full first snapshot not counted); Paimon's ``read.stream.maxFilesPerTrigger`` /
+``maxBytesPerTrigger`` / ``maxRowsPerTrigger`` / ``minRowsPerTrigger`` + ``maxTriggerDelayMs`` cut batches by splits
+(spark_glue.stream_limits); with both, a batch stops at whichever is reached first.
 ``streaming-read-overwrite`` (primary-key tables) / ``streaming-read-append-overwrite`` (append tables), as a
 table option or a read option, makes OVERWRITE snapshots deliver their replaced rows (-D) and new rows (+I)
 instead of nothing (engine.changelog.overwrite).
 ``scan.mode`` = from-snapshot-full on a table without snapshots waits for the first commit (as the engine's stream
 does; its initial offset is ``{"snapshot": 0, "pending_full": id}``).
-``Trigger.AvailableNow`` reads up to the snapshot that was latest when the query started.
+``Trigger.AvailableNow`` reads up to the snapshot that was latest when the query started, in as many batches as
+the limits make; ``Trigger.Once`` (ReadAllAvailable) ignores the rate limits, as Paimon's.
 Schema: a query reads every micro-batch through the table schema matching its DataFrame's columns when it started
 (files written after an ALTER TABLE by field id), as Paimon's stream keeps the table object it was created from; a
 query restarted from its checkpoint with a new DataFrame reads through that DataFrame's (current) schema.
 """
 from __future__ import annotations
+
+import time
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -45,6 +55,7 @@ from engine.changelog.files import ROW_KIND_COLUMN
 from engine.errors import InvalidOption, SnapshotNotFound
 from engine.options import parse_bool
 from spark_glue.reading import to_spark_type
+from spark_glue.stream_limits import Guard, ReadLimits, StreamSplit, change_splits, full_splits
 from spark_glue.tables import arrow_of_spark, lower_options, open_table, time_zone, timestamp_millis
 
 SCAN_MODE = "scan.mode"
@@ -56,10 +67,6 @@ READ_CHANGELOG = "read.changelog"
 NORMALIZE = "changelog.normalize"
 CONSUMER_ID = "consumer-id"
 MAX_SNAPSHOTS = "read.stream.max-snapshots-per-trigger"
-# Paimon's Spark rate limits (SparkConnectorOptions), which split a snapshot's files over micro-batches: not
-# implemented here (a batch holds whole snapshots), so they are refused rather than ignored
-PAIMON_RATE_LIMITS = ("read.stream.maxfilespertrigger", "read.stream.maxbytespertrigger",
-                      "read.stream.maxrowspertrigger", "read.stream.minrowspertrigger", "read.stream.maxtriggerdelayms")
 STREAM_MODES = ("latest-full", "latest", "from-snapshot", "from-snapshot-full", "from-timestamp", "compacted-full")
 
 
@@ -74,11 +81,13 @@ class FullSplit(InputPartition):
 
 
 class SnapshotChanges(InputPartition):
-    """The changes one snapshot made, read through table schema ``schema_id``."""
+    """The changes one snapshot made, read through table schema ``schema_id``; with ``buckets`` (a frozenset of
+    (partition bytes, bucket)) only those buckets' changes (a batch ending or starting inside the snapshot)."""
 
-    def __init__(self, snapshot_id: int, schema_id: int):
+    def __init__(self, snapshot_id: int, schema_id: int, buckets: frozenset | None = None):
         self.snapshot_id = snapshot_id
         self.schema_id = schema_id
+        self.buckets = buckets
 
 
 def offset(snapshot: int, full: bool = False, table=None) -> dict:
@@ -89,6 +98,29 @@ def offset(snapshot: int, full: bool = False, table=None) -> dict:
     stamp = None if table is None else commit_time(table, int(snapshot))
     if stamp is not None:
         out["time"] = stamp
+    return out
+
+
+def cursor(off: dict) -> tuple[int, bool, int]:
+    """Where the query is after offset ``off``: (snapshot id, whether that snapshot is read in full, how many of
+    its splits -- stream_limits -- were delivered)."""
+    s = int(off["snapshot"])
+    if "index" in off:
+        return s, bool(off.get("full")), int(off["index"]) + 1
+    return (s, True, 0) if off.get("full") else (s + 1, False, 0)
+
+
+def offset_at(pos: tuple[int, bool, int], table) -> dict:
+    """The offset of position ``pos`` (``cursor``'s inverse): at a snapshot boundary the whole-snapshot offsets,
+    else ``{"snapshot": s, "index": i}`` (+ ``"full": true``), as Paimon's PaimonSourceOffset: splits 0..i of
+    snapshot s were delivered."""
+    s, full, done = pos
+    if done == 0:
+        return offset(s, True, table) if full else offset(s - 1, table=table)
+    out = offset(s, table=table)
+    out["index"] = done - 1
+    if full:
+        out["full"] = True
     return out
 
 
@@ -124,10 +156,9 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             raise InvalidOption(TAG_NAME, self.options[TAG_NAME], "a streaming read cannot start from a tag (as in "
                                 f"Paimon); start at its snapshot with {SCAN_MODE}=from-snapshot and {SNAPSHOT_ID}=<tag name>",
                                 table=table.name)
-        for key in PAIMON_RATE_LIMITS:
-            if key in self.options:
-                raise InvalidOption(key, self.options[key], f"not supported by lakemerge's streaming source (a "
-                                    f"micro-batch holds whole snapshots); use {MAX_SNAPSHOTS}", table=table.name)
+        self.limits = ReadLimits.of(self.options, table.name, table.schema.options)
+        self.last_trigger_ms = 0  # when latestOffset last returned a new offset (minRows / maxTriggerDelayMs)
+        self._split_cache: dict[tuple, list[StreamSplit]] = {}
         limit = self.options.get(MAX_SNAPSHOTS)
         try:
             self.max_snapshots = None if limit is None else int(limit)
@@ -170,7 +201,14 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         self.target = open_table(self.path).snapshot_manager.latest_id() or 0
 
+    def getDefaultReadLimit(self):
+        return self.limits.spark_limit()
+
     def latestOffset(self, start: dict, limit=None) -> dict:
+        """The end of the next batch: ``start`` when there is nothing to read (or a minRows batch is put off).
+        With rate limits (unless Spark asks for ReadAllAvailable, e.g. Trigger.Once) the end may be inside a
+        snapshot (stream_limits); else it is a whole snapshot, at most max-snapshots-per-trigger past ``start``."""
+        from pyspark.sql.streaming.datasource import ReadAllAvailable
         s = int(start["snapshot"])
         table = open_table(self.path)
         check_position(table, start)
@@ -182,6 +220,15 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             snap = PendingFull(int(start["pending_full"])).resolve(table) if latest else None
             # an empty batch moves the query to "snapshot snap in full is still to be read"
             return start if snap is None else offset(snap.id, True, table)
+        limited = self.limits.any and not isinstance(limit, ReadAllAvailable)
+        if limited or "index" in start:
+            guard = Guard(self.limits, self.last_trigger_ms, may_defer=self.target is None) if limited else None
+            here = cursor(start)
+            pos = self._walk(table.through_schema(self.schema_id), here, latest, guard)
+            if pos == here or (guard is not None and guard.skip_batch):
+                return start
+            self.last_trigger_ms = int(time.time() * 1000)
+            return offset_at(pos, table)
         end = max(s, latest)
         if self.max_snapshots is not None:
             end = min(end, s + self.max_snapshots)
@@ -189,31 +236,76 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return start
         return offset(end, table=table)
 
+    def _walk(self, table, pos: tuple[int, bool, int], latest: int, guard: Guard | None) -> tuple[int, bool, int]:
+        """The position after the splits a batch from ``pos`` admits: splits in stream order up to snapshot
+        ``latest``, while ``guard`` admits them, reaching into at most max-snapshots-per-trigger snapshots of
+        changes (the full first snapshot not counted, as for whole-snapshot batches)."""
+        s, full, done = pos
+        reached = 0
+        while full or s <= latest:
+            if not full:
+                if self.max_snapshots is not None and reached >= self.max_snapshots:
+                    break
+                reached += 1
+            splits = self._splits(table, s, full)
+            taken = 0
+            for split in splits[done:]:
+                if guard is not None and not guard.admit(split):
+                    break
+                taken += 1
+            if done + taken < len(splits):
+                return s, full, done + taken
+            s, full, done = s + 1, False, 0
+        return s, full, done
+
+    def _splits(self, table, snapshot_id: int, full: bool) -> list[StreamSplit]:
+        """The splits of snapshot ``snapshot_id`` (its full read, or its changes) in stream order, cached by id
+        and commit time (a snapshot rolled back and committed anew is planned again). Raises SnapshotNotFound
+        when it has expired."""
+        from engine.changelog.retention import changes_snapshot
+        snap = table.snapshot(snapshot_id) if full else changes_snapshot(table, snapshot_id)
+        key = (snapshot_id, full, snap.time_millis)
+        if key not in self._split_cache:
+            if len(self._split_cache) > 256:
+                self._split_cache.clear()
+            self._split_cache[key] = (full_splits(table, snap) if full else
+                                      change_splits(table, snap, read_overwrite=self.read_overwrite,
+                                                    normalize=self.normalize))
+        return self._split_cache[key]
+
     def partitions(self, start: dict, end: dict):
         from engine.changelog.retention import earliest_change_id
         table = open_table(self.path).through_schema(self.schema_id)
-        s, e = int(start["snapshot"]), int(end["snapshot"])
         # a batch replayed from the offset log on restart comes here without latestOffset: check it too
         check_position(table, start)
         check_position(table, end)
         parts: list[InputPartition] = []
         if "pending_full" in start:  # the batch that resolved a pending full start delivers nothing
             return [SnapshotChanges(-1, self.schema_id)]
-        if start.get("full"):
-            snap = table.snapshot(s)
-            parts += [FullSplit(s, split, self.schema_id) for split in table.scan().plan(snap)]
-        if e > s:
-            earliest = earliest_change_id(table)
-            if earliest is not None and s + 1 < earliest:
-                raise SnapshotNotFound(table.name, s + 1)
-            parts += [SnapshotChanges(sid, self.schema_id) for sid in range(s + 1, e + 1)]
+        (s, full, done), (e, _, end_done) = cursor(start), cursor(end)
+        earliest = earliest_change_id(table) if s < e else None
+        while s < e or (s == e and done < end_done):
+            if not full and earliest is not None and s < earliest:
+                raise SnapshotNotFound(table.name, s)
+            if not full and done == 0 and s < e:  # every change of the snapshot
+                parts.append(SnapshotChanges(s, self.schema_id))
+            else:
+                splits = self._splits(table, s, full)[done:end_done if s == e else None]
+                if full:
+                    parts += [FullSplit(s, split.split, self.schema_id) for split in splits]
+                elif splits:
+                    parts.append(SnapshotChanges(s, self.schema_id, frozenset(split.key for split in splits)))
+            s, full, done = s + 1, False, 0
         return parts or [SnapshotChanges(-1, self.schema_id)]
 
     def commit(self, end: dict) -> None:
-        if self.consumer_id and "pending_full" not in end:
+        # an end inside (or before) a full read leaves the consumer as it was, as Paimon's commit: a consumer
+        # records where changes resume, so "the rest of snapshot s in full" would read as s's changes only
+        if self.consumer_id and "pending_full" not in end and not end.get("full"):
             from engine.changelog.consumers import ConsumerManager
-            s = int(end["snapshot"])  # a full end: snapshot s in full is still to be read, so s on is needed
-            ConsumerManager(open_table(self.path)).record(self.consumer_id, s if end.get("full") else s + 1)
+            # an end inside snapshot s of changes: (the rest of) s is still to be read, so s on is needed
+            s = int(end["snapshot"])
+            ConsumerManager(open_table(self.path)).record(self.consumer_id, s if "index" in end else s + 1)
 
     # --- executor side ----------------------------------------------------------------------------------
     def read(self, partition):
@@ -230,7 +322,8 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             rows = None
         else:
             rows = follow_up_changes(table, changes_snapshot(table, partition.snapshot_id), self.columns,
-                                     normalize=self.normalize, read_overwrite=self.read_overwrite)
+                                     normalize=self.normalize, read_overwrite=self.read_overwrite,
+                                     buckets=partition.buckets)
         if rows is None or rows.num_rows == 0:
             return iter(())
         target = arrow_of_spark(self.schema)

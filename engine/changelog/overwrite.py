@@ -34,8 +34,10 @@ from engine.changelog.emit import DELETE, INSERT
 from engine.changelog.files import row_kind_text
 from engine.changelog.reading import (
     append_rows,
+    change_entries,
     check_columns,
     filter_changes,
+    in_buckets,
     output_schema,
     read_columns,
     snapshot_changes,
@@ -43,7 +45,7 @@ from engine.changelog.reading import (
 from engine.merge import VALUE_KIND
 from engine.meta.manifest import ADD
 from engine.meta.manifest import DELETE as FILE_DELETE
-from engine.meta.snapshot import COMMIT_KIND_OVERWRITE, Snapshot
+from engine.meta.snapshot import COMMIT_KIND_APPEND, COMMIT_KIND_OVERWRITE, Snapshot
 from engine.options import (
     STREAMING_READ_APPEND_OVERWRITE,
     STREAMING_READ_OVERWRITE,
@@ -65,28 +67,47 @@ def reads_overwrite(table, options: TableOptions | None = None) -> bool:
 
 
 def follow_up_changes(table, snapshot: Snapshot, columns: Sequence[str] | None = None, *,
-                      normalize: bool = False, read_overwrite: bool | None = None, dnf=None) -> pa.Table:
+                      normalize: bool = False, read_overwrite: bool | None = None, dnf=None,
+                      buckets=None) -> pa.Table:
     """What a continuous streaming read emits for ``snapshot``: ``overwrite_changes`` for an OVERWRITE snapshot
     when ``read_overwrite`` (default: ``reads_overwrite(table)``), else ``snapshot_changes``; with the normalized
-    filter ``dnf``, only the rows satisfying it."""
+    filter ``dnf``, only the rows satisfying it; with ``buckets`` (a set of (partition bytes, bucket)) only the
+    changes of those buckets (see ``follow_up_files``)."""
     if read_overwrite is None:
         read_overwrite = reads_overwrite(table)
     if read_overwrite and snapshot.commit_kind == COMMIT_KIND_OVERWRITE:
-        return overwrite_changes(table, snapshot, columns, normalize=normalize, dnf=dnf)
-    return snapshot_changes(table, snapshot, columns, normalize=normalize, dnf=dnf)
+        return overwrite_changes(table, snapshot, columns, normalize=normalize, dnf=dnf, buckets=buckets)
+    return snapshot_changes(table, snapshot, columns, normalize=normalize, dnf=dnf, buckets=buckets)
+
+
+def follow_up_files(table, snapshot: Snapshot, *, read_overwrite: bool | None = None) -> list:
+    """The manifest entries whose files ``follow_up_changes`` reads for ``snapshot`` (its (partition, bucket) pairs
+    are the buckets it can be restricted to): the delta files of an OVERWRITE snapshot it emits (both kinds for a
+    primary-key table, the added ones for an append table), else the change files (``change_entries``; an append
+    table's APPEND snapshot's added files)."""
+    if read_overwrite is None:
+        read_overwrite = reads_overwrite(table)
+    append_only = table.schema.is_append_only
+    if (read_overwrite and snapshot.commit_kind == COMMIT_KIND_OVERWRITE) or \
+            (append_only and snapshot.commit_kind == COMMIT_KIND_APPEND):
+        entries = [e for meta in table.manifests.manifest_list(snapshot.delta_manifest_list)
+                   for e in table.manifests.manifest(meta.file_name)]
+        return [e for e in entries if e.kind == ADD] if append_only else entries
+    return [] if append_only else change_entries(table, snapshot)
 
 
 def overwrite_changes(table, snapshot: Snapshot, columns: Sequence[str] | None = None, *,
-                      normalize: bool = False, dnf=None) -> pa.Table:
+                      normalize: bool = False, dnf=None, buckets=None) -> pa.Table:
     """The rows ``snapshot``'s file changes stand for (module docstring), as ``columns`` + ``_row_kind``; with the
     normalized filter ``dnf`` only the rows satisfying it (files skipped by partition, bucket and key statistics,
-    an append table's by value statistics too: its rows are not merged)."""
+    an append table's by value statistics too: its rows are not merged); with ``buckets`` only those (partition
+    bytes, bucket) pairs' rows."""
     out_cols = check_columns(table, columns)
     if dnf:
         files = table.scan().entry_filter(dnf, by_values=table.schema.is_append_only)
-        rows = _overwrite_changes(table, snapshot, read_columns(out_cols, dnf), normalize, files)
+        rows = _overwrite_changes(table, snapshot, read_columns(out_cols, dnf), normalize, in_buckets(files, buckets))
         return filter_changes(rows, dnf, out_cols)
-    return _overwrite_changes(table, snapshot, out_cols, normalize, None)
+    return _overwrite_changes(table, snapshot, out_cols, normalize, in_buckets(None, buckets))
 
 
 def _overwrite_changes(table, snapshot: Snapshot, out_cols: list[str], normalize: bool, files) -> pa.Table:
@@ -134,4 +155,4 @@ def _merged(table, entries, out_cols: list[str]) -> list[pa.Table]:
     return out
 
 
-__all__ = ["follow_up_changes", "overwrite_changes", "reads_overwrite"]
+__all__ = ["follow_up_changes", "follow_up_files", "overwrite_changes", "reads_overwrite"]

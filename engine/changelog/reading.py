@@ -77,21 +77,37 @@ def filter_changes(rows: pa.Table, dnf, out_cols: list[str]) -> pa.Table:
     return rows.select(out_cols + [ROW_KIND_COLUMN])
 
 
+def in_buckets(files, buckets):
+    """``files`` (a test of manifest entries; None accepts all) narrowed to ``buckets`` ((partition bytes, bucket)
+    pairs; None: not narrowed)."""
+    if buckets is None:
+        return files
+    if files is None:
+        return lambda e: (e.partition, e.bucket) in buckets
+    return lambda e: (e.partition, e.bucket) in buckets and files(e)
+
+
 def snapshot_changes(table, snapshot: Snapshot, columns: Sequence[str] | None = None, *,
-                     normalize: bool = False, dnf=None) -> pa.Table:
+                     normalize: bool = False, dnf=None, buckets=None) -> pa.Table:
     """The changes ``snapshot`` made, as a pa.Table of ``columns`` + ``_row_kind``; with the normalized filter
     ``dnf`` only the rows satisfying it (``filter_changes``), files that hold none skipped by their partition,
-    bucket and statistics (read row by row, a file none of whose rows matches contributes nothing)."""
+    bucket and statistics (read row by row, a file none of whose rows matches contributes nothing); with
+    ``buckets`` (a set of (partition bytes, bucket)) only those buckets' changes. Normalized changes look keys up
+    across buckets, so they are read for the whole snapshot only: UnsupportedFeature for ``buckets`` with them."""
     out_cols = check_columns(table, columns)
+    normalized = normalize and not table.schema.is_append_only \
+        and table.schema.table_options.get(CHANGELOG_PRODUCER) == "none"
+    if normalized and buckets is not None:
+        raise UnsupportedFeature(f"table {table.name!r}: normalized changes of snapshot {snapshot.id} are read "
+                                 "for the whole snapshot, not for some of its buckets")
     if dnf:
         # normalized rows are looked up, not read: a delta file's values say nothing about the -U row of its key,
         # nor (cross-partition update) its partition about the partition the key's old row is in
-        normalized = normalize and table.schema.table_options.get(CHANGELOG_PRODUCER) == "none"
         files = None if normalized and table.schema.cross_partition_update \
             else table.scan().entry_filter(dnf, by_values=not normalized)
-        rows = _snapshot_changes(table, snapshot, read_columns(out_cols, dnf), normalize, files)
+        rows = _snapshot_changes(table, snapshot, read_columns(out_cols, dnf), normalize, in_buckets(files, buckets))
         return filter_changes(rows, dnf, out_cols)
-    return _snapshot_changes(table, snapshot, out_cols, normalize, None)
+    return _snapshot_changes(table, snapshot, out_cols, normalize, in_buckets(None, buckets))
 
 
 def _snapshot_changes(table, snapshot: Snapshot, out_cols: list[str], normalize: bool, files) -> pa.Table:

@@ -250,10 +250,9 @@ def test_cdc_pipeline_mirrors_a_table_through_a_stream_and_survives_restarts(spa
     assert [s.commit_identifier for s in b.snapshots() if s.commit_kind == "APPEND"] == [0, 1, 2]
 
 
-def test_rate_limits_per_snapshot_and_paimon_file_limits_refused(spark, tmp_path):
+def test_rate_limits_per_snapshot(spark, tmp_path):
     """read.stream.max-snapshots-per-trigger splits a backlog into batches of whole snapshots, each delivered once
-    across a restart; Paimon's file/row/byte limits, which lakemerge does not implement, fail the query instead of
-    being ignored."""
+    (Paimon's split limits: test_spark_stream_limits.py)."""
     t = _table(tmp_path, **{"changelog-producer": "input"})
     for i in range(5):
         t.write(_data(("a", i, str(i))))
@@ -264,8 +263,6 @@ def test_rate_limits_per_snapshot_and_paimon_file_limits_refused(spark, tmp_path
          .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
     q.awaitTermination(120)
     assert q.exception() is None and batches == [(0, [0, 1]), (1, [2, 3]), (2, [4])]
-    with pytest.raises(Exception, match="read.stream.maxfilespertrigger"):
-        _run(spark, t.root, str(tmp_path / "o2"), str(tmp_path / "c2"), **{"read.stream.maxFilesPerTrigger": 1})
 
 
 def test_default_scan_mode_follows_the_start_options_as_paimon(spark, tmp_path):

@@ -543,9 +543,9 @@ class Table:
         rollback_to(self, target)
 
     def _expire_after_commit(self, messages: Sequence[CommitMessage] = (), identifier: int | None = None) -> None:
-        """Maintenance after a commit that landed (engine.maintenance.auto): partition, consumer and snapshot
-        expiration unless write-only; never raises, problems are logged. The commit identifier is the messages'
-        (or ``identifier``; default the batch identifier)."""
+        """Maintenance after a commit that landed (engine.maintenance.auto): automatic tags and tag expiration,
+        partition, consumer and snapshot expiration unless write-only; never raises, problems are logged. The
+        commit identifier is the messages' (or ``identifier``; default the batch identifier)."""
         from engine.maintenance.auto import maintain_after_commit
         from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER
         idents = {m.commit_identifier for m in messages} or ({int(identifier)} if identifier is not None else set())

@@ -365,3 +365,20 @@ def test_batch_retention_deletes_the_older_tag_file_of_a_snapshot_first(cat, clo
     os.utime(os.path.join(t.root, "tag", "tag-a-release"), (2_000_000, 2_000_000))
     _commit_at(t, clock, "2023-07-19T12:00:00")
     assert _tags(t) == {"a-release": 1, "batch-write-2023-07-19": 2}
+
+
+def test_a_tag_with_retention_keeps_a_commit_user_that_looks_like_the_json_placeholder(cat):
+    """The tag JSON writes the retention as Jackson's decimal seconds through a placeholder; a commit user equal to
+    an old fixed placeholder text is kept as written."""
+    t = _table(cat, {})
+    with t.new_write(commit_user="@retained@") as w:
+        w.write(pa.table({"id": [1], "v": ["a"]}, schema=SCHEMA))
+        messages = w.prepare_commit()
+    t.commit(messages)
+    t.create_tag("kept", time_retained=dt.timedelta(hours=5))
+    path = os.path.join(t.root, "tag", "tag-kept")
+    with open(path) as f:
+        text = f.read()
+    doc = json.loads(text)
+    assert doc["commitUser"] == "@retained@"
+    assert doc["tagTimeRetained"] == 18000.0 and "18000.000000000" in text

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import time
+import uuid
 
 from engine.crash_points import crash_point
 from engine.errors import CorruptFile, InvalidInput, TagNotFound
@@ -148,10 +149,12 @@ def _tag_json(snapshot: Snapshot, time_retained_ms: int | None) -> str:
             created.append(now.microsecond * 1000)
     out = json.loads(snapshot.to_json())
     out["tagCreateTime"] = created
-    out["tagTimeRetained"] = "@retained@"
+    # json writes no fixed-point number: a placeholder no other value can hold is replaced by Jackson's form
+    placeholder = f"@retained-{uuid.uuid4().hex}@"
+    out["tagTimeRetained"] = placeholder
     secs, ms = divmod(int(time_retained_ms), 1000)
     text = json.dumps(out, indent=2, separators=(",", " : "), ensure_ascii=False)
-    return text.replace('"@retained@"', f"{secs}.{ms * 1_000_000:09d}")
+    return text.replace(f'"{placeholder}"', f"{secs}.{ms * 1_000_000:09d}", 1)
 
 
 _ISO_DURATION = re.compile(r"(-)?PT(?:(-?\d+)H)?(?:(-?\d+)M)?(?:(-?\d+(?:\.\d+)?)S)?")

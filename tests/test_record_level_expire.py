@@ -247,6 +247,20 @@ def test_append_tables_ignore_record_level_expiration(tmp_path):
     assert len(t.read()) == 3
 
 
+def test_append_tables_take_an_expire_time_without_a_time_field(tmp_path):
+    # Paimon's SchemaValidation checks only the time field; RecordLevelExpire.create (the one place that needs the
+    # field with the expire time) runs in primary-key writers only, so an append table with just an expire time is
+    # created, altered and written in Java.
+    cat = Catalog(str(tmp_path))
+    cat.create_database("db", ignore_if_exists=True)
+    t = cat.create_table("db.a", SCHEMA, options={"bucket": "-1", "record-level.expire-time": "1 d"})
+    t.write(_rows([(1, OLD, 1)]))
+    t.alter().add_column("b", pa.int64()).commit()
+    assert len(t.read()) == 1
+    with pytest.raises(InvalidOption, match="needs record-level.time-field"):  # primary keys: refused at once
+        _table(tmp_path, {"record-level.expire-time": "1 d"})
+
+
 # --- which files are rewritten ---------------------------------------------------------------------------------------
 def _top_level_table(tmp_path, records, **options):
     """A one-bucket table whose rows are one top-level run, written and fully compacted before expiration is on;

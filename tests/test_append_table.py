@@ -145,6 +145,22 @@ def test_a_file_with_many_deleted_rows_is_compacted_alone(catalog, ratio, compac
         assert sum(f.row_count for f in files) == 7 and not any(sp.vectors.files for sp in t.plan())
 
 
+@pytest.mark.parametrize("bucket,rewrites", [("1", True), ("-1", False)])
+def test_force_rewrite_all_files_rewrites_a_lone_file_of_a_fixed_bucket(catalog, bucket, rewrites):
+    # Paimon's BucketedAppendCompactManager (fixed buckets) honours compaction.force-rewrite-all-files in a full
+    # compaction, however few files the bucket has; the unaware-bucket coordinator does not read the option.
+    extra = {"bucket-key": "id"} if bucket != "-1" else {}
+    t = catalog.create_table("db.c", SCHEMA, options={"bucket": bucket, **extra,
+                                                      "compaction.force-rewrite-all-files": "true"})
+    t.write(batch("a", [1, 2, 3]))
+    (before,) = [f.file_name for sp in t.plan() for f in sp.files]
+    assert compact_append(t) is None  # not a full compaction
+    sid = compact_append(t, full=True)
+    assert (sid is not None) is rewrites
+    assert ([f.file_name for sp in t.plan() for f in sp.files] != [before]) is rewrites
+    assert sorted(t.read().column("id").to_pylist()) == [1, 2, 3]
+
+
 def test_compaction_conflict_with_concurrent_compaction(catalog):
     t = catalog.create_table("db.c", SCHEMA, options={"compaction.min.file-num": "2"})
     for i in range(3):

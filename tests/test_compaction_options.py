@@ -113,3 +113,18 @@ def test_gentle_lookup_compaction_forces_a_level_0_pick_every_interval_empty_pic
     key = ("/nowhere/gentle-test", b"p", 0)
     assert [_gentle_pick_due(*key, 3) for _ in range(7)] == [False, False, True, False, False, True, False]
     assert [_gentle_pick_due(key[0], b"q", 0, 1) for _ in range(2)] == [True, True]  # per bucket
+
+
+def test_gentle_lookup_compaction_forces_level_0_up_in_a_write_at_the_interval(tmp_path):
+    # ForceUpLevel0Compaction counts the picks universal compaction leaves empty (a universal pick does not reset
+    # the count): writes 1-4 leave level 0 alone (4 empty picks), write 5 meets the trigger (5 runs: a universal
+    # full pick), write 6 leaves 2 runs, an empty pick, the 5th: its level-0 run is forced up (to level 4).
+    t = _table(tmp_path, {"changelog-producer": "lookup", "lookup-compact": "gentle",
+                          "lookup-compact.max-interval": "5"})
+    levels = []
+    for i in range(7):
+        t.write(_rows([i], f"w{i}"))
+        levels.append(sorted(f.level for f in _files(t)))
+    assert levels == [[0], [0, 0], [0, 0, 0], [0, 0, 0, 0], [5], [4, 5], [0, 4, 5]]
+    assert t.read_changes(0, t.latest_snapshot_id()).num_rows == 6  # changelog of the 6 rows compacted up
+    assert _pp(tmp_path) == _read(t)

@@ -4,8 +4,8 @@ Per (partition, bucket), files are taken in append (sequence) order; every maxim
 smaller than ``target-file-size`` (append default 256 MB) with at least ``compaction.min.file-num`` files (default 5) is rewritten as
 files rolled at ``target-file-size``, keeping row order and the run's sequence numbers. A file whose deletion vector
 marks more than ``compaction.delete-ratio-threshold`` of its rows (default 0.2) is compacted whatever its size,
-alone if need be. ``full=True`` rewrites
-every bucket holding more than one file. The result is committed as one COMPACT snapshot (DELETE of the old
+alone if need be. ``full=True`` rewrites every bucket holding more than one file (a fixed bucket's lone file
+too under ``compaction.force-rewrite-all-files``). The result is committed as one COMPACT snapshot (DELETE of the old
 files, ADD of the new) — row content and order are unchanged. Rows deletion vectors mark deleted are not copied,
 and the vectors of the rewritten files are dropped from the bucket's DV index (as Paimon's AppendCompactTask).
 
@@ -34,7 +34,7 @@ from engine.errors import (
 from engine.meta.data_file import FILE_SOURCE_COMPACT, DataFileMeta
 from engine.meta.manifest import ADD, DELETE, ManifestEntry
 from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER, COMMIT_KIND_COMPACT
-from engine.options import COMPACTION_DELETE_RATIO_THRESHOLD, COMPACTION_MIN_FILE_NUM
+from engine.options import COMPACTION_DELETE_RATIO_THRESHOLD, COMPACTION_MIN_FILE_NUM, FORCE_REWRITE_ALL_FILES
 from engine.read.split_read import SplitReader
 from engine.write.commit_message import CommitMessage
 
@@ -63,13 +63,14 @@ class _CompactCommitter(Committer):
 
 
 def pick_runs(files: list[DataFileMeta], target_size: int, min_files: int, full: bool,
-              must: frozenset[str] = frozenset()) -> list[list[DataFileMeta]]:
+              must: frozenset[str] = frozenset(), force: bool = False) -> list[list[DataFileMeta]]:
     """Runs of consecutive files (in append order) to rewrite together: files smaller than ``target_size`` or
     named in ``must`` (too many rows deleted); a run is taken when it has ``min_files`` files (at least 2) or holds
     a ``must`` file (then even alone, as Paimon's coordinator always compacts the files it picked for their
-    deletion vectors)."""
+    deletion vectors). ``full``: all files as one run when there are several, or one that is in ``must`` or
+    ``force`` is set (compaction.force-rewrite-all-files)."""
     if full:
-        return [files] if len(files) > 1 or (files and files[0].file_name in must) else []
+        return [files] if len(files) > 1 or (files and (force or files[0].file_name in must)) else []
     runs, current = [], []
     for f in files + [None]:
         if f is not None and (f.file_size < target_size or f.file_name in must):
@@ -104,6 +105,7 @@ def compact_append(table, *, full: bool = False, partitions=None, progress=None)
         return None
     opts = table.schema.table_options
     target, min_files = target_file_size(table.schema), opts.get(COMPACTION_MIN_FILE_NUM)
+    force = opts.get(FORCE_REWRITE_ALL_FILES) and opts.bucket > 0  # Paimon's BucketedAppendCompactManager only
     reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema)
     columns = list(table.schema.field_names)
     user = str(uuid.uuid4())
@@ -115,7 +117,7 @@ def compact_append(table, *, full: bool = False, partitions=None, progress=None)
             rewritten = []
             files = ordered_files(split)
             must = too_many_deleted(files, split.vectors, opts.get(COMPACTION_DELETE_RATIO_THRESHOLD))
-            for run in pick_runs(files, target, min_files, full, must):
+            for run in pick_runs(files, target, min_files, full, must, force):
                 rows = pa.concat_tables([read_append_file(reader, split, f, columns) for f in run])
                 new = write_append_files(table.file_io, split.bucket_dir, rows, table.schema,
                                          run[0].min_sequence_number, file_source=FILE_SOURCE_COMPACT)

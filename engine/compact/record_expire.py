@@ -32,11 +32,12 @@ _TO_MILLIS = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1000), "ns": (1, 1_000_000
 
 def check_record_level_expire(schema, table: str | None = None) -> None:
     """Paimon's SchemaValidation of ``record-level.time-field`` (made when a schema is created or altered): the
-    field exists and is INT, BIGINT, TIMESTAMP or TIMESTAMP_LTZ; and ``record-level.expire-time`` needs the time
-    field (Java raises that when a writer starts; lakemerge raises it at once). Raises InvalidOption."""
+    field exists and is INT, BIGINT, TIMESTAMP or TIMESTAMP_LTZ; and, for a primary-key table,
+    ``record-level.expire-time`` needs the time field (Java raises that when a primary-key writer starts; lakemerge
+    raises it at once; append tables never use the options). Raises InvalidOption."""
     opts = schema.table_options
     field = opts.get(RECORD_LEVEL_TIME_FIELD)
-    if opts.get(RECORD_LEVEL_EXPIRE_TIME) is not None and field is None:
+    if opts.get(RECORD_LEVEL_EXPIRE_TIME) is not None and field is None and schema.primary_keys:
         raise InvalidOption(RECORD_LEVEL_EXPIRE_TIME, opts.raw.get(RECORD_LEVEL_EXPIRE_TIME),
                             f"record-level expiration needs {RECORD_LEVEL_TIME_FIELD} too", table=table)
     if field is None:

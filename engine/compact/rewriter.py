@@ -229,12 +229,10 @@ class CompactRewriter:
         """Lookup found rows of a deeper file: in deletion-vector mode they are superseded by this unit's output."""
         self._deletions.setdefault(file_name, []).append(positions)
 
-    def _changelog_only(self, f: DataFileMeta, drop_delete: bool) -> None:
-        rows = self._cached(f)
-        if rows is None:
-            rows = self.reader.read_file(self.split, f, self.columns)
-        if self.expire is not None:
-            rows = self.expire.keep(rows)
+    def _changelog_only(self, rows: pa.Table, drop_delete: bool) -> None:
+        """The lookups and changelog of a level-0 file upgraded as it is (``rows``: all its rows). The caller
+        rewrites a file holding expired rows instead: those rows look nothing up, so an upgraded file keeping them
+        would leave the key's older row live next to them (deletion vectors) or shadowed without changelog."""
         _, log = self._changelog.merge([rows], [0], drop_delete)
         if log is not None and log.num_rows:
             self._log_parts.append(log)
@@ -273,7 +271,14 @@ class CompactRewriter:
                 return
             if self._upgrade_keeps_content(files, out):  # ... lookup changelog read from the file, no rewrite
                 for f in files:
-                    self._changelog_only(f, drop_delete)
+                    rows = self._cached(f)
+                    if rows is None:
+                        rows = self.reader.read_file(self.split, f, self.columns)
+                    if self.expire is not None and self.expire.expired(rows).any():
+                        # expired rows the statistics did not show: the file must not keep them (see _changelog_only)
+                        self._rewrite_sections([[[f]]], out, drop_delete, result)
+                        continue
+                    self._changelog_only(rows, drop_delete)
                     self._upgrade(f, out, drop_delete, result)
                 return
         self._rewrite_sections(pending, out, drop_delete, result)

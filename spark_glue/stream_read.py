@@ -20,8 +20,9 @@ keys up before/after each snapshot, ``read_changes(normalize=True)``); ``consume
 table's consumer files whenever Spark commits a batch's offsets (Spark does so when it starts the next batch, so
 the consumer trails the query by one batch): expiration keeps every snapshot not yet committed, and a new query
 with the same id and no checkpoint starts at the consumer's next snapshot (it may re-read the last batch of the
-old query; the checkpoint, not the consumer, is what makes a restarted query exactly-once;
-``consumer.ignore-progress``, as a read or table option, starts a new query from its scan mode instead);
+old query; the checkpoint, not the consumer, is what makes a restarted query exactly-once; the consumer file keeps
+the commit time of the snapshot before its next one, as the engine's streams do, and a rollback that re-committed
+that id fails the new query; ``consumer.ignore-progress``, as a read or table option, starts a new query from its scan mode instead);
 ``read.stream.max-snapshots-per-trigger`` caps snapshots per batch (Paimon's ``read.stream.maxFilesPerTrigger`` /
 ``maxBytesPerTrigger`` / ``maxRowsPerTrigger`` / ``minRowsPerTrigger`` / ``maxTriggerDelayMs`` are refused with
 InvalidOption, not ignored).
@@ -147,9 +148,14 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from engine.changelog.streaming import PendingFull, _start
         table = open_table(self.path)
         if self.consumer_id and not self._ignore_progress(table):
-            saved = ConsumerManager(table).next_snapshot(self.consumer_id)
+            saved = ConsumerManager(table).progress(self.consumer_id)
             if saved is not None:
-                return offset(saved - 1, table=table)
+                nxt, previous = saved
+                if previous is not None:  # recorded by commit() or an engine stream: a rollback re-committed it?
+                    from engine.changelog import position
+                    position.check_position(table, nxt - 1, previous, "reset the consumer (Table.reset_consumer) "
+                                            "or set consumer.ignore-progress", reader=f"consumer {self.consumer_id!r}")
+                return offset(nxt - 1, table=table)
         sid = self.options.get(SNAPSHOT_ID)
         if sid is not None and sid.lstrip("-").isdigit():
             sid = int(sid)
@@ -213,7 +219,9 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.consumer_id and "pending_full" not in end:
             from engine.changelog.consumers import ConsumerManager
             s = int(end["snapshot"])  # a full end: snapshot s in full is still to be read, so s on is needed
-            ConsumerManager(open_table(self.path)).record(self.consumer_id, s if end.get("full") else s + 1)
+            # with snapshot s's commit time as the offset stamped it (engine.changelog.consumers)
+            ConsumerManager(open_table(self.path)).record(self.consumer_id, s if end.get("full") else s + 1,
+                                                          None if end.get("full") else end.get("time"))
 
     # --- executor side ----------------------------------------------------------------------------------
     def read(self, partition):

@@ -26,8 +26,10 @@ the consumer trails the query by one batch; a batch ending inside the full first
 Paimon's, since a consumer cannot say "the rest of a full read"): expiration keeps every snapshot not yet
 committed, and a new query
 with the same id and no checkpoint starts at the consumer's next snapshot (it may re-read the last batch of the
-old query; the checkpoint, not the consumer, is what makes a restarted query exactly-once;
-``consumer.ignore-progress``, as a read or table option, starts a new query from its scan mode instead);
+old query; the checkpoint, not the consumer, is what makes a restarted query exactly-once; the consumer file keeps
+the commit time of the snapshot before its next one, as the engine's streams do, and a rollback that re-committed
+that id fails the new query; ``consumer.ignore-progress``, as a read or table option, starts a new query from its
+scan mode instead);
 ``read.stream.max-snapshots-per-trigger`` (lakemerge's; Paimon's Spark source has none) caps the snapshots of
 changes a batch reaches into (the full first snapshot not counted); Paimon's ``read.stream.maxFilesPerTrigger`` /
 ``maxBytesPerTrigger`` / ``maxRowsPerTrigger`` / ``minRowsPerTrigger`` + ``maxTriggerDelayMs`` cut batches by splits
@@ -178,9 +180,14 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from engine.changelog.streaming import PendingFull, _start
         table = open_table(self.path)
         if self.consumer_id and not self._ignore_progress(table):
-            saved = ConsumerManager(table).next_snapshot(self.consumer_id)
+            saved = ConsumerManager(table).progress(self.consumer_id)
             if saved is not None:
-                return offset(saved - 1, table=table)
+                nxt, previous = saved
+                if previous is not None:  # recorded by commit() or an engine stream: a rollback re-committed it?
+                    from engine.changelog import position
+                    position.check_position(table, nxt - 1, previous, "reset the consumer (Table.reset_consumer) "
+                                            "or set consumer.ignore-progress", reader=f"consumer {self.consumer_id!r}")
+                return offset(nxt - 1, table=table)
         sid = self.options.get(SNAPSHOT_ID)
         if sid is not None and sid.lstrip("-").isdigit():
             sid = int(sid)
@@ -303,9 +310,11 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # records where changes resume, so "the rest of snapshot s in full" would read as s's changes only
         if self.consumer_id and "pending_full" not in end and not end.get("full"):
             from engine.changelog.consumers import ConsumerManager
-            # an end inside snapshot s of changes: (the rest of) s is still to be read, so s on is needed
             s = int(end["snapshot"])
-            ConsumerManager(open_table(self.path)).record(self.consumer_id, s if "index" in end else s + 1)
+            if "index" in end:  # an end inside snapshot s of changes: (the rest of) s is still to be read
+                ConsumerManager(open_table(self.path)).record(self.consumer_id, s)
+            else:  # with snapshot s's commit time as the offset stamped it (engine.changelog.consumers)
+                ConsumerManager(open_table(self.path)).record(self.consumer_id, s + 1, end.get("time"))
 
     # --- executor side ----------------------------------------------------------------------------------
     def read(self, partition):

@@ -16,6 +16,7 @@ from engine.errors import InvalidInput
 from spark_glue.reading import to_spark_type
 from spark_glue.tables import (
     BRANCH_MARK,
+    TIME_TRAVEL_KEYS,
     arrow_of_spark,
     lower_options,
     open_table,
@@ -51,8 +52,9 @@ def system_table_of(options):
 
 def system_snapshot_id(system, options) -> int | None:
     """The snapshot a per-snapshot system table is read at (the time-travel options; None: latest or not
-    per-snapshot). Raises as resolve_snapshot."""
-    if not system.snapshot_dependent:
+    per-snapshot). Without a time-travel option None, so $audit_log reads through the table's current schema, not
+    the one its latest snapshot was committed under. Raises as resolve_snapshot."""
+    if not system.snapshot_dependent or not any(options.get(k) for k in TIME_TRAVEL_KEYS):
         return None
     snap = resolve_snapshot(system.table, options)
     return None if snap is None else snap.id

@@ -218,3 +218,16 @@ def test_audit_log_time_travel_reads_through_the_snapshots_schema(spark, tmp_pat
     now = spark.read.format("lakemerge").load(t.root + "$audit_log")
     assert now.columns == ["rowkind", "k", "w", "z"]
     assert _sorted(now.collect()) == _sorted([("+I", 1, "a", None), ("+I", 2, "b", 7)])
+
+
+def test_audit_log_without_time_travel_has_the_current_schema(spark, tmp_path):
+    """Without a time-travel option $audit_log reads the table as it is now (Paimon's AuditLogTable over the
+    table's latest schema): after an ALTER TABLE with no commit since, the renamed and added columns show. It had
+    the columns of the schema the latest snapshot was committed under."""
+    t = _catalog(tmp_path).create_table("db.t", pa.schema([pa.field("k", pa.int64(), False), ("v", pa.string())]),
+                                        ["k"], options={"bucket": "1"})
+    t.write(pa.table({"k": [1], "v": ["a"]}, schema=t.arrow_schema))
+    t.alter().rename_column("v", "w").add_column("z", pa.int32()).commit()
+    now = spark.read.format("lakemerge").load(t.root + "$audit_log")
+    assert now.columns == ["rowkind", "k", "w", "z"]
+    assert _sorted(now.collect()) == [("+I", 1, "a", None)]

@@ -366,3 +366,31 @@ def test_non_integer_scan_timestamp_millis_fails_the_query_with_an_invalid_optio
     with pytest.raises(Exception, match="scan.timestamp-millis") as e:
         _run(spark, t.root, str(tmp_path / "o"), str(tmp_path / "c"), **{"scan.timestamp-millis": "yesterday"})
     assert "InvalidOption" in str(e.value) or "invalid value" in str(e.value)
+
+
+def test_consumer_resumed_after_a_rollback_that_committed_its_ids_again_fails(spark, tmp_path):
+    """A query's consumer keeps the commit time of the snapshot before its nextSnapshot, as the engine's streams
+    do, and a query resuming from a consumer (new checkpoint) checks it: after a rollback that re-committed the ids
+    below the consumer's position, the query and the engine's stream fail instead of skipping the new snapshots.
+    Spark's consumer commit recorded no commit time and its initialOffset checked none."""
+    import json
+
+    from engine.changelog.consumers import ConsumerManager
+    from engine.errors import SnapshotNotFound
+    t = _table(tmp_path, **{"changelog-producer": "input"})
+    for i in range(3):
+        t.write(_data(("a", i, str(i))))
+    opts = {"scan.mode": "from-snapshot", "scan.snapshot-id": 1, "consumer-id": "job"}
+    _run(spark, t.root, str(tmp_path / "out"), str(tmp_path / "ck"), **opts)
+    t.write(_data(("a", 3, "3")))
+    _run(spark, t.root, str(tmp_path / "out"), str(tmp_path / "ck"), **opts)  # commits the first run's batch
+    nxt = t.consumers()["job"]
+    raw = json.loads(t.file_io.read_bytes(ConsumerManager(t).path("job")))
+    assert raw == {"nextSnapshot": nxt, "lakemerge.previousSnapshotTime": t.snapshot(nxt - 1).time_millis}
+    t.rollback_to(1)
+    for i in range(10, 10 + nxt):  # snapshots 2 .. nxt + 1 anew
+        t.write(_data(("a", i, "new")))
+    with pytest.raises(SnapshotNotFound, match="replaced by another commit"):
+        t.stream("latest", consumer_id="job", idle_timeout=0)
+    with pytest.raises(Exception, match="replaced by another commit"):
+        _run(spark, t.root, str(tmp_path / "out2"), str(tmp_path / "ck2"), **opts)

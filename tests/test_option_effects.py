@@ -172,6 +172,29 @@ def test_scan_bucket_does_not_narrow_writes(catalog):
 
 
 @pytest.mark.parametrize("pk", [True, False], ids=["pk", "append"])
+@pytest.mark.parametrize("option", ["scan.bucket", "scan.file-creation-time-millis"])
+@pytest.mark.parametrize("op", ["delete", "update"])
+def test_read_options_do_not_narrow_row_level_changes(catalog, pk, option, op):
+    """delete_where / update_where with a condition change every matching row, whatever scan.bucket or
+    scan.file-creation-time-millis narrow users' reads to."""
+    import time
+    t = _two_buckets(catalog, pk)
+    time.sleep(0.01)
+    cut = int(time.time() * 1000)
+    time.sleep(0.01)
+    t.write(_rows("a", [20, 21]))
+    t.alter().set_option(option, "1" if option == "scan.bucket" else str(cut)).commit()
+    t = catalog.get_table("db.t")
+    if op == "delete":
+        t.delete_where([("k", "<", 100)])
+    else:
+        t.update_where({"v": "new"}, [("k", "<", 100)])
+    t.alter().remove_option(option).commit()
+    rows = catalog.get_table("db.t").read()
+    assert rows.num_rows == 0 if op == "delete" else set(rows.column("v").to_pylist()) == {"new"}
+
+
+@pytest.mark.parametrize("pk", [True, False], ids=["pk", "append"])
 def test_file_creation_time_reads_only_newer_files(catalog, pk):
     """Paimon's FileCreationTimeStartingScanner: the latest snapshot's files created at or after the time."""
     import time

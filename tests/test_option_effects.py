@@ -89,6 +89,14 @@ def test_written_files_roll_at_the_row_target_but_compaction_does_not(catalog, m
     assert sorted(t.read().column("k").to_pylist()) == list(range(10))
 
 
+def test_changelog_files_do_not_roll_at_the_row_target(catalog):
+    """Paimon's KeyValueFileWriterFactory.createRollingChangelogFileWriter rolls changelog files by size only."""
+    t = _pk(catalog, **{"target-file-row-num": "3", "changelog-producer": "input"})
+    t.write(_rows("a", range(10)))
+    names = os.listdir(os.path.join(t.root, "dt=a", "bucket-0"))
+    assert sum(n.startswith("data-") for n in names) == 4 and sum(n.startswith("changelog-") for n in names) == 1
+
+
 def test_row_target_must_be_positive(catalog):
     with pytest.raises(InvalidOption, match="target-file-row-num"):
         _append(catalog, **{"target-file-row-num": "0"})

@@ -179,6 +179,25 @@ def test_scan_bucket_does_not_narrow_writes(catalog):
     assert catalog.get_table("db.t").read().num_rows == 0
 
 
+def test_postpone_merge_on_read_ignores_scan_bucket_and_refuses_file_creation_time(catalog):
+    """Paimon's PostponeMergeReadBuilder plans with plain snapshot readers (every real bucket and the postponed
+    files, whatever scan.bucket says) and refuses scan.file-creation-time-millis (validateReadMode): keeping one real
+    bucket without the postponed records read stale rows."""
+    from engine.errors import UnsupportedFeature
+    from engine.postpone.write import FixedBucketPostponeWrite, PostponedWrite
+    t = _pk(catalog, **{"bucket": "-2", "postpone.merge-on-read": "true", "postpone.default-bucket-num": "2"})
+    for cls, value in ((FixedBucketPostponeWrite, "old"), (PostponedWrite, "new")):
+        with cls(t) as w:
+            w.write(_rows("a", range(10)).set_column(2, "v", pa.array([value] * 10)))
+            t.commit(w.prepare_commit())
+    t.alter().set_option("scan.bucket", "1").commit()
+    rows = catalog.get_table("db.t").read()
+    assert rows.num_rows == 10 and set(rows.column("v").to_pylist()) == {"new"}
+    t.alter().remove_option("scan.bucket").set_option("scan.file-creation-time-millis", "0").commit()
+    with pytest.raises(UnsupportedFeature, match="scan.file-creation-time-millis"):
+        catalog.get_table("db.t").read()
+
+
 @pytest.mark.parametrize("pk", [True, False], ids=["pk", "append"])
 @pytest.mark.parametrize("option", ["scan.bucket", "scan.file-creation-time-millis"])
 @pytest.mark.parametrize("op", ["delete", "update"])

@@ -131,7 +131,7 @@ def _write(table, filter, assignments) -> int | None:
     pinned = table.through_schema(table.schema.id)
     sides = fallback_branch.sides(pinned, snap.id)
     rows = pinned._read_merged(snap, pinned.output_columns(), filter) if sides is None \
-        else fallback_branch.read(pinned, sides, None, filter)
+        else fallback_branch.read(pinned, sides, None, filter, batch_read=False)
     if rows.num_rows == 0:
         return None
     if assignments is None:

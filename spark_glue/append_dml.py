@@ -39,7 +39,7 @@ from engine.write.file_changes import (
     discard_changes,
 )
 from spark_glue.job_files import remove_tagged_files, tag_files
-from spark_glue.reading import TABLE_ALONE
+from spark_glue.reading import EVERY_FILE, TABLE_ALONE
 from spark_glue.source import FILE_PATH, ROW_INDEX
 from spark_glue.tables import open_table, pin_snapshot
 
@@ -233,7 +233,7 @@ def _run(spark, table, path, condition, assignments) -> int | None:
         return None
     splits = table.scan().plan(snap)
     job = AppendDmlJob(path, snap.id, splits, update=assignments is not None)
-    rows = read_table(spark, path, prune=True, **{**pin_snapshot(snap.id), TABLE_ALONE: "true",
+    rows = read_table(spark, path, prune=True, **{**pin_snapshot(snap.id), TABLE_ALONE: "true", EVERY_FILE: "true",
                                                   "metadata-columns": f"{FILE_PATH},{ROW_INDEX}"})
     if condition is not None:
         rows = rows.where(condition)
@@ -277,7 +277,8 @@ def merge_append(spark, path: str, source_df, on: list[str], matched, *, matched
             return None
         types = {f.name: f.dataType for f in read_table(spark, path).schema.fields}
         return write_table(source_df.select(*[F.col(f"`{c}`").cast(types[c]).alias(c) for c in names]), path)
-    options = {**pin_snapshot(snap.id), TABLE_ALONE: "true", "metadata-columns": f"{FILE_PATH},{ROW_INDEX}"}
+    options = {**pin_snapshot(snap.id), TABLE_ALONE: "true", EVERY_FILE: "true",
+               "metadata-columns": f"{FILE_PATH},{ROW_INDEX}"}
 
     def target():  # one DataFrame per Spark job: scans of one source relation share their pushed-down plan
         return read_table(spark, path, prune=True, **options).alias("t")

@@ -284,10 +284,11 @@ def _check_row_level(table, op: str) -> None:
 
 def _pinned(table) -> dict:
     """Read options pinning the table's current snapshot, read through its latest schema (tables.pin_snapshot;
-    none for a table without commits)."""
+    none for a table without commits), of every bucket and file (reading.EVERY_FILE)."""
+    from spark_glue.reading import EVERY_FILE
     from spark_glue.tables import pin_snapshot
     sid = table.latest_snapshot_id()
-    return {} if sid is None else pin_snapshot(sid)
+    return {} if sid is None else {**pin_snapshot(sid), EVERY_FILE: "true"}
 
 
 def _check_settable(table, assignments: Mapping[str, object]) -> None:

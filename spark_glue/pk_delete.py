@@ -39,7 +39,7 @@ from engine.write.pk_rewrite import (
 )
 from spark_glue.append_dml import KEY, AppendDmlJob, spark_truncate
 from spark_glue.job_files import tag_files
-from spark_glue.reading import TABLE_ALONE
+from spark_glue.reading import EVERY_FILE, TABLE_ALONE
 from spark_glue.tables import open_table, pin_snapshot
 
 
@@ -132,7 +132,7 @@ def delete_rewrite(spark, path: str, condition) -> int | None:
     if snap is None:
         return None
     job = PkDeleteJob(path, snap.id, considered_splits(table, snap, None))
-    rows = read_table(spark, path, prune=True, **{**pin_snapshot(snap.id), TABLE_ALONE: "true"})
+    rows = read_table(spark, path, prune=True, **{**pin_snapshot(snap.id), TABLE_ALONE: "true", EVERY_FILE: "true"})
     if condition is not None:
         rows = rows.where(condition)
     return job.run(rows.select(*[F.col(f"`{c}`") for c in job.key_columns]))

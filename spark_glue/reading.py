@@ -42,6 +42,9 @@ FOLLOW_LATEST = "follow-latest"
 # from another branch (the row-level commands of append tables rewrite the table's files, as Paimon's take their
 # splits from the table's own snapshot reader)
 TABLE_ALONE = "read.table-alone"
+# true: a row-level command's read, of every bucket and file whatever the table's read options scan.bucket and
+# scan.file-creation-time-millis (which narrow users' reads: engine.read.scan.TableScan.plan) say
+EVERY_FILE = "read.every-file"
 DEFAULT_TARGET = 128 << 20
 DEFAULT_OPEN_COST = 4 << 20
 BATCH_ROWS = 64 * 1024
@@ -290,17 +293,19 @@ def plan_batch(table, snapshot, dnf, options) -> tuple[list[Split], dict]:
     ``scan.primary-branch``, the schema id each other branch's splits are read through (engine.read.fallback_branch;
     the other branch's snapshot from the same time-travel ``options``, tables.resolve_other_branch_snapshot, read
     through that snapshot's schema when ``table`` time-travels, tables.travels_schema; option ``read.table-alone``:
-    none). ``table`` is the one the read goes through (tables.read_view)."""
+    none). ``table`` is the one the read goes through (tables.read_view). The table's read options scan.bucket and
+    scan.file-creation-time-millis narrow the splits unless option ``read.every-file`` is true."""
     from engine.read import fallback_branch
     from engine.read.split_read import batch_read_splits
     from spark_glue.tables import resolve_other_branch_snapshot
     alone = parse_bool(str(options.get(TABLE_ALONE, "false")))
+    narrow = not parse_bool(str(options.get(EVERY_FILE, "false")))
     sides = None if alone else fallback_branch.resolve(
         table, snapshot, lambda other: resolve_other_branch_snapshot(other, snapshot, options),
         time_travel=travels_schema(options))
     if sides is None:
-        return batch_read_splits(table.scan().plan(snapshot, dnf, batch_read=True), table.schema), {}
-    return fallback_branch.splits(sides, dnf), {s.branch: s.table.schema.id for s in sides if s.branch is not None}
+        return batch_read_splits(table.scan().plan(snapshot, dnf, batch_read=narrow), table.schema), {}
+    return fallback_branch.splits(sides, dnf, batch_read=narrow), {s.branch: s.table.schema.id for s in sides if s.branch is not None}
 
 
 class PushdownReader(MergedTableReader):

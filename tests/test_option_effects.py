@@ -89,6 +89,14 @@ def test_written_files_roll_at_the_row_target_but_compaction_does_not(catalog, m
     assert sorted(t.read().column("k").to_pylist()) == list(range(10))
 
 
+def test_changelog_files_do_not_roll_at_the_row_target(catalog):
+    """Paimon's KeyValueFileWriterFactory.createRollingChangelogFileWriter rolls changelog files by size only."""
+    t = _pk(catalog, **{"target-file-row-num": "3", "changelog-producer": "input"})
+    t.write(_rows("a", range(10)))
+    names = os.listdir(os.path.join(t.root, "dt=a", "bucket-0"))
+    assert sum(n.startswith("data-") for n in names) == 4 and sum(n.startswith("changelog-") for n in names) == 1
+
+
 def test_row_target_must_be_positive(catalog):
     with pytest.raises(InvalidOption, match="target-file-row-num"):
         _append(catalog, **{"target-file-row-num": "0"})
@@ -169,6 +177,48 @@ def test_scan_bucket_does_not_narrow_writes(catalog):
     t.compact(full=True)
     t.alter().remove_option("scan.bucket").commit()
     assert catalog.get_table("db.t").read().num_rows == 0
+
+
+def test_postpone_merge_on_read_ignores_scan_bucket_and_refuses_file_creation_time(catalog):
+    """Paimon's PostponeMergeReadBuilder plans with plain snapshot readers (every real bucket and the postponed
+    files, whatever scan.bucket says) and refuses scan.file-creation-time-millis (validateReadMode): keeping one real
+    bucket without the postponed records read stale rows."""
+    from engine.errors import UnsupportedFeature
+    from engine.postpone.write import FixedBucketPostponeWrite, PostponedWrite
+    t = _pk(catalog, **{"bucket": "-2", "postpone.merge-on-read": "true", "postpone.default-bucket-num": "2"})
+    for cls, value in ((FixedBucketPostponeWrite, "old"), (PostponedWrite, "new")):
+        with cls(t) as w:
+            w.write(_rows("a", range(10)).set_column(2, "v", pa.array([value] * 10)))
+            t.commit(w.prepare_commit())
+    t.alter().set_option("scan.bucket", "1").commit()
+    rows = catalog.get_table("db.t").read()
+    assert rows.num_rows == 10 and set(rows.column("v").to_pylist()) == {"new"}
+    t.alter().remove_option("scan.bucket").set_option("scan.file-creation-time-millis", "0").commit()
+    with pytest.raises(UnsupportedFeature, match="scan.file-creation-time-millis"):
+        catalog.get_table("db.t").read()
+
+
+@pytest.mark.parametrize("pk", [True, False], ids=["pk", "append"])
+@pytest.mark.parametrize("option", ["scan.bucket", "scan.file-creation-time-millis"])
+@pytest.mark.parametrize("op", ["delete", "update"])
+def test_read_options_do_not_narrow_row_level_changes(catalog, pk, option, op):
+    """delete_where / update_where with a condition change every matching row, whatever scan.bucket or
+    scan.file-creation-time-millis narrow users' reads to."""
+    import time
+    t = _two_buckets(catalog, pk)
+    time.sleep(0.01)
+    cut = int(time.time() * 1000)
+    time.sleep(0.01)
+    t.write(_rows("a", [20, 21]))
+    t.alter().set_option(option, "1" if option == "scan.bucket" else str(cut)).commit()
+    t = catalog.get_table("db.t")
+    if op == "delete":
+        t.delete_where([("k", "<", 100)])
+    else:
+        t.update_where({"v": "new"}, [("k", "<", 100)])
+    t.alter().remove_option(option).commit()
+    rows = catalog.get_table("db.t").read()
+    assert rows.num_rows == 0 if op == "delete" else set(rows.column("v").to_pylist()) == {"new"}
 
 
 @pytest.mark.parametrize("pk", [True, False], ids=["pk", "append"])

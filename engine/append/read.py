@@ -66,9 +66,10 @@ def _file_rows(reader: SplitReader, split: Split, meta: DataFileMeta, columns: S
 
 
 def iter_append_batches(table, snapshot_id: int | None = None, columns: Sequence[str] | None = None,
-                        filter=None, *, snapshot=None) -> Iterator[pa.RecordBatch]:
+                        filter=None, *, snapshot=None, batch_read: bool = True) -> Iterator[pa.RecordBatch]:
     """Yield record batches of ``columns`` (default: all) from the append table at ``snapshot_id`` (default:
     latest; ``snapshot``: an already resolved Snapshot, such as a tag's, instead), rows matching ``filter``.
+    ``batch_read``: a user's read, narrowed by the table's read options (TableScan.plan); False reads every file.
     Raises InvalidInput for an unknown column."""
     schema = table.schema
     out_cols = table.output_columns(columns)
@@ -78,7 +79,7 @@ def iter_append_batches(table, snapshot_id: int | None = None, columns: Sequence
     scan = table.scan()
     reader = SplitReader(table.file_io, schema, table.schema_manager.schema)
     expr = pred.to_expression(dnf) if dnf else None
-    for split in scan.plan(snap, dnf, batch_read=True):
+    for split in scan.plan(snap, dnf, batch_read=batch_read):
         for meta in ordered_files(split):
             if dnf and not scan._values_may_match(meta, dnf):
                 continue
@@ -91,11 +92,11 @@ def iter_append_batches(table, snapshot_id: int | None = None, columns: Sequence
 
 
 def read_append(table, snapshot_id: int | None = None, columns: Sequence[str] | None = None,
-                filter=None, *, snapshot=None) -> pa.Table:
-    """All rows of an append table at a snapshot (default latest; ``snapshot`` as in ``iter_append_batches``), in
-    append order per bucket."""
+                filter=None, *, snapshot=None, batch_read: bool = True) -> pa.Table:
+    """All rows of an append table at a snapshot (default latest; ``snapshot`` and ``batch_read`` as in
+    ``iter_append_batches``), in append order per bucket."""
     out_cols = list(columns) if columns is not None else list(table.schema.field_names)
-    batches = list(iter_append_batches(table, snapshot_id, columns, filter, snapshot=snapshot))
+    batches = list(iter_append_batches(table, snapshot_id, columns, filter, snapshot=snapshot, batch_read=batch_read))
     target = pa.schema([table.schema.arrow_schema.field(c) for c in out_cols])
     return pa.Table.from_batches(batches, schema=target) if batches else target.empty_table()
 

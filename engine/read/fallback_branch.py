@@ -145,22 +145,23 @@ def resolve(table, snapshot, other_snapshot: Callable, *, time_travel: bool = Fa
     return [replace(first, table=_plain(first.table, frozenset())), replace(second, table=_plain(second.table, owned))]
 
 
-def splits(side_list: list[Side], dnf, *, batch: bool = True) -> list:
+def splits(side_list: list[Side], dnf, *, batch: bool = True, batch_read: bool = True) -> list:
     """The splits of every side (``dnf`` over the table's columns), each other-branch split marked with its branch
     (``Split.branch``). ``batch``: as a batch read merges them (engine.read.split_read.batch_read_splits: a
-    postpone side with ``postpone.merge-on-read`` carries its postponed records)."""
+    postpone side with ``postpone.merge-on-read`` carries its postponed records). ``batch_read``: a user's read,
+    narrowed by the sides' read options (TableScan.plan); False: every file (a row-level command's read)."""
     from engine.read.split_read import batch_read_splits
     out = []
     for side in side_list:
-        planned = side.table.scan().plan(side.snapshot, side.dnf(dnf), batch_read=True)
+        planned = side.table.scan().plan(side.snapshot, side.dnf(dnf), batch_read=batch_read)
         planned = batch_read_splits(planned, side.table.schema) if batch else planned
         out += [sp if side.branch is None else replace(sp, branch=side.branch) for sp in planned]
     return out
 
 
-def read(table, side_list: list[Side], columns=None, filter=None):
-    """``Table.read`` of a fallback read: every side's rows (first side first) as the table's columns. Raises
-    InvalidInput for unknown columns or a bad filter, CorruptFile."""
+def read(table, side_list: list[Side], columns=None, filter=None, *, batch_read: bool = True):
+    """``Table.read`` of a fallback read: every side's rows (first side first) as the table's columns;
+    ``batch_read`` as in ``splits``. Raises InvalidInput for unknown columns or a bad filter, CorruptFile."""
     import pyarrow as pa
     out_cols = table.output_columns(columns)
     dnf = pred.normalize(filter, table.arrow_schema, table.name)
@@ -171,9 +172,9 @@ def read(table, side_list: list[Side], columns=None, filter=None):
         t, cols = side.table, side.columns(out_cols)
         if t.schema.is_append_only:
             from engine.append.read import read_append
-            rows = read_append(t, None, cols, side.dnf(dnf), snapshot=side.snapshot)
+            rows = read_append(t, None, cols, side.dnf(dnf), snapshot=side.snapshot, batch_read=batch_read)
         else:
-            rows = t._read_merged(side.snapshot, cols, side.dnf(dnf), batch_read=True)
+            rows = t._read_merged(side.snapshot, cols, side.dnf(dnf), batch_read=batch_read)
         parts.append(_as_table_columns(rows, table, out_cols))
     target = pa.schema([table.arrow_schema.field(c) for c in out_cols])
     return pa.concat_tables(parts) if parts else target.empty_table()

@@ -17,7 +17,7 @@ import pyarrow as pa
 from engine.deletion_vectors.index_file import DeletionFile
 from engine.deletion_vectors.maintainer import BucketVectors, vectors_by_bucket
 from engine.dynamic_bucket.index_files import index_dir, index_path
-from engine.errors import CorruptFile
+from engine.errors import CorruptFile, UnsupportedFeature
 from engine.io.file_io import FileIO
 from engine.meta import binary_row
 from engine.meta.data_file import DataFileMeta
@@ -203,14 +203,22 @@ class TableScan:
         left out (the files an APPEND snapshot added: the state it was committed on). ``batch_read``: the plan of
         a user's read, which the table's read options narrow as in Paimon's table scans: ``scan.bucket`` keeps one
         bucket, ``scan.file-creation-time-millis`` only files created at or after that time (Paimon's
-        FileCreationTimeStartingScanner: imprecise, a compaction gives old rows new files). Raises CorruptFile for
-        missing or inconsistent manifests."""
+        FileCreationTimeStartingScanner: imprecise, a compaction gives old rows new files); a postpone table read
+        with ``postpone.merge-on-read`` reads every bucket whatever ``scan.bucket`` says and refuses
+        ``scan.file-creation-time-millis`` (UnsupportedFeature), as Paimon's PostponeMergeReadBuilder. Raises
+        CorruptFile for missing or inconsistent manifests."""
         if snapshot is None:
             return []
         s = self.schema
         parts = s.partition_keys
         only_bucket = s.table_options.get(SCAN_BUCKET) if batch_read else None
         created_after = s.table_options.get(SCAN_FILE_CREATION_TIME_MILLIS) if batch_read else None
+        if merges_on_read(s) and batch_read:  # the postponed records of a bucket sit in no bucket of their own
+            only_bucket = None
+            if created_after is not None:
+                raise UnsupportedFeature(f"table {self.table_name!r}: option {SCAN_FILE_CREATION_TIME_MILLIS}="
+                                         f"{created_after} cannot narrow a postpone.merge-on-read read, which "
+                                         "needs a full snapshot scan (as Paimon's PostponeMergeReadBuilder)")
         key_names = s.trimmed_primary_keys
         may_hold = self.entry_filter(dnf)
         groups: dict[tuple[bytes, int], list[ManifestEntry]] = {}

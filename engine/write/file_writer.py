@@ -37,11 +37,12 @@ def local_millis_as_utc() -> int:
 def write_sorted_run(io_: FileIO, bucket_dir: str, rows: pa.Table, schema: TableSchema, level: int = 0,
                      file_source: int = FILE_SOURCE_APPEND, prefix: str | None = None, *,
                      file_format: DataFileFormat | None = None, stats_mode: str | None = None,
-                     dictionary: bool = True) -> list[DataFileMeta]:
+                     dictionary: bool = True, row_target: bool = True) -> list[DataFileMeta]:
     """Files are written in ``file_format`` (default: the format of ``level``, ``engine.write.formats``);
     ``stats_mode`` overrides ``metadata.stats-mode`` (changelog files use their own options);
-    ``dictionary=False`` writes plain Parquet encodings. Raises UnsupportedFeature (nothing written) for a column
-    the format cannot hold."""
+    ``dictionary=False`` writes plain Parquet encodings. Files roll at ``target-file-size`` and, for
+    FILE_SOURCE_APPEND files unless ``row_target=False`` (changelog files), at ``target-file-row-num``. Raises
+    UnsupportedFeature (nothing written) for a column the format cannot hold."""
     opts = schema.table_options
     target = opts.get(TARGET_FILE_SIZE)
     fmt = data_file_format(schema, level) if file_format is None else file_format
@@ -53,7 +54,8 @@ def write_sorted_run(io_: FileIO, bucket_dir: str, rows: pa.Table, schema: Table
     # In-memory size overestimates the compressed file, so files come out at or below the target size.
     bytes_per_row = max(1.0, rows.nbytes / n)
     rows_per_file = max(1, int(target / bytes_per_row))
-    if file_source == FILE_SOURCE_APPEND:  # Paimon's KeyValueFileWriterFactory: not for compaction output
+    if file_source == FILE_SOURCE_APPEND and row_target:  # Paimon's KeyValueFileWriterFactory: not for
+        # compaction output nor changelog files
         rows_per_file = min(rows_per_file, opts.get(TARGET_FILE_ROW_NUM))
     placer = placer_for(bucket_dir, schema)
     key_names = list(schema.trimmed_primary_keys)

@@ -125,7 +125,13 @@ def _write(table, filter, assignments) -> int | None:
     snap = table.snapshot()
     if snap is None:
         return None
-    rows = table.through_schema(table.schema.id).read(snapshot_id=snap.id, filter=filter)  # the rows as written now
+    # the rows as written now, in every bucket and file: as Table.read (with the partitions scan.fallback-branch
+    # supplies), but not narrowed by the read options scan.bucket and scan.file-creation-time-millis
+    from engine.read import fallback_branch
+    pinned = table.through_schema(table.schema.id)
+    sides = fallback_branch.sides(pinned, snap.id)
+    rows = pinned._read_merged(snap, pinned.output_columns(), filter) if sides is None \
+        else fallback_branch.read(pinned, sides, None, filter, batch_read=False)
     if rows.num_rows == 0:
         return None
     if assignments is None:

@@ -425,7 +425,8 @@ def parse_timestamp_millis(value, *, table: str | None = None) -> int:
             pass
     raise InvalidOption(SCAN_TIMESTAMP_MILLIS, value, "expected epoch milliseconds (an integer)", table=table)
 
-# --- options triage (task z): cheap options with visible effects ---
+
+# --- empty commits, emptied directories, file rolling and naming, batch-read narrowing ---
 SNAPSHOT_IGNORE_EMPTY_COMMIT = _opt("snapshot.ignore-empty-commit", _optional(parse_bool), None,
                                     "false: a commit with nothing to commit still creates an (empty) APPEND snapshot "
                                     "(unset: true, Paimon's batch default)")

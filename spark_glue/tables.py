@@ -142,8 +142,10 @@ def open_or_create_table(path: str | None, options: Mapping[str, str], spark_sch
     arrow = arrow_of_spark(spark_schema_)
     arrow = pa.schema([f for f in arrow if f.name not in set(drop_columns)])
     unknown = set(TableOptions(opts).unknown_keys())
+    # dynamic-partition-overwrite is a Paimon table option, but on a write it is that write's choice: kept out
     table_opts = {k: v for k, v in opts.items()
-                  if k not in unknown and k not in (PRIMARY_KEY, PARTITION, "path") and not k.startswith("scan.")}
+                  if k not in unknown and k not in (PRIMARY_KEY, PARTITION, "path", "dynamic-partition-overwrite")
+                  and not k.startswith("scan.")}
     split = (lambda v: [c.strip() for c in v.split(",") if c.strip()])
     bucket = TableOptions(table_opts).bucket
     if bucket < 1 and bucket != -2:  # dynamic bucket mode: Spark tasks cannot write it (writing.require_spark_writable)

@@ -51,7 +51,6 @@ REFUSALS: tuple[Refusal, ...] = (
     Refusal("blob-descriptor-field", READ, "BLOB columns stored as serialized blob descriptors", _set),
     Refusal("blob-view-field", READ, "BLOB view columns resolved from other tables at read time", _set),
     Refusal("vector-field", READ, "VECTOR columns", _set),
-    Refusal("vector.file.format", READ, "vector columns stored in separate vector files", _set),
     Refusal("pk-clustering-override", READ, "data files sorted by clustering.columns instead of the primary key"),
     Refusal("key-value.sequence_number.enabled", READ, "the internal option that prefixes every row read with its "
             "sequence number"),

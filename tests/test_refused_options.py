@@ -81,6 +81,20 @@ def test_inactive_values_are_not_refused(catalog):
     assert t.to_arrow().num_rows == 2
 
 
+def test_a_vector_file_format_without_vector_columns_is_not_refused(catalog):
+    """vector.file.format only moves VECTOR columns to their own files (Paimon's VectorType.fieldsInVectorFile); a
+    table without one (a catalog's table-default may set it on every table) reads and writes as any other. A VECTOR
+    column itself is a type lakemerge cannot read (InvalidSchema)."""
+    t = _table(catalog, "t", pk=False)
+    _with_option(catalog, t, "vector.file.format", "lance")
+    t = catalog.get_table("db.t")
+    t.write(ROWS)
+    assert sorted(t.to_arrow().column("k").to_pylist()) == [1, 1, 2, 2]
+    u = catalog.create_table("db.u", SCHEMA, primary_key=["k"], options={"bucket": "1", "vector.file.format": "lance"})
+    u.write(ROWS)
+    assert u.to_arrow().num_rows == 2
+
+
 def test_audit_log_with_sequence_numbers_is_refused(catalog):
     """Paimon's AuditLogTable adds _SEQUENCE_NUMBER after rowkind when table-read.sequence-number.enabled;
     lakemerge's audit_log has no such column, so it refuses; the table itself reads and writes."""

@@ -29,7 +29,10 @@ def parse_bool(v: str) -> bool:
 
 
 def parse_int(v: str) -> int:
-    """A decimal integer (surrounding blanks ignored); ValueError otherwise."""
+    """A decimal integer (surrounding blanks ignored; no digit separators, which Java's parseInt refuses);
+    ValueError otherwise."""
+    if "_" in v:
+        raise ValueError(f"invalid literal for an integer: {v!r}")
     return int(v.strip())
 
 

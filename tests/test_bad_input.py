@@ -244,6 +244,8 @@ def test_good_write_after_rejections_gets_next_snapshot(orders, rejected):
     ("merge-engine", "bogus"),
     ("bucket", "abc"),
     ("bucket", "0"),
+    ("bucket", "1_0"),  # Python's int() reads digit separators, Java's Integer.parseInt does not
+    ("scan.timestamp-millis", "1_000"),
 ])
 def test_invalid_option_value(catalog, warehouse, key, value):
     from engine.errors import InvalidOption, TableNotFound

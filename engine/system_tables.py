@@ -203,25 +203,29 @@ class SystemTable:
         """True for the kinds whose content is the state of one snapshot ($files, $manifests, ...)."""
         return self.kind in _PER_SNAPSHOT
 
-    def arrow_schema_at(self, snapshot_id: int | None = None) -> pa.Schema:
-        """The columns of a read of ``snapshot_id`` (default: latest): ``arrow_schema``, except for ``$audit_log``
-        of a snapshot committed under an older table schema, whose columns are that schema's (as Paimon's
-        AuditLogTable wraps the time-travelled table: AbstractFileStoreTable.tryTimeTravel). Raises
-        SnapshotNotFound for an unknown snapshot."""
-        if self.kind != "audit_log" or snapshot_id is None:
+    def arrow_schema_at(self, snapshot_id: int | None = None, *, snapshot: Snapshot | None = None) -> pa.Schema:
+        """The columns of a read of ``snapshot_id`` or the resolved ``snapshot`` (default: latest): ``arrow_schema``,
+        except for ``$audit_log`` of a snapshot committed under an older table schema, whose columns are that
+        schema's (as Paimon's AuditLogTable wraps the time-travelled table: AbstractFileStoreTable.tryTimeTravel).
+        Raises SnapshotNotFound for an unknown snapshot id."""
+        if self.kind != "audit_log" or (snapshot_id is None and snapshot is None):
             return self.arrow_schema
-        return _AUDIT_LOG_SCHEMA(self.table.as_of_snapshot(self.table.snapshot(snapshot_id)))
+        snap = snapshot if snapshot is not None else self.table.snapshot(snapshot_id)
+        return _AUDIT_LOG_SCHEMA(self.table.as_of_snapshot(snap))
 
-    def read(self, snapshot_id: int | None = None, columns: Sequence[str] | None = None, filter=None) -> pa.Table:
+    def read(self, snapshot_id: int | None = None, columns: Sequence[str] | None = None, filter=None, *,
+             snapshot: Snapshot | None = None) -> pa.Table:
         """The system table's rows (see the class docstring for the contract), with ``arrow_schema_at``'s
-        columns."""
-        if snapshot_id is not None and not self.snapshot_dependent:
+        columns. ``snapshot``: a resolved snapshot instead of ``snapshot_id`` (a tag's, which the tag keeps after
+        expiration removed its snapshot file)."""
+        travels = snapshot_id is not None or snapshot is not None
+        if travels and not self.snapshot_dependent:
             raise InvalidInput(f"system table ${self.kind} lists every {self.kind[:-1]} and takes no snapshot id",
                                table=self.name)
-        snap = self.table.snapshot(snapshot_id) if self.snapshot_dependent else None
+        snap = None if not self.snapshot_dependent else snapshot if snapshot is not None \
+            else self.table.snapshot(snapshot_id)
         # $audit_log of an older snapshot reads through the schema it was committed under, as time travel does
-        table = self.table.as_of_snapshot(snap) if self.kind == "audit_log" and snapshot_id is not None \
-            else self.table
+        table = self.table.as_of_snapshot(snap) if self.kind == "audit_log" and travels else self.table
         arrow_schema = _AUDIT_LOG_SCHEMA(table) if table is not self.table else self.arrow_schema
         out_cols = list(columns) if columns is not None else list(arrow_schema.names)
         unknown = [c for c in out_cols if c not in arrow_schema.names]

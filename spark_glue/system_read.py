@@ -50,14 +50,14 @@ def system_table_of(options):
     return SystemTable(open_table(path), kind)
 
 
-def system_snapshot_id(system, options) -> int | None:
-    """The snapshot a per-snapshot system table is read at (the time-travel options; None: latest or not
-    per-snapshot). Without a time-travel option None, so $audit_log reads through the table's current schema, not
-    the one its latest snapshot was committed under. Raises as resolve_snapshot."""
+def system_snapshot(system, options):
+    """The snapshot a per-snapshot system table is read at (the time-travel options: a tag's is the one its tag
+    file keeps, also after expiration; None: latest or not per-snapshot). Without a time-travel option None, so
+    $audit_log reads through the table's current schema, not the one its latest snapshot was committed under.
+    Raises as resolve_snapshot."""
     if not system.snapshot_dependent or not any(options.get(k) for k in TIME_TRAVEL_KEYS):
         return None
-    snap = resolve_snapshot(system.table, options)
-    return None if snap is None else snap.id
+    return resolve_snapshot(system.table, options)
 
 
 def system_schema(options) -> pa.Schema:
@@ -65,7 +65,7 @@ def system_schema(options) -> pa.Schema:
     older snapshot has that snapshot's table columns, engine SystemTable.arrow_schema_at). Raises as
     system_table_of and resolve_snapshot."""
     system = system_table_of(options)
-    return system.arrow_schema_at(system_snapshot_id(system, lower_options(options)))
+    return system.arrow_schema_at(snapshot=system_snapshot(system, lower_options(options)))
 
 
 class SystemTableReader(DataSourceReader):
@@ -78,7 +78,8 @@ class SystemTableReader(DataSourceReader):
 
     def read(self, partition):
         system = system_table_of(self.options)
-        rows = system.read(system_snapshot_id(system, self.options), [f.name for f in self.schema.fields])
+        rows = system.read(columns=[f.name for f in self.schema.fields],
+                           snapshot=system_snapshot(system, self.options))
         target = arrow_of_spark(self.schema)
         out = pa.Table.from_arrays([to_spark_type(rows.column(i), target.field(i).type) for i in range(rows.num_columns)],
                                    schema=target)

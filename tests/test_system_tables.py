@@ -148,3 +148,26 @@ def test_empty_table_and_errors(catalog):
 def test_java_duration_text():
     assert [java_duration(s) for s in (86400, 5400, 0.5, 0, 61.25)] == ["PT24H", "PT1H30M", "PT0.5S", "PT0S",
                                                                      "PT1M1.25S"]
+
+
+def test_audit_log_and_files_at_a_tag_whose_snapshot_expired(catalog):
+    """``read(snapshot=...)`` takes a resolved snapshot, such as the one a tag file keeps after expiration removed
+    its snapshot file (Spark's scan.tag-name goes through it); by id that snapshot is gone."""
+    from tests.conftest import expire_after_latest
+    t = catalog.create_table("db.e", pa.schema([pa.field("k", pa.int64(), False), ("v", pa.string())]), ["k"],
+                             options={"bucket": "1", "snapshot.num-retained.min": "1",
+                                      "snapshot.num-retained.max": "1"})
+    t.write(pa.table({"k": [1], "v": ["a"]}, schema=t.arrow_schema))
+    t.create_tag("t1", 1)
+    t.alter().rename_column("v", "w").commit()
+    t.write(pa.table({"k": [1, 2], "w": ["b", "c"]}))
+    expire_after_latest(t)
+    audit, files = catalog.get_table("db.e$audit_log"), catalog.get_table("db.e$files")
+    with pytest.raises(SnapshotNotFound):
+        audit.read(snapshot_id=1)
+    tagged = t.tag_snapshot("t1")
+    assert audit.arrow_schema_at(snapshot=tagged).names == ["rowkind", "k", "v"]
+    assert audit.read(snapshot=tagged).to_pylist() == [{"rowkind": "+I", "k": 1, "v": "a"}]
+    assert files.read(snapshot=tagged).num_rows == 1
+    with pytest.raises(InvalidInput):
+        catalog.get_table("db.e$snapshots").read(snapshot=tagged)

@@ -248,10 +248,13 @@ class Table:
                                       overwrite=overwrite)
         return TableWrite(self, commit_user=commit_user, commit_identifier=commit_identifier, overwrite=overwrite)
 
-    def commit(self, messages: Sequence[CommitMessage], *, properties: dict | None = None) -> int | None:
+    def commit(self, messages: Sequence[CommitMessage], *, properties: dict | None = None,
+               commit_user: str | None = None, commit_identifier: int | None = None) -> int | None:
         """Publish messages from ``prepare_commit`` as one snapshot; returns its id.
 
-        Committing the same messages again returns the same id without applying them twice. If the commit cannot
+        Committing the same messages again returns the same id without applying them twice.
+        ``commit_user``/``commit_identifier`` name an empty commit (no messages, a table with
+        ``snapshot.ignore-empty-commit=false``), e.g. a stream's empty batch; messages carry their own. If the commit cannot
         land (conflict, lost races) the error is raised, the table is unchanged, and the messages' files that no
         snapshot, tag or changelog references are deleted (files an earlier commit published stay).
         """
@@ -264,11 +267,12 @@ class Table:
                                f"{tuple(fresh.partition_values)} can only be committed with commit_overwrite",
                                table=self.name)
         try:
-            sid = Committer(self).commit(messages, properties=properties)
+            sid = Committer(self).commit(messages, properties=properties, commit_user=commit_user,
+                                         commit_identifier=commit_identifier)
         except (CommitConflict, CommitRetriesExhausted):
             self._delete_uncommitted(messages)
             raise
-        self._expire_after_commit(messages)
+        self._expire_after_commit(messages, commit_identifier)
         return sid
 
     def _delete_uncommitted(self, messages: Sequence[CommitMessage]) -> None:

@@ -54,6 +54,19 @@ def test_empty_commits_make_snapshots_when_not_ignored(catalog, make):
     assert t.read().num_rows == 1
 
 
+def test_an_empty_commit_keeps_its_commit_user_and_identifier(catalog):
+    """Paimon's TableCommitImpl.commit(identifier, messages) publishes an empty snapshot under the committer's own
+    commit user and identifier (a stream's checkpoint / batch id), so exactly-once sees it and the automatic batch
+    tag (a batch-commit-identifier step, TagBatchCreation) is not made by a streaming commit."""
+    t = _pk(catalog, **{"snapshot.ignore-empty-commit": "false", "tag.automatic-creation": "batch"})
+    assert t.commit([], commit_user="stream-u", commit_identifier=7) == 1
+    snap = t.snapshot()
+    assert (snap.commit_user, snap.commit_identifier, snap.commit_kind) == ("stream-u", 7, "APPEND")
+    assert t.tags() == {}
+    assert t.commit([], commit_user="stream-u", commit_identifier=7) == 1  # replayed: not published again
+    assert [s.id for s in t.snapshots()] == [1]
+
+
 # --- snapshot.clean-empty-directories ----------------------------------------------------------------------
 @pytest.mark.parametrize("key", ["snapshot.clean-empty-directories", "snapshot.expire.clean-empty-directories"])
 def test_expiration_removes_the_directories_it_emptied(catalog, key):

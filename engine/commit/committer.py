@@ -71,7 +71,8 @@ class Committer:
 
     # --- public -------------------------------------------------------------------------------------
     def commit(self, messages: Sequence[CommitMessage], *, commit_kind: str = COMMIT_KIND_APPEND,
-               properties: dict | None = None, strict_after: int | None = None) -> int | None:
+               properties: dict | None = None, strict_after: int | None = None, commit_user: str | None = None,
+               commit_identifier: int | None = None) -> int | None:
         """Publish the messages and return the id of the last snapshot published.
 
         New files become one APPEND snapshot; compaction changes (``compact_before``/``compact_after``) become a
@@ -83,6 +84,8 @@ class Committer:
         ``strict_after``: a snapshot id; the commit is refused (CommitConflict) if a later snapshot added or removed
         real-bucket files of a partition the messages change (Paimon's commit.strict-mode.last-safe-snapshot, here
         also for APPENDs, whose sequence numbers would tie with the messages'; postponed files may come and go).
+        ``commit_user``/``commit_identifier`` name the commit when there are no messages (an empty snapshot of a
+        stream's batch, exactly once per pair like any commit); messages carry their own and these are ignored.
         Raises CommitConflict, CommitRetriesExhausted, CommitOutcomeUnknown, UnsupportedFeature (the table has a
         feature lakemerge cannot write: engine.refused_options).
         """
@@ -105,7 +108,8 @@ class Committer:
         if not appends and not compacts and not keep_empty:
             return t.snapshot_manager.latest_id()
         users = {(m.commit_user, m.commit_identifier) for m in messages} or {
-            (f"empty-commit-{uuid.uuid4()}", BATCH_COMMIT_IDENTIFIER)}
+            (commit_user or f"empty-commit-{uuid.uuid4()}",
+             BATCH_COMMIT_IDENTIFIER if commit_identifier is None else int(commit_identifier))}
         if len(users) != 1:
             raise CommitConflict(t.name, "messages from different commit users/identifiers cannot be committed "
                                  "as one snapshot")

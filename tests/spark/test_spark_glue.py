@@ -746,6 +746,23 @@ def test_foreach_batch_helper_is_exactly_once(spark, orders):
         e.file.file_name for e in orders.manifests.live_entries(orders.snapshot(1))}
 
 
+def test_foreach_batch_empty_micro_batch_commits_under_the_stream(spark, orders):
+    """snapshot.ignore-empty-commit=false: an empty micro-batch's snapshot carries the stream's commit user and
+    batch id (Paimon's TableCommitImpl.commit(identifier, ...)), so its replay is not committed twice and batch-mode
+    automatic tags (batch commits only) are not created by the stream."""
+    orders.alter().set_option("snapshot.ignore-empty-commit", "false").set_option(
+        "tag.automatic-creation", "batch").commit()
+    write = spark_glue.stream_batch_writer(orders.root, commit_user="orders-pipeline")
+    write(spark.createDataFrame([("eu", 1, 1, 1.0)], DDL), 0)
+    empty = spark.createDataFrame([], DDL)
+    write(empty, 1)
+    write(empty, 1)  # replay of the empty batch
+    assert [(s.commit_user, s.commit_identifier) for s in orders.snapshots()] == [
+        ("orders-pipeline", 0), ("orders-pipeline", 1)]
+    assert orders.tags() == {}
+    assert orders.read().column("qty").to_pylist() == [1]
+
+
 def test_demo_runs_small(spark, tmp_path):
     from spark_glue.demo import run_demo
     lines = []

@@ -80,6 +80,25 @@ def test_expiration_removes_the_directories_it_emptied(catalog, key):
     assert t.read().column("k").to_pylist() == [2]
 
 
+def test_tag_deletion_removes_the_directories_it_emptied(catalog):
+    """A tag kept a dropped partition's files past expiration; deleting the tag (by hand, or automatic tag
+    retention) deletes them and, with snapshot.clean-empty-directories, their emptied directories (Paimon's
+    TagManager.doClean: TagDeletion.cleanUnusedDataFiles, then cleanEmptyDirectories). Directories still holding
+    live files stay."""
+    t = _pk(catalog, **{"snapshot.clean-empty-directories": "true"})
+    t.write(_rows("a", [1]))
+    t.write(_rows("b", [2]))
+    t.create_tag("keep")
+    t.drop_partitions([{"dt": "a"}])
+    t.write(_rows("b", [3]))
+    expire_after_latest(t, retain_min=1, retain_max=1, time_retained=0)
+    assert os.listdir(os.path.join(t.root, "dt=a", "bucket-0"))  # the tag holds the files
+    t.delete_tag("keep")
+    assert not os.path.exists(os.path.join(t.root, "dt=a"))
+    assert os.path.isdir(os.path.join(t.root, "dt=b", "bucket-0"))
+    assert sorted(t.read().column("k").to_pylist()) == [2, 3]
+
+
 def test_expiration_keeps_empty_directories_by_default(catalog):
     t = _pk(catalog)
     t.write(_rows("a", [1]))

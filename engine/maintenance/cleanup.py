@@ -114,6 +114,17 @@ def _index_candidates(table, doomed: list[Snapshot], kept_data: Sequence[Snapsho
     return out
 
 
+def clean_emptied_dirs(table, data_files: Sequence[str]) -> None:
+    """``delete_emptied_dirs`` when the table sets ``snapshot.clean-empty-directories`` (or its old name
+    ``snapshot.expire.clean-empty-directories``); nothing otherwise. Paimon cleans after snapshot, changelog and
+    tag deletion alike (FileDeletionBase.cleanEmptyDirectories)."""
+    from engine.options import SNAPSHOT_CLEAN_EMPTY_DIRECTORIES, SNAPSHOT_EXPIRE_CLEAN_EMPTY_DIRECTORIES
+    opts = table.schema.table_options
+    if opts.get(SNAPSHOT_CLEAN_EMPTY_DIRECTORIES if SNAPSHOT_CLEAN_EMPTY_DIRECTORIES in opts.raw
+                else SNAPSHOT_EXPIRE_CLEAN_EMPTY_DIRECTORIES):
+        delete_emptied_dirs(table, data_files)
+
+
 def delete_emptied_dirs(table, data_files: Sequence[str]) -> None:
     """Delete the directories of ``data_files`` that are now empty, and then their emptied parents, up to (not
     including) the table root, as Paimon's FileDeletionBase.cleanEmptyDirectories (option

@@ -16,9 +16,8 @@ import time
 from engine.changelog.retention import expire_changelogs, preserve
 from engine.crash_points import crash_point
 from engine.errors import CorruptFile, InvalidInput, SnapshotNotFound
-from engine.maintenance.cleanup import Removal, delete_emptied_dirs, delete_files, plan_removal
-from engine.options import (SNAPSHOT_CLEAN_EMPTY_DIRECTORIES, SNAPSHOT_EXPIRE_CLEAN_EMPTY_DIRECTORIES,
-                            SNAPSHOT_EXPIRE_LIMIT, SNAPSHOT_NUM_RETAINED_MAX, SNAPSHOT_NUM_RETAINED_MIN,
+from engine.maintenance.cleanup import Removal, clean_emptied_dirs, delete_files, plan_removal
+from engine.options import (SNAPSHOT_EXPIRE_LIMIT, SNAPSHOT_NUM_RETAINED_MAX, SNAPSHOT_NUM_RETAINED_MIN,
                             SNAPSHOT_TIME_RETAINED)
 
 
@@ -70,9 +69,7 @@ def expire_snapshots(table, *, retain_min: int | None = None, retain_max: int | 
     sm.write_earliest_hint(first_kept.id)
     crash_point("expire.after-earliest-hint")
     delete_files(table, removal, "expire.after-file-delete")
-    if opts.get(SNAPSHOT_CLEAN_EMPTY_DIRECTORIES if SNAPSHOT_CLEAN_EMPTY_DIRECTORIES in opts.raw
-                else SNAPSHOT_EXPIRE_CLEAN_EMPTY_DIRECTORIES):
-        delete_emptied_dirs(table, removal.data_files)
+    clean_emptied_dirs(table, removal.data_files)
     expire_changelogs(table, now)
     return removal
 

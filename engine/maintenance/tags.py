@@ -185,7 +185,7 @@ def delete_tag(table, name: str) -> None:
     stay with it, as in Paimon, where changelog files belong to snapshot and changelog expiration). Raises
     TagNotFound."""
     from engine.changelog.retention import referenced
-    from engine.maintenance.cleanup import delete_files, plan_removal
+    from engine.maintenance.cleanup import clean_emptied_dirs, delete_files, plan_removal
     tags = TagManager(table)
     snap = tags.get(name)
     others = [s for n, s in tags.all().items() if n != name]
@@ -201,3 +201,4 @@ def delete_tag(table, name: str) -> None:
     tags.delete(name)
     if removal is not None:
         delete_files(table, removal)
+        clean_emptied_dirs(table, removal.data_files)

@@ -99,6 +99,27 @@ def test_tag_deletion_removes_the_directories_it_emptied(catalog):
     assert sorted(t.read().column("k").to_pylist()) == [2, 3]
 
 
+def test_changelog_expiration_removes_the_directories_it_emptied(catalog):
+    """A decoupled changelog kept a dropped partition's changelog files past snapshot expiration; its own
+    expiration deletes them and, with snapshot.clean-empty-directories, the emptied directories (Paimon's
+    ExpireChangelogImpl: ChangelogDeletion.cleanEmptyDirectories)."""
+    t = _pk(catalog, **{"snapshot.clean-empty-directories": "true", "changelog-producer": "input",
+                        "snapshot.num-retained.min": "1", "snapshot.num-retained.max": "1",
+                        "changelog.num-retained.min": "10", "changelog.num-retained.max": "10"})
+    t.write(_rows("a", [1]))
+    t.write(_rows("b", [2]))
+    t.drop_partitions([{"dt": "a"}])
+    expire_after_latest(t, retain_min=1, retain_max=1, time_retained=0)
+    assert os.listdir(os.path.join(t.root, "dt=a", "bucket-0"))  # the decoupled changelog holds its files
+    t.alter().set_option("changelog.num-retained.max", "1").set_option("changelog.num-retained.min", "1").commit()
+    t = catalog.get_table("db.t")
+    t.write(_rows("b", [3]))
+    expire_after_latest(t, retain_min=1, retain_max=1, time_retained=0)
+    assert not os.path.exists(os.path.join(t.root, "dt=a"))
+    assert os.path.isdir(os.path.join(t.root, "dt=b", "bucket-0"))
+    assert sorted(t.read().column("k").to_pylist()) == [2, 3]
+
+
 def test_expiration_keeps_empty_directories_by_default(catalog):
     t = _pk(catalog)
     t.write(_rows("a", [1]))

@@ -186,6 +186,7 @@ def expire_changelogs(table, now_millis: int | None = None) -> list[int]:
         for cid in present:
             if cid >= cut and (snap := read(table, cid)) is not None:
                 in_use |= set().union(*changelog_paths(table, snap))
+    deleted_data: list[str] = []
     for cid in doomed:
         snap = read(table, cid)
         if snap is None:
@@ -196,6 +197,9 @@ def expire_changelogs(table, now_millis: int | None = None) -> list[int]:
         table.file_io.delete(path(table, cid))
         for p in sorted((data | meta) - in_use):
             table.file_io.delete(p)
+        deleted_data += sorted(data - in_use)
+    from engine.maintenance.cleanup import clean_emptied_dirs
+    clean_emptied_dirs(table, deleted_data)  # snapshot.clean-empty-directories (Paimon's ChangelogDeletion)
     return doomed
 
 

@@ -243,6 +243,8 @@ class WriteJob:
                 scope = "dynamic" if (self.dynamic and table.partition_keys) else None
                 sid = table.commit_overwrite(messages, scope, commit_user=self.commit_user,
                                              commit_identifier=BATCH_COMMIT_IDENTIFIER if ident is None else ident)
+            elif ident is None:
+                sid = table.commit(messages)
             else:  # an empty batch's snapshot (snapshot.ignore-empty-commit=false) is the stream's too
                 sid = table.commit(messages, commit_user=self.commit_user, commit_identifier=ident)
         except (CommitConflict, CommitRetriesExhausted):

@@ -761,6 +761,9 @@ def test_foreach_batch_empty_micro_batch_commits_under_the_stream(spark, orders)
         ("orders-pipeline", 0), ("orders-pipeline", 1)]
     assert orders.tags() == {}
     assert orders.read().column("qty").to_pylist() == [1]
+    for _ in range(2):  # batch writes (no identifier) under a fixed commit user: each empty write is a snapshot
+        spark_glue.write_table(empty, orders.root, **{"commit.user": "etl"})
+    assert len(orders.snapshots()) == 4 and len(orders.tags()) == 1
 
 
 def test_demo_runs_small(spark, tmp_path):

@@ -608,7 +608,7 @@ class Table:
     # --- overwrite (issue 6) ------------------------------------------------------------------------
     def commit_overwrite(self, messages: Sequence[CommitMessage], partitions=None, *, commit_user: str | None = None,
                          commit_identifier: int | None = None, properties: dict | None = None,
-                         strict_after: int | None = None) -> int | None:
+                         strict_after: int | None = None, base_snapshot_id: int | None = None) -> int | None:
         """Publish an OVERWRITE snapshot: the live files of ``partitions`` are replaced by the messages' files.
 
         ``partitions``: None replaces the whole table; ``"dynamic"`` replaces the partitions the messages write
@@ -618,6 +618,8 @@ class Table:
         A dynamic-bucket table's messages must come from ``new_write(overwrite=True)`` (else InvalidInput, files
         deleted): the written partitions' HASH index then holds only the keys written. ``strict_after``: a snapshot
         id; CommitConflict if a later snapshot changed real-bucket files of an overwritten partition.
+        ``base_snapshot_id``: for an overwrite without messages, the snapshot its job started from; only later
+        snapshots can hold it already (default: any snapshot of ``commit_user`` with that identifier counts).
         """
         from engine.dynamic_bucket.write import DynamicBucketCommitMessage
         from engine.meta import binary_row
@@ -645,7 +647,7 @@ class Table:
         try:
             sid = Committer(self).overwrite(messages, parts, commit_user=commit_user,
                                             commit_identifier=commit_identifier, properties=properties,
-                                            strict_after=strict_after)
+                                            strict_after=strict_after, base_snapshot_id=base_snapshot_id)
         except (CommitConflict, CommitRetriesExhausted):
             self._delete_uncommitted(messages)
             raise

@@ -241,8 +241,10 @@ class WriteJob:
         try:
             if self.overwrite:
                 scope = "dynamic" if (self.dynamic and table.partition_keys) else None
+                # base: a job that writes nothing is not the replay of an earlier job of the same commit user
                 sid = table.commit_overwrite(messages, scope, commit_user=self.commit_user,
-                                             commit_identifier=BATCH_COMMIT_IDENTIFIER if ident is None else ident)
+                                             commit_identifier=BATCH_COMMIT_IDENTIFIER if ident is None else ident,
+                                             base_snapshot_id=self.base_id)
             elif ident is None:
                 sid = table.commit(messages)
             else:  # an empty batch's snapshot (snapshot.ignore-empty-commit=false) is the stream's too

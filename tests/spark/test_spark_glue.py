@@ -766,6 +766,22 @@ def test_foreach_batch_empty_micro_batch_commits_under_the_stream(spark, orders)
     assert len(orders.snapshots()) == 4 and len(orders.tags()) == 1
 
 
+def test_empty_overwrites_under_a_fixed_commit_user_each_apply(spark, orders):
+    """Two Spark overwrite jobs with nothing to write under the same commit.user (no identifier: batch commits,
+    which Paimon never filters as already committed): the second empties the table again, it is not taken for a
+    replay of the first (the rows written between them were kept)."""
+    empty = spark.createDataFrame([], DDL)
+    spark_glue.write_table(spark.createDataFrame([("eu", 1, 1, 1.0)], DDL), orders.root)
+    spark_glue.write_table(empty, orders.root, mode="overwrite", dynamic_partition_overwrite=False,
+                           **{"commit.user": "etl"})
+    assert orders.read().num_rows == 0
+    spark_glue.write_table(spark.createDataFrame([("us", 2, 2, 2.0)], DDL), orders.root)
+    spark_glue.write_table(empty, orders.root, mode="overwrite", dynamic_partition_overwrite=False,
+                           **{"commit.user": "etl"})
+    assert orders.read().num_rows == 0
+    assert [s.commit_kind for s in orders.snapshots()] == ["APPEND", "OVERWRITE", "APPEND", "OVERWRITE"]
+
+
 def test_demo_runs_small(spark, tmp_path):
     from spark_glue.demo import run_demo
     lines = []

@@ -254,8 +254,8 @@ class Table:
 
         Committing the same messages again returns the same id without applying them twice.
         ``commit_user``/``commit_identifier`` name an empty commit (no messages, a table with
-        ``snapshot.ignore-empty-commit=false``), e.g. a stream's empty batch; messages carry their own. If the commit cannot
-        land (conflict, lost races) the error is raised, the table is unchanged, and the messages' files that no
+        ``snapshot.ignore-empty-commit=false``), e.g. a stream's empty batch; messages carry their own. If the commit
+        cannot land (conflict, lost races) the error is raised, the table is unchanged, and the messages' files that no
         snapshot, tag or changelog references are deleted (files an earlier commit published stay).
         """
         messages = list(messages)

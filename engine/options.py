@@ -509,7 +509,8 @@ KNOWN_PAIMON_KEYS = KNOWN_PAIMON_KEYS | frozenset({
     "blob.copy-buffer-size", "blob-view.resolve.enabled", "blob-as-descriptor", "blob-write-null-on-missing-file",
     "blob-write-null-on-fetch-failure", "blob-compaction.enabled", "vector.target-file-size",
     "vector.file.format",  # moves VECTOR columns only, a type lakemerge cannot read (InvalidSchema) anyway
-    "vector-search.distribute.enabled", "vector-search.lateral-join.batch-size", "row-tracking.partition-group-on-commit",
+    "vector-search.distribute.enabled", "vector-search.lateral-join.batch-size",
+    "row-tracking.partition-group-on-commit",
     "data-evolution.reassign.skip-contiguous-row-count", "data-evolution.row-id-conflict-rewrite.max-size",
     "data-evolution.row-sidecar.enabled", "data-evolution.row-sidecar.max-selected-rows",
     "data-evolution.row-sidecar.max-selection-ratio", "data-evolution.merge-into.file-pruning",

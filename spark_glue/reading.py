@@ -305,7 +305,8 @@ def plan_batch(table, snapshot, dnf, options) -> tuple[list[Split], dict]:
         time_travel=travels_schema(options))
     if sides is None:
         return batch_read_splits(table.scan().plan(snapshot, dnf, batch_read=narrow), table.schema), {}
-    return fallback_branch.splits(sides, dnf, batch_read=narrow), {s.branch: s.table.schema.id for s in sides if s.branch is not None}
+    schema_ids = {s.branch: s.table.schema.id for s in sides if s.branch is not None}
+    return fallback_branch.splits(sides, dnf, batch_read=narrow), schema_ids
 
 
 class PushdownReader(MergedTableReader):

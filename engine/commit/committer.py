@@ -78,9 +78,10 @@ class Committer:
         New files become one APPEND snapshot; compaction changes (``compact_before``/``compact_after``) become a
         following COMPACT snapshot with the same commit identifier. Empty input publishes nothing and returns the
         latest snapshot id (None for an empty table), unless the table has ``snapshot.ignore-empty-commit=false``:
-        then the APPEND snapshot is published even without files, as Paimon does. If the COMPACT snapshot cannot land, the files compaction wrote
-        are deleted; the error is raised when the messages held only compaction changes, otherwise the APPEND
-        snapshot's id is returned (the data is committed, only the compaction was lost).
+        then the APPEND snapshot is published even without files, as Paimon does. If the COMPACT snapshot cannot
+        land, the files compaction wrote are deleted; the error is raised when the messages held only compaction
+        changes, otherwise the APPEND snapshot's id is returned (the data is committed, only the compaction was
+        lost).
         ``strict_after``: a snapshot id; the commit is refused (CommitConflict) if a later snapshot added or removed
         real-bucket files of a partition the messages change (Paimon's commit.strict-mode.last-safe-snapshot, here
         also for APPENDs, whose sequence numbers would tie with the messages'; postponed files may come and go).

@@ -342,7 +342,10 @@ def require_spark_writable(table: Table) -> None:
     bucket mode (keys are assigned to buckets through an index that parallel tasks would race on). Append tables
     of any bucket mode and postpone-bucket tables (``bucket = -2``) are writable; UnsupportedFeature for a
     postpone table whose primary key lacks partition columns (cross-partition update), which lakemerge does not
-    write in that mode."""
+    write in that mode, and for a table with a Paimon feature lakemerge cannot write (engine.refused_options: row
+    tracking, ...), refused here on the driver before any task starts."""
+    from engine.refused_options import require_writable
+    require_writable(table.schema.options, table.name)
     nb = table.schema.table_options.bucket
     if not table.schema.is_append_only and nb == POSTPONE_BUCKET:
         if table.schema.cross_partition_update:

@@ -837,3 +837,24 @@ def test_spark_upsert_and_compaction_of_orc_and_avro_tables(spark, tmp_path, fmt
     assert sorted((r["id"], r["v"]) for r in t.read().to_pylist()) == expected
     assert sorted((r["id"], r["v"]) for r in pp_read(pp_get_table(wh, "db.t")).to_pylist()) == expected
     assert all(f.file_name.endswith("." + fmt) for sp in t.plan() for f in sp.files)
+
+
+@pytest.mark.parametrize("pk", [True, False], ids=["pk", "append"])
+def test_a_table_lakemerge_cannot_write_is_refused_on_the_driver(spark, tmp_path, pk):
+    """A row-tracking table (engine.refused_options) is refused with UnsupportedFeature naming the option before any
+    Spark task runs, through write_table and the data source; nothing is committed or left on disk."""
+    from engine.errors import UnsupportedFeature
+    from tests.test_refused_options import ROWS, SCHEMA, _with_option
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    t = cat.create_table("db.t", SCHEMA, primary_key=["k"] if pk else None, options={"bucket": "1"} if pk else {})
+    t.write(ROWS)
+    _with_option(cat, t, "row-tracking.enabled", "true")
+    before = _files_on_disk(t.root)
+    df = spark.createDataFrame([(3, "c")], "k long, v string")
+    with pytest.raises(UnsupportedFeature, match="row-tracking.enabled"):
+        spark_glue.write_table(df, t.root)
+    with pytest.raises(Exception, match="row-tracking.enabled"):
+        df.write.format("lakemerge").mode("append").save(t.root)
+    assert Catalog(str(tmp_path / "wh")).get_table("db.t").latest_snapshot_id() == 1
+    assert _files_on_disk(t.root) == before

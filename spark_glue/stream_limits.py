@@ -24,6 +24,7 @@ import dataclasses
 import time
 
 from engine.errors import InvalidOption
+from engine.options import parse_int
 
 MAX_FILES = "read.stream.maxfilespertrigger"
 MAX_BYTES = "read.stream.maxbytespertrigger"
@@ -61,7 +62,7 @@ class ReadLimits:
             if raw is None:
                 continue
             try:
-                value = int(str(raw).strip())
+                value = parse_int(str(raw))
             except ValueError:
                 value = 0
             if value < 1:

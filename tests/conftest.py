@@ -44,3 +44,18 @@ def expire_after_latest(table, **kwargs):
     while latest is not None and time.time() * 1000 < latest.time_millis + 1:
         time.sleep(0.001)
     return table.expire_snapshots(**kwargs)
+
+
+def table_with_an_expired_tagged_snapshot(catalog, name: str):
+    """Table ``name`` (k BIGINT NOT NULL primary key, v STRING) whose snapshot 1 (row 1 'a') is tagged ``t1`` and
+    then expired (only snapshot 2 stays) after column v was renamed to w and rows (1, 'b'), (2, 'c') written."""
+    import pyarrow as pa
+    t = catalog.create_table(name, pa.schema([pa.field("k", pa.int64(), False), ("v", pa.string())]), ["k"],
+                             options={"bucket": "1", "snapshot.num-retained.min": "1",
+                                      "snapshot.num-retained.max": "1"})
+    t.write(pa.table({"k": [1], "v": ["a"]}, schema=t.arrow_schema))
+    t.create_tag("t1", 1)
+    t.alter().rename_column("v", "w").commit()
+    t.write(pa.table({"k": [1, 2], "w": ["b", "c"]}))
+    expire_after_latest(t)
+    return t

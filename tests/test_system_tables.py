@@ -153,15 +153,8 @@ def test_java_duration_text():
 def test_audit_log_and_files_at_a_tag_whose_snapshot_expired(catalog):
     """``read(snapshot=...)`` takes a resolved snapshot, such as the one a tag file keeps after expiration removed
     its snapshot file (Spark's scan.tag-name goes through it); by id that snapshot is gone."""
-    from tests.conftest import expire_after_latest
-    t = catalog.create_table("db.e", pa.schema([pa.field("k", pa.int64(), False), ("v", pa.string())]), ["k"],
-                             options={"bucket": "1", "snapshot.num-retained.min": "1",
-                                      "snapshot.num-retained.max": "1"})
-    t.write(pa.table({"k": [1], "v": ["a"]}, schema=t.arrow_schema))
-    t.create_tag("t1", 1)
-    t.alter().rename_column("v", "w").commit()
-    t.write(pa.table({"k": [1, 2], "w": ["b", "c"]}))
-    expire_after_latest(t)
+    from tests.conftest import table_with_an_expired_tagged_snapshot
+    t = table_with_an_expired_tagged_snapshot(catalog, "db.e")
     audit, files = catalog.get_table("db.e$audit_log"), catalog.get_table("db.e$files")
     with pytest.raises(SnapshotNotFound):
         audit.read(snapshot_id=1)

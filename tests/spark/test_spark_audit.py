@@ -237,15 +237,8 @@ def test_audit_log_at_a_tag_whose_snapshot_expired(spark, tmp_path):
     """scan.tag-name travels to the snapshot the tag file keeps, also after snapshot expiration removed it (as a
     time-travel read of the table, and Paimon's AuditLogTable over the time-travelled table); it raised
     SnapshotNotFound, looking the tag's snapshot up by id."""
-    from tests.conftest import expire_after_latest
-    t = _catalog(tmp_path).create_table("db.t", pa.schema([pa.field("k", pa.int64(), False), ("v", pa.string())]),
-                                        ["k"], options={"bucket": "1", "snapshot.num-retained.min": "1",
-                                                        "snapshot.num-retained.max": "1"})
-    t.write(pa.table({"k": [1], "v": ["a"]}, schema=t.arrow_schema))
-    t.create_tag("t1", 1)
-    t.alter().rename_column("v", "w").commit()
-    t.write(pa.table({"k": [1, 2], "w": ["b", "c"]}))
-    expire_after_latest(t)
+    from tests.conftest import table_with_an_expired_tagged_snapshot
+    t = table_with_an_expired_tagged_snapshot(_catalog(tmp_path), "db.t")
     assert t.snapshot_manager.earliest_id() == 2
     old = spark.read.format("lakemerge").option("scan.tag-name", "t1").load(t.root + "$audit_log")
     assert old.columns == ["rowkind", "k", "v"]

@@ -165,8 +165,10 @@ class UpdateComment(SchemaChange):
 
 @dataclass(frozen=True)
 class AddColumn(SchemaChange):
-    """Add column ``name`` of ``data_type``, at the end unless ``move`` places it."""
-    name: str
+    """Add column ``name`` of ``data_type``, at the end unless ``move`` places it. A tuple ``name`` is the path of
+    a field nested in a ROW (Paimon's ``fieldNames``: ``("r", "x")``; ``"element"`` steps into an ARRAY,
+    ``"value"`` into a MAP's value); a nested field goes last in its ROW (no ``move``)."""
+    name: str | tuple[str, ...]
     data_type: DataType
     comment: str | None = None
     move: Move | None = None
@@ -187,8 +189,9 @@ class DropColumn(SchemaChange):
 
 @dataclass(frozen=True)
 class UpdateColumnType(SchemaChange):
-    """Change column ``name`` to ``new_type``, keeping its nullability if ``keep_nullability``."""
-    name: str
+    """Change column ``name`` to ``new_type``, keeping its nullability if ``keep_nullability``; a tuple ``name``
+    is the path of a nested field, as for AddColumn."""
+    name: str | tuple[str, ...]
     new_type: DataType
     keep_nullability: bool = True
 
@@ -300,6 +303,23 @@ def apply_changes(schema: TableSchema, changes: Sequence[SchemaChange], *, table
             del options[change.key]
         elif isinstance(change, UpdateComment):
             comment = change.comment
+        elif isinstance(change, AddColumn) and _is_path(change.name):
+            if change.move is not None:
+                fail(f"nested field {'.'.join(change.name)!r} cannot be placed by a move")
+            if not change.data_type.nullable:
+                fail(f"nested field {'.'.join(change.name)!r} cannot be added as NOT NULL (existing rows have no "
+                     "value); add it nullable")
+            highest += 1  # the field's id first, then its type's fields (as the top-level add below)
+            field_id = highest
+            data_type, highest = assign_nested_field_ids(change.data_type, highest)
+            new_field = DataField(field_id, change.name[-1], data_type, change.comment)
+
+            def add_field(row: DataType, path=change.name, new_field=new_field) -> DataType:
+                if any(f.name == path[-1] for f in row.fields):
+                    fail(f"nested field {'.'.join(path)!r} already exists")
+                return replace(row, fields=row.fields + (new_field,))
+            i = index_of(change.name[0])
+            fields[i] = replace(fields[i], type=_edit_nested(fields[i].type, change.name, 1, add_field, fail))
         elif isinstance(change, AddColumn):
             if not change.name:
                 fail("a new column needs a name")
@@ -343,6 +363,28 @@ def apply_changes(schema: TableSchema, changes: Sequence[SchemaChange], *, table
             # the dropped column's own per-field options go with it (Paimon refuses the drop while they exist)
             prefix = f"fields.{change.name}."
             options = {k: v for k, v in options.items() if not k.startswith(prefix)}
+        elif isinstance(change, UpdateColumnType) and _is_path(change.name):
+            top = change.name[0]
+            if top in schema.partition_keys or top in primary_keys or top in schema.bucket_keys:
+                fail(f"cannot change the type of a field nested in key column {top!r}")
+
+            def retype(row: DataType, path=change.name, change=change) -> DataType:
+                by_name = {f.name: k for k, f in enumerate(row.fields)}
+                if path[-1] not in by_name:
+                    fail(f"nested field {'.'.join(path)!r} does not exist")
+                old = row.fields[by_name[path[-1]]]
+                new_type = change.new_type.with_nullable(old.type.nullable) if change.keep_nullability \
+                    else change.new_type
+                if not is_widening(old.type, new_type):
+                    fail(f"nested field {'.'.join(path)!r} cannot change type from {old.type.sql()} to "
+                         f"{new_type.sql()} without losing information; only widening changes are allowed")
+                if old.type.nullable and not new_type.nullable and has_snapshots:
+                    fail(f"cannot make nested field {'.'.join(path)!r} NOT NULL: the table already has data")
+                out = list(row.fields)
+                out[by_name[path[-1]]] = replace(old, type=new_type)
+                return replace(row, fields=tuple(out))
+            i = index_of(top)
+            fields[i] = replace(fields[i], type=_edit_nested(fields[i].type, change.name, 1, retype, fail))
         elif isinstance(change, UpdateColumnType):
             if change.name in schema.partition_keys:
                 fail(f"cannot change the type of partition column {change.name!r}")
@@ -389,6 +431,34 @@ def apply_changes(schema: TableSchema, changes: Sequence[SchemaChange], *, table
     from engine.compact.record_expire import check_record_level_expire
     check_record_level_expire(new, table)
     return new
+
+
+def _is_path(name) -> bool:
+    """True for the tuple path of a nested field (a 1-tuple is a top-level column name)."""
+    return isinstance(name, tuple) and len(name) > 1
+
+
+def _edit_nested(t: DataType, path: tuple[str, ...], depth: int, edit, fail) -> DataType:
+    """``t`` (the type at ``path[:depth]``) with ``edit`` applied to the ROW holding the field ``path[-1]``:
+    ROW fields are stepped into by name, an ARRAY/MULTISET by ``element``, a MAP's value by ``value`` (Paimon's
+    SchemaMergingUtils names). Calls ``fail`` for a path that names nothing."""
+    if depth == len(path) - 1:
+        if t.root != "ROW":
+            fail(f"{'.'.join(path[:depth])!r} is {t.sql()}, not a ROW: nested field {'.'.join(path)!r} cannot be "
+                 "changed there")
+        return edit(t)
+    step = path[depth]
+    if t.root == "ROW":
+        for k, f in enumerate(t.fields):
+            if f.name == step:
+                out = list(t.fields)
+                out[k] = replace(f, type=_edit_nested(f.type, path, depth + 1, edit, fail))
+                return replace(t, fields=tuple(out))
+    elif t.root in ("ARRAY", "MULTISET") and step == "element":
+        return replace(t, element=_edit_nested(t.element, path, depth + 1, edit, fail))
+    elif t.root == "MAP" and step == "value":
+        return replace(t, value=_edit_nested(t.value, path, depth + 1, edit, fail))
+    fail(f"nested field {'.'.join(path[:depth + 1])!r} does not exist")
 
 
 def _check_option_change(key: str, old: str | None, new: str | None, has_snapshots: bool, fail,

@@ -283,9 +283,19 @@ class Table:
         paths += [p for m in messages for p in getattr(m, "index_paths", ())]  # dynamic-bucket HASH index files
         delete_unreferenced(self, paths)
 
-    def write(self, data, row_kinds=None) -> int | None:
+    def write(self, data, row_kinds=None, *, merge_schema: bool = False, type_widening: bool = False,
+              explicit_cast: bool = False) -> int | None:
         """Upsert ``data`` (pa.Table, RecordBatch or pandas DataFrame) in one commit; returns the id of the last
-        snapshot it published (the COMPACT snapshot that follows the APPEND one when the write compacted)."""
+        snapshot it published (the COMPACT snapshot that follows the APPEND one when the write compacted).
+        ``merge_schema`` (Paimon's ``write.merge-schema``, with ``type_widening`` / ``explicit_cast``) first evolves
+        the table to take ``data``'s new columns (``Table.merge_schema``; that schema stays even if the data write
+        then fails) and writes nulls for the nullable columns ``data`` lacks."""
+        if merge_schema:
+            from engine.merge_schema import with_missing_columns
+            from engine.write.validate import to_arrow_table
+            data = to_arrow_table(data, self.name)
+            self.merge_schema(data.schema, type_widening=type_widening, explicit_cast=explicit_cast)
+            data = with_missing_columns(data, self.schema)
         with self.new_write() as w:
             w.write(data, row_kinds=row_kinds)
             messages = w.prepare_commit()
@@ -586,6 +596,18 @@ class Table:
         See engine.schema_change for the rules; ``commit()`` publishes schema-<N+1> and updates ``self.schema``."""
         from engine.schema_change import SchemaUpdate
         return SchemaUpdate(self)
+
+    def merge_schema(self, input_schema: pa.Schema, *, type_widening: bool = False, explicit_cast: bool = False
+                     ) -> TableSchema | None:
+        """Evolve the table so rows of ``input_schema`` (an Arrow schema, e.g. ``batch.schema``) can be written, as
+        Paimon's ``write.merge-schema``: new columns are added (nullable, at the end, in input order), new struct
+        fields too, and with ``type_widening`` existing types are widened. Publishes one schema (None when nothing
+        changes: the current schema already takes the input). Call it before ``new_write()``: a writer keeps the
+        schema it was created with, and needs every column (``engine.merge_schema.with_missing_columns`` adds
+        nulls for the nullable ones the input lacks). Raises SchemaMismatch (narrowing, incompatible type), UnsupportedFeature
+        (a lossy change Paimon would make), InvalidSchema (a key column's type). See engine.merge_schema."""
+        from engine.merge_schema import merge_input_schema
+        return merge_input_schema(self, input_schema, type_widening=type_widening, explicit_cast=explicit_cast)
 
     def alter_table(self, changes) -> TableSchema:
         """Apply a list of ``engine.schema_change.SchemaChange`` and publish the next schema; returns it."""

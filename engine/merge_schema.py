@@ -1,0 +1,154 @@
+"""Schema merging on write (Paimon's ``write.merge-schema``): evolve a table so that input rows fit it.
+
+Contract (Paimon's SchemaMergingUtils.merge with ``caseSensitive``, then SchemaManager.mergeSchema):
+- An input column the table lacks is added at the end, in input order, nullable (Paimon makes every new column
+  nullable, whatever the input says), with new field ids; a field of an input struct that the table's ROW lacks is
+  added last in that ROW (also inside an ARRAY element or a MAP value). Table columns the input lacks stay; a
+  merging write fills nullable ones with nulls (``with_missing_columns``); a missing NOT NULL one is refused by
+  the writer (SchemaMismatch).
+- Without ``type_widening`` existing types never change: the writer casts input values to them (safely, or raises
+  SchemaMismatch). With it, an existing column takes a wider input type: the lossless widenings of
+  engine.schema_change.is_widening (INT -> BIGINT, FLOAT -> DOUBLE, longer VARCHAR, more TIMESTAMP precision...),
+  and for DECIMALs of equal scale the larger precision (Paimon refuses DECIMALs of different scales). A narrower or
+  incompatible input type is refused with SchemaMismatch naming the table and column, as Paimon refuses it.
+- A change Paimon's widening makes but which loses information (BIGINT -> DOUBLE, DOUBLE -> DECIMAL, TIMESTAMP ->
+  DATE), and with ``explicit_cast`` (Paimon's ``write.merge-schema.explicit-cast``, which allows lossy changes such
+  as BIGINT -> INT) any non-widening change, raises UnsupportedFeature: lakemerge's schema changes are lossless only,
+  since old files must stay readable under the new type.
+- Key columns: a primary-key, partition or bucket-key column never changes type (InvalidSchema from the alter path,
+  which also names the table and column).
+- The changes are published through ``engine.schema_change.alter_table`` (one ``schema-<N+1>``, retried on top of a
+  concurrent schema) before any data is written; the data commit follows separately, as in Paimon, so a failed
+  data write leaves the new schema over the old data.
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+
+from engine.errors import InvalidSchema, SchemaMismatch, UnsupportedFeature
+from engine.schema import TableSchema
+from engine.schema_change import AddColumn, SchemaChange, UpdateColumnType, alter_table, is_widening
+from engine.types import DataType
+
+
+def merge_changes(schema: TableSchema, input_schema: pa.Schema, *, table: str, type_widening: bool = False,
+                  explicit_cast: bool = False, case_sensitive: bool = True, ignore=()) -> list[SchemaChange]:
+    """The schema changes that let rows of ``input_schema`` be written to ``schema`` (empty when none is needed);
+    see the module contract. Input columns named in ``ignore`` (e.g. a Spark row-kind column) are skipped. With
+    ``case_sensitive=False`` an input column matching a table column ignoring case is that column (Spark's
+    default resolution). Raises SchemaMismatch / UnsupportedFeature / InvalidSchema (for an Arrow type Paimon
+    cannot store); writes nothing."""
+    def same(a: str, b: str) -> bool:
+        return a == b if case_sensitive else a.lower() == b.lower()
+
+    changes: list[SchemaChange] = []
+    for field in input_schema:
+        if field.name in ignore:
+            continue
+        update = _paimon_type(field.type, table, field.name)
+        existing = next((f for f in schema.fields if same(f.name, field.name)), None)
+        if existing is None:
+            changes.append(AddColumn(field.name, update.with_nullable(True)))
+        else:
+            changes += _merge_type((existing.name,), existing.type, update, table=table,
+                                   type_widening=type_widening, explicit_cast=explicit_cast)
+    return changes
+
+
+def merge_input_schema(table, input_schema: pa.Schema, *, type_widening: bool = False, explicit_cast: bool = False,
+                       case_sensitive: bool = True, ignore=()) -> TableSchema | None:
+    """Publish the schema ``merge_changes`` asks for on ``table`` (which then holds it in ``table.schema``) and
+    return it, or None when the table already accepts the input. Raises as ``merge_changes``, and as
+    ``alter_table`` (InvalidSchema naming the table and column, CommitConflict)."""
+    changes = merge_changes(table.schema_manager.latest() or table.schema, input_schema, table=table.name,
+                            type_widening=type_widening, explicit_cast=explicit_cast,
+                            case_sensitive=case_sensitive, ignore=ignore)
+    if not changes:
+        return None
+    return alter_table(table, changes)
+
+
+def with_missing_columns(data: pa.Table, schema: TableSchema) -> pa.Table:
+    """``data`` with a null column appended for each nullable column of ``schema`` it lacks (Paimon's merge-schema
+    write fills them with NULL); a NOT NULL column it lacks stays missing, for the writer to refuse."""
+    for field in schema.arrow_schema:
+        if field.nullable and field.name not in data.column_names:
+            data = data.append_column(field, pa.nulls(data.num_rows, field.type))
+    return data
+
+
+def _paimon_type(t: pa.DataType, table: str, column: str) -> DataType:
+    try:
+        return DataType.from_arrow(t, True)
+    except InvalidSchema as e:
+        raise SchemaMismatch(f"input column {column!r} cannot be added to the table: {e}", table=table,
+                             column=column) from None
+
+
+def _merge_type(path: tuple[str, ...], base: DataType, update: DataType, *, table: str, type_widening: bool,
+                explicit_cast: bool) -> list[SchemaChange]:
+    """The changes that merge input type ``update`` into the table's ``base`` at ``path`` (SchemaMergingUtils.merge:
+    ROWs merge by field name, ARRAY elements and MAP values recursively, leaves only with ``type_widening``)."""
+    def nested(step: str, b: DataType, u: DataType) -> list[SchemaChange]:
+        return _merge_type(path + (step,), b, u, table=table, type_widening=type_widening,
+                           explicit_cast=explicit_cast)
+
+    if base.root == "ROW" and update.root == "ROW":
+        by_name = {f.name: f for f in base.fields}
+        changes: list[SchemaChange] = []
+        for f in update.fields:
+            if f.name in by_name:
+                changes += nested(f.name, by_name[f.name].type, f.type)
+            else:
+                changes.append(AddColumn(path + (f.name,), f.type.with_nullable(True)))
+        return changes
+    if base.root in ("ARRAY", "MULTISET") and update.root == base.root:
+        return nested("element", base.element, update.element)
+    if base.root == "MAP" and update.root == "MAP":
+        return nested("value", base.value, update.value)  # keys are not merged (the writer casts them)
+    if not type_widening or base.with_nullable(True) == update.with_nullable(True):
+        return []  # the writer casts the input to the table's type (or refuses it)
+    name = path[0] if len(path) == 1 else path
+    where = ".".join(path)
+    if base.root == "DECIMAL" and update.root == "DECIMAL":
+        if base.scale != update.scale:
+            raise SchemaMismatch(f"column {where!r} is {base.sql()} in the table and {update.sql()} in the input: "
+                                 "decimals of different scales cannot be merged", table=table, column=path[0])
+        if update.precision <= base.precision:
+            return []
+        return [UpdateColumnType(name, update)]
+    if base.is_nested or update.is_nested:
+        return []  # a nested type against another type: the writer's cast refuses it
+    if is_widening(base, update):
+        return [UpdateColumnType(name, update)]
+    if explicit_cast or _paimon_widens(base, update):
+        raise UnsupportedFeature(f"table {table!r}: column {where!r} would change from {base.sql()} to the input's "
+                                 f"{update.sql()}, which loses information for old values; Paimon's type widening"
+                                 f"{' with explicit-cast' if explicit_cast else ''} may make such a change, lakemerge "
+                                 "only makes lossless ones (old files could not all be read under the new type)")
+    raise SchemaMismatch(f"column {where!r} is {base.sql()} in the table and {update.sql()} in the input, which "
+                         "is not a widening of it; write.merge-schema type widening only widens types",
+                         table=table, column=path[0])
+
+
+# Paimon's implicit casts between leaf roots (DataTypeCasts, without explicit): target -> sources
+_INTS = ("TINYINT", "SMALLINT", "INT", "BIGINT")
+_IMPLICIT_FROM = {
+    "SMALLINT": ("TINYINT",), "INT": ("TINYINT", "SMALLINT"), "BIGINT": _INTS[:3],
+    "FLOAT": _INTS + ("DECIMAL",), "DOUBLE": _INTS + ("DECIMAL", "FLOAT"), "DECIMAL": _INTS + ("FLOAT", "DOUBLE"),
+    "VARCHAR": ("CHAR",), "VARBINARY": ("BINARY",), "DATE": ("TIMESTAMP",), "TIME": ("TIMESTAMP",),
+    "TIMESTAMP": ("TIMESTAMP_LTZ",), "TIMESTAMP_LTZ": ("TIMESTAMP",),
+}
+
+
+def _paimon_widens(base: DataType, update: DataType) -> bool:
+    """Whether Paimon's type widening (without explicit-cast) changes ``base`` to ``update``: an implicit cast,
+    and no shorter length nor lower precision (SchemaMergingUtils.merge)."""
+    if base.root != update.root and base.root not in _IMPLICIT_FROM.get(update.root, ()):
+        return False
+    if base.length is not None and update.length is not None and update.length < base.length:
+        return False
+    if base.root != "DECIMAL" and base.precision is not None and update.precision is not None \
+            and update.precision < base.precision:
+        return False
+    return True

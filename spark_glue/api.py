@@ -184,6 +184,12 @@ def _postpone_buckets(keys: list, parts: list, counts: dict, default: int, types
     return out
 
 
+# write_table keyword arguments that stand for write options
+_KEYWORD_OPTIONS = {"dynamic_partition_overwrite": "dynamic-partition-overwrite", "merge_schema": "write.merge-schema",
+                    "type_widening": "write.merge-schema.type-widening",
+                    "explicit_cast": "write.merge-schema.explicit-cast"}
+
+
 def write_table(df, path: str, mode: str = "append", *, num_tasks: int | None = None, **options) -> int | None:
     """Upsert (``mode="append"``) or overwrite ``df`` into the table at ``path`` in one snapshot, one task per
     (partition, bucket) group; returns the id of the last snapshot published (the COMPACT one when the writers
@@ -194,21 +200,25 @@ def write_table(df, path: str, mode: str = "append", *, num_tasks: int | None = 
     ``postpone.default-bucket-num`` is unset), then its tasks write real buckets.
 
     Options as for ``df.write.format("lakemerge")`` (with ``primary-key`` etc. the table is created if missing);
-    ``dynamic_partition_overwrite=False`` overwrites the whole table. Same commit protocol as the data source
+    ``dynamic_partition_overwrite=False`` overwrites the whole table; ``merge_schema=True`` (option
+    ``write.merge-schema``; ``type_widening`` / ``explicit_cast`` for ``write.merge-schema.type-widening`` /
+    ``.explicit-cast``) first adds the input's new columns to the table (writing.merge_input_schema). Same commit protocol as the data source
     (spark_glue.writing), run from this process: the tasks' messages are collected and committed here, which
     saves the data source's planner round trips (about 0.1 s per commit on local[2]). Raises InvalidInput for
     another ``mode``, SchemaMismatch before any job for columns that do not fit the table (writing.check_input_
     schema), the engine's errors (wrapped by Spark) for bad values; a failed job leaves the table unchanged, and
     a failed first write that created the table leaves no table (tables.remove_created_table).
     """
-    from spark_glue.writing import run_write_job
+    from spark_glue.columns import case_sensitive
+    from spark_glue.writing import merge_input_schema, run_write_job
     if mode not in ("append", "overwrite"):
         raise InvalidInput(f"write_table mode must be 'append' or 'overwrite', got {mode!r}")
     path = on_branch(path, options)
-    opts = {k.replace("_", "-") if k == "dynamic_partition_overwrite" else k: str(v) for k, v in options.items()
-            if k.lower() != BRANCH}
+    opts = {_KEYWORD_OPTIONS.get(k, k): str(v) for k, v in options.items() if k.lower() != BRANCH}
     table, created = open_or_create_table(path, opts, df.schema, drop_columns=[opts.get("rowkind.column")])
     try:
+        if not created:  # schema merging (write.merge-schema) happens here, once, before the job is planned
+            table = merge_input_schema(table, df.schema, opts, case_sensitive(df.sparkSession))
         job, placed = _plan_write(df, table, path, mode, num_tasks, opts)
     except BaseException:  # a failed first write leaves no table
         remove_created_table(created)

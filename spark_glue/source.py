@@ -31,7 +31,9 @@ Options (keys are case-insensitive):
 - write: ``primary-key`` / ``partition`` / ``bucket`` and other Paimon table options create the table on the
   first write if there is none at the path (and remove it again if that write fails); ``commit.user``, ``commit.identifier`` (exactly-once retries), ``rowkind.column`` (input column of
   +I/-U/+U/-D that is consumed, not stored), ``dynamic-partition-overwrite`` (default true; false = overwrite the
-  whole table in ``mode("overwrite")``).
+  whole table in ``mode("overwrite")``), ``write.merge-schema`` (true: add the input's new columns and struct
+  fields to the table first, once, on the driver; ``write.merge-schema.type-widening`` also widens column types,
+  see writing.merge_input_schema and engine.merge_schema).
 """
 from __future__ import annotations
 

@@ -66,6 +66,10 @@ COMMIT_USER = "commit.user"
 COMMIT_IDENTIFIER = "commit.identifier"
 ROW_KIND_COLUMN = "rowkind.column"  # an input column of +I/-U/+U/-D that is consumed, not stored
 DYNAMIC_OVERWRITE = "dynamic-partition-overwrite"
+# Paimon's Spark write options (SparkConnectorOptions): schema merging on write, see merge_input_schema
+MERGE_SCHEMA = "write.merge-schema"
+TYPE_WIDENING = "write.merge-schema.type-widening"
+EXPLICIT_CAST = "write.merge-schema.explicit-cast"
 # Sequence lanes of data source write tasks: a bucket's numbers grow by this factor per record, which leaves room
 # for 2^47 records per bucket (and input partitions 0..65535 never share a lane).
 SEQUENCE_LANES = 1 << 16
@@ -93,6 +97,8 @@ class WriteJob:
             table, self.created = open_or_create_table(self.path, opts, schema,
                                                        drop_columns=[opts.get(ROW_KIND_COLUMN)])
         try:
+            if schema is not None and not self.created:  # on the driver, once, before any task (data source path)
+                table = merge_input_schema(table, schema, opts)
             self._plan(table, opts, overwrite, streaming, schema)
         except BaseException:
             remove_created_table(self.created)
@@ -110,6 +116,7 @@ class WriteJob:
             self.renames, self.absent = check_input_schema(table, schema, opts.get(ROW_KIND_COLUMN),
                                                            case_sensitive=None)
         self.base_id = table.latest_snapshot_id()
+        self.schema_id = table.schema.id  # the schema the driver checked the input against (merged, if asked)
         self.token = uuid.uuid4().hex[:16]
         self.streaming = streaming
         user = opts.get(COMMIT_USER)
@@ -355,6 +362,25 @@ def require_spark_writable(table: Table) -> None:
     if not table.schema.is_append_only and nb < 1:
         raise InvalidInput(f"Spark writes to a primary-key table need a fixed bucket count (option 'bucket' > 0), "
                            f"this table has bucket={nb}; write it with the engine (Table.write)", table=table.name)
+
+
+def merge_input_schema(table: Table, spark_schema, opts: dict, case_sensitive: bool = False) -> Table:
+    """``table``, first evolved to take ``spark_schema``'s columns if option ``write.merge-schema`` is true (with
+    ``write.merge-schema.type-widening`` / ``.explicit-cast``: engine.merge_schema, Paimon's SchemaMergingUtils),
+    as Paimon's Spark writer does on the driver before its tasks run. Spark types map to Paimon types as on a first
+    write (the Arrow schema Spark hands to Python, then the engine's Arrow mapping). A column is new when it names
+    no table column (ignoring case unless ``case_sensitive``; a data source planner cannot see
+    ``spark.sql.caseSensitive`` and passes False). The ``rowkind.column`` is never added. Raises as
+    ``Table.merge_schema`` (SchemaMismatch, UnsupportedFeature, InvalidSchema naming the table and column)."""
+    opts = {k.lower(): v for k, v in opts.items()}
+    if not parse_bool(opts.get(MERGE_SCHEMA, "false")):
+        return table
+    from engine.merge_schema import merge_input_schema as merge
+    from spark_glue.tables import arrow_of_spark
+    merge(table, arrow_of_spark(spark_schema), type_widening=parse_bool(opts.get(TYPE_WIDENING, "false")),
+          explicit_cast=parse_bool(opts.get(EXPLICIT_CAST, "false")), case_sensitive=case_sensitive,
+          ignore=[c for c in (opts.get(ROW_KIND_COLUMN),) if c])
+    return table
 
 
 def check_input_schema(table: Table, spark_schema, kind_column: str | None = None, *,

@@ -1,0 +1,100 @@
+"""Spark writes with Paimon's write.merge-schema: the data source, write_table and the streaming writers add the
+input's new columns (and, with write.merge-schema.type-widening, widen types) once on the driver before the
+tasks run; the tasks' files carry the merged schema id. Checked against a dict-of-rows model."""
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import spark_glue
+from engine import Catalog
+from engine.errors import SchemaMismatch
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = pa.schema([pa.field("id", pa.int64(), False), ("qty", pa.int32())])
+
+
+@pytest.fixture
+def table(tmp_path):
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    t = cat.create_table("db.t", SCHEMA, ["id"], options={"bucket": "2"})
+    t.write(pa.table({"id": [1, 2], "qty": pa.array([10, 20], pa.int32())}, schema=SCHEMA))
+    return t
+
+
+def _fresh(t):
+    return Catalog(t.root.rsplit("/", 2)[0]).get_table("db.t")
+
+
+def _rows(t) -> list[dict]:
+    return sorted(_fresh(t).read().to_pylist(), key=lambda r: r["id"])
+
+
+def _model(rows_by_id: dict, columns) -> list[dict]:
+    return [{c: r.get(c) for c in columns} for _, r in sorted(rows_by_id.items())]
+
+
+def _file_schema_ids(t) -> set[int]:
+    t = _fresh(t)
+    return {e.file.schema_id for e in t.manifests.live_entries(t.snapshot_manager.latest())}
+
+
+def test_data_source_write_adds_columns_once_on_the_driver(spark, table):
+    model = {1: {"id": 1, "qty": 10}, 2: {"id": 2, "qty": 20}}
+    df = spark.createDataFrame([(2, "b", 2.5), (3, "c", None)], "id bigint, note string, score double")
+    with pytest.raises(Exception, match="not in the table"):  # without the option: refused as before
+        df.write.format("lakemerge").mode("append").save(table.root)
+    df.write.format("lakemerge").option("write.merge-schema", "true").mode("append").save(table.root)
+    for r in ({"id": 2, "note": "b", "score": 2.5}, {"id": 3, "note": "c", "score": None}):
+        model[r["id"]] = {**model.get(r["id"], {}), "qty": None, **r}  # qty is written null (not in the input)
+    t = _fresh(table)
+    assert [s.id for s in t.schemas()] == [0, 1]  # one schema change, not one per task
+    assert t.schema.field_names == ("id", "qty", "note", "score")
+    assert _rows(table) == _model(model, t.schema.field_names)
+    assert 1 in _file_schema_ids(table)  # the tasks wrote under the merged schema
+
+
+def test_write_table_merges_and_widens_types(spark, table):
+    df = spark.createDataFrame([(3, 2 ** 40, "x")], "id bigint, qty bigint, tag string")
+    # types kept: the tasks' safe cast refuses a BIGINT value INT cannot hold (a Spark task failure)
+    with pytest.raises(Exception, match="'qty' has type int64, which cannot be cast safely"):
+        spark_glue.write_table(df, table.root, merge_schema=True)
+    assert _fresh(table).schema.field_names == ("id", "qty", "tag")  # the schema commit came first and stays
+    spark_glue.write_table(df, table.root, merge_schema=True, type_widening=True)
+    t = _fresh(table)
+    assert t.schema.field("qty").type.root == "BIGINT" and t.schema.id == 2
+    assert _rows(table) == [{"id": 1, "qty": 10, "tag": None}, {"id": 2, "qty": 20, "tag": None},
+                            {"id": 3, "qty": 2 ** 40, "tag": "x"}]
+
+
+def test_type_widening_refuses_narrowing_in_spark(spark, table):
+    df = spark.createDataFrame([(3, 1)], "id bigint, qty smallint")
+    with pytest.raises(Exception, match="SchemaMismatch: table 'db.t': column 'qty' is INT in the table and SMALLINT"):
+        (df.write.format("lakemerge").option("write.merge-schema", "true")
+         .option("write.merge-schema.type-widening", "true").mode("append").save(table.root))
+    assert _fresh(table).schema.id == 0
+    with pytest.raises(SchemaMismatch, match="'qty' is INT in the table and SMALLINT"):  # write_table: on the driver
+        spark_glue.write_table(df, table.root, merge_schema=True, type_widening=True)
+
+
+def test_streaming_writers_merge_the_schema(spark, table, tmp_path):
+    src = tmp_path / "in"
+    src.mkdir()
+    pq.write_table(pa.table({"id": [5], "qty": pa.array([50], pa.int32()), "city": ["rome"]}),
+                   str(src / "a.parquet"))
+    stream = spark.readStream.schema("id bigint, qty int, city string").parquet(str(src))
+    q = (stream.writeStream.format("lakemerge").option("checkpointLocation", str(tmp_path / "ck"))
+         .option("write.merge-schema", "true").trigger(availableNow=True).start(table.root))
+    q.awaitTermination(120)
+    assert _fresh(table).schema.field_names == ("id", "qty", "city")
+    write = spark_glue.stream_batch_writer(table.root, commit_user="pipe", merge_schema=True)
+    write(spark.createDataFrame([(6, "oslo", True)], "id bigint, city string, vip boolean"), 0)
+    t = _fresh(table)
+    assert t.schema.field_names == ("id", "qty", "city", "vip")
+    assert _rows(table) == [{"id": 1, "qty": 10, "city": None, "vip": None},
+                            {"id": 2, "qty": 20, "city": None, "vip": None},
+                            {"id": 5, "qty": 50, "city": "rome", "vip": None},
+                            {"id": 6, "qty": None, "city": "oslo", "vip": True}]

@@ -23,6 +23,9 @@ Contract:
   ``fields.<f>.*`` option cannot be renamed, and a column in a sequence group cannot be dropped (Paimon's
   validateFieldsPrefix refuses both). Dropping a column removes its own ``fields.<f>.*`` options (Paimon instead
   refuses the drop until they are reset).
+- ``AddColumn`` / ``UpdateColumnType`` take a tuple name for a field nested in a ROW (Paimon's ``fieldNames``;
+  ``element`` / ``value`` step into an ARRAY / a MAP's value): how schema merging on write (engine.merge_schema)
+  adds struct fields.
 - ``alter_table`` publishes with put-if-absent and re-applies the changes on top of a concurrently published schema.
 """
 from __future__ import annotations
@@ -736,7 +739,8 @@ class SchemaUpdate:
 def check_commit_schema(written: TableSchema, latest: TableSchema, table: str) -> None:
     """Raise CommitConflict unless files written under ``written`` are read correctly under ``latest``: same key
     and partition columns (by field id), same bucketing, same sequence fields, and every surviving column's type
-    in ``latest`` a widening of its type in ``written`` (not newly NOT NULL)."""
+    in ``latest`` a widening of its type in ``written``, or a ROW with nullable fields added (not newly NOT
+    NULL)."""
     if written.id == latest.id:
         return
 
@@ -769,7 +773,26 @@ def check_commit_schema(written: TableSchema, latest: TableSchema, table: str) -
             if not f.type.nullable:
                 conflict(f"column {f.name!r} is NOT NULL and the files do not have it")
             continue
-        if not is_widening(old.type, f.type):
+        if not _reads_as(old.type, f.type):
             conflict(f"column {f.name!r} changed type from {old.type.sql()} to {f.type.sql()}")
         if old.type.nullable and not f.type.nullable:
             conflict(f"column {f.name!r} became NOT NULL")
+
+
+def _reads_as(old: DataType, new: DataType) -> bool:
+    """Whether values written as ``old`` read correctly as ``new``: a widening, or a ROW whose fields (by id) each
+    read so, with only nullable fields added (a merged-in struct field), recursively through ARRAY and MAP."""
+    if old.root != new.root or old.root not in ("ROW", "ARRAY", "MULTISET", "MAP"):
+        return is_widening(old, new)
+    if old.root in ("ARRAY", "MULTISET"):
+        return _reads_as(old.element, new.element)
+    if old.root == "MAP":
+        return _reads_as(old.key, new.key) and _reads_as(old.value, new.value)
+    by_id = {f.id: f.type for f in old.fields}
+    for f in new.fields:
+        if f.id in by_id:
+            if not _reads_as(by_id[f.id], f.type) or (by_id[f.id].nullable and not f.type.nullable):
+                return False
+        elif not f.type.nullable:
+            return False
+    return True

@@ -98,3 +98,16 @@ def test_streaming_writers_merge_the_schema(spark, table, tmp_path):
                             {"id": 2, "qty": 20, "city": None, "vip": None},
                             {"id": 5, "qty": 50, "city": "rome", "vip": None},
                             {"id": 6, "qty": None, "city": "oslo", "vip": True}]
+
+
+def test_struct_fields_are_merged_in(spark, tmp_path):
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    schema = pa.schema([pa.field("id", pa.int64(), False), ("r", pa.struct([("x", pa.int32())]))])
+    t = cat.create_table("db.t", schema, ["id"], options={"bucket": "1"})
+    t.write(pa.Table.from_pylist([{"id": 1, "r": {"x": 1}}], schema=schema))
+    df = spark.createDataFrame([(2, (2, "b"))], "id bigint, r struct<x: int, y: string>")
+    df.write.format("lakemerge").option("write.merge-schema", "true").mode("append").save(t.root)
+    r = _fresh(t).schema.field("r").type
+    assert [f.name for f in r.fields] == ["x", "y"]
+    assert _rows(t) == [{"id": 1, "r": {"x": 1, "y": None}}, {"id": 2, "r": {"x": 2, "y": "b"}}]

@@ -58,12 +58,14 @@ def merge_changes(schema: TableSchema, input_schema: pa.Schema, *, table: str, t
 def merge_input_schema(table, input_schema: pa.Schema, *, type_widening: bool = False, explicit_cast: bool = False,
                        case_sensitive: bool = True, ignore=()) -> TableSchema | None:
     """Publish the schema ``merge_changes`` asks for on ``table`` (which then holds it in ``table.schema``) and
-    return it, or None when the table already accepts the input. Raises as ``merge_changes``, and as
-    ``alter_table`` (InvalidSchema naming the table and column, CommitConflict)."""
-    changes = merge_changes(table.schema_manager.latest() or table.schema, input_schema, table=table.name,
-                            type_widening=type_widening, explicit_cast=explicit_cast,
-                            case_sensitive=case_sensitive, ignore=ignore)
+    return it, or None when the table's latest schema already accepts the input (``table.schema`` is then
+    that latest schema, which may be newer than the one ``table`` was opened with). Raises as ``merge_changes``,
+    and as ``alter_table`` (InvalidSchema naming the table and column, CommitConflict)."""
+    latest = table.schema_manager.latest() or table.schema
+    changes = merge_changes(latest, input_schema, table=table.name, type_widening=type_widening,
+                            explicit_cast=explicit_cast, case_sensitive=case_sensitive, ignore=ignore)
     if not changes:
+        table.schema = latest  # e.g. another writer merged the same columns in since ``table`` was opened
         return None
     return alter_table(table, changes)
 

@@ -222,3 +222,14 @@ def test_pypaimon_reads_the_merged_table(catalog, warehouse):
     got = pp_read(pp_get_table(warehouse, "db.p")).to_pylist()
     assert got == [{"id": 1, "qty": 10, "name": "a", "extra": None},
                    {"id": 2, "qty": 2 ** 40, "name": None, "extra": "x"}]
+
+
+def test_a_stale_table_object_writes_a_column_another_writer_merged_in(table, catalog):
+    """Another writer merged 'extra' in after this Table object was opened: nothing is left to merge, and the
+    write goes through the latest schema (not refused as an unknown column)."""
+    catalog.get_table("db.t").write(pa.table({"id": [3], "extra": ["x"]}), merge_schema=True)
+    table.write(pa.table({"id": [4], "extra": ["y"]}), merge_schema=True)
+    fresh = catalog.get_table("db.t")
+    assert fresh.schema.id == 1 and fresh.schema.field_names == ("id", "qty", "name", "extra")
+    assert [(r["id"], r["extra"]) for r in _read(fresh)] == [(1, None), (2, None), (3, "x"), (4, "y")]
+

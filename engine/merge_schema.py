@@ -17,8 +17,9 @@ Contract (Paimon's SchemaMergingUtils.merge with ``caseSensitive``, then SchemaM
   since old files must stay readable under the new type.
 - Key columns: a primary-key, partition or bucket-key column never changes type (InvalidSchema from the alter path,
   which also names the table and column).
-- The changes are published through ``engine.schema_change.alter_table`` (one ``schema-<N+1>``, retried on top of a
-  concurrent schema) before any data is written; the data commit follows separately, as in Paimon, so a failed
+- The changes are published through ``engine.schema_change.alter_table`` (one ``schema-<N+1>``; when another
+  writer publishes a schema first they are planned again on top of it, so columns it already merged in are not
+  added twice) before any data is written; the data commit follows separately, as in Paimon, so a failed
   data write leaves the new schema over the old data.
 """
 from __future__ import annotations
@@ -61,13 +62,15 @@ def merge_input_schema(table, input_schema: pa.Schema, *, type_widening: bool = 
     return it, or None when the table's latest schema already accepts the input (``table.schema`` is then
     that latest schema, which may be newer than the one ``table`` was opened with). Raises as ``merge_changes``,
     and as ``alter_table`` (InvalidSchema naming the table and column, CommitConflict)."""
-    latest = table.schema_manager.latest() or table.schema
-    changes = merge_changes(latest, input_schema, table=table.name, type_widening=type_widening,
-                            explicit_cast=explicit_cast, case_sensitive=case_sensitive, ignore=ignore)
-    if not changes:
-        table.schema = latest  # e.g. another writer merged the same columns in since ``table`` was opened
-        return None
-    return alter_table(table, changes)
+    planned: list[SchemaChange] = []
+
+    def plan(latest: TableSchema) -> list[SchemaChange]:
+        # planned again on each attempt: a concurrent writer may have merged the same columns in meanwhile
+        planned[:] = merge_changes(latest, input_schema, table=table.name, type_widening=type_widening,
+                                   explicit_cast=explicit_cast, case_sensitive=case_sensitive, ignore=ignore)
+        return planned
+    schema = alter_table(table, plan)  # holds the latest schema in table.schema even when nothing is published
+    return schema if planned else None
 
 
 def with_missing_columns(data: pa.Table, schema: TableSchema) -> pa.Table:

@@ -30,7 +30,7 @@ Contract:
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import pyarrow as pa
@@ -613,20 +613,29 @@ def _now_millis() -> int:
 
 
 # --- publishing --------------------------------------------------------------------------------------------
-def alter_table(table, changes: Sequence[SchemaChange], *, max_attempts: int = 10) -> TableSchema:
+def alter_table(table, changes: Sequence[SchemaChange] | Callable[[TableSchema], Sequence[SchemaChange]], *,
+                max_attempts: int = 10) -> TableSchema:
     """Apply ``changes`` to the table's latest schema and publish it as ``schema-<N+1>``; returns the new schema
     and updates ``table.schema``. If another writer publishes a schema first, the changes are re-applied on top
-    of it. Raises InvalidSchema / InvalidOption (nothing written), TableNotFound when the table (or its branch) has
-    no schema any more, or CommitConflict after ``max_attempts``."""
-    changes = list(changes)
+    of it. ``changes`` may instead be a function of the latest schema giving the changes, called again on every
+    attempt (changes planned from the schema, as schema merging's); when it gives none, nothing is published and
+    the latest schema is returned (and held in ``table.schema``). Raises InvalidSchema / InvalidOption (nothing
+    written), TableNotFound when the table (or its branch) has no schema any more, or CommitConflict after
+    ``max_attempts``."""
+    planned = callable(changes)
+    fixed = None if planned else list(changes)
     for _ in range(max_attempts):
         latest = table.schema_manager.latest()
         if latest is None:  # e.g. a branch table object whose branch was deleted or renamed meanwhile
             from engine.errors import TableNotFound
             raise TableNotFound(table.name, f"{table.paths.meta_root} holds no schema (was the branch deleted or "
                                 "renamed, or the table dropped?)")
+        todo = list(changes(latest)) if planned else fixed
+        if planned and not todo:
+            table.schema = latest
+            return latest
         has_snapshots = table.snapshot_manager.latest_id() is not None
-        new = apply_changes(latest, changes, table=table.name, has_snapshots=has_snapshots)
+        new = apply_changes(latest, todo, table=table.name, has_snapshots=has_snapshots)
         if has_snapshots and latest.table_options.bucket == -2 and new.table_options.bucket != -2:
             _require_no_postponed_files(table)
         _validate_read_branches(table, new)

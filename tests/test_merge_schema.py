@@ -233,3 +233,23 @@ def test_a_stale_table_object_writes_a_column_another_writer_merged_in(table, ca
     assert fresh.schema.id == 1 and fresh.schema.field_names == ("id", "qty", "name", "extra")
     assert [(r["id"], r["extra"]) for r in _read(fresh)] == [(1, None), (2, None), (3, "x"), (4, "y")]
 
+
+def test_two_writers_merging_the_same_column_at_once_add_it_once(table, catalog, monkeypatch):
+    """The other writer publishes the same new column between this merge's planning and its schema commit: the
+    merge is planned again on the new schema (nothing left to add) instead of failing on a duplicate column."""
+    import engine.merge_schema as ms
+    plan = ms.merge_changes
+    raced = []
+
+    def racing(schema, *args, **kwargs):
+        changes = plan(schema, *args, **kwargs)
+        if not raced:
+            raced.append(True)
+            catalog.get_table("db.t").alter_table(changes)  # the other writer's identical merge lands first
+        return changes
+    monkeypatch.setattr(ms, "merge_changes", racing)
+    table.write(pa.table({"id": [3], "extra": ["y"]}), merge_schema=True)
+    fresh = catalog.get_table("db.t")
+    assert [s.id for s in fresh.schemas()] == [0, 1]
+    assert fresh.schema.field_names == ("id", "qty", "name", "extra")
+    assert [(r["id"], r["extra"]) for r in _read(fresh)] == [(1, None), (2, None), (3, "y")]

@@ -52,7 +52,7 @@ def merge_changes(schema: TableSchema, input_schema: pa.Schema, *, table: str, t
             changes.append(AddColumn(field.name, update.with_nullable(True)))
         else:
             changes += _merge_type((existing.name,), existing.type, update, table=table,
-                                   type_widening=type_widening, explicit_cast=explicit_cast)
+                                   type_widening=type_widening, explicit_cast=explicit_cast, same=same)
     return changes
 
 
@@ -91,19 +91,20 @@ def _paimon_type(t: pa.DataType, table: str, column: str) -> DataType:
 
 
 def _merge_type(path: tuple[str, ...], base: DataType, update: DataType, *, table: str, type_widening: bool,
-                explicit_cast: bool) -> list[SchemaChange]:
+                explicit_cast: bool, same) -> list[SchemaChange]:
     """The changes that merge input type ``update`` into the table's ``base`` at ``path`` (SchemaMergingUtils.merge:
-    ROWs merge by field name, ARRAY elements and MAP values recursively, leaves only with ``type_widening``)."""
+    ROWs merge by field name, compared by ``same`` as the columns are, ARRAY elements and MAP values recursively,
+    leaves only with ``type_widening``)."""
     def nested(step: str, b: DataType, u: DataType) -> list[SchemaChange]:
         return _merge_type(path + (step,), b, u, table=table, type_widening=type_widening,
-                           explicit_cast=explicit_cast)
+                           explicit_cast=explicit_cast, same=same)
 
     if base.root == "ROW" and update.root == "ROW":
-        by_name = {f.name: f for f in base.fields}
         changes: list[SchemaChange] = []
         for f in update.fields:
-            if f.name in by_name:
-                changes += nested(f.name, by_name[f.name].type, f.type)
+            existing = next((b for b in base.fields if same(b.name, f.name)), None)
+            if existing is not None:
+                changes += nested(existing.name, existing.type, f.type)
             else:
                 changes.append(AddColumn(path + (f.name,), f.type.with_nullable(True)))
         return changes

@@ -253,3 +253,18 @@ def test_two_writers_merging_the_same_column_at_once_add_it_once(table, catalog,
     assert [s.id for s in fresh.schemas()] == [0, 1]
     assert fresh.schema.field_names == ("id", "qty", "name", "extra")
     assert [(r["id"], r["extra"]) for r in _read(fresh)] == [(1, None), (2, None), (3, "y")]
+
+
+def test_struct_fields_match_ignoring_case_when_the_merge_does(catalog):
+    """Paimon's merge matches nested ROW fields with the same case rule as columns (SchemaMergingUtils
+    buildFieldMap): a Spark input struct field 'X' is the table's 'x', not a new field beside it."""
+    from engine.merge_schema import merge_changes
+    from engine.schema_change import AddColumn
+    schema = pa.schema([pa.field("id", pa.int64(), False), ("r", pa.struct([("x", pa.int32())]))])
+    t = catalog.create_table("db.ci", schema, primary_key=["id"], options={"bucket": "1"})
+    given = pa.schema([("ID", pa.int64()), ("R", pa.struct([("X", pa.int32()), ("y", pa.string())]))])
+    changes = merge_changes(t.schema, given, table=t.name, case_sensitive=False)
+    assert [(c.name, c.data_type.root) for c in changes] == [(("r", "y"), "VARCHAR")]
+    assert all(isinstance(c, AddColumn) for c in changes)
+    sensitive = merge_changes(t.schema, given, table=t.name, case_sensitive=True)
+    assert [c.name for c in sensitive] == ["ID", "R"]

@@ -28,7 +28,7 @@ import pyarrow as pa
 
 from engine.errors import InvalidSchema, SchemaMismatch, UnsupportedFeature
 from engine.schema import TableSchema
-from engine.schema_change import AddColumn, SchemaChange, UpdateColumnType, alter_table, is_widening
+from engine.schema_change import AddColumn, SchemaChange, UpdateColumnType, alter_table, apply_changes, is_widening
 from engine.types import DataType
 
 
@@ -57,17 +57,23 @@ def merge_changes(schema: TableSchema, input_schema: pa.Schema, *, table: str, t
 
 
 def merge_input_schema(table, input_schema: pa.Schema, *, type_widening: bool = False, explicit_cast: bool = False,
-                       case_sensitive: bool = True, ignore=()) -> TableSchema | None:
+                       case_sensitive: bool = True, ignore=(), check=None) -> TableSchema | None:
     """Publish the schema ``merge_changes`` asks for on ``table`` (which then holds it in ``table.schema``) and
     return it, or None when the table's latest schema already accepts the input (``table.schema`` is then
-    that latest schema, which may be newer than the one ``table`` was opened with). Raises as ``merge_changes``,
-    and as ``alter_table`` (InvalidSchema naming the table and column, CommitConflict)."""
+    that latest schema, which may be newer than the one ``table`` was opened with). ``check``, if given, is
+    called with the merged schema before it is published and raises to refuse an input that schema would not
+    take either (a missing NOT NULL column, mismatched struct fields...): the table is then left unchanged.
+    Raises as ``merge_changes``, ``check``, and ``alter_table`` (InvalidSchema naming the table and column,
+    CommitConflict)."""
     planned: list[SchemaChange] = []
 
     def plan(latest: TableSchema) -> list[SchemaChange]:
         # planned again on each attempt: a concurrent writer may have merged the same columns in meanwhile
         planned[:] = merge_changes(latest, input_schema, table=table.name, type_widening=type_widening,
                                    explicit_cast=explicit_cast, case_sensitive=case_sensitive, ignore=ignore)
+        if planned and check is not None:
+            check(apply_changes(latest, planned, table=table.name,
+                                has_snapshots=table.snapshot_manager.latest_id() is not None))
         return planned
     schema = alter_table(table, plan)  # holds the latest schema in table.schema even when nothing is published
     return schema if planned else None

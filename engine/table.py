@@ -288,13 +288,20 @@ class Table:
         """Upsert ``data`` (pa.Table, RecordBatch or pandas DataFrame) in one commit; returns the id of the last
         snapshot it published (the COMPACT snapshot that follows the APPEND one when the write compacted).
         ``merge_schema`` (Paimon's ``write.merge-schema``, with ``type_widening`` / ``explicit_cast``) first evolves
-        the table to take ``data``'s new columns (``Table.merge_schema``; that schema stays even if the data write
-        then fails) and writes nulls for the nullable columns ``data`` lacks."""
+        the table to take ``data``'s new columns (``Table.merge_schema``; an input whose columns the merged schema
+        would not take either, such as one lacking a NOT NULL column, is refused before that schema is published;
+        the schema stays if the data write then fails on a value) and writes nulls for the nullable columns
+        ``data`` lacks."""
         if merge_schema:
-            from engine.merge_schema import with_missing_columns
-            from engine.write.validate import to_arrow_table
+            from engine.merge_schema import merge_input_schema, with_missing_columns
+            from engine.write.validate import conform, to_arrow_table
             data = to_arrow_table(data, self.name)
-            self.merge_schema(data.schema, type_widening=type_widening, explicit_cast=explicit_cast)
+
+            def check(merged):  # refuse, before publishing, an input the merged schema would not take either
+                # (one row: Arrow casts an empty struct column whatever its fields)
+                conform(with_missing_columns(data.slice(0, 1), merged), merged, self.name)
+            merge_input_schema(self, data.schema, type_widening=type_widening, explicit_cast=explicit_cast,
+                               check=check)
             data = with_missing_columns(data, self.schema)
         with self.new_write() as w:
             w.write(data, row_kinds=row_kinds)

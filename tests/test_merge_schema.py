@@ -268,3 +268,19 @@ def test_struct_fields_match_ignoring_case_when_the_merge_does(catalog):
     assert all(isinstance(c, AddColumn) for c in changes)
     sensitive = merge_changes(t.schema, given, table=t.name, case_sensitive=True)
     assert [c.name for c in sensitive] == ["ID", "R"]
+
+
+def test_an_input_the_merged_schema_would_refuse_leaves_the_schema_unchanged(catalog):
+    """A missing NOT NULL column or struct fields in another order are refused by the columns alone (as Paimon's
+    Spark writer refuses them while resolving the write, before its schema commit): nothing is published."""
+    schema = pa.schema([pa.field("id", pa.int64(), False), pa.field("qty", pa.int32(), False),
+                        ("r", pa.struct([("x", pa.int32()), ("z", pa.int32())]))])
+    t = catalog.create_table("db.nn", schema, primary_key=["id"], options={"bucket": "1"})
+    with pytest.raises(SchemaMismatch, match=r"missing column\(s\) \['qty'\]"):
+        t.write(pa.table({"id": [1], "extra": ["e"]}), merge_schema=True)
+    swapped = pa.array([{"z": 1, "x": 2}], pa.struct([("z", pa.int32()), ("x", pa.int32())]))
+    with pytest.raises(SchemaMismatch, match="'r'"):
+        t.write(pa.table({"id": [1], "qty": pa.array([1], pa.int32()), "r": swapped, "extra": ["e"]}),
+                merge_schema=True)
+    fresh = catalog.get_table("db.nn")
+    assert [s.id for s in fresh.schemas()] == [0] and fresh.read().num_rows == 0

@@ -98,7 +98,7 @@ class WriteJob:
                                                        drop_columns=[opts.get(ROW_KIND_COLUMN)])
         try:
             if schema is not None and not self.created:  # on the driver, once, before any task (data source path)
-                table = merge_input_schema(table, schema, opts)
+                table = merge_input_schema(table, schema, opts, case_sensitive=None)
             self._plan(table, opts, overwrite, streaming, schema)
         except BaseException:
             remove_created_table(self.created)
@@ -364,22 +364,32 @@ def require_spark_writable(table: Table) -> None:
                            f"this table has bucket={nb}; write it with the engine (Table.write)", table=table.name)
 
 
-def merge_input_schema(table: Table, spark_schema, opts: dict, case_sensitive: bool = False) -> Table:
+def merge_input_schema(table: Table, spark_schema, opts: dict, case_sensitive: bool | None = False) -> Table:
     """``table``, first evolved to take ``spark_schema``'s columns if option ``write.merge-schema`` is true (with
     ``write.merge-schema.type-widening`` / ``.explicit-cast``: engine.merge_schema, Paimon's SchemaMergingUtils),
     as Paimon's Spark writer does on the driver before its tasks run. Spark types map to Paimon types as on a first
     write (the Arrow schema Spark hands to Python, then the engine's Arrow mapping). A column is new when it names
     no table column (ignoring case unless ``case_sensitive``; a data source planner cannot see
-    ``spark.sql.caseSensitive`` and passes False). The ``rowkind.column`` is never added. Raises as
-    ``Table.merge_schema`` (SchemaMismatch, UnsupportedFeature, InvalidSchema naming the table and column)."""
+    ``spark.sql.caseSensitive`` and passes None). The ``rowkind.column`` is never added. An input the merged
+    schema would refuse too (check_input_schema with ``case_sensitive``) is refused before that schema is
+    published. Raises as ``Table.merge_schema`` (SchemaMismatch, UnsupportedFeature, InvalidSchema naming the
+    table and column)."""
     opts = {k.lower(): v for k, v in opts.items()}
     if not parse_bool(opts.get(MERGE_SCHEMA, "false")):
         return table
+    import copy
+
     from engine.merge_schema import merge_input_schema as merge
     from spark_glue.tables import arrow_of_spark
+    kind_column = opts.get(ROW_KIND_COLUMN)
+
+    def check(merged) -> None:
+        view = copy.copy(table)
+        view.schema = merged
+        check_input_schema(view, spark_schema, kind_column, case_sensitive=case_sensitive)
     merge(table, arrow_of_spark(spark_schema), type_widening=parse_bool(opts.get(TYPE_WIDENING, "false")),
-          explicit_cast=parse_bool(opts.get(EXPLICIT_CAST, "false")), case_sensitive=case_sensitive,
-          ignore=[c for c in (opts.get(ROW_KIND_COLUMN),) if c])
+          explicit_cast=parse_bool(opts.get(EXPLICIT_CAST, "false")), case_sensitive=bool(case_sensitive),
+          ignore=[c for c in (kind_column,) if c], check=check)
     return table
 
 

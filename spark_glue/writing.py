@@ -116,7 +116,6 @@ class WriteJob:
             self.renames, self.absent = check_input_schema(table, schema, opts.get(ROW_KIND_COLUMN),
                                                            case_sensitive=None)
         self.base_id = table.latest_snapshot_id()
-        self.schema_id = table.schema.id  # the schema the driver checked the input against (merged, if asked)
         self.token = uuid.uuid4().hex[:16]
         self.streaming = streaming
         user = opts.get(COMMIT_USER)

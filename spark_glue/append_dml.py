@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import pickle
 import uuid
+from contextlib import contextmanager
 
 import pyarrow as pa
 
@@ -187,10 +188,28 @@ def partition_only_matches(spark, table, condition):
                                     + [pa.field("__lakemerge_part", pa.int64())]))
     frame = spark.createDataFrame([(*scan.partition_values(p), i) for i, p in enumerate(parts)], schema)
     try:
-        hit = frame.where(condition).select("__lakemerge_part").collect()
+        with _quiet_analysis_errors():
+            hit = frame.where(condition).select("__lakemerge_part").collect()
     except AnalysisException:
         return None  # the condition names other columns
     return {parts[r[0]] for r in hit}
+
+
+@contextmanager
+def _quiet_analysis_errors():
+    """Silence the ERROR records (with a JVM stack trace) PySpark logs for every AnalysisException it raises, while
+    probing a condition whose failure is an answer, not an error."""
+    from pyspark.logger import PySparkLogger  # creates them as PySpark's loggers (a plain Logger would break them)
+
+    loggers = [PySparkLogger.getLogger(name) for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger")]
+    before = [lg.disabled for lg in loggers]
+    for lg in loggers:
+        lg.disabled = True
+    try:
+        yield
+    finally:
+        for lg, was in zip(loggers, before):
+            lg.disabled = was
 
 
 def spark_truncate(spark, table, condition) -> tuple[bool, int | None]:

@@ -106,6 +106,32 @@ def test_partition_only_condition_drops_partitions(spark, tmp_path):
     assert t.latest_snapshot_id() == sid
 
 
+def test_a_condition_on_other_columns_logs_no_analysis_error(spark, tmp_path):
+    """Whether a condition names partition columns only is probed by resolving it over the partition values; PySpark
+    logged that probe's AnalysisException at ERROR with a JVM stack trace (the README's append DELETE showed it)."""
+    import logging
+
+    from pyspark.logger import PySparkLogger
+
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    loggers = [PySparkLogger.getLogger(n) for n in ("SQLQueryContextLogger", "DataFrameQueryContextLogger")]
+    for lg in loggers:
+        lg.addHandler(handler)
+    try:
+        t = make(tmp_path, {})
+        sid = spark_glue.delete_where(spark, t.root, "v LIKE 'w2%'")
+        assert sid is not None and not [r for r in t.read().to_pylist() if r["v"].startswith("w2")]
+        with pytest.raises(Exception, match="nope"):  # a condition Spark cannot resolve is still an error
+            spark_glue.delete_where(spark, t.root, "nope = 1")
+    finally:
+        for lg in loggers:
+            lg.removeHandler(handler)
+    assert not [r for r in records if "name `v`" in r.getMessage()]  # the probe; the `nope` error is logged
+    assert all(not lg.disabled for lg in loggers)
+
+
 def test_nothing_matched_publishes_nothing(spark, tmp_path):
     for i, options in enumerate([{}, DV]):
         t = make(tmp_path, options, name=f"t{i}")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import threading
 import uuid
 from contextlib import contextmanager
 
@@ -197,19 +198,25 @@ def partition_only_matches(spark, table, condition):
 
 @contextmanager
 def _quiet_analysis_errors():
-    """Silence the ERROR records (with a JVM stack trace) PySpark logs for every AnalysisException it raises, while
-    probing a condition whose failure is an answer, not an error."""
+    """Drop the ERROR records (with a JVM stack trace) PySpark logs for every AnalysisException it raises, while the
+    calling thread probes a condition whose failure is an answer, not an error. Only this thread's records are
+    dropped (PySpark logs in the raising thread); other threads' errors still reach the log, and concurrent probes
+    each add and remove their own filter."""
     from pyspark.logger import PySparkLogger  # creates them as PySpark's loggers (a plain Logger would break them)
 
+    thread = threading.get_ident()
+
+    def other_threads(record) -> bool:
+        return record.thread != thread
+
     loggers = [PySparkLogger.getLogger(name) for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger")]
-    before = [lg.disabled for lg in loggers]
     for lg in loggers:
-        lg.disabled = True
+        lg.addFilter(other_threads)
     try:
         yield
     finally:
-        for lg, was in zip(loggers, before):
-            lg.disabled = was
+        for lg in loggers:
+            lg.removeFilter(other_threads)
 
 
 def spark_truncate(spark, table, condition) -> tuple[bool, int | None]:

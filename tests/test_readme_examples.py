@@ -79,6 +79,10 @@ def run_python_block(block: Block, namespace: dict) -> int:
     claims were checked. A failure names the README line."""
     tree = ast.parse(block.code, filename=f"README.md:{block.line}")
     expected = _expected_outputs(block.code)
+    ends = {node.end_lineno for node in tree.body}
+    for lineno in expected:
+        assert lineno in ends, (f"README.md line {block.line + lineno}: '# ->' is not checked there (it must end a "
+                                "top-level expression statement)")
     checked = 0
     for node in tree.body:
         where = f"README.md line {block.line + node.lineno} ({block.section})"
@@ -170,6 +174,9 @@ def test_a_broken_example_fails(tmp_path):
     false_claim = Block(1, "python", "[1, 2]  # -> [2, 1]\n", "x", None)
     with pytest.raises(AssertionError, match="the README says"):
         run_python_block(false_claim, {})
+    nested_claim = Block(1, "python", "for i in [1]:\n    i  # -> 2\n    i\n", "x", None)  # no statement ends there
+    with pytest.raises(AssertionError, match="README.md line 3: '# ->' is not checked"):
+        run_python_block(nested_claim, {})
     bad_cli = Block(1, "bash", "lakemerge show --no-such-option x.y\n", "Command line", None)
     with pytest.raises(AssertionError, match="exited 2"):
         run_bash_block(bad_cli, str(tmp_path), str(tmp_path))

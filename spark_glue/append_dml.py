@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import os
 import pickle
+import threading
 import uuid
+from contextlib import contextmanager
 
 import pyarrow as pa
 
@@ -187,10 +189,34 @@ def partition_only_matches(spark, table, condition):
                                     + [pa.field("__lakemerge_part", pa.int64())]))
     frame = spark.createDataFrame([(*scan.partition_values(p), i) for i, p in enumerate(parts)], schema)
     try:
-        hit = frame.where(condition).select("__lakemerge_part").collect()
+        with _quiet_analysis_errors():
+            hit = frame.where(condition).select("__lakemerge_part").collect()
     except AnalysisException:
         return None  # the condition names other columns
     return {parts[r[0]] for r in hit}
+
+
+@contextmanager
+def _quiet_analysis_errors():
+    """Drop the ERROR records (with a JVM stack trace) PySpark logs for every AnalysisException it raises, while the
+    calling thread probes a condition whose failure is an answer, not an error. Only this thread's records are
+    dropped (PySpark logs in the raising thread); other threads' errors still reach the log, and concurrent probes
+    each add and remove their own filter."""
+    from pyspark.logger import PySparkLogger  # creates them as PySpark's loggers (a plain Logger would break them)
+
+    thread = threading.get_ident()
+
+    def other_threads(record) -> bool:
+        return record.thread != thread
+
+    loggers = [PySparkLogger.getLogger(name) for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger")]
+    for lg in loggers:
+        lg.addFilter(other_threads)
+    try:
+        yield
+    finally:
+        for lg in loggers:
+            lg.removeFilter(other_threads)
 
 
 def spark_truncate(spark, table, condition) -> tuple[bool, int | None]:

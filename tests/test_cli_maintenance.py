@@ -76,6 +76,19 @@ def test_compact_full_rewrites_each_bucket_into_one_top_level_file(run, table):
     assert human.exit_code == 0 and "nothing to compact" in human.stdout
 
 
+def test_compact_full_reports_files_moved_up_without_a_rewrite(run, warehouse):
+    """A bucket whose only file is on level 0 is compacted by moving that file to the top level (Paimon's upgrade:
+    MergeTreeCompactTask), not by rewriting it: the report counted neither and read '0 file(s) ... rewritten into
+    0' for a committed COMPACT snapshot."""
+    r = run("create", "db.u", "--schema", "dt STRING, id BIGINT", "-k", "dt,id", "-p", "dt", "--bucket", "1")
+    assert r.exit_code == 0, r.output
+    Catalog(warehouse).get_table("db.u").write(pa.table({"dt": ["A", "B"], "id": pa.array([1, 2], pa.int64())}))
+    out = _json(run("compact", "db.u", "--full", "-p", "dt=A", "--json"))
+    assert out["snapshot_id"] == 2 and (out["files_rewritten"], out["files_written"], out["files_upgraded"]) == (0, 0, 1)
+    human = run("compact", "db.u", "--full", "-p", "dt=B")
+    assert human.exit_code == 0 and "snapshot 3; 1 file(s) moved to level 5 without a rewrite;" in human.stdout
+
+
 def test_compact_one_partition(run, table):
     out = _json(run("compact", "db.t", "--full", "--partition", "dt=A", "--json"))
     assert (out["files_before"], out["files_after"]) == (4, 1)

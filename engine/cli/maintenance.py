@@ -167,9 +167,10 @@ def compact(table, full, partitions, progress, warehouse, as_json):
     after = _live_files(t, t.snapshot(sid), specs) if sid is not None else before
     removed = [f for k, f in before.items() if k not in after]
     added = [f for k, f in after.items() if k not in before]
+    upgraded = [f for k, f in after.items() if k in before and before[k].level != f.level]  # moved, not rewritten
     result = {"table": t.name, "snapshot_id": sid, "full": full,
               "files_before": len(before), "files_after": len(after),
-              "files_rewritten": len(removed), "files_written": len(added),
+              "files_rewritten": len(removed), "files_written": len(added), "files_upgraded": len(upgraded),
               "rows_read": sum(f.row_count for f in removed), "rows_written": sum(f.row_count for f in added),
               "bytes_read": sum(f.file_size for f in removed), "bytes_written": sum(f.file_size for f in added),
               "seconds": round(seconds, 3)}
@@ -180,7 +181,10 @@ def compact(table, full, partitions, progress, warehouse, as_json):
         click.echo(f"{t.name}: nothing to compact ({len(before)} live file(s){hint})")
     else:
         rate = result["rows_read"] / max(seconds, 1e-9)
-        click.echo(f"compacted {t.name}: snapshot {sid}; {len(removed)} file(s) ({result['rows_read']:,} rows, "
+        levels = sorted({f.level for f in upgraded})
+        moved = (f"{len(upgraded)} file(s) moved to level {', '.join(map(str, levels))} without a rewrite; "
+                 if upgraded else "")
+        click.echo(f"compacted {t.name}: snapshot {sid}; {moved}{len(removed)} file(s) ({result['rows_read']:,} rows, "
                    f"{result['bytes_read']:,} bytes) rewritten into {len(added)} ({result['rows_written']:,} rows, "
                    f"{result['bytes_written']:,} bytes); live files {len(before)} -> {len(after)} in "
                    f"{seconds:.2f} s ({rate:,.0f} rows/s)")

@@ -23,6 +23,7 @@ exact filter is applied to merged rows afterwards (``to_expression``).
 from __future__ import annotations
 
 import math
+import numbers
 import operator
 from decimal import Decimal
 from functools import reduce
@@ -85,6 +86,8 @@ def _cast(value, typ: pa.DataType, col: str, table: str):
         value = float(value)  # the nearest float (Arrow's cast loses -0.0's sign)
     if isinstance(value, float) and pa.types.is_decimal(typ) and math.isfinite(value):
         value = Decimal(repr(float(value)))  # 1.005 as written (Arrow rounds silently); float(): numpy.float64
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and pa.types.is_decimal(typ):
+        value = Decimal(int(value))  # Arrow would cast an int through int64's DECIMAL(19, 0) and refuse DECIMAL(10, 2)
     try:
         scalar = _literal(value)  # a pandas.Timestamp keeps its nanoseconds
         if not isinstance(scalar, pa.Scalar):

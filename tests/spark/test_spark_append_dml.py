@@ -106,6 +106,77 @@ def test_partition_only_condition_drops_partitions(spark, tmp_path):
     assert t.latest_snapshot_id() == sid
 
 
+def test_a_condition_on_other_columns_logs_no_analysis_error(spark, tmp_path):
+    """Whether a condition names partition columns only is probed by resolving it over the partition values; PySpark
+    logged that probe's AnalysisException at ERROR with a JVM stack trace (the README's append DELETE showed it)."""
+    import logging
+
+    from pyspark.logger import PySparkLogger
+
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    loggers = [PySparkLogger.getLogger(n) for n in ("SQLQueryContextLogger", "DataFrameQueryContextLogger")]
+    for lg in loggers:
+        lg.addHandler(handler)
+    try:
+        t = make(tmp_path, {})
+        sid = spark_glue.delete_where(spark, t.root, "v LIKE 'w2%'")
+        assert sid is not None and not [r for r in t.read().to_pylist() if r["v"].startswith("w2")]
+        with pytest.raises(Exception, match="nope"):  # a condition Spark cannot resolve is still an error
+            spark_glue.delete_where(spark, t.root, "nope = 1")
+    finally:
+        for lg in loggers:
+            lg.removeHandler(handler)
+    assert not [r for r in records if "name `v`" in r.getMessage()]  # the probe; the `nope` error is logged
+    assert all(not lg.disabled and not lg.filters for lg in loggers)
+
+
+def test_concurrent_probes_mute_only_their_own_thread():
+    """The probe's muting is per thread: two delete_where calls probing at once (A starts, B starts, A ends, B ends)
+    leave PySpark's loggers as they were (restoring a saved 'disabled' flag left them disabled for good), and an error
+    another thread logs meanwhile is still logged."""
+    import logging
+    import threading
+
+    from pyspark.logger import PySparkLogger
+
+    from spark_glue.append_dml import _quiet_analysis_errors
+
+    logger = PySparkLogger.getLogger("SQLQueryContextLogger")
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger.addHandler(handler)
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+
+    def probe_a():
+        with _quiet_analysis_errors():
+            a_in.set()
+            b_in.wait(10)
+            logger.error("from A")
+        a_out.set()
+
+    def probe_b():
+        a_in.wait(10)
+        with _quiet_analysis_errors():
+            b_in.set()
+            a_out.wait(10)
+
+    threads = [threading.Thread(target=probe_a), threading.Thread(target=probe_b)]
+    try:
+        for th in threads:
+            th.start()
+        a_in.wait(10)
+        logger.error("from another thread")
+        for th in threads:
+            th.join(10)
+        logger.error("after")
+    finally:
+        logger.removeHandler(handler)
+    assert [r.getMessage() for r in records] == ["from another thread", "after"]
+
+
 def test_nothing_matched_publishes_nothing(spark, tmp_path):
     for i, options in enumerate([{}, DV]):
         t = make(tmp_path, options, name=f"t{i}")

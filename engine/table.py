@@ -394,7 +394,9 @@ class Table:
         planned = self.scan().plan(snap, dnf, exclude=exclude, batch_read=batch_read)
         splits = real_bucket_splits(planned) if every_level else batch_read_splits(planned, self.schema)
         read_cols = list(dict.fromkeys(out_cols + sorted(pred.columns_of(dnf))))
-        reader = SplitReader(self.file_io, self.schema, self.schema_manager.schema)
+        from engine.read.file_skips import read_skips
+        reader = SplitReader(self.file_io, self.schema, self.schema_manager.schema,
+                             read_skips(self) if batch_read else None)  # never for row-level operations
         parts = self._map(lambda sp: reader.read(sp, read_cols), splits)
         target = pa.schema([self.arrow_schema.field(c) for c in read_cols])
         result = pa.concat_tables([with_schema(p, target) for p in parts]) if parts else target.empty_table()

@@ -389,7 +389,8 @@ def _full_append_split(table, split, columns: list[str]) -> pa.Table:
     """An append table's split for a full first read: its files' rows in append order, all +I (the engine's
     ``full_read_split`` merges by key, and append files have none)."""
     from engine.append.read import ordered_files, read_append_file
+    from engine.read.file_skips import read_skips
     from engine.read.split_read import SplitReader
-    reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema)
+    reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema, read_skips(table))
     rows = pa.concat_tables([read_append_file(reader, split, f, columns) for f in ordered_files(split)])
     return rows.append_column(ROW_KIND_COLUMN, pa.array(["+I"] * rows.num_rows, pa.string()))

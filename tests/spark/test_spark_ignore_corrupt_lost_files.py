@@ -1,0 +1,45 @@
+"""Spark reads honour scan.ignore-corrupt-files / scan.ignore-lost-files given as a read option (Paimon's dynamic
+options) or as a table option: the unreadable data file is skipped; without the option the read fails."""
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+import pytest
+
+import spark_glue
+from engine import Catalog
+
+
+def _table(root, **options):
+    cat = Catalog(str(root))
+    cat.create_database("db")
+    t = cat.create_table("db.t", pa.schema([("id", pa.int64()), ("v", pa.string())]), primary_key=["id"],
+                         options={"bucket": "1", **options})
+    t.write(pa.table({"id": [1, 2, 3], "v": ["old"] * 3}))
+    t.write(pa.table({"id": [3, 4], "v": ["new"] * 2}))
+    files = sorted((f.min_sequence_number, os.path.join(sp.bucket_dir, f.file_name))
+                   for sp in t.plan() for f in sp.files)
+    return t, [p for _, p in files]
+
+
+def _ids(df):
+    return sorted((r["id"], r["v"]) for r in df.collect())
+
+
+def test_corrupt_file_skipped_by_read_option(spark, tmp_path):
+    t, files = _table(tmp_path / "c")
+    with open(files[1], "r+b") as f:
+        f.truncate(os.path.getsize(files[1]) // 2)
+    with pytest.raises(Exception, match="corrupt"):
+        spark_glue.read_table(spark, t.root).collect()
+    df = spark_glue.read_table(spark, t.root, **{"scan.ignore-corrupt-files": "true"})
+    assert _ids(df) == [(1, "old"), (2, "old"), (3, "old")]
+
+
+def test_lost_file_skipped_by_table_option(spark, tmp_path):
+    t, files = _table(tmp_path / "l", **{"scan.ignore-lost-files": "true"})
+    os.unlink(files[0])
+    assert _ids(spark_glue.read_table(spark, t.root)) == [(3, "new"), (4, "new")]
+    with pytest.raises(Exception, match="missing"):  # a read option overrides the table's
+        spark_glue.read_table(spark, t.root, **{"scan.ignore-lost-files": "false"}).collect()

@@ -24,7 +24,7 @@ from engine.options import DATA_FILE_PREFIX, STATS_MODE, TARGET_FILE_ROW_NUM, TA
 from engine.schema import TableSchema
 from engine.write.file_writer import local_millis_as_utc
 from engine.write.formats import append_file_format, file_extension
-from engine.write.stats import simple_stats
+from engine.write.stats import simple_stats, stats_modes
 
 APPEND_TARGET_FILE_SIZE = 256 << 20  # Paimon's default target-file-size for append tables
 
@@ -71,7 +71,7 @@ def write_append_files(io: FileIO, bucket_dir: str, rows: pa.Table, schema: Tabl
             io.mkdirs(os.path.dirname(path))
             io.write_bytes(path, data)
             written.append(path)
-            stats = simple_stats(part, names, types, opts.get(STATS_MODE))
+            stats = simple_stats(part, names, types, stats_modes(opts, names, opts.get(STATS_MODE)))
             seq0 = first_sequence + start
             metas.append(DataFileMeta(
                 file_name=name, file_size=len(data), row_count=part.num_rows, min_key=EMPTY_ROW, max_key=EMPTY_ROW,

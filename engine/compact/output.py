@@ -28,7 +28,7 @@ from engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, TableSc
 from engine.types import DataType
 from engine.write.file_writer import local_millis_as_utc
 from engine.write.formats import ROW_GROUP_ROWS, data_file_format, file_extension
-from engine.write.stats import column_min_max
+from engine.write.stats import column_min_max, stats_modes
 
 
 class _ColumnStats:
@@ -41,6 +41,9 @@ class _ColumnStats:
         self.nulls = 0
 
     def add(self, col) -> None:
+        if self.mode == "none":  # no min, max nor null count
+            self.nulls = None
+            return
         lo, hi, nulls = column_min_max(col, self.dtype, self.mode)
         self.nulls += nulls
         if nulls == len(col):
@@ -90,7 +93,8 @@ class _OpenFile:
         self.seq_min = self.seq_max = None
         self.deletes = 0
         self.key_stats = [_ColumnStats(t, "full") for t in w.key_types]
-        self.value_stats = [_ColumnStats(t, w.stats_mode) for t in w.value_types] if w.stats_mode != "none" else []
+        self.value_stats = [_ColumnStats(t, m) for t, m in zip(w.value_types, w.stats_mode)] \
+            if any(m != "none" for m in w.stats_mode) else []
 
 
 class RollingRunWriter:
@@ -105,7 +109,7 @@ class RollingRunWriter:
         self.placer = placer_for(bucket_dir, schema)
         self.target = opts.get(TARGET_FILE_SIZE)
         self.format = data_file_format(schema, level)
-        self.stats_mode = opts.get(STATS_MODE)
+        self.stats_mode = stats_modes(opts, schema.field_names, opts.get(STATS_MODE))  # one per value column
         self.prefix = opts.get(DATA_FILE_PREFIX)
         self.key_names = list(schema.trimmed_primary_keys)
         self.key_types = schema.types_of(self.key_names)

@@ -25,7 +25,7 @@ from engine.meta.data_file import FILE_SOURCE_APPEND, DataFileMeta, SimpleStats
 from engine.options import DATA_FILE_PREFIX, STATS_MODE, TARGET_FILE_ROW_NUM, TARGET_FILE_SIZE
 from engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, TableSchema
 from engine.write.formats import DataFileFormat, data_file_format, file_extension
-from engine.write.stats import simple_stats
+from engine.write.stats import simple_stats, stats_modes
 
 
 def local_millis_as_utc() -> int:
@@ -46,7 +46,7 @@ def write_sorted_run(io_: FileIO, bucket_dir: str, rows: pa.Table, schema: Table
     opts = schema.table_options
     target = opts.get(TARGET_FILE_SIZE)
     fmt = data_file_format(schema, level) if file_format is None else file_format
-    stats_mode = opts.get(STATS_MODE) if stats_mode is None else stats_mode
+    stats_mode = stats_modes(opts, schema.field_names, opts.get(STATS_MODE) if stats_mode is None else stats_mode)
     prefix = opts.get(DATA_FILE_PREFIX) if prefix is None else prefix
     n = rows.num_rows
     if n == 0:

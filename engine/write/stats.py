@@ -3,7 +3,9 @@
 Guarantee: for every non-null value v of a column, ``min <= v <= max`` under Paimon's order (floats: Java's
 Double.compare, where -0.0 < 0.0; a float column holding a NaN gets no min/max), so readers may skip a file whose
 range cannot match. Under ``truncate(N)`` long strings keep an N-character prefix as the minimum
-and a rounded-up prefix as the maximum (or no maximum if it cannot be rounded up).
+and a rounded-up prefix as the maximum (or no maximum if it cannot be rounded up). Each column's mode is
+``metadata.stats-mode`` unless ``fields.<column>.stats-mode`` overrides it (``stats_modes``); a ``none`` column
+records no min, max or null count.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import re
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine.errors import InvalidOption
 from engine.meta import binary_row
 from engine.meta.data_file import SimpleStats
 from engine.types import DataType
@@ -37,8 +40,27 @@ def _truncate_max(value, n: int):
     return None
 
 
+_MODE = re.compile(r"none|counts|full|truncate\(\d+\)")
+
+
+def stats_modes(options, names, default: str) -> list[str]:
+    """The stats mode of each column of ``names``: ``fields.<name>.stats-mode`` if the table options
+    (``TableOptions``) set it, else ``default``, as Paimon's StatsCollectorFactories. Raises InvalidOption for a
+    mode that is not none, counts, full or truncate(N)."""
+    modes = []
+    for name in names:
+        key = f"fields.{name}.stats-mode"
+        mode = options.raw.get(key, default).strip().lower()
+        if not _MODE.fullmatch(mode):
+            raise InvalidOption(key, mode, "expected none, counts, full or truncate(N)", table=options.table)
+        modes.append(mode)
+    return modes
+
+
 def column_min_max(col: pa.ChunkedArray | pa.Array, dtype: DataType, mode: str):
-    """(min, max, null_count) as Python values for one column under a Paimon stats mode."""
+    """(min, max, null_count) as Python values for one column under a Paimon stats mode (``none``: all None)."""
+    if mode == "none":
+        return None, None, None
     nulls = col.null_count
     if mode == "counts" or dtype.is_nested or len(col) == nulls:
         return None, None, nulls
@@ -59,13 +81,15 @@ def column_min_max(col: pa.ChunkedArray | pa.Array, dtype: DataType, mode: str):
     return lo, hi, nulls
 
 
-def simple_stats(table: pa.Table, names, types: list[DataType], mode: str) -> SimpleStats:
-    """SimpleStats over the named columns; stats rows use the types made nullable."""
-    if mode == "none" or not names:
+def simple_stats(table: pa.Table, names, types: list[DataType], mode) -> SimpleStats:
+    """SimpleStats over the named columns under ``mode`` (one mode, or one per column: ``stats_modes``); stats rows
+    use the types made nullable. Every column ``none``: no statistics (``SimpleStats.EMPTY``)."""
+    modes = [mode] * len(names) if isinstance(mode, str) else list(mode)
+    if not names or all(m == "none" for m in modes):
         return SimpleStats.EMPTY
     mins, maxs, nulls = [], [], []
-    for name, dtype in zip(names, types):
-        lo, hi, nc = column_min_max(table.column(name), dtype, mode)
+    for name, dtype, m in zip(names, types, modes):
+        lo, hi, nc = column_min_max(table.column(name), dtype, m)
         mins.append(lo)
         maxs.append(hi)
         nulls.append(nc)

@@ -63,3 +63,46 @@ def test_an_unknown_mode_is_refused(tmp_path):
     with pytest.raises(InvalidOption, match="fields.s.stats-mode"):
         t.write(ROWS)
     assert t.latest_snapshot_id() is None
+
+
+def _key_stats(t):
+    [f] = [f for sp in t.plan() for f in sp.files]
+    [ty] = [t.schema.field("k").type.with_nullable(True)]
+    return (binary_row.deserialize_row(f.key_stats.min_values, [ty])[0],
+            binary_row.deserialize_row(f.key_stats.max_values, [ty])[0], f.key_stats.null_counts)
+
+
+LONG = ["a" * 200, "a" * 150 + "b"]
+
+
+def _key_table(tmp_path, **options):
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    t = cat.create_table("db.k", pa.schema([pa.field("k", pa.string(), False), ("v", pa.int64())]),
+                         primary_key=["k"], options={"bucket": "1", "metadata.stats-mode": "full", **options})
+    t.write(pa.table({"k": LONG, "v": [1, 2]}))
+    return t
+
+
+def test_key_stats_are_truncated_to_128_characters_as_in_paimon(tmp_path):
+    """Paimon collects the _KEY_ columns' stats with truncate(128) whatever metadata.stats-mode says
+    (StatsCollectorFactories: system fields); a key filter still finds both rows."""
+    t = _key_table(tmp_path)
+    assert _key_stats(t) == ("a" * 128, "a" * 127 + "b", (0,))
+    assert sorted(t.read(filter=[("k", "=", LONG[1])]).column("v").to_pylist()) == [2]
+    assert t.lookup(pa.table({"k": [LONG[1]]})).column("v").to_pylist() == [2]
+    t.write(pa.table({"k": [LONG[0]], "v": [3]}))
+    t.compact(full=True)
+    assert _key_stats(t) == ("a" * 128, "a" * 127 + "b", (0,))
+
+
+def test_key_stats_follow_a_key_column_override_and_avro_the_table_mode(tmp_path):
+    # fields._KEY_k.* names no column (Paimon's SchemaValidation refuses it); in thin mode the key's own column
+    # is the key's column in the file, so its override applies to the key statistics too
+    thin = _key_table(tmp_path / "o", **{"data-file.thin-mode": "true", "fields.k.stats-mode": "full"})
+    assert _key_stats(thin)[:2] == tuple(LONG)
+    assert _key_stats(_key_table(tmp_path / "t", **{"data-file.thin-mode": "true"}))[:2] == ("a" * 128,
+                                                                                            "a" * 127 + "b")
+    # Avro files: Paimon's createStatsFactoriesForAvro gives _KEY_ columns the file's stats mode
+    assert _key_stats(_key_table(tmp_path / "a", **{"file.format": "avro", "metadata.stats-mode": "counts"})) \
+        == (None, None, (0,))

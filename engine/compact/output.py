@@ -28,7 +28,7 @@ from engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, TableSc
 from engine.types import DataType
 from engine.write.file_writer import local_millis_as_utc
 from engine.write.formats import ROW_GROUP_ROWS, data_file_format, file_extension
-from engine.write.stats import column_min_max, stats_modes
+from engine.write.stats import column_min_max, key_stats_modes, stats_modes
 
 
 class _ColumnStats:
@@ -92,7 +92,7 @@ class _OpenFile:
         self.last_key = None
         self.seq_min = self.seq_max = None
         self.deletes = 0
-        self.key_stats = [_ColumnStats(t, "full") for t in w.key_types]
+        self.key_stats = [_ColumnStats(t, m) for t, m in zip(w.key_types, w.key_modes)]
         self.value_stats = [_ColumnStats(t, m) for t, m in zip(w.value_types, w.stats_mode)] \
             if any(m != "none" for m in w.stats_mode) else []
 
@@ -117,6 +117,7 @@ class RollingRunWriter:
         self.value_types = schema.types_of(self.value_names)
         self.key_cols = [KEY_FIELD_PREFIX + k if KEY_FIELD_PREFIX + k in schema.file_arrow_schema.names else k
                          for k in self.key_names]
+        self.key_modes = key_stats_modes(opts, self.key_cols, self.format.name, opts.get(STATS_MODE))
         self.uuid = uuid.uuid4()
         self.files: list[DataFileMeta] = []
         self.paths: list[str] = []

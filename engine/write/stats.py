@@ -57,6 +57,16 @@ def stats_modes(options, names, default: str) -> list[str]:
     return modes
 
 
+KEY_STATS_MODE = "truncate(128)"
+
+
+def key_stats_modes(options, key_columns, file_format: str, default: str) -> list[str]:
+    """Modes of a primary-key file's key statistics, as Paimon's KeyValueFileWriterFactory picks them: the
+    ``fields.<column>.stats-mode`` of each key's column in the file (``_KEY_<k>``, or ``<k>`` in thin mode) if set,
+    else truncate(128) -- in an Avro file, else ``default`` (the file's stats mode). Raises like ``stats_modes``."""
+    return stats_modes(options, key_columns, default if file_format == "avro" else KEY_STATS_MODE)
+
+
 def column_min_max(col: pa.ChunkedArray | pa.Array, dtype: DataType, mode: str):
     """(min, max, null_count) as Python values for one column under a Paimon stats mode (``none``: all None)."""
     if mode == "none":
@@ -81,11 +91,12 @@ def column_min_max(col: pa.ChunkedArray | pa.Array, dtype: DataType, mode: str):
     return lo, hi, nulls
 
 
-def simple_stats(table: pa.Table, names, types: list[DataType], mode) -> SimpleStats:
+def simple_stats(table: pa.Table, names, types: list[DataType], mode, *, keep_columns: bool = False) -> SimpleStats:
     """SimpleStats over the named columns under ``mode`` (one mode, or one per column: ``stats_modes``); stats rows
-    use the types made nullable. Every column ``none``: no statistics (``SimpleStats.EMPTY``)."""
+    use the types made nullable. Every column ``none``: no statistics (``SimpleStats.EMPTY``), unless
+    ``keep_columns`` (key statistics), which describes every column as unknown."""
     modes = [mode] * len(names) if isinstance(mode, str) else list(mode)
-    if not names or all(m == "none" for m in modes):
+    if not names or (all(m == "none" for m in modes) and not keep_columns):
         return SimpleStats.EMPTY
     mins, maxs, nulls = [], [], []
     for name, dtype, m in zip(names, types, modes):

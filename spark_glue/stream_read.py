@@ -321,8 +321,10 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from engine.changelog.overwrite import follow_up_changes
         from engine.changelog.retention import changes_snapshot
         from engine.changelog.streaming import full_read_split
-        # the query's schema, whatever ALTER TABLE did since it started (files are read by field id)
-        table = open_table(self.path).through_schema(partition.schema_id)
+        from engine.read.file_skips import with_read_options
+        # the query's schema, whatever ALTER TABLE did since it started (files are read by field id); the read's
+        # scan.ignore-corrupt-files / scan.ignore-lost-files over the table's
+        table = with_read_options(open_table(self.path).through_schema(partition.schema_id), self.options)
         if isinstance(partition, FullSplit) and table.schema.is_append_only:
             rows = _full_append_split(table, partition.split, self.columns)
         elif isinstance(partition, FullSplit):

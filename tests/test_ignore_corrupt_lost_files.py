@@ -144,3 +144,18 @@ def test_deletion_vector_index_file_is_not_skipped(tmp_path):
         _garbage(p)
     with pytest.raises(CorruptFile):
         t.read()
+
+
+def test_read_options_override_the_table_options_for_one_read(tmp_path):
+    """engine.read.file_skips.with_read_options (Spark streaming reads' dynamic options): the read's value wins, the
+    table is unchanged."""
+    from engine.errors import InvalidOption
+    from engine.read.file_skips import with_read_options
+    t = _append_table(tmp_path)
+    _garbage(_files(t)[0])
+    assert _rows(with_read_options(t, {CORRUPT: "true"}).read()) == {4: "d", 5: "e"}
+    with pytest.raises(CorruptFile):
+        t.read()
+    assert CORRUPT not in t.options
+    with pytest.raises(InvalidOption, match=CORRUPT):
+        with_read_options(t, {CORRUPT: "yes"})

@@ -55,3 +55,19 @@ class FileSkips:
 def read_skips(table) -> FileSkips | None:
     """The ``FileSkips`` of a user's read of ``table`` (its table options)."""
     return FileSkips.of(table.schema.table_options)
+
+
+def with_read_options(table, read_options: dict[str, str]):
+    """``table`` as a read given ``read_options`` sees it: a copy whose schema options carry the read's
+    ``scan.ignore-corrupt-files`` / ``scan.ignore-lost-files`` (Paimon's dynamic options; for that read only, nothing
+    is stored), or ``table`` itself when the read sets neither. Raises InvalidOption for a value that is not
+    true/false."""
+    given = {k: str(v) for k, v in read_options.items() if k in (SCAN_IGNORE_CORRUPT_FILES, SCAN_IGNORE_LOST_FILES)}
+    if not given:
+        return table
+    import copy
+    import dataclasses
+    view = copy.copy(table)
+    view.schema = dataclasses.replace(table.schema, options={**table.schema.options, **given})
+    TableOptions(view.schema.options, table=table.name)  # validates the read's values
+    return view

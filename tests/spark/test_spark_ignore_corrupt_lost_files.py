@@ -43,3 +43,13 @@ def test_lost_file_skipped_by_table_option(spark, tmp_path):
     assert _ids(spark_glue.read_table(spark, t.root)) == [(3, "new"), (4, "new")]
     with pytest.raises(Exception, match="missing"):  # a read option overrides the table's
         spark_glue.read_table(spark, t.root, **{"scan.ignore-lost-files": "false"}).collect()
+
+
+def test_stream_read_skips_a_corrupt_file_by_read_option(spark, tmp_path):
+    from tests.spark.stream_sink import run_available_now, sink_rows
+    t, files = _table(tmp_path / "s")
+    with open(files[1], "r+b") as f:
+        f.truncate(os.path.getsize(files[1]) // 2)
+    out, ck = str(tmp_path / "out"), str(tmp_path / "ck")
+    run_available_now(spark, t.root, out, ck, **{"scan.ignore-corrupt-files": "true"})
+    assert sorted((r["id"], r["v"]) for r in sink_rows(out)) == [(1, "old"), (2, "old"), (3, "old")]

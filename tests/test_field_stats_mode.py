@@ -106,3 +106,20 @@ def test_key_stats_follow_a_key_column_override_and_avro_the_table_mode(tmp_path
     # Avro files: Paimon's createStatsFactoriesForAvro gives _KEY_ columns the file's stats mode
     assert _key_stats(_key_table(tmp_path / "a", **{"file.format": "avro", "metadata.stats-mode": "counts"})) \
         == (None, None, (0,))
+
+
+@pytest.mark.parametrize("pk", [True, False], ids=["pk", "append"])
+def test_a_maximum_that_cannot_be_rounded_up_drops_the_minimum_too(tmp_path, pk):
+    """Paimon's TruncateSimpleColStatsCollector: when the truncated maximum has no upper bound (a prefix of only
+    U+10FFFF characters or 0xFF bytes) the column keeps neither bound, only its null count -- in written and
+    compacted files alike."""
+    schema = pa.schema([("id", pa.int64()), ("s", pa.string()), ("b", pa.binary())])
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    t = cat.create_table("db.t", schema, primary_key=["id"] if pk else None,
+                         options={"bucket": "1" if pk else "-1", "metadata.stats-mode": "truncate(2)"})
+    t.write(pa.table({"id": [1], "s": ["a"], "b": [b"\x00"]}, schema=schema))
+    t.write(pa.table({"id": [2], "s": ["\U0010FFFF" * 3], "b": [b"\xff\xff\xff"]}, schema=schema))
+    t.compact(full=True)
+    assert _stats(t) == {"id": (1, 2, 0), "s": (None, None, 0), "b": (None, None, 0)}
+    assert t.read(filter=[("s", ">", "b")]).column("id").to_pylist() == [2]

@@ -3,7 +3,7 @@
 Guarantee: for every non-null value v of a column, ``min <= v <= max`` under Paimon's order (floats: Java's
 Double.compare, where -0.0 < 0.0; a float column holding a NaN gets no min/max), so readers may skip a file whose
 range cannot match. Under ``truncate(N)`` long strings keep an N-character prefix as the minimum
-and a rounded-up prefix as the maximum (or no maximum if it cannot be rounded up). Each column's mode is
+and a rounded-up prefix as the maximum (neither, if it cannot be rounded up). Each column's mode is
 ``metadata.stats-mode`` unless ``fields.<column>.stats-mode`` overrides it (``stats_modes``); a ``none`` column
 records no min, max or null count.
 """
@@ -83,6 +83,8 @@ def column_min_max(col: pa.ChunkedArray | pa.Array, dtype: DataType, mode: str):
             lo = lo[:n]
         if hi is not None and len(hi) > n:
             hi = _truncate_max(hi, n)
+            if hi is None:  # no upper bound: Paimon's TruncateSimpleColStatsCollector then drops the minimum too
+                return None, None, nulls
     if dtype.root in ("FLOAT", "DOUBLE"):
         if pc.any(pc.is_nan(col)).as_py():
             return None, None, nulls  # Java's NaN ordering differs from Arrow's min/max; claim nothing

@@ -159,3 +159,15 @@ def test_read_options_override_the_table_options_for_one_read(tmp_path):
     assert CORRUPT not in t.options
     with pytest.raises(InvalidOption, match=CORRUPT):
         with_read_options(t, {CORRUPT: "yes"})
+
+
+@pytest.mark.parametrize("pk", [True, False], ids=["pk", "append"])
+def test_audit_log_skips_like_the_table_read(tmp_path, pk):
+    """$audit_log reads the table's files through the same reader as a batch read (Paimon's AuditLogTable wraps the
+    data table's read), so it skips an unreadable data file under the same options, primary-key tables included."""
+    from engine.system_tables import system_table
+    t = _pk_table(tmp_path, **{LOST: "true"}) if pk else _append_table(tmp_path, **{LOST: "true"})
+    os.unlink(_files(t)[0])
+    audit = system_table(t, "audit_log").read()
+    assert set(audit.column("rowkind").to_pylist()) == {"+I"}
+    assert _rows(audit.drop_columns(["rowkind"])) == _rows(t.read())

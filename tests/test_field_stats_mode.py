@@ -123,3 +123,15 @@ def test_a_maximum_that_cannot_be_rounded_up_drops_the_minimum_too(tmp_path, pk)
     t.compact(full=True)
     assert _stats(t) == {"id": (1, 2, 0), "s": (None, None, 0), "b": (None, None, 0)}
     assert t.read(filter=[("s", ">", "b")]).column("id").to_pylist() == [2]
+
+
+def test_thin_mode_key_column_value_stats_are_the_key_stats(tmp_path):
+    """Thin mode: the key's own value column is the key's column in the file, and Paimon's StatsCollectorFactories
+    gives it truncate(128) (not metadata.stats-mode) unless fields.<k>.stats-mode is set; its value statistics and
+    the key statistics (KeyValueThinDataFileWriterImpl copies them) agree, in written and compacted files."""
+    t = _key_table(tmp_path, **{"data-file.thin-mode": "true", "metadata.stats-mode": "truncate(4)"})
+    bounds = ("a" * 128, "a" * 127 + "b", 0)
+    assert _stats(t)["k"] == bounds and _key_stats(t) == bounds[:2] + ((0,),)
+    t.write(pa.table({"k": [LONG[0]], "v": [3]}))
+    t.compact(full=True)
+    assert _stats(t)["k"] == bounds and _key_stats(t) == bounds[:2] + ((0,),)

@@ -28,7 +28,7 @@ from engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, TableSc
 from engine.types import DataType
 from engine.write.file_writer import local_millis_as_utc
 from engine.write.formats import ROW_GROUP_ROWS, data_file_format, file_extension
-from engine.write.stats import column_min_max, key_stats_modes, stats_modes
+from engine.write.stats import column_min_max, key_stats_modes, value_stats_modes
 
 
 class _ColumnStats:
@@ -109,7 +109,6 @@ class RollingRunWriter:
         self.placer = placer_for(bucket_dir, schema)
         self.target = opts.get(TARGET_FILE_SIZE)
         self.format = data_file_format(schema, level)
-        self.stats_mode = stats_modes(opts, schema.field_names, opts.get(STATS_MODE))  # one per value column
         self.prefix = opts.get(DATA_FILE_PREFIX)
         self.key_names = list(schema.trimmed_primary_keys)
         self.key_types = schema.types_of(self.key_names)
@@ -118,6 +117,8 @@ class RollingRunWriter:
         self.key_cols = [KEY_FIELD_PREFIX + k if KEY_FIELD_PREFIX + k in schema.file_arrow_schema.names else k
                          for k in self.key_names]
         self.key_modes = key_stats_modes(opts, self.key_cols, self.format.name, opts.get(STATS_MODE))
+        self.stats_mode = value_stats_modes(opts, self.value_names, self.key_cols, self.format.name,
+                                            opts.get(STATS_MODE))  # one per value column
         self.uuid = uuid.uuid4()
         self.files: list[DataFileMeta] = []
         self.paths: list[str] = []

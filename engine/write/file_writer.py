@@ -25,7 +25,7 @@ from engine.meta.data_file import FILE_SOURCE_APPEND, DataFileMeta, SimpleStats
 from engine.options import DATA_FILE_PREFIX, STATS_MODE, TARGET_FILE_ROW_NUM, TARGET_FILE_SIZE
 from engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, TableSchema
 from engine.write.formats import DataFileFormat, data_file_format, file_extension
-from engine.write.stats import key_stats_modes, simple_stats, stats_modes
+from engine.write.stats import key_stats_modes, simple_stats, value_stats_modes
 
 
 def local_millis_as_utc() -> int:
@@ -50,7 +50,7 @@ def write_sorted_run(io_: FileIO, bucket_dir: str, rows: pa.Table, schema: Table
     key_cols = [KEY_FIELD_PREFIX + k if KEY_FIELD_PREFIX + k in schema.file_arrow_schema.names else k
                 for k in schema.trimmed_primary_keys]
     key_modes = key_stats_modes(opts, key_cols, fmt.name, stats_mode)
-    value_modes = stats_modes(opts, schema.field_names, stats_mode)
+    value_modes = value_stats_modes(opts, schema.field_names, key_cols, fmt.name, stats_mode)
     prefix = opts.get(DATA_FILE_PREFIX) if prefix is None else prefix
     n = rows.num_rows
     if n == 0:

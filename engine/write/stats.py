@@ -67,6 +67,15 @@ def key_stats_modes(options, key_columns, file_format: str, default: str) -> lis
     return stats_modes(options, key_columns, default if file_format == "avro" else KEY_STATS_MODE)
 
 
+def value_stats_modes(options, value_names, key_columns, file_format: str, default: str) -> list[str]:
+    """Modes of a primary-key file's value statistics: ``stats_modes``, except that a value column which is also the
+    key's column in the file (thin mode: no ``_KEY_`` copy) takes its ``key_stats_modes`` mode, as Paimon's
+    StatsCollectorFactories gives such a column truncate(128) unless ``fields.<k>.stats-mode`` is set. Raises like
+    ``stats_modes``."""
+    keys = dict(zip(key_columns, key_stats_modes(options, key_columns, file_format, default)))
+    return [keys.get(n, m) for n, m in zip(value_names, stats_modes(options, value_names, default))]
+
+
 def column_min_max(col: pa.ChunkedArray | pa.Array, dtype: DataType, mode: str):
     """(min, max, null_count) as Python values for one column under a Paimon stats mode (``none``: all None)."""
     if mode == "none":

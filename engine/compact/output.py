@@ -28,7 +28,7 @@ from engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, TableSc
 from engine.types import DataType
 from engine.write.file_writer import local_millis_as_utc
 from engine.write.formats import ROW_GROUP_ROWS, data_file_format, file_extension
-from engine.write.stats import column_min_max, key_stats_modes, value_stats_modes
+from engine.write.stats import column_min_max, dense_columns, key_stats_modes, value_stats_modes
 
 
 class _ColumnStats:
@@ -93,8 +93,7 @@ class _OpenFile:
         self.seq_min = self.seq_max = None
         self.deletes = 0
         self.key_stats = [_ColumnStats(t, m) for t, m in zip(w.key_types, w.key_modes)]
-        self.value_stats = [_ColumnStats(t, m) for t, m in zip(w.value_types, w.stats_mode)] \
-            if any(m != "none" for m in w.stats_mode) else []
+        self.value_stats = [_ColumnStats(w.value_types[i], w.stats_mode[i]) for i in w.stats_cols]  # dense
 
 
 class RollingRunWriter:
@@ -119,6 +118,7 @@ class RollingRunWriter:
         self.key_modes = key_stats_modes(opts, self.key_cols, self.format.name, opts.get(STATS_MODE))
         self.stats_mode = value_stats_modes(opts, self.value_names, self.key_cols, self.format.name,
                                             opts.get(STATS_MODE))  # one per value column
+        self.stats_cols = dense_columns(self.stats_mode)  # the value columns whose statistics are stored
         self.uuid = uuid.uuid4()
         self.files: list[DataFileMeta] = []
         self.paths: list[str] = []
@@ -189,8 +189,8 @@ class RollingRunWriter:
         f.deletes += int(pc.sum(pc.is_in(kinds, value_set=pa.array([1, 3], pa.int8()))).as_py() or 0)
         for s, c in zip(f.key_stats, self.key_cols):
             s.add(part.column(c))
-        for s, c in zip(f.value_stats, self.value_names):
-            s.add(part.column(c))
+        for s, i in zip(f.value_stats, self.stats_cols):
+            s.add(part.column(self.value_names[i]))
 
     def _close(self) -> None:
         f, self.current = self.current, None
@@ -204,7 +204,10 @@ class RollingRunWriter:
             self.io.mkdirs(os.path.dirname(f.path))
             self.io.write_bytes(f.path, data)
             self.paths.append(f.path)
-        value_stats = _serialize(f.value_stats, self.value_types) if f.value_stats else SimpleStats.EMPTY
+        value_stats = _serialize(f.value_stats, [self.value_types[i] for i in self.stats_cols]) \
+            if f.value_stats else SimpleStats.EMPTY
+        value_cols = () if not f.value_stats else None if len(self.stats_cols) == len(self.value_names) \
+            else tuple(self.value_names[i] for i in self.stats_cols)  # Paimon's dense statistics
         self.files.append(DataFileMeta(
             file_name=f.name, file_size=size, row_count=f.rows,
             min_key=binary_row.serialize_row(f.first_key, self.key_types),
@@ -213,5 +216,5 @@ class RollingRunWriter:
             min_sequence_number=f.seq_min, max_sequence_number=f.seq_max, schema_id=self.schema.id,
             level=self.level, extra_files=(), creation_time_millis=local_millis_as_utc(), delete_row_count=f.deletes,
             embedded_index=None, file_source=self.file_source,
-            value_stats_cols=None if value_stats is not SimpleStats.EMPTY else (), external_path=f.external_path))
+            value_stats_cols=value_cols, external_path=f.external_path))
         crash_point("compact.after-output-file")

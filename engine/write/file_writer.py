@@ -21,11 +21,11 @@ from engine.crash_points import crash_point
 from engine.data_paths import placer_for
 from engine.io.file_io import FileIO
 from engine.meta import binary_row
-from engine.meta.data_file import FILE_SOURCE_APPEND, DataFileMeta, SimpleStats
+from engine.meta.data_file import FILE_SOURCE_APPEND, DataFileMeta
 from engine.options import DATA_FILE_PREFIX, STATS_MODE, TARGET_FILE_ROW_NUM, TARGET_FILE_SIZE
 from engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, TableSchema
 from engine.write.formats import DataFileFormat, data_file_format, file_extension
-from engine.write.stats import key_stats_modes, simple_stats, value_stats_modes
+from engine.write.stats import key_stats_modes, simple_stats, value_stats, value_stats_modes
 
 
 def local_millis_as_utc() -> int:
@@ -101,15 +101,15 @@ def _describe(name, size, part: pa.Table, key_names, key_types, value_names, val
     deletes = int(pc.sum(pc.is_in(kinds, value_set=pa.array([1, 3], pa.int8()))).as_py() or 0)
     key_part = part.select(key_cols).rename_columns(key_names)
     key_stats = simple_stats(key_part, key_names, key_types, key_modes, keep_columns=True)
-    value_stats = simple_stats(part, value_names, value_types, value_modes)
+    values, value_cols = value_stats(part, value_names, value_types, value_modes)
     return DataFileMeta(
         file_name=name, file_size=size, row_count=part.num_rows,
         min_key=binary_row.serialize_row(first, key_types), max_key=binary_row.serialize_row(last, key_types),
-        key_stats=key_stats, value_stats=value_stats,
+        key_stats=key_stats, value_stats=values,
         min_sequence_number=int(seq_mm["min"].as_py()), max_sequence_number=int(seq_mm["max"].as_py()),
         schema_id=schema_id, level=level, extra_files=(), creation_time_millis=local_millis_as_utc(),
         delete_row_count=deletes, embedded_index=None, file_source=file_source,
-        value_stats_cols=None if value_stats is not SimpleStats.EMPTY else (),
+        value_stats_cols=value_cols,
     )
 
 

@@ -122,6 +122,22 @@ def simple_stats(table: pa.Table, names, types: list[DataType], mode, *, keep_co
                        binary_row.serialize_row(maxs, _flat(stat_types)), tuple(nulls))
 
 
+def value_stats(table: pa.Table, names, types: list[DataType], modes: list[str]):
+    """(SimpleStats, value_stats_cols) of a file's value columns stored densely, as Paimon's SimpleStatsConverter
+    does under ``metadata.stats-dense-store`` (its default): only the columns whose mode is not ``none``, which
+    ``value_stats_cols`` names -- None when that is every column, () with ``SimpleStats.EMPTY`` when it is none."""
+    kept = dense_columns(modes)
+    if not kept or not names:
+        return SimpleStats.EMPTY, ()
+    stats = simple_stats(table, [names[i] for i in kept], [types[i] for i in kept], [modes[i] for i in kept])
+    return stats, (None if len(kept) == len(names) else tuple(names[i] for i in kept))
+
+
+def dense_columns(modes: list[str]) -> list[int]:
+    """Positions of the columns whose statistics are stored (mode not ``none``)."""
+    return [i for i, m in enumerate(modes) if m != "none"]
+
+
 def _flat(types: list[DataType]) -> list[DataType]:
     """Nested columns carry null stats; encode them as a nullable BIGINT slot (always null)."""
     return [DataType("BIGINT", True) if t.is_nested else t for t in types]

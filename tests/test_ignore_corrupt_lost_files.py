@@ -171,3 +171,20 @@ def test_audit_log_skips_like_the_table_read(tmp_path, pk):
     audit = system_table(t, "audit_log").read()
     assert set(audit.column("rowkind").to_pylist()) == {"+I"}
     assert _rows(audit.drop_columns(["rowkind"])) == _rows(t.read())
+
+
+def test_lookup_of_a_cross_partition_table_skips_too(tmp_path):
+    """Table.lookup of a cross-partition-update table (a filtered read of every partition) skips an unreadable data
+    file like the lookup of any other primary-key table."""
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    t = cat.create_table("db.x", pa.schema([("id", pa.int64()), ("dt", pa.string()), ("v", pa.string())]),
+                         primary_key=["id"], partition_keys=["dt"], options={"bucket": "-1", LOST: "true"})
+    t.write(pa.table({"id": [1, 2], "dt": ["a", "a"], "v": ["x", "y"]}))
+    t.write(pa.table({"id": [3], "dt": ["b"], "v": ["z"]}))
+    [lost] = [os.path.join(sp.bucket_dir, f.file_name) for sp in t.plan() for f in sp.files
+              if sp.partition_values == ("a",)]
+    os.unlink(lost)
+    assert t.lookup(pa.table({"id": [1, 3]})).to_pydict() == {"id": [3], "dt": ["b"], "v": ["z"]}
+    with pytest.raises(CorruptFile):
+        t.delete_where([("id", "=", 1)])

@@ -114,6 +114,14 @@ def _compression(v: str) -> str:
     return _enum(*ALL_CODECS)(v)
 
 
+def _stats_mode(v: str) -> str:
+    """A Paimon statistics mode (none, counts, full or truncate(N)), lower-cased as Paimon reads it."""
+    mode = v.strip().lower()
+    if not re.fullmatch(r"none|counts|full|truncate\(\d+\)", mode):
+        raise ValueError("expected none, counts, full or truncate(N)")
+    return mode
+
+
 def _per_level(parse_value: Callable[[str], Any]) -> Callable[[str], dict[int, Any]]:
     """Paimon's map option form ``'0:avro,5:parquet'``: level -> parsed value (blanks around parts ignored)."""
     def parse(v: str) -> dict[int, Any]:
@@ -307,7 +315,7 @@ CHANGELOG_FILE_COMPRESSION = _opt("changelog-file.compression", _compression, No
                                   "changelog file compression (default: the data files' of level 0)")
 CHANGELOG_FILE_FORMAT = _opt("changelog-file.format", _file_format, None,
                              "changelog file format (default: the data files' of level 0)")
-CHANGELOG_FILE_STATS_MODE = _opt("changelog-file.stats-mode", str.strip, None,
+CHANGELOG_FILE_STATS_MODE = _opt("changelog-file.stats-mode", _stats_mode, None,
                                  "changelog file value statistics: none|counts|truncate(N)|full "
                                  "(default: metadata.stats-mode)")
 # --- record-level expiration (engine.compact.record_expire) ---

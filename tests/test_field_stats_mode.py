@@ -139,3 +139,14 @@ def test_thin_mode_key_column_value_stats_are_the_key_stats(tmp_path):
     t.write(pa.table({"k": [LONG[0]], "v": [3]}))
     t.compact(full=True)
     assert _stats(t)["k"] == bounds and _key_stats(t) == bounds[:2] + ((0,),)
+
+
+def test_a_bad_changelog_file_stats_mode_is_named(tmp_path):
+    """changelog-file.stats-mode is the default mode of a changelog file's columns: a bad value is refused naming
+    that option, not a fields.<f>.stats-mode the user never set."""
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    with pytest.raises(InvalidOption, match="'changelog-file.stats-mode'"):
+        t = cat.create_table("db.c", SCHEMA, primary_key=["id"], options={
+            "bucket": "1", "changelog-producer": "input", "changelog-file.stats-mode": "bogus"})
+        t.write(ROWS)

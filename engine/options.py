@@ -114,6 +114,14 @@ def _compression(v: str) -> str:
     return _enum(*ALL_CODECS)(v)
 
 
+def _stats_mode(v: str) -> str:
+    """A Paimon statistics mode (none, counts, full or truncate(N)), lower-cased as Paimon reads it."""
+    mode = v.strip().lower()
+    if not re.fullmatch(r"none|counts|full|truncate\(\d+\)", mode):
+        raise ValueError("expected none, counts, full or truncate(N)")
+    return mode
+
+
 def _per_level(parse_value: Callable[[str], Any]) -> Callable[[str], dict[int, Any]]:
     """Paimon's map option form ``'0:avro,5:parquet'``: level -> parsed value (blanks around parts ignored)."""
     def parse(v: str) -> dict[int, Any]:
@@ -307,7 +315,7 @@ CHANGELOG_FILE_COMPRESSION = _opt("changelog-file.compression", _compression, No
                                   "changelog file compression (default: the data files' of level 0)")
 CHANGELOG_FILE_FORMAT = _opt("changelog-file.format", _file_format, None,
                              "changelog file format (default: the data files' of level 0)")
-CHANGELOG_FILE_STATS_MODE = _opt("changelog-file.stats-mode", str.strip, None,
+CHANGELOG_FILE_STATS_MODE = _opt("changelog-file.stats-mode", _stats_mode, None,
                                  "changelog file value statistics: none|counts|truncate(N)|full "
                                  "(default: metadata.stats-mode)")
 # --- record-level expiration (engine.compact.record_expire) ---
@@ -443,6 +451,12 @@ TARGET_FILE_ROW_NUM = _opt("target-file-row-num", parse_int, 2**63 - 1,
 FILE_SUFFIX_INCLUDE_COMPRESSION = _opt("file.suffix.include.compression", parse_bool, False,
                                        "new data and changelog file names end in .<compression>.<format>")
 SCAN_BUCKET = _opt("scan.bucket", _optional(parse_int), None, "batch reads read this bucket only")
+SCAN_IGNORE_CORRUPT_FILES = _opt("scan.ignore-corrupt-files", parse_bool, False,
+                                 "reads skip (with a warning) a data file that exists but cannot be decoded; "
+                                 "writes, compaction and row-level operations still fail")
+SCAN_IGNORE_LOST_FILES = _opt("scan.ignore-lost-files", parse_bool, False,
+                              "reads skip (with a warning) a data file that does not exist; writes, compaction and "
+                              "row-level operations still fail")
 SCAN_FILE_CREATION_TIME_MILLIS = _opt("scan.file-creation-time-millis", _optional(parse_int), None,
                                       "batch reads of the latest snapshot read only files created at or after this "
                                       "epoch time (time travel is refused, as in Paimon)")
@@ -531,8 +545,6 @@ KNOWN_PAIMON_KEYS = KNOWN_PAIMON_KEYS | frozenset({
 
 # Paimon options with an effect lakemerge does not implement: kept, with a warning saying what is not done.
 NOT_HONOURED = {
-    "scan.ignore-corrupt-files": "reads always fail on a damaged data file (CorruptFile)",
-    "scan.ignore-lost-files": "reads always fail on a missing data file (CorruptFile)",
     "partition.end-input-to-done": "no partition is marked done",
     "partition.mark-done-action": "no partition is marked done (no _SUCCESS file, no done partition)",
     "partition.timestamp-format.strict": "partition values are not checked against the timestamp formatter",

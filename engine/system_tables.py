@@ -578,7 +578,8 @@ def _AUDIT_LOG_SCHEMA(table) -> pa.Schema:
 def _audit_log(table, snapshot) -> pa.Table:
     """The merged record of every key of ``snapshot`` with its row kind (Paimon's batch audit_log, whose read keeps
     deletes: a key whose newest record is a -D/-U not yet dropped by a full compaction shows as that row); the
-    change stream with row kinds is ``Table.stream`` / ``Table.read_changes``."""
+    change stream with row kinds is ``Table.stream`` / ``Table.read_changes``. A user's read: it skips unreadable
+    data files as ``scan.ignore-corrupt-files`` / ``scan.ignore-lost-files`` say (engine.read.file_skips)."""
     from engine.changelog.files import row_kind_text
     from engine.read.split_read import SplitReader, batch_splits
     schema = _AUDIT_LOG_SCHEMA(table)
@@ -588,7 +589,8 @@ def _audit_log(table, snapshot) -> pa.Table:
         from engine.append.read import read_append
         rows = read_append(table, columns=list(table.schema.field_names), snapshot=snapshot)
         return pa.Table.from_arrays([pa.array(["+I"] * rows.num_rows, pa.string())] + rows.columns, schema=schema)
-    reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema)
+    from engine.read.file_skips import read_skips
+    reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema, read_skips(table))
     cols = list(table.schema.field_names)
     parts = []
     for split in batch_splits(table.scan().plan(snapshot), table.schema):

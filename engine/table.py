@@ -401,9 +401,11 @@ class Table:
 
     def _read_merged(self, snap: Snapshot | None, out_cols: list[str], filter, *,
                      exclude: frozenset[str] = frozenset(), every_level: bool = False,
-                     batch_read: bool = False) -> pa.Table:
+                     batch_read: bool = False, user_read: bool | None = None) -> pa.Table:
         """``read`` of a resolved snapshot; ``exclude`` and ``every_level`` as in engine.read.lookup.lookup_rows;
-        ``batch_read`` as in TableScan.plan (a user's read, narrowed by the table's read options)."""
+        ``batch_read`` as in TableScan.plan (a user's read, narrowed by the table's read options). ``user_read``
+        (default: ``batch_read``): unreadable data files are skipped as engine.read.file_skips says; never for a
+        row-level operation's read."""
         self.output_columns(out_cols)
         dnf = pred.normalize(filter, self.arrow_schema, self.name)
         from engine.postpone import real_bucket_splits
@@ -411,7 +413,10 @@ class Table:
         planned = self.scan().plan(snap, dnf, exclude=exclude, batch_read=batch_read)
         splits = real_bucket_splits(planned) if every_level else batch_read_splits(planned, self.schema)
         read_cols = list(dict.fromkeys(out_cols + sorted(pred.columns_of(dnf))))
-        reader = SplitReader(self.file_io, self.schema, self.schema_manager.schema)
+        from engine.read.file_skips import read_skips
+        user_read = batch_read if user_read is None else user_read
+        reader = SplitReader(self.file_io, self.schema, self.schema_manager.schema,
+                             read_skips(self) if user_read else None)  # never for row-level operations
         parts = self._map(lambda sp: reader.read(sp, read_cols), splits)
         target = pa.schema([self.arrow_schema.field(c) for c in read_cols])
         result = pa.concat_tables([with_schema(p, target) for p in parts]) if parts else target.empty_table()

@@ -210,6 +210,7 @@ class MergedTableReader(DataSourceReader):
         from engine.append.read import ordered_files, read_append_positions
         from engine.errors import TableNotFound
         from engine.read.fallback_branch import open_branch
+        from engine.read.file_skips import FileSkips
         from engine.read.split_read import SplitReader
         from spark_glue.source import FILE_PATH, ROW_INDEX, metadata_columns
         table = open_table(self.options.get("path"))
@@ -242,11 +243,17 @@ class MergedTableReader(DataSourceReader):
                                  f"{schema.id}; the schema changed after the view or DataFrame was created: "
                                  "create it again", table=table.name, column=missing[0])
         sides = {}  # Split.branch -> (reader, its schema, the read columns as it names them)
+        # scan.ignore-corrupt-files / scan.ignore-lost-files: users' reads only, never a row-level command's
+        user_read = not parse_bool(str(self.options.get(EVERY_FILE, "false")))
+
+        def skips(of_schema):
+            return FileSkips.of(of_schema.table_options, self.options) if user_read else None
 
         def side_of(split):
             if split.branch not in sides:
                 if split.branch is None:
-                    sides[None] = (SplitReader(table.file_io, schema, table.schema_manager.schema), schema, read_cols)
+                    sides[None] = (SplitReader(table.file_io, schema, table.schema_manager.schema,
+                                               skips(schema)), schema, read_cols)
                 else:
                     other = open_branch(table, split.branch)
                     if other is None:
@@ -256,7 +263,8 @@ class MergedTableReader(DataSourceReader):
                     other_schema = other.as_of_schema(other_id).schema if partition.time_travel else \
                         other.schema_manager.schema(other_id)
                     names = dict(zip(schema.field_names, other_schema.field_names))
-                    sides[split.branch] = (SplitReader(other.file_io, other_schema, other.schema_manager.schema),
+                    sides[split.branch] = (SplitReader(other.file_io, other_schema, other.schema_manager.schema,
+                                                       skips(other_schema)),
                                            other_schema, [names[c] for c in read_cols])
             return sides[split.branch]
 

@@ -321,8 +321,10 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from engine.changelog.overwrite import follow_up_changes
         from engine.changelog.retention import changes_snapshot
         from engine.changelog.streaming import full_read_split
-        # the query's schema, whatever ALTER TABLE did since it started (files are read by field id)
-        table = open_table(self.path).through_schema(partition.schema_id)
+        from engine.read.file_skips import with_read_options
+        # the query's schema, whatever ALTER TABLE did since it started (files are read by field id); the read's
+        # scan.ignore-corrupt-files / scan.ignore-lost-files over the table's
+        table = with_read_options(open_table(self.path).through_schema(partition.schema_id), self.options)
         if isinstance(partition, FullSplit) and table.schema.is_append_only:
             rows = _full_append_split(table, partition.split, self.columns)
         elif isinstance(partition, FullSplit):
@@ -389,7 +391,8 @@ def _full_append_split(table, split, columns: list[str]) -> pa.Table:
     """An append table's split for a full first read: its files' rows in append order, all +I (the engine's
     ``full_read_split`` merges by key, and append files have none)."""
     from engine.append.read import ordered_files, read_append_file
+    from engine.read.file_skips import read_skips
     from engine.read.split_read import SplitReader
-    reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema)
+    reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema, read_skips(table))
     rows = pa.concat_tables([read_append_file(reader, split, f, columns) for f in ordered_files(split)])
     return rows.append_column(ROW_KIND_COLUMN, pa.array(["+I"] * rows.num_rows, pa.string()))

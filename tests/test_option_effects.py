@@ -305,11 +305,11 @@ def test_keys_given_as_options_define_the_table(catalog):
 
 def test_options_lakemerge_does_not_implement_are_named_in_a_warning(catalog, caplog):
     from engine.options import TableOptions
-    opts = TableOptions({"scan.ignore-lost-files": "true", "lookup.cache-rows": "10", "no-such-option": "1",
+    opts = TableOptions({"commit.timeout": "1 min", "lookup.cache-rows": "10", "no-such-option": "1",
                          "row-tracking.enabled": "false"}, table="db.t")
     assert opts.unknown_keys() == ["no-such-option"]
     with caplog.at_level("WARNING", logger="lakemerge.options"):
         opts.warn_unknown()
-    assert "'scan.ignore-lost-files' is not implemented by lakemerge (reads always fail on a missing data file" \
+    assert "'commit.timeout' is not implemented by lakemerge (commits retry by commit.max-retries only)" \
         in caplog.text
     assert "'no-such-option' is not a Paimon option" in caplog.text and "lookup.cache-rows" not in caplog.text

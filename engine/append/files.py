@@ -24,7 +24,7 @@ from engine.options import DATA_FILE_PREFIX, STATS_MODE, TARGET_FILE_ROW_NUM, TA
 from engine.schema import TableSchema
 from engine.write.file_writer import local_millis_as_utc
 from engine.write.formats import append_file_format, file_extension
-from engine.write.stats import simple_stats
+from engine.write.stats import stats_modes, value_stats
 
 APPEND_TARGET_FILE_SIZE = 256 << 20  # Paimon's default target-file-size for append tables
 
@@ -71,14 +71,14 @@ def write_append_files(io: FileIO, bucket_dir: str, rows: pa.Table, schema: Tabl
             io.mkdirs(os.path.dirname(path))
             io.write_bytes(path, data)
             written.append(path)
-            stats = simple_stats(part, names, types, opts.get(STATS_MODE))
+            stats, stats_cols = value_stats(part, names, types, stats_modes(opts, names, opts.get(STATS_MODE)))
             seq0 = first_sequence + start
             metas.append(DataFileMeta(
                 file_name=name, file_size=len(data), row_count=part.num_rows, min_key=EMPTY_ROW, max_key=EMPTY_ROW,
                 key_stats=SimpleStats.EMPTY, value_stats=stats, min_sequence_number=seq0,
                 max_sequence_number=seq0 + part.num_rows - 1, schema_id=schema.id, level=0, extra_files=(),
                 creation_time_millis=local_millis_as_utc(), delete_row_count=0, embedded_index=None,
-                file_source=file_source, value_stats_cols=None if stats is not SimpleStats.EMPTY else (),
+                file_source=file_source, value_stats_cols=stats_cols,
                 external_path=external))
     except BaseException:
         for p in written:

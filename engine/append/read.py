@@ -17,7 +17,8 @@ from engine.deletion_vectors.index_file import read_deletion_vector
 from engine.meta.data_file import DataFileMeta
 from engine.read import predicate as pred
 from engine.read.scan import Split
-from engine.read.split_read import SplitReader, read_data_file
+from engine.read.file_skips import read_skips
+from engine.read.split_read import SplitReader
 
 
 def ordered_files(split: Split) -> list[DataFileMeta]:
@@ -51,9 +52,8 @@ def _file_rows(reader: SplitReader, split: Split, meta: DataFileMeta, columns: S
     path = data_file_path(split.bucket_dir, meta)
     rename = reader.file_to_table_names(meta.schema_id)
     wanted = set(columns)
-    raw = read_data_file(reader.io, path, meta, lambda present: [c for c in present
-                                                                 if rename.get(c) in wanted])
-    raw = raw.rename_columns([rename[c] for c in raw.column_names])
+    raw = reader.decode(path, meta, lambda present: [c for c in present if rename.get(c) in wanted])
+    raw = pa.table({}) if raw is None else raw.rename_columns([rename[c] for c in raw.column_names])
     arrow = reader.schema.arrow_schema
     out = []
     for c in columns:
@@ -77,7 +77,7 @@ def iter_append_batches(table, snapshot_id: int | None = None, columns: Sequence
     read_cols = list(dict.fromkeys(out_cols + sorted(pred.columns_of(dnf))))
     snap = snapshot if snapshot is not None else table.snapshot(snapshot_id)
     scan = table.scan()
-    reader = SplitReader(table.file_io, schema, table.schema_manager.schema)
+    reader = SplitReader(table.file_io, schema, table.schema_manager.schema, read_skips(table) if batch_read else None)
     expr = pred.to_expression(dnf) if dnf else None
     for split in scan.plan(snap, dnf, batch_read=batch_read):
         for meta in ordered_files(split):
@@ -115,7 +115,7 @@ def iter_appended_batches(table, from_snapshot_id: int, to_snapshot_id: int | No
     if end is None:
         return
     scan = table.scan()
-    reader = SplitReader(table.file_io, schema, table.schema_manager.schema)
+    reader = SplitReader(table.file_io, schema, table.schema_manager.schema, read_skips(table))
     for sid in range(int(from_snapshot_id) + 1, int(end) + 1):
         snap = table.snapshot(sid)
         if snap.commit_kind != COMMIT_KIND_APPEND:

@@ -52,6 +52,7 @@ from engine.options import (
     TableOptions,
 )
 from engine.read.scan import Split
+from engine.read.file_skips import read_skips
 from engine.read.split_read import SplitReader
 from kernels.keys import encode_keys
 from kernels.merge import sort_indices
@@ -141,7 +142,7 @@ def _merged(table, entries, out_cols: list[str]) -> list[pa.Table]:
     pk = list(table.schema.primary_keys)
     columns = [c for c in table.schema.field_names if c in out_cols or c in pk]
     scan = table.scan()
-    reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema)
+    reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema, read_skips(table))
     reader.raw_reads = False  # Paimon's streaming split always goes through the merge reader
     out = []
     for (partition, bucket) in sorted(groups):

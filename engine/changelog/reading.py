@@ -29,6 +29,7 @@ from engine.meta.snapshot import COMMIT_KIND_APPEND, Snapshot
 from engine.options import CHANGELOG_PRODUCER
 from engine.read import predicate as pred
 from engine.read.scan import Split
+from engine.read.file_skips import read_skips
 from engine.read.split_read import SplitReader
 from kernels.keys import encode_keys
 from kernels.lookup import search_sorted
@@ -118,7 +119,7 @@ def _snapshot_changes(table, snapshot: Snapshot, out_cols: list[str], normalize:
     if normalize and table.schema.table_options.get(CHANGELOG_PRODUCER) == "none":
         return _normalized(table, snapshot, out_cols, schema, files)
     scan = table.scan()
-    reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema)
+    reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema, read_skips(table))
     parts = []
     for e in change_entries(table, snapshot, files):
         values = scan.partition_values(e.partition)
@@ -166,7 +167,7 @@ def append_rows(table, entries, out_cols: list[str], schema: pa.Schema) -> pa.Ta
 
     entries = sorted(entries, key=lambda e: (e.partition, e.bucket, e.file.min_sequence_number))
     scan = table.scan()
-    reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema)
+    reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema, read_skips(table))
     parts = []
     for e in entries:
         values = scan.partition_values(e.partition)

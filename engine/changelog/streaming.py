@@ -83,6 +83,7 @@ from engine.options import (
 )
 from engine.postpone import POSTPONE_BUCKET
 from engine.read import predicate as pred
+from engine.read.file_skips import read_skips
 from engine.read.split_read import SplitReader
 
 MODES = ("latest-full", "latest", "from-snapshot", "from-snapshot-full", "from-timestamp", "compacted-full",
@@ -116,7 +117,7 @@ def full_read(table, snapshot: Snapshot, columns: list[str], filter=None) -> pa.
         return pa.Table.from_arrays(rows.columns + [pa.array(["+I"] * rows.num_rows, pa.string())], schema=schema)
     dnf = pred.normalize(filter, table.arrow_schema, table.name)
     read_cols = read_columns(columns, dnf)
-    reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema)
+    reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema, read_skips(table))
     parts = [rows for split in table.scan().plan(snapshot, dnf)
              if (rows := full_read_split(table, split, read_cols, reader)) is not None]
     rows = pa.concat_tables(parts) if parts else output_schema(table, read_cols).empty_table()
@@ -138,7 +139,7 @@ def full_read_split(table, split, columns: list[str], reader: SplitReader | None
     if not files:
         return None
     schema = output_schema(table, columns)
-    reader = reader or SplitReader(table.file_io, table.schema, table.schema_manager.schema)
+    reader = reader or SplitReader(table.file_io, table.schema, table.schema_manager.schema, read_skips(table))
     rows = reader.read(dataclasses.replace(split, files=files), columns)
     kinds = pa.array(["+I"] * rows.num_rows, pa.string())
     return pa.Table.from_arrays(rows.cast(pa.schema(list(schema)[:-1])).columns + [kinds], schema=schema)
@@ -149,7 +150,7 @@ def _postponed_rows(table, split, columns: list[str], reader: SplitReader | None
     merging: MergeFileSplitRead's no-merge reader), files in the order their snapshots added them (the split's
     order; Paimon's postpone writers number each file's records from 0, so sequence numbers cannot order them)."""
     schema = output_schema(table, columns)
-    reader = reader or SplitReader(table.file_io, table.schema, table.schema_manager.schema)
+    reader = reader or SplitReader(table.file_io, table.schema, table.schema_manager.schema, read_skips(table))
     parts = []
     for f in split.files:
         rows = reader.read_file(split, f, columns)
@@ -355,7 +356,7 @@ def _incremental(table, lo: int, hi: int, out_cols, normalize, dnf) -> Iterator[
 def _merged_by_partition(table, snapshot: Snapshot, columns: list[str]) -> dict[bytes, pa.Table]:
     """Partition -> the merged record of every key of ``snapshot`` (batch view), retracts kept, with _VALUE_KIND."""
     from engine.read.split_read import batch_splits
-    reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema)
+    reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema, read_skips(table))
     parts: dict[bytes, list[pa.Table]] = {}
     for split in batch_splits(table.scan().plan(snapshot), table.schema):
         parts.setdefault(split.partition, []).append(reader.read(split, columns, with_kind=True, keep_retracts=True))

@@ -28,7 +28,7 @@ from engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, TableSc
 from engine.types import DataType
 from engine.write.file_writer import local_millis_as_utc
 from engine.write.formats import ROW_GROUP_ROWS, data_file_format, file_extension
-from engine.write.stats import column_min_max
+from engine.write.stats import column_min_max, dense_columns, key_stats_modes, value_stats_modes
 
 
 class _ColumnStats:
@@ -41,6 +41,9 @@ class _ColumnStats:
         self.nulls = 0
 
     def add(self, col) -> None:
+        if self.mode == "none":  # no min, max nor null count
+            self.nulls = None
+            return
         lo, hi, nulls = column_min_max(col, self.dtype, self.mode)
         self.nulls += nulls
         if nulls == len(col):
@@ -89,8 +92,8 @@ class _OpenFile:
         self.last_key = None
         self.seq_min = self.seq_max = None
         self.deletes = 0
-        self.key_stats = [_ColumnStats(t, "full") for t in w.key_types]
-        self.value_stats = [_ColumnStats(t, w.stats_mode) for t in w.value_types] if w.stats_mode != "none" else []
+        self.key_stats = [_ColumnStats(t, m) for t, m in zip(w.key_types, w.key_modes)]
+        self.value_stats = [_ColumnStats(w.value_types[i], w.stats_mode[i]) for i in w.stats_cols]  # dense
 
 
 class RollingRunWriter:
@@ -105,7 +108,6 @@ class RollingRunWriter:
         self.placer = placer_for(bucket_dir, schema)
         self.target = opts.get(TARGET_FILE_SIZE)
         self.format = data_file_format(schema, level)
-        self.stats_mode = opts.get(STATS_MODE)
         self.prefix = opts.get(DATA_FILE_PREFIX)
         self.key_names = list(schema.trimmed_primary_keys)
         self.key_types = schema.types_of(self.key_names)
@@ -113,6 +115,10 @@ class RollingRunWriter:
         self.value_types = schema.types_of(self.value_names)
         self.key_cols = [KEY_FIELD_PREFIX + k if KEY_FIELD_PREFIX + k in schema.file_arrow_schema.names else k
                          for k in self.key_names]
+        self.key_modes = key_stats_modes(opts, self.key_cols, self.format.name, opts.get(STATS_MODE))
+        self.stats_mode = value_stats_modes(opts, self.value_names, self.key_cols, self.format.name,
+                                            opts.get(STATS_MODE))  # one per value column
+        self.stats_cols = dense_columns(self.stats_mode)  # the value columns whose statistics are stored
         self.uuid = uuid.uuid4()
         self.files: list[DataFileMeta] = []
         self.paths: list[str] = []
@@ -183,8 +189,8 @@ class RollingRunWriter:
         f.deletes += int(pc.sum(pc.is_in(kinds, value_set=pa.array([1, 3], pa.int8()))).as_py() or 0)
         for s, c in zip(f.key_stats, self.key_cols):
             s.add(part.column(c))
-        for s, c in zip(f.value_stats, self.value_names):
-            s.add(part.column(c))
+        for s, i in zip(f.value_stats, self.stats_cols):
+            s.add(part.column(self.value_names[i]))
 
     def _close(self) -> None:
         f, self.current = self.current, None
@@ -198,7 +204,10 @@ class RollingRunWriter:
             self.io.mkdirs(os.path.dirname(f.path))
             self.io.write_bytes(f.path, data)
             self.paths.append(f.path)
-        value_stats = _serialize(f.value_stats, self.value_types) if f.value_stats else SimpleStats.EMPTY
+        value_stats = _serialize(f.value_stats, [self.value_types[i] for i in self.stats_cols]) \
+            if f.value_stats else SimpleStats.EMPTY
+        value_cols = () if not f.value_stats else None if len(self.stats_cols) == len(self.value_names) \
+            else tuple(self.value_names[i] for i in self.stats_cols)  # Paimon's dense statistics
         self.files.append(DataFileMeta(
             file_name=f.name, file_size=size, row_count=f.rows,
             min_key=binary_row.serialize_row(f.first_key, self.key_types),
@@ -207,5 +216,5 @@ class RollingRunWriter:
             min_sequence_number=f.seq_min, max_sequence_number=f.seq_max, schema_id=self.schema.id,
             level=self.level, extra_files=(), creation_time_millis=local_millis_as_utc(), delete_row_count=f.deletes,
             embedded_index=None, file_source=self.file_source,
-            value_stats_cols=None if value_stats is not SimpleStats.EMPTY else (), external_path=f.external_path))
+            value_stats_cols=value_cols, external_path=f.external_path))
         crash_point("compact.after-output-file")

@@ -231,7 +231,7 @@ def lookup_cross_partition(table, keys, snapshot_id=None, columns=None, *, snaps
     flt = [(k, "in", list(dict.fromkeys(probes.column(k).to_pylist()))) for k in pk]
     snap = snapshot if snapshot is not None else table.snapshot(snapshot_id)
     rows = table._read_merged(snap, list(dict.fromkeys(out_cols + pk)), flt, exclude=exclude,
-                              every_level=every_level)
+                              every_level=every_level, user_read=True)  # a user's lookup: may skip files
     wanted = set(zip(*[probes.column(k).to_pylist() for k in pk]))
     keep = [i for i, key in enumerate(zip(*[rows.column(k).to_pylist() for k in pk])) if key in wanted]
     return rows.take(pa.array(keep, pa.int64())).select(out_cols)

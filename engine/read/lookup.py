@@ -14,6 +14,7 @@ from engine.merge import merge_unsorted, schema_order_words, sort_dedupe
 from engine.merge_engines import apply_default_values, required_columns
 from engine.partitioning import bucket_groups, partition_groups
 from engine.meta import binary_row
+from engine.read.file_skips import read_skips
 from engine.read.split_read import RETRACT_KINDS, SplitReader, with_schema
 from engine.schema import VALUE_KIND
 from engine.write.validate import conform, to_arrow_table
@@ -45,7 +46,7 @@ def lookup_rows(table, keys, snapshot, columns=None, *, exclude: frozenset[str] 
     splits = {(sp.partition, sp.bucket): sp
               for sp in (real_bucket_splits(planned) if every_level else batch_splits(planned, schema))}
     totals = {partition: sp.total_buckets for (partition, _), sp in splits.items()}
-    reader = SplitReader(table.file_io, schema, table.schema_manager.schema)
+    reader = SplitReader(table.file_io, schema, table.schema_manager.schema, read_skips(table))
     # Without sequence.field the newest run holding a key decides, so later (older) runs need not be searched.
     # Other merge engines fold every record of a key: all runs are searched and merged per bucket.
     dedupe = schema.table_options.merge_engine == "deduplicate"

@@ -6,7 +6,9 @@ a retract (-U/-D), projected to the requested columns. Rows a deletion vector ma
 deletion-vector table's split whose files are all above level 0 without retract rows holds each key once and is
 read without merging, as Paimon reads it (raw convertible). ``batch_view`` gives the split a batch read sees (level
 0 hidden in deletion-vector mode). Files are checked against their manifest size first; a missing, truncated or
-unreadable file raises ``CorruptFile`` naming it (fail closed: never a partial answer).
+unreadable file raises ``CorruptFile`` naming it (fail closed: never a partial answer), unless the reader was given
+``FileSkips`` (engine.read.file_skips: user reads with ``scan.ignore-corrupt-files`` / ``scan.ignore-lost-files``),
+which then reads such a file as holding no rows.
 """
 from __future__ import annotations
 
@@ -18,11 +20,12 @@ import pyarrow.parquet as pq
 from engine.data_paths import data_file_path
 from engine.deletion_vectors.index_file import read_deletion_vector
 from engine.deletion_vectors.maintainer import drop_deleted
-from engine.errors import CorruptFile, UnsupportedFeature
+from engine.errors import CorruptFile, StorageError, UnsupportedFeature
 from engine.io.file_io import FileIO
 from engine.merge import KEY_COLUMN_PREFIX, merge_runs
 from engine.meta import binary_row
 from engine.meta.data_file import DataFileMeta
+from engine.read.file_skips import FileSkips
 from engine.read.scan import Split
 from engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, TableSchema
 from engine.types import evolve_nested
@@ -74,10 +77,12 @@ def read_data_file(io: FileIO, path: str, meta: DataFileMeta, choose_columns=Non
 
 class SplitReader:
     """Reads the data files of a split, adapting files written under older schemas when ``schema_of`` is given."""
-    def __init__(self, io: FileIO, schema: TableSchema, schema_of=None):
+    def __init__(self, io: FileIO, schema: TableSchema, schema_of=None, skips: FileSkips | None = None):
         """``schema_of(schema_id)`` returns an older TableSchema; with it, files written under another schema are
-        read by field id (renamed columns found, dropped ones ignored, added ones null, widened ones cast)."""
+        read by field id (renamed columns found, dropped ones ignored, added ones null, widened ones cast).
+        ``skips``: which unreadable data files ``decode`` reads as empty (None: every one raises)."""
         self.io = io
+        self.skips = skips
         self.schema = schema
         self.schema_of = schema_of
         self._renames: dict[int, dict[str, str]] = {}
@@ -101,10 +106,31 @@ class SplitReader:
         row i is the file's row i)."""
         path = self.file_path(split, meta)
         rename = self.file_to_table_names(meta.schema_id)
-        raw = read_data_file(self.io, path, meta, lambda present: self._choose(columns, present, rename))
-        rows = self.normalize(raw.rename_columns([rename[c] for c in raw.column_names]), path, columns,
-                              declared=set(rename.values()), schema_id=meta.schema_id)
+        raw = self.decode(path, meta, lambda present: self._choose(columns, present, rename))
+        if raw is None:
+            rows = self._no_rows(columns)
+        else:
+            rows = self.normalize(raw.rename_columns([rename[c] for c in raw.column_names]), path, columns,
+                                  declared=set(rename.values()), schema_id=meta.schema_id)
         return self.live_rows(split, meta, rows, 0) if live_only else rows
+
+    def decode(self, path: str, meta: DataFileMeta, choose_columns) -> pa.Table | None:
+        """``read_data_file``, or None for a file this reader's ``skips`` skip (logged). Raises like
+        ``read_data_file`` otherwise."""
+        try:
+            return read_data_file(self.io, path, meta, choose_columns)
+        except StorageError as e:
+            if self.skips is not None and self.skips.skip(self.io, path, e):
+                return None
+            raise
+
+    def _no_rows(self, columns: list[str]) -> pa.Table:
+        """An empty table in ``normalize``'s layout (a skipped file)."""
+        arrow = self.schema.arrow_schema
+        fields = [pa.field(KEY_COLUMN_PREFIX + k, arrow.field(k).type) for k in self.key_names]
+        fields += [pa.field(SEQUENCE_NUMBER, pa.int64()), pa.field(VALUE_KIND, pa.int8())]
+        fields += [pa.field(c, arrow.field(c).type) for c in dict.fromkeys(self.seq_fields + list(columns))]
+        return pa.schema(fields).empty_table()
 
     def live_rows(self, split: Split, meta: DataFileMeta, rows: pa.Table, start: int) -> pa.Table:
         """``rows`` (the file's rows ``start``.. in order) without those the split's deletion vector of the file

@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from engine.errors import InvalidInput
 from engine.read import predicate as pred
+from engine.read.file_skips import read_skips
 from engine.read.split_read import SplitReader, batch_read_splits, with_schema
 
 DEFAULT_BATCH_ROWS = 64 * 1024
@@ -37,7 +38,7 @@ def batch_reader(table, snapshot_id: int | None = None, columns: Sequence[str] |
     read_cols = list(dict.fromkeys(out_cols + sorted(pred.columns_of(dnf))))
     read_schema = pa.schema([table.arrow_schema.field(c) for c in read_cols])
     expression = pred.to_expression(dnf) if dnf else None
-    reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema)
+    reader = SplitReader(table.file_io, table.schema, table.schema_manager.schema, read_skips(table))
 
     def batches() -> Iterator[pa.RecordBatch]:
         for split in splits:

@@ -21,11 +21,11 @@ from engine.crash_points import crash_point
 from engine.data_paths import placer_for
 from engine.io.file_io import FileIO
 from engine.meta import binary_row
-from engine.meta.data_file import FILE_SOURCE_APPEND, DataFileMeta, SimpleStats
+from engine.meta.data_file import FILE_SOURCE_APPEND, DataFileMeta
 from engine.options import DATA_FILE_PREFIX, STATS_MODE, TARGET_FILE_ROW_NUM, TARGET_FILE_SIZE
 from engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, TableSchema
 from engine.write.formats import DataFileFormat, data_file_format, file_extension
-from engine.write.stats import simple_stats
+from engine.write.stats import key_stats_modes, simple_stats, value_stats, value_stats_modes
 
 
 def local_millis_as_utc() -> int:
@@ -47,6 +47,10 @@ def write_sorted_run(io_: FileIO, bucket_dir: str, rows: pa.Table, schema: Table
     target = opts.get(TARGET_FILE_SIZE)
     fmt = data_file_format(schema, level) if file_format is None else file_format
     stats_mode = opts.get(STATS_MODE) if stats_mode is None else stats_mode
+    key_cols = [KEY_FIELD_PREFIX + k if KEY_FIELD_PREFIX + k in schema.file_arrow_schema.names else k
+                for k in schema.trimmed_primary_keys]
+    key_modes = key_stats_modes(opts, key_cols, fmt.name, stats_mode)
+    value_modes = value_stats_modes(opts, schema.field_names, key_cols, fmt.name, stats_mode)
     prefix = opts.get(DATA_FILE_PREFIX) if prefix is None else prefix
     n = rows.num_rows
     if n == 0:
@@ -78,7 +82,7 @@ def write_sorted_run(io_: FileIO, bucket_dir: str, rows: pa.Table, schema: Table
             crash_point("write.after-data-file")
             metas.append(dataclasses.replace(
                 _describe(name, len(data), part, key_names, key_types, value_names, value_types, schema.id, level,
-                          file_source, stats_mode), external_path=external))
+                          file_source, key_modes, value_modes), external_path=external))
     except BaseException:
         for p in written:
             io_.delete(p)
@@ -87,7 +91,7 @@ def write_sorted_run(io_: FileIO, bucket_dir: str, rows: pa.Table, schema: Table
 
 
 def _describe(name, size, part: pa.Table, key_names, key_types, value_names, value_types, schema_id, level,
-              file_source, stats_mode) -> DataFileMeta:
+              file_source, key_modes, value_modes) -> DataFileMeta:
     key_cols = [KEY_FIELD_PREFIX + k if KEY_FIELD_PREFIX + k in part.column_names else k for k in key_names]
     first = [part.column(c)[0].as_py() for c in key_cols]
     last = [part.column(c)[part.num_rows - 1].as_py() for c in key_cols]
@@ -96,16 +100,16 @@ def _describe(name, size, part: pa.Table, key_names, key_types, value_names, val
     seq_mm = pc.min_max(seq)
     deletes = int(pc.sum(pc.is_in(kinds, value_set=pa.array([1, 3], pa.int8()))).as_py() or 0)
     key_part = part.select(key_cols).rename_columns(key_names)
-    key_stats = simple_stats(key_part, key_names, key_types, "full")
-    value_stats = simple_stats(part, value_names, value_types, stats_mode)
+    key_stats = simple_stats(key_part, key_names, key_types, key_modes, keep_columns=True)
+    values, value_cols = value_stats(part, value_names, value_types, value_modes)
     return DataFileMeta(
         file_name=name, file_size=size, row_count=part.num_rows,
         min_key=binary_row.serialize_row(first, key_types), max_key=binary_row.serialize_row(last, key_types),
-        key_stats=key_stats, value_stats=value_stats,
+        key_stats=key_stats, value_stats=values,
         min_sequence_number=int(seq_mm["min"].as_py()), max_sequence_number=int(seq_mm["max"].as_py()),
         schema_id=schema_id, level=level, extra_files=(), creation_time_millis=local_millis_as_utc(),
         delete_row_count=deletes, embedded_index=None, file_source=file_source,
-        value_stats_cols=None if value_stats is not SimpleStats.EMPTY else (),
+        value_stats_cols=value_cols,
     )
 
 

@@ -116,8 +116,8 @@ class Committer:
                                  "as one snapshot")
         commit_user, identifier = users.pop()
         bases = [m.base_snapshot_id for m in messages if m.base_snapshot_id is not None]
-        base_id = min(bases) if bases else 0
-        guard_base = None if any(m.base_snapshot_id is None for m in messages) else base_id
+        base_id = self._replay_base(messages, identifier, None)
+        guard_base = None if any(m.base_snapshot_id is None for m in messages) else (min(bases) if bases else 0)
         schema_id = max((m.schema_id for m in messages), default=t.schema.id)
         self._check_schemas({m.schema_id for m in messages})
         published = None
@@ -343,21 +343,50 @@ class Committer:
         return max(files_schema_id, latest.schema_id if latest else 0,
                    latest_schema.id if latest_schema is not None else 0)
 
+    def _replay_base(self, messages, identifier: int, base_snapshot_id: int | None) -> int:
+        """The snapshot after which a commit of ``messages`` may already have landed: the messages' oldest base,
+        else ``base_snapshot_id``, else (a commit without messages) for a batch identifier the latest snapshot now
+        -- an empty batch commit identifies nothing earlier, so it is a new commit, as Paimon's BatchTableCommit
+        commits without filtering -- and for a stream's identifier 0 (every snapshot: the user's newest one
+        decides, ``_already_committed``)."""
+        bases = [m.base_snapshot_id for m in messages if m.base_snapshot_id is not None]
+        if bases:
+            return min(bases)
+        if base_snapshot_id is not None:
+            return base_snapshot_id
+        if identifier == BATCH_COMMIT_IDENTIFIER:
+            return self.table.snapshot_manager.latest_id() or 0
+        return 0
+
     def _already_committed(self, user: str, identifier: int, base_id: int, latest: Snapshot | None,
                            kind: str = COMMIT_KIND_APPEND) -> int | None:
+        """The id of a snapshot after ``base_id`` showing that commit (``user``, ``identifier``) of ``kind`` already
+        landed, else None. As Paimon's FileStoreCommitImpl.filterCommitted, a stream's commit (identifier below
+        the batch one) landed when the user's newest snapshot has a greater identifier (streams commit in order)
+        or the same one (an APPEND landed before its COMPACT); a batch commit when a snapshot of the same user,
+        identifier and kind exists. Snapshots a crash kept off the table's lineage do not count; the search stops
+        at the first expired snapshot."""
         if latest is None:
             return None
         sm = self.table.snapshot_manager
+        stream = identifier != BATCH_COMMIT_IDENTIFIER
         for sid in range(latest.id, base_id, -1):
             try:
                 snap = sm.snapshot(sid)
             except Exception:  # expired or unreadable snapshots cannot hold a newer commit of ours
                 break
-            if snap.commit_user == user and snap.commit_identifier == identifier and \
-                    (snap.commit_kind == COMMIT_KIND_COMPACT) == (kind == COMMIT_KIND_COMPACT):
-                if sid != latest.id and not self._in_lineage(snap):
-                    continue  # a stale claim that a crash kept from being withdrawn: it does not count
-                return sid
+            if snap.commit_user != user:
+                continue
+            same_kind = (snap.commit_kind == COMMIT_KIND_COMPACT) == (kind == COMMIT_KIND_COMPACT)
+            later = stream and (snap.commit_identifier > identifier or (
+                snap.commit_identifier == identifier and snap.commit_kind == COMMIT_KIND_COMPACT))
+            if not later and not (snap.commit_identifier == identifier and same_kind):
+                if stream and snap.commit_identifier < identifier and (sid == latest.id or self._in_lineage(snap)):
+                    return None  # the user's newest snapshot is an earlier commit: this one has not landed
+                continue
+            if sid != latest.id and not self._in_lineage(snap):
+                continue  # a stale claim that a crash kept from being withdrawn: it does not count
+            return sid
         return None
 
     def _in_lineage(self, snap: Snapshot) -> bool:
@@ -623,8 +652,7 @@ class Committer:
         if len(users) != 1:
             raise CommitConflict(t.name, "an overwrite needs exactly one commit user/identifier")
         user, identifier = users.pop()
-        bases = [m.base_snapshot_id for m in messages if m.base_snapshot_id is not None]
-        base_id = min(bases) if bases else (base_snapshot_id or 0)
+        base_id = self._replay_base(messages, identifier, base_snapshot_id)
         schema_id = max([m.schema_id for m in messages] + [t.schema.id])
         opts = t.schema.table_options
         retries = opts.get(COMMIT_MAX_RETRIES)

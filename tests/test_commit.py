@@ -49,6 +49,22 @@ def test_retried_commit_is_detected_after_other_commits(tmp_path):
     assert len(t.snapshots()) == 2
 
 
+@pytest.mark.parametrize("overwrite", [False, True], ids=["append", "overwrite"])
+def test_replay_of_messages_written_on_an_empty_table_applies_once(tmp_path, overwrite):
+    """Messages written when the table had no snapshot carry no base snapshot: a replay of their batch commit must
+    still find it (every snapshot is looked at), not be taken for an empty batch commit, which is new each time."""
+    t = _table(tmp_path)
+    with t.new_write(commit_user="u") as w:
+        w.write(pa.table({"id": [1], "v": ["a"]}))
+        messages = w.prepare_commit()
+    assert [m.base_snapshot_id for m in messages] == [None]
+    commit = (lambda ms: t.commit_overwrite(ms, None)) if overwrite else t.commit
+    assert commit(messages) == 1
+    t.write(pa.table({"id": [2], "v": ["b"]}))
+    assert commit(pickle.loads(pickle.dumps(messages))) == 1
+    assert len(t.snapshots()) == 2 and sorted(t.read().column("id").to_pylist()) == [1, 2]
+
+
 def test_a_stream_commit_is_replayed_when_the_user_has_a_later_one(tmp_path):
     """Paimon's FileStoreCommitImpl.filterCommitted: a stream's commit (its own identifiers, in order) landed when
     the user's newest snapshot has a greater identifier, even after its own snapshot expired."""

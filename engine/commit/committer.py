@@ -345,16 +345,16 @@ class Committer:
 
     def _replay_base(self, messages, identifier: int, base_snapshot_id: int | None) -> int:
         """The snapshot after which a commit of ``messages`` may already have landed: the messages' oldest base,
-        else ``base_snapshot_id``, else (a commit without messages) for a batch identifier the latest snapshot now
-        -- an empty batch commit identifies nothing earlier, so it is a new commit, as Paimon's BatchTableCommit
-        commits without filtering -- and for a stream's identifier 0 (every snapshot: the user's newest one
-        decides, ``_already_committed``)."""
+        else ``base_snapshot_id``, else 0 (every snapshot: messages written on an empty table, or a stream's
+        empty commit, whose user's newest snapshot decides, ``_already_committed``) -- except for an empty batch
+        commit (no messages, batch identifier): it identifies nothing earlier, so it is a new commit (the latest
+        snapshot now), as Paimon's BatchTableCommit commits without filtering."""
         bases = [m.base_snapshot_id for m in messages if m.base_snapshot_id is not None]
         if bases:
             return min(bases)
         if base_snapshot_id is not None:
             return base_snapshot_id
-        if identifier == BATCH_COMMIT_IDENTIFIER:
+        if not messages and identifier == BATCH_COMMIT_IDENTIFIER:
             return self.table.snapshot_manager.latest_id() or 0
         return 0
 

@@ -82,6 +82,25 @@ def test_a_stream_commit_is_replayed_when_the_user_has_a_later_one(tmp_path):
     assert [s.id for s in t.snapshots()] == [2, 3] and t.read().num_rows == 3
 
 
+def test_a_batch_commit_of_the_stream_user_does_not_hide_the_streams_next_commit(tmp_path):
+    """A batch commit (identifier Long.MAX_VALUE) by a stream's commit user says nothing about the stream's
+    progress: the stream's next commit still lands (Paimon's stream committer commits it; only its restore
+    filters), instead of being taken for a replay and lost."""
+    t = _table(tmp_path)
+    t.write(pa.table({"id": [0], "v": ["a"]}))
+    with t.new_write(commit_user="q", commit_identifier=1) as stream:
+        stream.write(pa.table({"id": [2], "v": ["s"]}))
+        with t.new_write(commit_user="q") as batch:
+            batch.write(pa.table({"id": [1], "v": ["b"]}))
+            assert t.commit(batch.prepare_commit()) == 2
+        staged = stream.prepare_commit()
+        assert t.commit(staged) == 3
+    assert sorted(t.read().column("id").to_pylist()) == [0, 1, 2]
+    t.write(pa.table({"id": [3], "v": ["c"]}))
+    assert t.commit(pickle.loads(pickle.dumps(staged))) == 3  # the stream's replay is still found
+    assert len(t.snapshots()) == 4 and t.read().num_rows == 4
+
+
 @pytest.mark.parametrize("overwrite", [False, True], ids=["append", "overwrite"])
 def test_empty_commits_replay_by_paimon_rules(tmp_path, overwrite):
     """An empty batch commit (no identifier: Paimon's BatchTableCommit, which never filters) is a new commit each

@@ -363,7 +363,8 @@ class Committer:
         """The id of a snapshot after ``base_id`` showing that commit (``user``, ``identifier``) of ``kind`` already
         landed, else None. As Paimon's FileStoreCommitImpl.filterCommitted, a stream's commit (identifier below
         the batch one) landed when the user's newest snapshot has a greater identifier (streams commit in order)
-        or the same one (an APPEND landed before its COMPACT); a batch commit when a snapshot of the same user,
+        or the same one (an APPEND landed before its COMPACT), the user's batch snapshots (identifier Long.MAX_VALUE,
+        e.g. a batch job sharing the user) aside; a batch commit when a snapshot of the same user,
         identifier and kind exists. Snapshots a crash kept off the table's lineage do not count; the search stops
         at the first expired snapshot."""
         if latest is None:
@@ -375,8 +376,8 @@ class Committer:
                 snap = sm.snapshot(sid)
             except Exception:  # expired or unreadable snapshots cannot hold a newer commit of ours
                 break
-            if snap.commit_user != user:
-                continue
+            if snap.commit_user != user or (stream and snap.commit_identifier == BATCH_COMMIT_IDENTIFIER):
+                continue  # a batch commit of the stream's user says nothing of the stream's progress
             same_kind = (snap.commit_kind == COMMIT_KIND_COMPACT) == (kind == COMMIT_KIND_COMPACT)
             later = stream and (snap.commit_identifier > identifier or (
                 snap.commit_identifier == identifier and snap.commit_kind == COMMIT_KIND_COMPACT))

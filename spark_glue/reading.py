@@ -81,16 +81,31 @@ class LatestSnapshot(InputPartition):
 def pack_splits(splits: list[Split], target: int, open_cost: int) -> list[list[Split]]:
     """First-fit-decreasing by size: a unit at or above ``target`` is a group of its own; smaller ones share
     the least-filled group that stays within ``target``. Groups come out biggest first. A unit is one split, or
-    the splits of one partition that carry its postponed records (``postpone.merge-on-read``), kept together and
-    in bucket order so that one task decodes the partition's postponed files once (engine.postpone.merge_on_read)
-    and counts them once in the size."""
+    consecutive splits of one partition that carry its postponed records (``postpone.merge-on-read``), as many as
+    fit ``target`` with the postponed files counted once, so that one task decodes the partition's postponed
+    files once for them (engine.postpone.merge_on_read) while a big partition is still read by several tasks."""
     def files_size(files) -> int:
         return sum(f.file_size + open_cost for f in files)
 
-    units: dict = {}
+    by_partition: dict = {}
     for sp in splits:
         key = ("postponed", sp.branch, sp.partition) if sp.postponed is not None else ("split", id(sp))
-        units.setdefault(key, []).append(sp)
+        by_partition.setdefault(key, []).append(sp)
+    units: dict = {}
+    for key, members in by_partition.items():
+        if members[0].postponed is None:
+            units[key] = members
+            continue
+        shared = files_size(members[0].postponed.files)
+        chunk, filled = [], shared
+        for sp in members:
+            own = files_size(sp.files)
+            if chunk and filled + own > target:
+                units[(key, len(units))] = chunk
+                chunk, filled = [], shared
+            chunk.append(sp)
+            filled += own
+        units[(key, len(units))] = chunk
 
     def size(unit: list[Split]) -> int:
         postponed = unit[0].postponed

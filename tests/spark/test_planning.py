@@ -50,6 +50,18 @@ def test_pack_splits_keeps_the_splits_of_a_partitions_postponed_records_together
     assert sorted(sp.bucket for g in groups for sp in g) == list(range(7))
 
 
+def test_pack_splits_spreads_a_big_partition_with_postponed_records_over_tasks():
+    """A partition's bucket splits that carry its postponed records share a task only while they fit the target
+    (the postponed files counted once per task): a big partition (e.g. an unpartitioned table) is not read by one
+    task, its buckets still go to several in bucket order."""
+    import dataclasses
+    postponed = Split(b"p", (), -2, -2, "bucket-postpone", (_F(10),))
+    merged = [dataclasses.replace(_split(i, [150]), partition=b"p", postponed=postponed) for i in range(6)]
+    groups = pack_splits(merged, target=400, open_cost=10)
+    assert len(groups) == 3 and sorted(sp.bucket for g in groups for sp in g) == list(range(6))
+    assert sorted([sp.bucket for sp in g] for g in groups) == [[0, 1], [2, 3], [4, 5]]
+
+
 def test_spark_filters_translate_to_engine_terms():
     assert spark_filter_to_terms(EqualTo(("k",), 5)) == [("k", "=", 5)]
     assert spark_filter_to_terms(GreaterThan(("k",), 5)) == [("k", ">", 5)]

@@ -625,7 +625,8 @@ class Table:
         deleted): the written partitions' HASH index then holds only the keys written. ``strict_after``: a snapshot
         id; CommitConflict if a later snapshot changed real-bucket files of an overwritten partition.
         ``base_snapshot_id``: for an overwrite without messages, the snapshot its job started from; only later
-        snapshots can hold it already (default: any snapshot of ``commit_user`` with that identifier counts).
+        snapshots can hold it already (default: with a stream's identifier any snapshot of ``commit_user`` counts;
+        with none, the batch identifier, it is a new commit every time, as Paimon's BatchTableCommit).
         """
         from engine.dynamic_bucket.write import DynamicBucketCommitMessage
         from engine.meta import binary_row

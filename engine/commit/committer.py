@@ -86,7 +86,8 @@ class Committer:
         real-bucket files of a partition the messages change (Paimon's commit.strict-mode.last-safe-snapshot, here
         also for APPENDs, whose sequence numbers would tie with the messages'; postponed files may come and go).
         ``commit_user``/``commit_identifier`` name the commit when there are no messages (an empty snapshot of a
-        stream's batch, exactly once per pair like any commit); messages carry their own and these are ignored.
+        stream's batch, exactly once per pair like any stream commit; without an identifier, a batch commit, a new
+        one every time); messages carry their own and these are ignored.
         Raises CommitConflict, CommitRetriesExhausted, CommitOutcomeUnknown, UnsupportedFeature (the table has a
         feature lakemerge cannot write: engine.refused_options).
         """
@@ -626,7 +627,8 @@ class Committer:
         overwritten partition is replaced too (Paimon's INSERT OVERWRITE semantics). Buckets of overwritten
         partitions may change count (rescale). Exactly once per (commit user, identifier) like ``commit``.
         ``commit_user``/``commit_identifier`` are needed only when there are no messages (overwrite with nothing);
-        ``base_snapshot_id`` then bounds the exactly-once look-back (default: every snapshot). ``partitions`` may be
+        ``base_snapshot_id`` then bounds the exactly-once look-back (default: every snapshot for a stream's
+        identifier; none for the batch identifier: a new commit, ``_replay_base``). ``partitions`` may be
         any container of serialized partition rows (engine.maintenance.partitions.PartitionMatcher).
         The messages' compaction results (a writer compacts its bucket's old files with the new ones) are not
         published, since the overwrite replaces the files they came from: the files they wrote (data, changelog,

@@ -81,11 +81,17 @@ class Table:
         like ``snapshot`` / ``tag_snapshot``, and InvalidSchema if those options do not fit that schema."""
         if self._schema_pinned or (snapshot_id is None and tag is None):
             return self
-        created = self.schema.options.get(SCAN_FILE_CREATION_TIME_MILLIS)
-        if created is not None:  # Paimon's SchemaValidation.validateStartupMode: one starting point only
-            raise InvalidOption(SCAN_FILE_CREATION_TIME_MILLIS, created, "a read with this option reads the latest "
-                                f"snapshot; it conflicts with time travel to {tag or snapshot_id!r}", table=self.name)
+        self.check_time_travel(tag or snapshot_id)
         return self.as_of_snapshot(self.tag_snapshot(tag) if tag is not None else self.snapshot(snapshot_id))
+
+    def check_time_travel(self, target) -> None:
+        """Raises InvalidOption if this table's options forbid a read pinned to ``target`` (a snapshot id, tag or
+        timestamp, named in the message): ``scan.file-creation-time-millis`` starts reads at the latest snapshot,
+        and Paimon's SchemaValidation.validateStartupMode allows one starting point only."""
+        created = self.schema.options.get(SCAN_FILE_CREATION_TIME_MILLIS)
+        if created is not None:
+            raise InvalidOption(SCAN_FILE_CREATION_TIME_MILLIS, created, "a read with this option reads the latest "
+                                f"snapshot; it conflicts with time travel to {target!r}", table=self.name)
 
     def as_of_snapshot(self, snap: Snapshot | None) -> Table:
         """``_as_of`` of a resolved snapshot of this table (None, or one of the current schema: this table)."""
@@ -653,7 +659,8 @@ class Table:
         deleted): the written partitions' HASH index then holds only the keys written. ``strict_after``: a snapshot
         id; CommitConflict if a later snapshot changed real-bucket files of an overwritten partition.
         ``base_snapshot_id``: for an overwrite without messages, the snapshot its job started from; only later
-        snapshots can hold it already (default: any snapshot of ``commit_user`` with that identifier counts).
+        snapshots can hold it already (default: with a stream's identifier any snapshot of ``commit_user`` counts;
+        with none, the batch identifier, it is a new commit every time, as Paimon's BatchTableCommit).
         """
         from engine.dynamic_bucket.write import DynamicBucketCommitMessage
         from engine.meta import binary_row

@@ -32,8 +32,35 @@ def _expr(e):
     return F.expr(e) if isinstance(e, str) else e
 
 
-def _write_changes(df, path: str) -> int | None:
+def _write_changes(df, path: str, op: str) -> int | None:
+    """Write the change rows ``df`` (column KIND) to the table at ``path``; refused first (UnsupportedFeature,
+    nothing written) when a delete or update row is one that the other branch of a scan.fallback-branch /
+    scan.primary-branch table supplies (engine.read.fallback_branch.other_rows_refused)."""
+    _refuse_other_branch_rows(df, open_table(path), op)
     return write_table(df, path, **{"rowkind.column": KIND})
+
+
+def _refuse_other_branch_rows(df, table, op: str) -> None:
+    from pyspark.sql import functions as F
+
+    from engine.read import fallback_branch
+    supplied = fallback_branch.other_branch_partitions(table)
+    if supplied is None:
+        return
+    branch, parts = supplied
+    keys = list(table.partition_keys)
+    changed = df.where(F.col(KIND) != "+I")
+    if keys:
+        types = {f.name: f.dataType for f in df.schema.fields}
+        from pyspark.sql.types import StructField, StructType
+        names = [f"__lakemerge_p{i}" for i in range(len(keys))]
+        owned = df.sparkSession.createDataFrame(
+            [list(p) for p in parts], StructType([StructField(n, types[k]) for n, k in zip(names, keys)]))
+        cond = reduce(lambda a, b: a & b, [F.col(f"`{k}`").eqNullSafe(F.col(n)) for k, n in zip(keys, names)])
+        changed = changed.join(F.broadcast(owned), cond, "left_semi")
+    hit = changed.select(*[F.col(f"`{k}`") for k in keys] or [F.lit(1)]).limit(1).collect()
+    if hit:
+        raise fallback_branch.refusal(table, op, branch, {tuple(hit[0][k] for k in keys)} if keys else {()})
 
 
 def delete_where(spark, path: str, condition) -> int | None:
@@ -66,7 +93,7 @@ def delete_where(spark, path: str, condition) -> int | None:
         return sid
     _check_row_level(table, "delete_where")
     rows = read_table(spark, path, prune=True, **_pinned(table)).where(_expr(condition))
-    return _write_changes(rows.withColumn(KIND, F.lit("-D")), path)
+    return _write_changes(rows.withColumn(KIND, F.lit("-D")), path, "delete_where")
 
 
 def update_where(spark, path: str, set: Mapping[str, object], condition=None) -> int | None:
@@ -93,7 +120,7 @@ def update_where(spark, path: str, set: Mapping[str, object], condition=None) ->
     types = {f.name: f.dataType for f in rows.schema.fields}
     rows = rows.select(*[(_expr(set[c]).cast(types[c]) if c in set else F.col(f"`{c}`")).alias(c)
                          for c in rows.columns])
-    return _write_changes(rows.withColumn(KIND, F.lit("+U")), path)
+    return _write_changes(rows.withColumn(KIND, F.lit("+U")), path, "update_where")
 
 
 def merge_into(spark, target_path: str, source_df, on, when_matched="update", when_not_matched="insert", *,
@@ -206,7 +233,7 @@ def merge_into(spark, target_path: str, source_df, on, when_matched="update", wh
         parts.append(gone.select(*[tcol(c).alias(c) for c in names], F.lit("-D").alias(KIND)))
     if not parts:
         return table.latest_snapshot_id()
-    return _write_changes(reduce(lambda a, b: a.unionByName(b), parts), target_path)
+    return _write_changes(reduce(lambda a, b: a.unionByName(b), parts), target_path, "merge_into")
 
 
 def _matched_values(table, when_matched, names: list[str], source_df) -> dict:

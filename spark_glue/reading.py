@@ -79,21 +79,48 @@ class LatestSnapshot(InputPartition):
 
 
 def pack_splits(splits: list[Split], target: int, open_cost: int) -> list[list[Split]]:
-    """First-fit-decreasing by size: a split at or above ``target`` is a group of its own; smaller ones share
-    the least-filled group that stays within ``target``. Groups come out biggest first."""
-    def size(sp: Split) -> int:
-        return sum(f.file_size + open_cost for f in sp.files)
+    """First-fit-decreasing by size: a unit at or above ``target`` is a group of its own; smaller ones share
+    the least-filled group that stays within ``target``. Groups come out biggest first. A unit is one split, or
+    consecutive splits of one partition that carry its postponed records (``postpone.merge-on-read``), as many as
+    fit ``target`` with the postponed files counted once, so that one task decodes the partition's postponed
+    files once for them (engine.postpone.merge_on_read) while a big partition is still read by several tasks."""
+    def files_size(files) -> int:
+        return sum(f.file_size + open_cost for f in files)
+
+    by_partition: dict = {}
+    for sp in splits:
+        key = ("postponed", sp.branch, sp.partition) if sp.postponed is not None else ("split", id(sp))
+        by_partition.setdefault(key, []).append(sp)
+    units: dict = {}
+    for key, members in by_partition.items():
+        if members[0].postponed is None:
+            units[key] = members
+            continue
+        shared = files_size(members[0].postponed.files)
+        chunk, filled = [], shared
+        for sp in members:
+            own = files_size(sp.files)
+            if chunk and filled + own > target:
+                units[(key, len(units))] = chunk
+                chunk, filled = [], shared
+            chunk.append(sp)
+            filled += own
+        units[(key, len(units))] = chunk
+
+    def size(unit: list[Split]) -> int:
+        postponed = unit[0].postponed
+        return sum(files_size(sp.files) for sp in unit) + (files_size(postponed.files) if postponed else 0)
 
     groups: list[list[Split]] = []
     heap: list[tuple[int, int]] = []  # (filled bytes, group index) of groups that may take more
-    for sp in sorted(splits, key=size, reverse=True):
-        s = size(sp)
+    for unit in sorted(units.values(), key=size, reverse=True):
+        s = size(unit)
         if heap and heap[0][0] + s <= target:
             filled, i = heapq.heappop(heap)
-            groups[i].append(sp)
+            groups[i].extend(unit)
             heapq.heappush(heap, (filled + s, i))
         else:
-            groups.append([sp])
+            groups.append(list(unit))
             if s < target:
                 heapq.heappush(heap, (s, len(groups) - 1))
     return groups

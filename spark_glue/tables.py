@@ -253,6 +253,9 @@ def resolve_snapshot(table: Table, options: Mapping[str, str]) -> Snapshot | Non
     ISO-8601 timestamp, read in the session time zone when it has no offset (see time_zone), and pick the latest
     snapshot committed at or before it.
 
+    A user's time travel on a table with ``scan.file-creation-time-millis`` is refused as the engine refuses it
+    (Table.check_time_travel); a row-level command's pin (``pin_snapshot``) is not.
+
     Raises SnapshotNotFound, TagNotFound, InvalidInput (timestamp before the first snapshot), InvalidOption.
     """
     opts = lower_options(options)
@@ -264,6 +267,8 @@ def resolve_snapshot(table: Table, options: Mapping[str, str]) -> Snapshot | Non
         return table.snapshot()
     key = given[0]
     value = opts[key]
+    if opts.get(LATEST_SCHEMA, "false").strip().lower() != "true":  # a row-level command's own pin reads all files
+        table.check_time_travel(f"{key}={value}")
     if key == TAG_NAME:
         return table.tag_snapshot(value)
     if key in (SCAN_VERSION, VERSION_AS_OF):

@@ -197,6 +197,59 @@ def test_time_retained_expires_tags_after_commits(cat, clock):
     assert sorted(r["id"] for r in t.read(tag="2023-07-18 13").to_pylist()) == [0, 1, 2]
 
 
+def test_a_period_whose_tag_expired_is_not_tagged_again(cat, clock):
+    """Paimon's TagAutoCreation keeps its progress in the commit object: once every automatic tag expired (retention
+    shorter than the period), later commits of the same process tag only new periods; a new process restores as a
+    new Paimon commit object does (no automatic tag: from the earliest snapshot, tagging its previous period)."""
+    from engine.maintenance import auto_tags
+    t = _table(cat, {**HOURLY, "tag.default-time-retained": "30 min"})
+    _commit_at(t, clock, "2023-07-18T12:12:00")
+    assert _tags(t) == {"2023-07-18 11": 1}
+    _commit_at(t, clock, "2023-07-18T12:50:00")  # hour 11's tag expires
+    assert _tags(t) == {}
+    _commit_at(t, clock, "2023-07-18T12:55:00")
+    assert _tags(t) == {}
+    _commit_at(t, clock, "2023-07-18T13:00:00")
+    assert _tags(t) == {"2023-07-18 12": 4}
+    _commit_at(t, clock, "2023-07-18T13:40:00")  # hour 12's tag expires
+    assert _tags(t) == {}
+    auto_tags._PROGRESS.clear()  # as a new process
+    _commit_at(t, clock, "2023-07-18T13:45:00")
+    assert _tags(t) == {"2023-07-18 11": 1, "2023-07-18 12": 4}
+
+
+def test_a_commit_reads_only_the_snapshots_since_the_previous_one(cat, clock, monkeypatch):
+    """The progress kept between commits spares each commit re-reading every snapshot since the newest automatic
+    tag (the commit reads the new snapshot, and the last visited one to check it is still there)."""
+    from engine.maintenance import auto_tags
+    from engine.snapshots import SnapshotManager
+    t = _table(cat, HOURLY)
+    for minute in range(10, 20):
+        _commit_at(t, clock, f"2023-07-18T12:{minute}:00")
+    assert _tags(t) == {"2023-07-18 11": 1}
+    real, real_create, read, tagging = SnapshotManager.snapshot, auto_tags.create_period_tags, [], [False]
+
+    def spy(self, sid):
+        if tagging[0]:
+            read.append(sid)
+        return real(self, sid)
+
+    def create(table):
+        tagging[0] = True
+        try:
+            return real_create(table)
+        finally:
+            tagging[0] = False
+    monkeypatch.setattr(SnapshotManager, "snapshot", spy)
+    monkeypatch.setattr(auto_tags, "create_period_tags", create)
+    assert auto_tags.create_period_tags(t) == [] and read == [10]  # nothing new: only the last visited is checked
+    read.clear()
+    clock("2023-07-18T13:00:00")
+    t.write(pa.table({"id": [7], "v": ["x"]}, schema=SCHEMA))  # snapshot 11 closes hour 12
+    assert read == [10, 11]
+    assert _tags(t) == {"2023-07-18 11": 1, "2023-07-18 12": 11}
+
+
 def test_create_tag_with_default_time_retained_but_expiration_disabled(cat, clock):
     t = _table(cat, {"tag.default-time-retained": "1 min", "tag.time-expire-enabled": "false"})
     _commit_at(t, clock, "2023-07-18T12:00:00")

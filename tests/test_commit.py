@@ -49,6 +49,85 @@ def test_retried_commit_is_detected_after_other_commits(tmp_path):
     assert len(t.snapshots()) == 2
 
 
+@pytest.mark.parametrize("overwrite", [False, True], ids=["append", "overwrite"])
+def test_replay_of_messages_written_on_an_empty_table_applies_once(tmp_path, overwrite):
+    """Messages written when the table had no snapshot carry no base snapshot: a replay of their batch commit must
+    still find it (every snapshot is looked at), not be taken for an empty batch commit, which is new each time."""
+    t = _table(tmp_path)
+    with t.new_write(commit_user="u") as w:
+        w.write(pa.table({"id": [1], "v": ["a"]}))
+        messages = w.prepare_commit()
+    assert [m.base_snapshot_id for m in messages] == [None]
+    commit = (lambda ms: t.commit_overwrite(ms, None)) if overwrite else t.commit
+    assert commit(messages) == 1
+    t.write(pa.table({"id": [2], "v": ["b"]}))
+    assert commit(pickle.loads(pickle.dumps(messages))) == 1
+    assert len(t.snapshots()) == 2 and sorted(t.read().column("id").to_pylist()) == [1, 2]
+
+
+def test_a_stream_commit_is_replayed_when_the_user_has_a_later_one(tmp_path):
+    """Paimon's FileStoreCommitImpl.filterCommitted: a stream's commit (its own identifiers, in order) landed when
+    the user's newest snapshot has a greater identifier, even after its own snapshot expired."""
+    t = _table(tmp_path)
+    staged = {}
+    for ident in (1, 2):
+        with t.new_write(commit_user="stream", commit_identifier=ident) as w:
+            w.write(pa.table({"id": [ident], "v": ["x"]}))
+            staged[ident] = w.prepare_commit()
+        t.commit(staged[ident])
+    t.write(pa.table({"id": [3], "v": ["y"]}))
+    t.expire_snapshots(retain_min=1, retain_max=2)
+    assert [s.id for s in t.snapshots()] == [2, 3]
+    assert t.commit(pickle.loads(pickle.dumps(staged[1]))) == 2
+    assert [s.id for s in t.snapshots()] == [2, 3] and t.read().num_rows == 3
+
+
+def test_a_batch_commit_of_the_stream_user_does_not_hide_the_streams_next_commit(tmp_path):
+    """A batch commit (identifier Long.MAX_VALUE) by a stream's commit user says nothing about the stream's
+    progress: the stream's next commit still lands (Paimon's stream committer commits it; only its restore
+    filters), instead of being taken for a replay and lost."""
+    t = _table(tmp_path)
+    t.write(pa.table({"id": [0], "v": ["a"]}))
+    with t.new_write(commit_user="q", commit_identifier=1) as stream:
+        stream.write(pa.table({"id": [2], "v": ["s"]}))
+        with t.new_write(commit_user="q") as batch:
+            batch.write(pa.table({"id": [1], "v": ["b"]}))
+            assert t.commit(batch.prepare_commit()) == 2
+        staged = stream.prepare_commit()
+        assert t.commit(staged) == 3
+    assert sorted(t.read().column("id").to_pylist()) == [0, 1, 2]
+    t.write(pa.table({"id": [3], "v": ["c"]}))
+    assert t.commit(pickle.loads(pickle.dumps(staged))) == 3  # the stream's replay is still found
+    assert len(t.snapshots()) == 4 and t.read().num_rows == 4
+
+
+@pytest.mark.parametrize("overwrite", [False, True], ids=["append", "overwrite"])
+def test_empty_commits_replay_by_paimon_rules(tmp_path, overwrite):
+    """An empty batch commit (no identifier: Paimon's BatchTableCommit, which never filters) is a new commit each
+    time; an empty stream commit is a replay while the user's newest snapshot has its identifier or a greater one
+    (FileStoreCommitImpl.filterCommitted)."""
+    t = _table(tmp_path, options={"bucket": "2", "snapshot.ignore-empty-commit": "false"})
+
+
+    def commit(**kw):  # the id it returns, and whether it published a snapshot
+        if overwrite:  # an overwrite of nothing publishes only when there is something to delete
+            t.write(pa.table({"id": [1], "v": ["a"]}))
+        before = t.snapshot_manager.latest_id()
+        sid = t.commit_overwrite([], None, **kw) if overwrite else t.commit([], **kw)
+        return sid, t.snapshot_manager.latest_id() != before
+    first, new = commit(commit_user="u")
+    second, new2 = commit(commit_user="u")
+    assert new and new2 and second > first
+    s7, new = commit(commit_user="s", commit_identifier=7)
+    s8, new8 = commit(commit_user="s", commit_identifier=8)
+    assert new and new8 and s8 > s7
+    assert commit(commit_user="s", commit_identifier=7) == (s8, False)  # replayed: s already committed 8
+    assert commit(commit_user="s", commit_identifier=8) == (s8, False)
+    assert commit(commit_user="s", commit_identifier=9)[1]
+    if overwrite:  # a job that started before its commit finds it among the later snapshots
+        assert t.commit_overwrite([], None, commit_user="u", base_snapshot_id=second - 1) == second
+
+
 def test_empty_commit_publishes_nothing(tmp_path):
     t = _table(tmp_path)
     assert t.write(pa.table({"id": pa.array([], pa.int64()), "v": pa.array([], pa.string())})) is None

@@ -446,3 +446,27 @@ def test_time_travel_before_an_added_column_reads_both_branches_through_their_sn
     assert _set(pa.Table.from_batches(list(t.to_reader(snapshot_id=1)), schema=pa.schema(
         [("pt", pa.int32()), ("v", pa.int32())]))) == [(1, 110), (2, 210)]
     assert len(t.read().column_names) == 3
+
+
+@pytest.mark.parametrize("option", ["scan.fallback-branch", "scan.primary-branch"])
+def test_row_level_changes_of_rows_the_other_branch_supplies_are_refused(tmp_path, option):
+    """A primary-key DELETE / UPDATE writes its records to the table's own branch (Paimon's
+    FallbackReadFileStoreTable delegates writes there): for a row the other branch supplies, Paimon's Spark DELETE
+    ends with that partition owned by the table, its other rows hidden (fallback), or with no visible change
+    (primary). lakemerge refuses, nothing written; the table's own rows still change."""
+    cat = _catalog(tmp_path)
+    t = _pk_table(cat)
+    t.write(_rows((1, 10, "main"), (1, 20, "main")))
+    t.create_branch("b")
+    t.branch("b").write(_rows((2, 10, "branch"), (2, 20, "branch")))
+    _option(t, option, "b")
+    before = _set(t.read())
+    sid = t.latest_snapshot_id()
+    with pytest.raises(UnsupportedFeature, match=r"partition\(s\) \[\(2,\)\].*branch 'b'"):
+        t.delete_where([("k", "=", 10)])
+    with pytest.raises(UnsupportedFeature, match="update_where"):
+        t.update_where({"v": "new"}, [("pt", "=", 2), ("k", "=", 20)])
+    assert t.latest_snapshot_id() == sid and _set(t.read()) == before
+    assert t.delete_where([("pt", "=", 1), ("k", "=", 10)]) is not None
+    assert t.update_where({"v": "new"}, [("pt", "=", 1)]) is not None
+    assert _set(t.read()) == [(1, 20, "new"), (2, 10, "branch"), (2, 20, "branch")]

@@ -125,6 +125,28 @@ def test_a_partition_with_only_postponed_records_and_the_plan(catalog):
                                                         ("a", 9, 2, "p")]
 
 
+def test_a_read_decodes_each_postponed_file_once(catalog, monkeypatch):
+    """Every bucket of a partition merges its postponed records; their files are decoded once per read, not once
+    per bucket (``read`` and ``to_reader``)."""
+    from engine.read.split_read import SplitReader
+    t = make(catalog)
+    write(t, rows("a", range(20), 1, "r"), postpone=False)
+    write(t, rows("a", range(10, 30), 2, "p1"), postpone=True)
+    write(t, rows("a", range(25, 40), 3, "p2"), postpone=True)
+    assert postponed_files(t) == 2
+    expected = as_rows(t.read())
+    real, decoded = SplitReader.read_file, []
+
+    def spy(self, split, meta, columns, **kw):
+        if split.bucket == POSTPONE_BUCKET:
+            decoded.append(meta.file_name)
+        return real(self, split, meta, columns, **kw)
+    monkeypatch.setattr(SplitReader, "read_file", spy)
+    assert as_rows(t.read()) == expected and sorted(decoded) == sorted(set(decoded)) and len(decoded) == 2
+    decoded.clear()
+    assert as_rows(pa.Table.from_batches(list(t.to_reader()))) == expected and len(decoded) == 2
+
+
 def test_lookups_are_refused_as_paimon_refuses_them(catalog):
     t = make(catalog)
     write(t, rows("a", [1], 1, "x"), postpone=True)

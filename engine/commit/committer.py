@@ -86,7 +86,8 @@ class Committer:
         real-bucket files of a partition the messages change (Paimon's commit.strict-mode.last-safe-snapshot, here
         also for APPENDs, whose sequence numbers would tie with the messages'; postponed files may come and go).
         ``commit_user``/``commit_identifier`` name the commit when there are no messages (an empty snapshot of a
-        stream's batch, exactly once per pair like any commit); messages carry their own and these are ignored.
+        stream's batch, exactly once per pair like any stream commit; without an identifier, a batch commit, a new
+        one every time); messages carry their own and these are ignored.
         Raises CommitConflict, CommitRetriesExhausted, CommitOutcomeUnknown, UnsupportedFeature (the table has a
         feature lakemerge cannot write: engine.refused_options).
         """
@@ -116,8 +117,8 @@ class Committer:
                                  "as one snapshot")
         commit_user, identifier = users.pop()
         bases = [m.base_snapshot_id for m in messages if m.base_snapshot_id is not None]
-        base_id = min(bases) if bases else 0
-        guard_base = None if any(m.base_snapshot_id is None for m in messages) else base_id
+        base_id = self._replay_base(messages, identifier, None)
+        guard_base = None if any(m.base_snapshot_id is None for m in messages) else (min(bases) if bases else 0)
         schema_id = max((m.schema_id for m in messages), default=t.schema.id)
         self._check_schemas({m.schema_id for m in messages})
         published = None
@@ -343,21 +344,51 @@ class Committer:
         return max(files_schema_id, latest.schema_id if latest else 0,
                    latest_schema.id if latest_schema is not None else 0)
 
+    def _replay_base(self, messages, identifier: int, base_snapshot_id: int | None) -> int:
+        """The snapshot after which a commit of ``messages`` may already have landed: the messages' oldest base,
+        else ``base_snapshot_id``, else 0 (every snapshot: messages written on an empty table, or a stream's
+        empty commit, whose user's newest snapshot decides, ``_already_committed``) -- except for an empty batch
+        commit (no messages, batch identifier): it identifies nothing earlier, so it is a new commit (the latest
+        snapshot now), as Paimon's BatchTableCommit commits without filtering."""
+        bases = [m.base_snapshot_id for m in messages if m.base_snapshot_id is not None]
+        if bases:
+            return min(bases)
+        if base_snapshot_id is not None:
+            return base_snapshot_id
+        if not messages and identifier == BATCH_COMMIT_IDENTIFIER:
+            return self.table.snapshot_manager.latest_id() or 0
+        return 0
+
     def _already_committed(self, user: str, identifier: int, base_id: int, latest: Snapshot | None,
                            kind: str = COMMIT_KIND_APPEND) -> int | None:
+        """The id of a snapshot after ``base_id`` showing that commit (``user``, ``identifier``) of ``kind`` already
+        landed, else None. As Paimon's FileStoreCommitImpl.filterCommitted, a stream's commit (identifier below
+        the batch one) landed when the user's newest snapshot has a greater identifier (streams commit in order)
+        or the same one (an APPEND landed before its COMPACT), the user's batch snapshots (identifier Long.MAX_VALUE,
+        e.g. a batch job sharing the user) aside; a batch commit when a snapshot of the same user,
+        identifier and kind exists. Snapshots a crash kept off the table's lineage do not count; the search stops
+        at the first expired snapshot."""
         if latest is None:
             return None
         sm = self.table.snapshot_manager
+        stream = identifier != BATCH_COMMIT_IDENTIFIER
         for sid in range(latest.id, base_id, -1):
             try:
                 snap = sm.snapshot(sid)
             except Exception:  # expired or unreadable snapshots cannot hold a newer commit of ours
                 break
-            if snap.commit_user == user and snap.commit_identifier == identifier and \
-                    (snap.commit_kind == COMMIT_KIND_COMPACT) == (kind == COMMIT_KIND_COMPACT):
-                if sid != latest.id and not self._in_lineage(snap):
-                    continue  # a stale claim that a crash kept from being withdrawn: it does not count
-                return sid
+            if snap.commit_user != user or (stream and snap.commit_identifier == BATCH_COMMIT_IDENTIFIER):
+                continue  # a batch commit of the stream's user says nothing of the stream's progress
+            same_kind = (snap.commit_kind == COMMIT_KIND_COMPACT) == (kind == COMMIT_KIND_COMPACT)
+            later = stream and (snap.commit_identifier > identifier or (
+                snap.commit_identifier == identifier and snap.commit_kind == COMMIT_KIND_COMPACT))
+            if not later and not (snap.commit_identifier == identifier and same_kind):
+                if stream and snap.commit_identifier < identifier and (sid == latest.id or self._in_lineage(snap)):
+                    return None  # the user's newest snapshot is an earlier commit: this one has not landed
+                continue
+            if sid != latest.id and not self._in_lineage(snap):
+                continue  # a stale claim that a crash kept from being withdrawn: it does not count
+            return sid
         return None
 
     def _in_lineage(self, snap: Snapshot) -> bool:
@@ -596,7 +627,8 @@ class Committer:
         overwritten partition is replaced too (Paimon's INSERT OVERWRITE semantics). Buckets of overwritten
         partitions may change count (rescale). Exactly once per (commit user, identifier) like ``commit``.
         ``commit_user``/``commit_identifier`` are needed only when there are no messages (overwrite with nothing);
-        ``base_snapshot_id`` then bounds the exactly-once look-back (default: every snapshot). ``partitions`` may be
+        ``base_snapshot_id`` then bounds the exactly-once look-back (default: every snapshot for a stream's
+        identifier; none for the batch identifier: a new commit, ``_replay_base``). ``partitions`` may be
         any container of serialized partition rows (engine.maintenance.partitions.PartitionMatcher).
         The messages' compaction results (a writer compacts its bucket's old files with the new ones) are not
         published, since the overwrite replaces the files they came from: the files they wrote (data, changelog,
@@ -623,8 +655,7 @@ class Committer:
         if len(users) != 1:
             raise CommitConflict(t.name, "an overwrite needs exactly one commit user/identifier")
         user, identifier = users.pop()
-        bases = [m.base_snapshot_id for m in messages if m.base_snapshot_id is not None]
-        base_id = min(bases) if bases else (base_snapshot_id or 0)
+        base_id = self._replay_base(messages, identifier, base_snapshot_id)
         schema_id = max([m.schema_id for m in messages] + [t.schema.id])
         opts = t.schema.table_options
         retries = opts.get(COMMIT_MAX_RETRIES)

@@ -25,14 +25,21 @@
 New tags record ``tag.default-time-retained``; then (``tag.time-expire-enabled``, default true) every commit deletes
 the tags, automatic or not, whose create time plus their time retained has passed (Paimon's TagTimeExpire).
 
-State is read back from the tags at every commit (Paimon keeps it in its commit object and reads it back the same
-way when one is created). "Now" is ``time.time()``, so tests fake the clock by patching it.
+Progress (the next snapshot to visit, the next period to tag) is kept between commits in this process, per table
+branch, as Paimon's TagAutoCreation keeps it in its long-lived commit object: a commit visits only the snapshots
+committed since the previous one, and a period whose tag expired (tag retention shorter than the period) is not
+tagged again. A process restores it as Paimon restores a new commit object: from the newest automatic tag (its
+snapshot + 1 and the period after it) or, with none, from the earliest snapshot -- so a new process on a table whose
+automatic tags all expired tags from the earliest snapshot again, as a restarted Paimon job does. Kept progress is
+dropped when the period options change or the last visited snapshot is gone or was replaced (rollback, recreated
+table). "Now" is ``time.time()``, so tests fake the clock by patching it.
 """
 from __future__ import annotations
 
 import datetime as dt
 import logging
 import re
+import threading
 import time
 
 from engine.errors import InvalidInput
@@ -150,6 +157,47 @@ def maintain_tags(table, commit_identifier: int = BATCH_COMMIT_IDENTIFIER) -> No
         expire_tags_by_time(table)
 
 
+class _Progress:
+    """Where automatic tagging of one table branch stands: the next snapshot to visit, the next period start to tag
+    (None: none tagged yet), the options it was made under and the time of the last visited snapshot (to notice a
+    rollback or a recreated table)."""
+
+    def __init__(self, next_snapshot: int, next_tag: dt.datetime | None, settings: tuple,
+                 visited_millis: int | None = None):
+        self.next_snapshot, self.next_tag, self.settings = next_snapshot, next_tag, settings
+        self.visited_millis = visited_millis
+
+
+_PROGRESS: dict[str, _Progress] = {}  # snapshot directory of a table branch -> its progress in this process
+_PROGRESS_LOCK = threading.Lock()
+
+
+def _restore(tags, period: TagPeriod, sm, settings: tuple) -> _Progress:
+    """Paimon's TagAutoCreation constructor: after the newest automatic tag, else from the earliest snapshot."""
+    auto_names = [n for n in tags.names() if period.start_of(n) is not None]
+    if not auto_names:
+        return _Progress(sm.earliest_id() or 1, None, settings)
+    newest = max(auto_names, key=period.start_of)
+    return _Progress(tags.get(newest).id + 1, period.next(period.start_of(newest)), settings)
+
+
+def _kept(key: str, sm, settings: tuple) -> _Progress | None:
+    """This process's progress for ``key`` if it still fits the table: same options, and the last visited snapshot
+    neither replaced nor rolled back (an expired one is fine: expiration keeps the newest)."""
+    kept = _PROGRESS.get(key)
+    if kept is None or kept.settings != settings:
+        return None
+    visited = kept.next_snapshot - 1
+    if kept.visited_millis is None:
+        return kept
+    latest = sm.latest_id()
+    if latest is None or latest < visited:
+        return None
+    if sm.exists(visited) and sm.snapshot(visited).time_millis != kept.visited_millis:
+        return None
+    return kept
+
+
 def create_period_tags(table) -> list[str]:
     """Paimon's TagAutoCreation.run for process-time (or watermark) mode, see the module docstring. Returns the
     names of the tags created. Raises InvalidInput when a snapshot to tag already has an automatic tag (Paimon's
@@ -160,14 +208,22 @@ def create_period_tags(table) -> list[str]:
     delay = dt.timedelta(milliseconds=opts.get(TAG_CREATION_DELAY))
     watermark = opts.get(TAG_AUTOMATIC_CREATION) == "watermark"
     zone = opts.get(SINK_WATERMARK_TIME_ZONE) if watermark else opts.get(SINK_PROCESS_TIME_ZONE)
-    auto_names = [n for n in tags.names() if period.start_of(n) is not None]
-    next_tag = None
-    if auto_names:  # only the newest automatic tag is read, as Paimon restores its progress
-        newest = max(auto_names, key=period.start_of)
-        next_snapshot = tags.get(newest).id + 1
-        next_tag = period.next(period.start_of(newest))
-    else:
-        next_snapshot = sm.earliest_id() or 1
+    settings = (period.period_ms, period.pattern, watermark, str(zone), delay, opts.get(TAG_AUTOMATIC_COMPLETION))
+    key = table.paths.snapshot_dir
+    with _PROGRESS_LOCK:
+        progress = _kept(key, sm, settings) or _restore(tags, period, sm, settings)
+        _PROGRESS[key] = progress
+        try:
+            return _run(table, tags, period, sm, progress, delay, watermark, zone)
+        except BaseException:
+            _PROGRESS.pop(key, None)  # a half-done run: restore from the tags next time
+            raise
+
+
+def _run(table, tags, period: TagPeriod, sm, progress: _Progress, delay, watermark: bool, zone) -> list[str]:
+    """Visit the snapshots from ``progress`` on, creating tags and advancing ``progress``."""
+    opts = table.schema.table_options
+    next_snapshot, next_tag = progress.next_snapshot, progress.next_tag
     created = []
     latest = sm.latest_id()
     while latest is not None and next_snapshot <= latest:
@@ -179,6 +235,7 @@ def create_period_tags(table) -> list[str]:
             continue
         snap = sm.snapshot(next_snapshot)
         next_snapshot += 1
+        progress.next_snapshot, progress.visited_millis = next_snapshot, snap.time_millis
         millis = snap.watermark if watermark else snap.time_millis
         if millis is None or millis == -(1 << 63):  # no watermark: not a point in time
             continue
@@ -196,7 +253,7 @@ def create_period_tags(table) -> list[str]:
             except InvalidInput:
                 if name not in tags.names():
                     raise  # not a concurrent writer having created it first
-        next_tag = period.next(this_tag)
+        next_tag = progress.next_tag = period.next(this_tag)
         _retain_auto_tags(table, tags, period, opts.get(TAG_NUM_RETAINED_MAX))
     return created
 

@@ -21,6 +21,8 @@ partitions that has a postponed or real record lands in exactly one returned spl
 from __future__ import annotations
 
 import dataclasses
+import threading
+from collections import OrderedDict
 
 import numpy as np
 import pyarrow as pa
@@ -81,20 +83,17 @@ def postponed_run(reader, split, columns: list[str]) -> pa.Table | None:
     """The postponed records of ``split``'s bucket as one normalized run, merged per key as a writer's buffer
     is (engine.merge.merge_unsorted): read from ``split.postponed`` in commit order, kept where the key's bucket is
     ``split.bucket`` (all of them for bucket -2), numbered after the largest sequence number of ``split``'s files.
-    None when no record belongs here. ``reader``: the SplitReader; ``columns``: what it decodes."""
-    from engine.merge import KEY_COLUMN_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, merge_unsorted
+    None when no record belongs here. ``reader``: the SplitReader; ``columns``: what it decodes. The reader keeps
+    the last partitions' decoded postponed records (and their buckets), so reading a partition's buckets decodes
+    its postponed files once (``_decoded_postponed``)."""
+    from engine.merge import SEQUENCE_NUMBER, VALUE_KIND, merge_unsorted
     from engine.write.table_write import filter_kinds
 
-    pp = split.postponed
-    parts = [reader.read_file(pp, f, columns) for f in pp.files]
-    rows = pa.concat_tables(parts) if parts else None
+    rows, ids = _decoded_postponed(reader, split, columns)
     if rows is None or rows.num_rows == 0:
         return None
     schema = reader.schema
-    if split.total_buckets > 0:
-        from kernels.hashing import bucket_ids
-        ids = np.asarray(bucket_ids([rows.column(KEY_COLUMN_PREFIX + k) for k in schema.bucket_keys],
-                                    split.total_buckets))
+    if ids is not None:
         rows = rows.filter(pa.array(ids == split.bucket))
     kinds = rows.column(VALUE_KIND).to_numpy(zero_copy_only=False).astype(np.int8)
     rows, kinds = filter_kinds(schema.table_options, rows, kinds)
@@ -104,3 +103,45 @@ def postponed_run(reader, split, columns: list[str]) -> pa.Table | None:
     seq = pa.array(np.arange(base, base + rows.num_rows, dtype=np.int64))
     rows = rows.set_column(rows.column_names.index(SEQUENCE_NUMBER), SEQUENCE_NUMBER, seq)
     return merge_unsorted(rows, schema, drop_retracts=False)
+
+
+
+class _PostponedCache:
+    """The decoded postponed records of the last few partitions a SplitReader read (bounded: a streaming read's
+    memory stays a few partitions' postponed records). Threads reading one partition's buckets decode once."""
+    SIZE = 4
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.entries: OrderedDict = OrderedDict()
+
+
+_CREATE_LOCK = threading.Lock()
+
+
+def _decoded_postponed(reader, split, columns: list[str]):
+    """``(rows, bucket ids or None)`` of ``split.postponed``'s files decoded with ``columns``, in commit order; the
+    ids are each record's real bucket under ``split.total_buckets`` (None for bucket -2: no count). Cached on
+    ``reader`` (_PostponedCache), so the buckets of one partition decode its postponed files once."""
+    from engine.merge import KEY_COLUMN_PREFIX
+    with _CREATE_LOCK:
+        cache = getattr(reader, "_postponed_cache", None)
+        if cache is None:
+            cache = reader._postponed_cache = _PostponedCache()
+    pp = split.postponed
+    key = (pp.partition, tuple(f.file_name for f in pp.files), tuple(columns), split.total_buckets)
+    with cache.lock:
+        if key in cache.entries:
+            cache.entries.move_to_end(key)
+            return cache.entries[key]
+        parts = [reader.read_file(pp, f, columns) for f in pp.files]
+        rows = pa.concat_tables(parts) if parts else None
+        ids = None
+        if rows is not None and rows.num_rows and split.total_buckets > 0:
+            from kernels.hashing import bucket_ids
+            ids = np.asarray(bucket_ids([rows.column(KEY_COLUMN_PREFIX + k) for k in reader.schema.bucket_keys],
+                                        split.total_buckets))
+        cache.entries[key] = (rows, ids)
+        while len(cache.entries) > _PostponedCache.SIZE:
+            cache.entries.popitem(last=False)
+        return rows, ids

@@ -180,6 +180,49 @@ def read(table, side_list: list[Side], columns=None, filter=None, *, batch_read:
     return pa.concat_tables(parts) if parts else target.empty_table()
 
 
+def other_rows_refused(table, side_list: list[Side], filter, op: str) -> None:
+    """Raises UnsupportedFeature (nothing written) when a row-level ``op`` (DELETE / UPDATE / MERGE INTO of a
+    primary-key table, which reads the matching rows and writes delete or update records) matches a row that the
+    other branch supplies (``filter`` over the table's columns; None: any row). Such records land in the table's own
+    branch -- Paimon's FallbackReadFileStoreTable delegates every write to it, and its Spark DELETE / UPDATE read
+    through both branches -- so in Paimon a changed row of a fallback partition makes that partition the table's
+    and hides its other rows, and a changed row of a scan.primary-branch partition stays as it was. lakemerge
+    refuses rather than ending so: change such rows on that branch."""
+    dnf = pred.normalize(filter, table.arrow_schema, table.name)
+    keys = list(table.partition_keys)
+    for side in side_list:
+        if side.branch is None or side.snapshot is None or not side.table.scan().plan(side.snapshot, side.dnf(dnf)):
+            continue
+        rows = read(table, [side], keys or None, filter, batch_read=False)
+        if rows.num_rows:
+            parts = {tuple(r[k] for k in keys) for r in rows.select(keys).to_pylist()} if keys else {()}
+            raise refusal(table, op, side.branch, parts)
+
+
+def other_branch_partitions(table) -> tuple[str, set[tuple]] | None:
+    """``(branch, partition values)`` of the partitions whose rows the other branch supplies to a batch read of
+    ``table``'s latest snapshot (``()`` for an unpartitioned table it supplies); None when the table reads alone or
+    the other branch supplies nothing. For checks like ``other_rows_refused`` made elsewhere (Spark)."""
+    found = sides(table)
+    for side in found or ():
+        if side.branch is not None and side.snapshot is not None:
+            parts = {tuple(sp.partition_values) for sp in side.table.scan().plan(side.snapshot)}
+            return (side.branch, parts) if parts else None
+    return None
+
+
+def refusal(table, op: str, branch: str, parts: set[tuple]) -> UnsupportedFeature:
+    """The error of ``other_rows_refused``: ``op`` would change rows of partitions ``parts`` that ``branch``
+    supplies."""
+    where = f"partition(s) {sorted(parts, key=repr)[:5]}" if table.partition_keys else "the table"
+    return UnsupportedFeature(
+        f"table {table.name!r}: {op} matches rows of {where} that branch {branch!r} supplies "
+        f"({branch_setting(table)[0]}); the change would be written to branch {branch_name(table)!r}, where it "
+        "hides the other rows of those partitions (scan.fallback-branch) or has no visible effect "
+        f"(scan.primary-branch), as in Paimon; change those rows on branch {branch!r} itself, or narrow the "
+        "condition to the table's own partitions")
+
+
 def batch_reader(table, side_list: list[Side], columns=None, filter=None, batch_size: int | None = None):
     """``Table.to_reader`` of a fallback read: each side's reader in turn (snapshots pinned now), batches under the
     table's names. Raises like engine.read.stream.batch_reader."""

@@ -130,6 +130,9 @@ def _write(table, filter, assignments) -> int | None:
     from engine.read import fallback_branch
     pinned = table.through_schema(table.schema.id)
     sides = fallback_branch.sides(pinned, snap.id)
+    if sides is not None:  # rows the other branch supplies cannot be changed by writing to this one
+        fallback_branch.other_rows_refused(pinned, sides, filter,
+                                           "delete_where" if assignments is None else "update_where")
     rows = pinned._read_merged(snap, pinned.output_columns(), filter) if sides is None \
         else fallback_branch.read(pinned, sides, None, filter, batch_read=False)
     if rows.num_rows == 0:

@@ -37,6 +37,31 @@ def test_pack_splits_balances_small_splits():
     assert sorted(len(g) for g in groups) == [4, 4]
 
 
+def test_pack_splits_keeps_the_splits_of_a_partitions_postponed_records_together():
+    """postpone.merge-on-read: every bucket split of a partition carries its postponed records; one task reads them
+    all (in bucket order) so the postponed files are decoded once, and counted once in the group's size."""
+    import dataclasses
+    postponed = Split(b"p", (), -2, -2, "bucket-postpone", (_F(300),))
+    merged = [dataclasses.replace(_split(i, [10]), partition=b"p", postponed=postponed) for i in range(4)]
+    plain = [_split(i, [340]) for i in range(4, 7)]  # groups with room for a bucket split, not for the partition
+    groups = pack_splits(merged + plain, target=400, open_cost=10)
+    holding = [g for g in groups if any(sp.postponed is not None for sp in g)]
+    assert len(holding) == 1 and [sp.bucket for sp in holding[0]] == [0, 1, 2, 3]
+    assert sorted(sp.bucket for g in groups for sp in g) == list(range(7))
+
+
+def test_pack_splits_spreads_a_big_partition_with_postponed_records_over_tasks():
+    """A partition's bucket splits that carry its postponed records share a task only while they fit the target
+    (the postponed files counted once per task): a big partition (e.g. an unpartitioned table) is not read by one
+    task, its buckets still go to several in bucket order."""
+    import dataclasses
+    postponed = Split(b"p", (), -2, -2, "bucket-postpone", (_F(10),))
+    merged = [dataclasses.replace(_split(i, [150]), partition=b"p", postponed=postponed) for i in range(6)]
+    groups = pack_splits(merged, target=400, open_cost=10)
+    assert len(groups) == 3 and sorted(sp.bucket for g in groups for sp in g) == list(range(6))
+    assert sorted([sp.bucket for sp in g] for g in groups) == [[0, 1], [2, 3], [4, 5]]
+
+
 def test_spark_filters_translate_to_engine_terms():
     assert spark_filter_to_terms(EqualTo(("k",), 5)) == [("k", "=", 5)]
     assert spark_filter_to_terms(GreaterThan(("k",), 5)) == [("k", ">", 5)]

@@ -252,5 +252,7 @@ def test_spark_batch_read_of_a_merge_on_read_postpone_table_merges_the_postponed
     assert spark_rows(spark_glue.read_table(spark, t.root)) == expected
     assert spark_rows(spark.read.format("lakemerge").load(t.root)) == expected
     assert spark_rows(spark_glue.read_table(spark, t.root, filter_pushdown=True).where("qty < 5")) == [("eu", 3, 1)]
+    # a tiny split target: each bucket of a partition in its own task, every task routing the postponed records
+    assert spark_rows(spark.read.format("lakemerge").option("source.split.target-size", "1b").load(t.root)) == expected
     t.compact()
     assert spark_rows(spark.read.format("lakemerge").load(t.root)) == expected

@@ -202,3 +202,35 @@ def test_file_rewriting_delete_of_a_primary_key_table_changes_the_table_files_on
     t.alter().set_option("scan.fallback-branch", "b").commit()
     assert spark_glue.delete_where(spark, t.root, "k = 10") is not None
     assert _sorted(t.read().to_pylist()) == [(1, 20, "main"), (2, 10, "branch"), (2, 20, "branch")]
+
+
+@pytest.mark.parametrize("option", ["scan.fallback-branch", "scan.primary-branch"])
+def test_primary_key_row_level_commands_refuse_rows_the_other_branch_supplies(spark, tmp_path, option):
+    """As the engine (tests/test_fallback_branch.py): a DELETE / UPDATE / MERGE of a primary-key table writes delete
+    and update records to the table's own branch; for a row the other branch supplies that would hide the
+    partition's other rows (Paimon's result) or change nothing visible, so it is refused with nothing written. The
+    table's own rows still change, and a MERGE that only inserts is a plain write."""
+    from pyspark.sql import functions as F
+    spark_glue.register(spark)
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    t = cat.create_table("db.t", SCHEMA, primary_key=["pt", "k"], partition_keys=["pt"], options={"bucket": "1"})
+    t.write(_rows((1, 10, "main"), (1, 20, "main")))
+    t.create_branch("b")
+    t.branch("b").write(_rows((2, 10, "branch"), (2, 20, "branch")))
+    t.alter().set_option(option, "b").commit()
+    sid = t.latest_snapshot_id()
+    with pytest.raises(Exception, match=r"delete_where matches rows of partition\(s\) \[\(2,\)\]"):
+        spark_glue.delete_where(spark, t.root, "k = 10")
+    with pytest.raises(Exception, match="update_where matches rows"):
+        spark_glue.update_where(spark, t.root, {"v": F.lit("new")}, "k = 20")
+    source = spark.createDataFrame([(2, 20, "gone")], "pt int, k int, v string")
+    with pytest.raises(Exception, match="merge_into matches rows"):
+        spark_glue.merge_into(spark, t.root, source, ["pt", "k"], when_matched="delete", when_not_matched=None)
+    assert t.latest_snapshot_id() == sid
+    assert spark_glue.delete_where(spark, t.root, "pt = 1 and k = 10") is not None
+    assert spark_glue.update_where(spark, t.root, {"v": F.lit("new")}, "pt = 1") is not None
+    fresh = spark.createDataFrame([(2, 10, "dup"), (3, 30, "new")], "pt int, k int, v string")
+    assert spark_glue.merge_into(spark, t.root, fresh, ["pt", "k"], when_matched=None) is not None
+    assert _sorted(cat.get_table("db.t").read().to_pylist()) == [(1, 20, "new"), (2, 10, "branch"),
+                                                               (2, 20, "branch"), (3, 30, "new")]

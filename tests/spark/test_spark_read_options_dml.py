@@ -52,3 +52,19 @@ def test_merge_into_an_append_table_matches_every_row(spark, tmp_path, option):
                           when_not_matched="insert")
     rows = whole(cat, option)
     assert sorted(rows.column("k").to_pylist()) == list(range(22)) and set(rows.column("v").to_pylist()) == {"new"}
+
+
+@pytest.mark.parametrize("travel", [{"scan.snapshot-id": "1"}, {"versionAsOf": "1"}, {"scan.tag-name": "t1"},
+                                    {"timestampAsOf": "2999-01-01 00:00:00"}],
+                         ids=["snapshot-id", "version", "tag", "timestamp"])
+def test_time_travel_refuses_file_creation_time(spark, tmp_path, travel):
+    """As the engine (Table.read(snapshot_id=...)) and Paimon's SchemaValidation.validateStartupMode: a read pinned
+    to a snapshot, tag or time cannot also start at scan.file-creation-time-millis; the latest read still narrows."""
+    cat = make(tmp_path, True, "scan.file-creation-time-millis")
+    cat.get_table("db.t").create_tag("t1", 1)
+    root = cat.get_table("db.t").root
+    assert sorted(r.k for r in spark_glue.read_table(spark, root).collect()) == [20, 21]
+    with pytest.raises(Exception, match="scan.file-creation-time-millis"):
+        spark_glue.read_table(spark, root, **travel).collect()
+    with pytest.raises(Exception, match="scan.file-creation-time-millis"):
+        spark.read.format("lakemerge").options(**travel).load(root).collect()

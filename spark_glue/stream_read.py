@@ -92,6 +92,15 @@ class SnapshotChanges(InputPartition):
         self.buckets = buckets
 
 
+class OrderedParts(InputPartition):
+    """Several parts of one micro-batch (FullSplit / SnapshotChanges), read one after the other by one task, so
+    that every key's rows come in snapshot order within one Spark partition (see ChangeStreamReader.partitions)."""
+
+    def __init__(self, parts: tuple):
+        self.parts = parts
+        self.schema_id = parts[0].schema_id
+
+
 def offset(snapshot: int, full: bool = False, table=None) -> dict:
     """The offset at ``snapshot``; with ``table``, stamped with that snapshot's commit time (when it exists), by
     which a later batch recognises a snapshot rolled back and committed anew under the same id."""
@@ -281,6 +290,18 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._split_cache[key]
 
     def partitions(self, start: dict, end: dict):
+        """The batch's parts (``parts``); a batch with changes and more than one part is one OrderedParts
+        partition. Spark keeps no order between partitions, and a key may change in several snapshots of a
+        batch (or be read in full and then change): read by parallel tasks, a downstream writer or foreachBatch
+        could apply a key's older change after its newer one. One task reading the parts in order hands every
+        key's rows on in the order the table made them (at the cost of reading a backlog in one task)."""
+        parts = self.parts(start, end)
+        if len(parts) > 1 and any(isinstance(p, SnapshotChanges) for p in parts):
+            return [OrderedParts(tuple(parts))]
+        return parts
+
+    def parts(self, start: dict, end: dict) -> list[InputPartition]:
+        """The full splits and snapshots of changes the batch from ``start`` to ``end`` delivers, in order."""
         from engine.changelog.retention import earliest_change_id
         table = open_table(self.path).through_schema(self.schema_id)
         # a batch replayed from the offset log on restart comes here without latestOffset: check it too
@@ -318,6 +339,13 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # --- executor side ----------------------------------------------------------------------------------
     def read(self, partition):
+        if isinstance(partition, OrderedParts):
+            for part in partition.parts:
+                yield from self._read_part(part)
+        else:
+            yield from self._read_part(partition)
+
+    def _read_part(self, partition):
         from engine.changelog.overwrite import follow_up_changes
         from engine.changelog.retention import changes_snapshot
         from engine.changelog.streaming import full_read_split

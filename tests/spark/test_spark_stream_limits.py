@@ -16,7 +16,7 @@ from engine import Catalog
 from engine.changelog.files import ROW_KIND_COLUMN
 from engine.changelog.streaming import full_read_split
 from engine.errors import InvalidOption, SnapshotNotFound
-from spark_glue.stream_read import ChangeStreamReader, FullSplit, SnapshotChanges, _full_append_split
+from spark_glue.stream_read import ChangeStreamReader, FullSplit, OrderedParts, SnapshotChanges, _full_append_split
 from spark_glue.tables import spark_schema
 from tests.spark.stream_sink import run_available_now, run_batches, sink_rows
 
@@ -224,10 +224,10 @@ def test_limits_combine_with_max_snapshots_and_read_all_available_ignores_them(t
     assert [(e["snapshot"], e.get("index")) for e in ends] == [(2, 0), (3, 1), (3, None)]
     assert _offsets(_reader(t, **{"read.stream.maxFilesPerTrigger": 5}), start, ReadAllAvailable()) == \
         [{"snapshot": 3, "time": t.snapshot(3).time_millis}]
-    parts = r.partitions(start, ends[0])
+    parts = r.parts(start, ends[0])
     assert [type(p) for p in parts] == [SnapshotChanges, SnapshotChanges]
     assert parts[0].buckets is None and len(parts[1].buckets) == 1  # snapshot 1 whole, one bucket of 2
-    assert r.partitions(ends[0], ends[1])[0].buckets == frozenset(
+    assert r.parts(ends[0], ends[1])[0].buckets == frozenset(
         k for sp in r._splits(t, 2, False)[1:] for k in [sp.key])
 
 
@@ -237,9 +237,13 @@ def test_whole_snapshot_offsets_of_earlier_versions_still_plan_the_same_batches(
     t = _partitioned_history(tmp_path)
     r = _reader(t, **{"read.stream.maxFilesPerTrigger": 3})
     old_full = {"snapshot": 1, "full": True, "time": t.snapshot(1).time_millis}
-    parts = r.partitions(old_full, {"snapshot": 3, "time": t.snapshot(3).time_millis})
+    parts = r.parts(old_full, {"snapshot": 3, "time": t.snapshot(3).time_millis})
     assert [type(p).__name__ for p in parts] == ["FullSplit"] * 4 + ["SnapshotChanges"] * 2
     assert all(p.buckets is None for p in parts if isinstance(p, SnapshotChanges))
+    # Spark gets them as one partition, read in order (each key's rows in snapshot order)
+    [whole] = r.partitions(old_full, {"snapshot": 3, "time": t.snapshot(3).time_millis})
+    assert isinstance(whole, OrderedParts)
+    assert [(type(p), p.snapshot_id) for p in whole.parts] == [(type(p), p.snapshot_id) for p in parts]
     assert [(e["snapshot"], e.get("index"), e.get("full")) for e in _offsets(r, old_full)] == \
         [(1, 2, True), (2, 1, None), (3, 0, None), (3, None, None)]
 
@@ -311,7 +315,7 @@ def test_compacted_full_start_is_cut_into_splits(tmp_path):
     assert start["snapshot"] == 4 and start["full"]
     ends = _offsets(r)
     assert [(e["snapshot"], e.get("index"), e.get("full")) for e in ends] == [(4, 2, True), (5, None, None)]
-    parts = r.partitions(ends[0], ends[1])
+    parts = r.parts(ends[0], ends[1])
     assert [type(p) for p in parts] == [FullSplit, SnapshotChanges] and parts[1].buckets is None
 
 
@@ -324,9 +328,9 @@ def test_from_snapshot_full_continues_from_the_full_splits_into_the_changes(tmp_
     ends = _offsets(r, start)
     assert [(e["snapshot"], e.get("index"), e.get("full")) for e in ends] == [(2, 2, True), (3, 1, None),
                                                                               (3, None, None)]
-    middle = r.partitions(ends[0], ends[1])
+    middle = r.parts(ends[0], ends[1])
     assert [type(p) for p in middle] == [FullSplit, SnapshotChanges] and len(middle[1].buckets) == 2
-    last = r.partitions(ends[1], ends[2])
+    last = r.parts(ends[1], ends[2])
     assert len(last) == 1 and last[0].buckets == frozenset(s.key for s in r._splits(t, 3, False)[2:])
 
 

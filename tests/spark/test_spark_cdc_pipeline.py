@@ -146,7 +146,8 @@ def test_cdc_stream_through_two_tables_equals_the_model(spark, tmp_path, engine,
     assert _rows(b) == got
 
 
-def test_stream_of_several_snapshots_into_a_table_keeps_each_keys_order(spark, tmp_path):
+@pytest.mark.parametrize("sink", ["format", "foreachBatch"])
+def test_stream_of_several_snapshots_into_a_table_keeps_each_keys_order(spark, tmp_path, sink):
     """A micro-batch reaching into several snapshots hands each key's changes on in snapshot order: piped into
     table B by a writeStream (whose tasks write the same bucket on separate sequence lanes), B ends equal to A.
     Read as one Spark partition per snapshot, key 9's update of snapshot 2 (first row of its task) lost to its
@@ -158,9 +159,14 @@ def test_stream_of_several_snapshots_into_a_table_keeps_each_keys_order(spark, t
     b = cat.create_table("db.b", schema, ["k"], [], {"bucket": "1"})
     a.write(pa.table({"k": list(range(10)), "v": ["one"] * 10}, schema=schema))
     a.write(pa.table({"k": [9], "v": ["two"]}, schema=schema))
-    q = (spark_glue.read_stream(spark, a.root, **{"scan.mode": "from-snapshot", "scan.snapshot-id": 1})
-         .writeStream.format("lakemerge").option("checkpointLocation", str(tmp_path / "ck"))
-         .option("rowkind.column", "_row_kind").trigger(availableNow=True).start(b.root))
+    changes = spark_glue.read_stream(spark, a.root, **{"scan.mode": "from-snapshot", "scan.snapshot-id": 1})
+    if sink == "format":
+        w = changes.writeStream.format("lakemerge").option("rowkind.column", "_row_kind")
+    else:  # write_table under it: one task per bucket after a shuffle of the micro-batch
+        w = changes.writeStream.foreachBatch(spark_glue.stream_batch_writer(b.root, "mirror",
+                                                                            **{"rowkind.column": "_row_kind"}))
+    q = w.option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start(
+        b.root if sink == "format" else None)
     q.awaitTermination(300)
     assert q.exception() is None
     assert b.read().to_pylist() == a.read().to_pylist()

@@ -92,6 +92,15 @@ class SnapshotChanges(InputPartition):
         self.buckets = buckets
 
 
+class OrderedParts(InputPartition):
+    """Several parts of one micro-batch (FullSplit / SnapshotChanges), read one after the other by one task, so
+    that every key's rows come in snapshot order within one Spark partition (see ChangeStreamReader.partitions)."""
+
+    def __init__(self, parts: tuple):
+        self.parts = parts
+        self.schema_id = parts[0].schema_id
+
+
 def offset(snapshot: int, full: bool = False, table=None) -> dict:
     """The offset at ``snapshot``; with ``table``, stamped with that snapshot's commit time (when it exists), by
     which a later batch recognises a snapshot rolled back and committed anew under the same id."""
@@ -281,6 +290,55 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._split_cache[key]
 
     def partitions(self, start: dict, end: dict):
+        """The batch's parts (``parts``) as Spark partitions, so that each key's rows reach the sink in the order
+        the table made them (Spark keeps no order between partitions: a downstream writer or foreachBatch could
+        apply a key's older change after its newer one). A batch with changes and more than one part is one
+        partition per (partition, bucket) it reads, holding that bucket's full split (a full start) then its
+        changes snapshot after snapshot (a key stays in its bucket); when a key may change bucket within the batch
+        (``_bucket_groups``) it is one OrderedParts partition reading every part in order."""
+        parts = self.parts(start, end)
+        if len(parts) > 1 and any(isinstance(p, SnapshotChanges) for p in parts):
+            groups = self._bucket_groups(parts)
+            return groups if groups is not None else [OrderedParts(tuple(parts))]
+        return parts
+
+    def _bucket_groups(self, parts: list[InputPartition]) -> list[InputPartition] | None:
+        """``parts`` regrouped by (partition, bucket), each group's parts in batch order; None when a key's changes
+        may span buckets: a postpone-bucket table (records move from the postpone bucket into real ones), a
+        dynamic-bucket table with cross-partition updates (a key moves partition, and a deleted key is dropped
+        from the index), an OVERWRITE snapshot in the batch (a rescale or a partition written anew places keys
+        afresh, and a dynamic-bucket index starts empty), or normalized changes (one split per snapshot, keys
+        looked up across buckets)."""
+        from engine.changelog.retention import changes_snapshot
+        from engine.meta.snapshot import COMMIT_KIND_OVERWRITE
+        latest = open_table(self.path)
+        bucket = latest.schema.table_options.bucket
+        if bucket == -2 or (bucket == -1 and latest.schema.cross_partition_update):
+            return None
+        table = latest.through_schema(self.schema_id)
+        groups: dict[tuple, list[InputPartition]] = {}
+        for part in parts:
+            if isinstance(part, FullSplit):
+                groups.setdefault((part.split.partition, part.split.bucket), []).append(part)
+                continue
+            if part.snapshot_id < 0:
+                continue
+            if changes_snapshot(table, part.snapshot_id).commit_kind == COMMIT_KIND_OVERWRITE:
+                return None
+            keys = part.buckets
+            if keys is None:
+                keys = [split.key for split in self._splits(table, part.snapshot_id, False)]
+            if None in keys:
+                return None
+            for key in sorted(keys, key=repr) if isinstance(keys, frozenset) else keys:
+                groups.setdefault(key, []).append(SnapshotChanges(part.snapshot_id, part.schema_id,
+                                                                  frozenset([key])))
+        if len(groups) < 2:
+            return None
+        return [group[0] if len(group) == 1 else OrderedParts(tuple(group)) for group in groups.values()]
+
+    def parts(self, start: dict, end: dict) -> list[InputPartition]:
+        """The full splits and snapshots of changes the batch from ``start`` to ``end`` delivers, in order."""
         from engine.changelog.retention import earliest_change_id
         table = open_table(self.path).through_schema(self.schema_id)
         # a batch replayed from the offset log on restart comes here without latestOffset: check it too
@@ -318,6 +376,13 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # --- executor side ----------------------------------------------------------------------------------
     def read(self, partition):
+        if isinstance(partition, OrderedParts):
+            for part in partition.parts:
+                yield from self._read_part(part)
+        else:
+            yield from self._read_part(partition)
+
+    def _read_part(self, partition):
         from engine.changelog.overwrite import follow_up_changes
         from engine.changelog.retention import changes_snapshot
         from engine.changelog.streaming import full_read_split

@@ -16,8 +16,9 @@ from engine import Catalog
 from engine.changelog.files import ROW_KIND_COLUMN
 from engine.changelog.streaming import full_read_split
 from engine.errors import InvalidOption, SnapshotNotFound
-from spark_glue.stream_read import ChangeStreamReader, FullSplit, SnapshotChanges, _full_append_split
-from spark_glue.tables import spark_schema
+from engine.schema_change import SetOption
+from spark_glue.stream_read import ChangeStreamReader, FullSplit, OrderedParts, SnapshotChanges, _full_append_split
+from spark_glue.tables import open_table, spark_schema
 from tests.spark.stream_sink import run_available_now, run_batches, sink_rows
 
 pytestmark = pytest.mark.spark
@@ -224,10 +225,10 @@ def test_limits_combine_with_max_snapshots_and_read_all_available_ignores_them(t
     assert [(e["snapshot"], e.get("index")) for e in ends] == [(2, 0), (3, 1), (3, None)]
     assert _offsets(_reader(t, **{"read.stream.maxFilesPerTrigger": 5}), start, ReadAllAvailable()) == \
         [{"snapshot": 3, "time": t.snapshot(3).time_millis}]
-    parts = r.partitions(start, ends[0])
+    parts = r.parts(start, ends[0])
     assert [type(p) for p in parts] == [SnapshotChanges, SnapshotChanges]
     assert parts[0].buckets is None and len(parts[1].buckets) == 1  # snapshot 1 whole, one bucket of 2
-    assert r.partitions(ends[0], ends[1])[0].buckets == frozenset(
+    assert r.parts(ends[0], ends[1])[0].buckets == frozenset(
         k for sp in r._splits(t, 2, False)[1:] for k in [sp.key])
 
 
@@ -237,9 +238,17 @@ def test_whole_snapshot_offsets_of_earlier_versions_still_plan_the_same_batches(
     t = _partitioned_history(tmp_path)
     r = _reader(t, **{"read.stream.maxFilesPerTrigger": 3})
     old_full = {"snapshot": 1, "full": True, "time": t.snapshot(1).time_millis}
-    parts = r.partitions(old_full, {"snapshot": 3, "time": t.snapshot(3).time_millis})
+    parts = r.parts(old_full, {"snapshot": 3, "time": t.snapshot(3).time_millis})
     assert [type(p).__name__ for p in parts] == ["FullSplit"] * 4 + ["SnapshotChanges"] * 2
     assert all(p.buckets is None for p in parts if isinstance(p, SnapshotChanges))
+    # Spark gets one partition per bucket: its full split, then its changes of snapshots 2 and 3 in order
+    groups = r.partitions(old_full, {"snapshot": 3, "time": t.snapshot(3).time_millis})
+    assert len(groups) == 4 and all(isinstance(g, OrderedParts) for g in groups)
+    for g in groups:
+        key = (g.parts[0].split.partition, g.parts[0].split.bucket)
+        assert [(type(p), p.snapshot_id) for p in g.parts] == [(FullSplit, 1), (SnapshotChanges, 2),
+                                                               (SnapshotChanges, 3)]
+        assert all(p.buckets == frozenset([key]) for p in g.parts[1:])
     assert [(e["snapshot"], e.get("index"), e.get("full")) for e in _offsets(r, old_full)] == \
         [(1, 2, True), (2, 1, None), (3, 0, None), (3, None, None)]
 
@@ -311,7 +320,7 @@ def test_compacted_full_start_is_cut_into_splits(tmp_path):
     assert start["snapshot"] == 4 and start["full"]
     ends = _offsets(r)
     assert [(e["snapshot"], e.get("index"), e.get("full")) for e in ends] == [(4, 2, True), (5, None, None)]
-    parts = r.partitions(ends[0], ends[1])
+    parts = r.parts(ends[0], ends[1])
     assert [type(p) for p in parts] == [FullSplit, SnapshotChanges] and parts[1].buckets is None
 
 
@@ -324,9 +333,9 @@ def test_from_snapshot_full_continues_from_the_full_splits_into_the_changes(tmp_
     ends = _offsets(r, start)
     assert [(e["snapshot"], e.get("index"), e.get("full")) for e in ends] == [(2, 2, True), (3, 1, None),
                                                                               (3, None, None)]
-    middle = r.partitions(ends[0], ends[1])
+    middle = r.parts(ends[0], ends[1])
     assert [type(p) for p in middle] == [FullSplit, SnapshotChanges] and len(middle[1].buckets) == 2
-    last = r.partitions(ends[1], ends[2])
+    last = r.parts(ends[1], ends[2])
     assert len(last) == 1 and last[0].buckets == frozenset(s.key for s in r._splits(t, 3, False)[2:])
 
 
@@ -350,3 +359,96 @@ def test_consumer_is_not_advanced_inside_a_full_read(tmp_path):
     assert (mid["snapshot"], mid["index"]) == (4, 2)
     r.commit(mid)
     assert t.consumers() == {"job": 4}
+
+
+def _rows_of(reader, partitions):
+    return _rows(r for p in partitions for batch in reader.read(p) for r in batch.to_pylist())
+
+
+@pytest.mark.parametrize("mode", ["changes", "full then changes", "limited"])
+def test_batch_of_several_snapshots_is_one_partition_per_bucket_in_snapshot_order(tmp_path, mode):
+    """A batch with changes of several snapshots is planned as one Spark partition per (partition, bucket) it
+    reads (a key stays in its bucket, so each key's rows are in snapshot order and buckets are read in
+    parallel), each reading its bucket's parts in batch order; together they deliver what the batch's parts
+    read one after the other deliver. A batch ending inside a snapshot (rate limits) groups only its buckets."""
+    t = _partitioned_history(tmp_path, **{"changelog-producer": "input"})
+    options = {"read.changelog": "true"}
+    if mode == "limited":
+        options["read.stream.maxFilesPerTrigger"] = 6
+    options.update({"scan.mode": "from-snapshot-full" if mode == "full then changes" else "from-snapshot",
+                    "scan.snapshot-id": 1})
+    r = _reader(t, **options)
+    start = r.initialOffset()
+    end = _offsets(r, start)[0]
+    parts = r.parts(start, end)
+    groups = r.partitions(start, end)
+    assert len(groups) == 4
+    for g in groups:
+        inner = g.parts if isinstance(g, OrderedParts) else (g,)
+        assert [p.snapshot_id for p in inner] == sorted(p.snapshot_id for p in inner)
+        keys = {(p.split.partition, p.split.bucket) if isinstance(p, FullSplit) else next(iter(p.buckets))
+                for p in inner}
+        assert len(keys) == 1 and all(isinstance(p, FullSplit) or len(p.buckets) == 1 for p in inner)
+    assert _rows_of(r, groups) == _rows_of(r, parts)
+    if mode == "limited":
+        assert (end["snapshot"], end["index"]) == (2, 1)  # snapshot 1 whole, 2 of snapshot 2's 4 buckets
+        assert sum(isinstance(g, OrderedParts) for g in groups) == 2
+    else:  # the full split of snapshot 1 and the changes of 2 and 3, or the changes of 1, 2 and 3
+        assert all(isinstance(g, OrderedParts) and len(g.parts) == 3 for g in groups)
+        assert {type(g.parts[0]) for g in groups} == {FullSplit if mode == "full then changes" else SnapshotChanges}
+
+
+def _changes_reader(t, **options):
+    return _reader(t, **{"scan.mode": "from-snapshot", "scan.snapshot-id": 1, "read.changelog": "true", **options})
+
+
+def _planned_as_one_ordered_partition(t, **options):
+    """Whether the reader of ``options`` plans the batch of every change since snapshot 1 as one OrderedParts
+    reading its parts in order; asserts the batch reaches into several buckets (else one partition anyway)."""
+    r = _changes_reader(t, **options)
+    start = r.initialOffset()
+    end = r.latestOffset(start, ReadAllAvailable())
+    parts = r.parts(start, end)
+    plain = _changes_reader(t)
+    table = open_table(t.root)
+    assert len({sp.key for p in parts for sp in plain._splits(table, p.snapshot_id, False)}) > 1
+    [whole] = r.partitions(start, end)
+    return isinstance(whole, OrderedParts) and [p.snapshot_id for p in whole.parts] == \
+        [p.snapshot_id for p in parts]
+
+
+def test_batch_over_a_rescale_overwrite_stays_one_ordered_partition(tmp_path):
+    """A rescale (an OVERWRITE snapshot) moves keys to other buckets: a batch reaching across it is one partition
+    read in snapshot order, with or without streaming-read-overwrite."""
+    t = _table(tmp_path, **{"changelog-producer": "input"})
+    t.write(_data([("a", k, "one") for k in range(8)]))
+    t.alter_table([SetOption("bucket", "3")])
+    t.rescale(3)
+    t.write(_data([("a", k, "two") for k in range(8)]))
+    assert t.snapshot(2).commit_kind == "OVERWRITE"
+    assert _planned_as_one_ordered_partition(t)
+    assert _planned_as_one_ordered_partition(t, **{"streaming-read-overwrite": "true"})
+
+
+def test_batch_of_normalized_changes_stays_one_ordered_partition(tmp_path):
+    t = _partitioned_history(tmp_path)
+    for mode in ("from-snapshot", "from-snapshot-full"):
+        assert _planned_as_one_ordered_partition(t, **{"changelog.normalize": "true", "scan.mode": mode})
+
+
+@pytest.mark.parametrize("bucket", ["-1", "-2"])
+def test_batch_of_a_table_whose_keys_change_bucket_stays_one_ordered_partition(tmp_path, bucket):
+    """A key of a cross-partition dynamic-bucket table moves partition (and a deleted key leaves the index); a
+    postpone-bucket table's records move from the postpone bucket into real ones: one ordered partition."""
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    pk = ["k"] if bucket == "-1" else ["p", "k"]
+    opts = {"bucket": bucket, "changelog-producer": "input"}
+    if bucket == "-1":
+        opts["dynamic-bucket.target-row-num"] = "2"
+    else:
+        opts["postpone.default-bucket-num"] = "2"
+    t = cat.create_table("db.t", SCHEMA, pk, ["p"], opts)
+    t.write(_data([("a", k, "one") for k in range(6)]))
+    t.write(_data([("b", k, "two") for k in range(6)]))
+    assert _planned_as_one_ordered_partition(t)

@@ -622,8 +622,9 @@ class Table:
         fields too, and with ``type_widening`` existing types are widened. Publishes one schema (None when nothing
         changes: the current schema already takes the input). Call it before ``new_write()``: a writer keeps the
         schema it was created with, and needs every column (``engine.merge_schema.with_missing_columns`` adds
-        nulls for the nullable ones the input lacks). Raises SchemaMismatch (narrowing, incompatible type), UnsupportedFeature
-        (a lossy change Paimon would make), InvalidSchema (a key column's type). See engine.merge_schema."""
+        nulls for the nullable ones the input lacks). Raises SchemaMismatch (narrowing, incompatible type),
+        UnsupportedFeature (a lossy change Paimon would make), InvalidSchema (a key column's type). See
+        engine.merge_schema."""
         from engine.merge_schema import merge_input_schema
         return merge_input_schema(self, input_schema, type_widening=type_widening, explicit_cast=explicit_cast)
 

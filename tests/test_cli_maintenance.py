@@ -84,7 +84,8 @@ def test_compact_full_reports_files_moved_up_without_a_rewrite(run, warehouse):
     assert r.exit_code == 0, r.output
     Catalog(warehouse).get_table("db.u").write(pa.table({"dt": ["A", "B"], "id": pa.array([1, 2], pa.int64())}))
     out = _json(run("compact", "db.u", "--full", "-p", "dt=A", "--json"))
-    assert out["snapshot_id"] == 2 and (out["files_rewritten"], out["files_written"], out["files_upgraded"]) == (0, 0, 1)
+    assert out["snapshot_id"] == 2
+    assert (out["files_rewritten"], out["files_written"], out["files_upgraded"]) == (0, 0, 1)
     human = run("compact", "db.u", "--full", "-p", "dt=B")
     assert human.exit_code == 0 and "snapshot 3; 1 file(s) moved to level 5 without a rewrite;" in human.stdout
 

@@ -33,6 +33,7 @@ from engine.meta import binary_row
 from engine.meta.data_file import FILE_SOURCE_APPEND, FILE_SOURCE_COMPACT, DataFileMeta
 from engine.maintenance.tags import SUCCESS_FILE_DIR
 from engine.meta.snapshot import Snapshot
+from engine.types import DataType
 from engine.options import PARTITION_DEFAULT_NAME
 from engine.paths import _java_float_str, _java_local_datetime_str
 from engine.read import predicate as pred
@@ -411,14 +412,19 @@ def _value_stats(table, f: DataFileMeta) -> tuple[str, str, str]:
             by_id = {fld.id: fld.name for fld in table.schema.fields}
             old = table.schema_manager.schema(f.schema_id)
             current = [by_id.get(old.field(c).id) if c in old.field_names else None for c in cols]
-            types = [table.schema.field(n).type.with_nullable(True) if n else None for n in current]
+            # the stats are encoded under the file's schema (an INT column widened to BIGINT since keeps INT
+            # bounds): decode with its types, then show them as values of the column's type now, as Paimon's
+            # FilesTable evolves them (SimpleStatsEvolutions)
+            types = [old.field(c).type.with_nullable(True) if c in old.field_names else None for c in cols]
             if all(t is not None for t in types):
                 lo = binary_row.deserialize_row(stats.min_values, _stat_types(types))
                 hi = binary_row.deserialize_row(stats.max_values, _stat_types(types))
                 for i, n in enumerate(current):
+                    if n is None:  # a column dropped since
+                        continue
                     nulls[n] = stats.null_counts[i]
                     if not types[i].is_nested:
-                        mins[n], maxs[n] = lo[i], hi[i]
+                        mins[n], maxs[n] = _as_type(lo[i], hi[i], types[i], table.schema.field(n).type)
             else:
                 for i, n in enumerate(current):
                     if n is not None:
@@ -426,6 +432,17 @@ def _value_stats(table, f: DataFileMeta) -> tuple[str, str, str]:
     except Exception:  # undecodable stats prove nothing; show them as unknown
         pass
     return map_text(nulls), map_text(mins), map_text(maxs)
+
+
+def _as_type(lo, hi, written: DataType, now: DataType) -> tuple:
+    """Bounds decoded under a column's ``written`` type as values of its type ``now`` (unchanged when the types
+    agree; a widening cast otherwise, e.g. INT 10 -> DOUBLE 10.0)."""
+    if written.with_nullable(True) == now.with_nullable(True):
+        return lo, hi
+    try:
+        return tuple(pa.array([lo, hi], written.to_arrow()).cast(now.to_arrow()).to_pylist())
+    except (pa.ArrowException, TypeError, ValueError):
+        return None, None
 
 
 def _files(table, snapshot: Snapshot | None) -> list[dict]:

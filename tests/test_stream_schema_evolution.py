@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import pyarrow as pa
+import pytest
+
+from engine.errors import SchemaMismatch
 
 SCHEMA = pa.schema([pa.field("k", pa.int64(), False), pa.field("v", pa.string()), pa.field("n", pa.int32())])
 
@@ -27,3 +30,21 @@ def test_table_stream_keeps_its_schema_when_its_table_object_is_altered(catalog)
     assert [r for b in now for r in b.to_pylist()] == [
         {"k": 1, "n": 1, "v": None, "_row_kind": "+I"}, {"k": 2, "n": 2, "v": "new", "_row_kind": "+I"},
         {"k": 3, "n": 3, "v": "newer", "_row_kind": "+I"}]
+
+
+@pytest.mark.parametrize("pk", [True, False], ids=["pk", "append"])
+def test_a_read_opened_before_a_widening_names_the_value_it_cannot_take(catalog, pk):
+    """A stream (and a Table object) keeps the schema it was opened with; when another writer's merge-schema write
+    widened INT -> BIGINT and stored a value beyond INT, reading that newer file through the old type raises
+    SchemaMismatch naming the file, schema and column (was a bare pyarrow ArrowInvalid from every read path)."""
+    schema = pa.schema([pa.field("k", pa.int64(), False), pa.field("n", pa.int32())])
+    t = catalog.create_table("db.t", schema, ["k"] if pk else None, options={"bucket": "1" if pk else "-1"})
+    t.write(pa.table({"k": [1], "n": pa.array([1], pa.int32())}, schema=schema))
+    stream = t.stream("latest-full", poll_interval=0, idle_timeout=0)
+    next(stream)
+    catalog.get_table("db.t").write(pa.table({"k": [2], "n": [2 ** 40]}), merge_schema=True, type_widening=True)
+    for read in (lambda: list(stream), t.read, lambda: list(t.to_reader())):
+        with pytest.raises(SchemaMismatch, match=r"schema 1, newer than this read's schema 0.*column 'n'") as e:
+            read()
+        assert e.value.column == "n"
+    assert catalog.get_table("db.t").read().sort_by("k").column("n").to_pylist() == [1, 2 ** 40]

@@ -85,6 +85,21 @@ def test_files_lists_live_files_with_keys_and_stats(catalog, table):
     assert _sys(catalog, "files", filter=[("bucket", "=", 1)]).num_rows == 1
 
 
+def test_files_shows_stats_of_files_written_before_a_widening_as_values_of_the_new_type(catalog):
+    """Statistics stay encoded under the file's schema: after a merge-schema write widened INT -> BIGINT and
+    FLOAT -> DOUBLE (and added a column), an old file's bounds are decoded with its own types and shown as values
+    of the new ones, as Paimon's FilesTable evolves them (read as BIGINT / DOUBLE they were garbage)."""
+    schema = pa.schema([pa.field("id", pa.int64(), False), ("a", pa.int32()), ("f", pa.float32())])
+    t = catalog.create_table("db.t", schema, primary_key=["id"], options={"bucket": "1"})
+    t.write(pa.table({"id": [1, 2], "a": pa.array([-5, 10], pa.int32()),
+                      "f": pa.array([1.5, -2.25], pa.float32())}, schema=schema))
+    t.write(pa.table({"id": [3], "a": [2 ** 40], "f": [0.5], "n": [7]}), merge_schema=True, type_widening=True)
+    rows = sorted(_sys(catalog, "files").to_pylist(), key=lambda r: r["schema_id"])
+    assert [(r["schema_id"], r["null_value_counts"], r["min_value_stats"], r["max_value_stats"]) for r in rows] == [
+        (0, "{a=0, f=0, id=0, n=null}", "{a=-5, f=-2.25, id=1, n=null}", "{a=10, f=1.5, id=2, n=null}"),
+        (1, "{a=0, f=0, id=0, n=0}", "{a=1099511627776, f=0.5, id=3, n=7}", "{a=1099511627776, f=0.5, id=3, n=7}")]
+
+
 def test_manifests_partitions_buckets_agree_with_files(catalog, table):
     files = _sys(catalog, "files").to_pylist()
     manifests = _sys(catalog, "manifests").to_pylist()

@@ -59,7 +59,7 @@ def _file_rows(reader: SplitReader, split: Split, meta: DataFileMeta, columns: S
     for c in columns:
         target = arrow.field(c).type
         if c in raw.column_names:
-            out.append(reader.as_table_type(raw.column(c), c, meta.schema_id))
+            out.append(reader.as_table_type(raw.column(c), c, meta.schema_id, path))
         else:
             out.append(pa.nulls(raw.num_rows, target))
     return pa.Table.from_arrays(out, schema=pa.schema([arrow.field(c) for c in columns]))

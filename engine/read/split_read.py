@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from engine.data_paths import data_file_path
 from engine.deletion_vectors.index_file import read_deletion_vector
 from engine.deletion_vectors.maintainer import drop_deleted
-from engine.errors import CorruptFile, StorageError, UnsupportedFeature
+from engine.errors import CorruptFile, SchemaMismatch, StorageError, UnsupportedFeature
 from engine.io.file_io import FileIO
 from engine.merge import KEY_COLUMN_PREFIX, merge_runs
 from engine.meta import binary_row
@@ -204,19 +204,29 @@ class SplitReader:
             out[sys_col] = _as_type(raw.column(sys_col), sys_type)  # Avro stores TINYINT as int
         for c in dict.fromkeys(self.seq_fields + list(columns)):
             if c in raw.column_names:
-                out[c] = self.as_table_type(raw.column(c), c, schema_id)
+                out[c] = self.as_table_type(raw.column(c), c, schema_id, path)
             elif c in declared:
                 raise CorruptFile(path, f"has no column {c!r} although the schema it was written under declares it")
             else:  # a column added after the file was written
                 out[c] = pa.nulls(raw.num_rows, arrow.field(c).type)
         return pa.table(out)
 
-    def as_table_type(self, col, name: str, schema_id: int | None):
+    def as_table_type(self, col, name: str, schema_id: int | None, path: str = ""):
         """Column ``name`` (the table's name) of a file written under ``schema_id`` as the table's type; nested
-        columns are matched field by field by id (engine.types.evolve_nested)."""
+        columns are matched field by field by id (engine.types.evolve_nested). Raises SchemaMismatch naming the
+        file and column when the file was written under a newer schema whose wider type holds a value this
+        reader's type cannot (a table object or stream opened before a widening, e.g. a merge-schema write)."""
         target = self.schema.field(name).type
         if schema_id is None or schema_id == self.schema.id or not target.is_nested or self.schema_of is None:
-            return _as_type(col, target.to_arrow())
+            try:
+                return _as_type(col, target.to_arrow())
+            except pa.ArrowInvalid as e:
+                if schema_id is None or schema_id <= self.schema.id:
+                    raise
+                raise SchemaMismatch(
+                    f"data file {path or '?'} was written under schema {schema_id}, newer than this read's schema "
+                    f"{self.schema.id}, and its column {name!r} holds a value the read's type {target.to_arrow()} "
+                    f"cannot ({e}); open the table again to read it", column=name) from None
         fid = self.schema.field(name).id
         src = next((f.type for f in self.schema_of(schema_id).fields if f.id == fid), None)
         return _as_type(col, target.to_arrow()) if src is None or src == target else evolve_nested(col, src, target)

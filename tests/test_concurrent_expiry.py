@@ -204,3 +204,33 @@ def test_a_stale_claim_left_by_a_crash_is_flagged_and_not_taken_for_the_commit(t
     sid = again.commit(messages)  # the retry after the crash
     assert sid == 4
     assert _state(_other(tmp_path)) == {1: "a", 2: "ours", 3: "x", 4: "y"}
+
+
+def test_orphan_cleanup_racing_an_expiration_reads_again(tmp_path):
+    """A scheduled orphan cleanup whose listed snapshots expire while it reads them reads the snapshots again (as
+    Paimon's OrphanFilesClean skips a snapshot that vanishes) instead of failing with SnapshotNotFound; it still
+    deletes a real orphan and nothing a remaining snapshot needs."""
+    t = _table(tmp_path)
+    for i in range(4):
+        t.write(pa.table({"id": [i], "v": [f"v{i}"]}))
+    orphan = os.path.join(t.root, "bucket-0", "data-orphan-0.parquet")
+    with open(orphan, "wb") as f:
+        f.write(b"left by a crashed writer")
+    os.utime(orphan, (0, 0))
+    cleaner = _other(tmp_path)  # cold caches: it reads every snapshot file itself
+    sm = cleaner.snapshot_manager
+    listed = sm.ids
+    raced = []
+
+    def ids_then_expire():
+        out = listed()
+        if not raced:
+            raced.append(True)
+            expire_module.expire_snapshots(_other(tmp_path), retain_min=1, retain_max=1, now_millis=2**62)
+        return out
+
+    sm.ids = ids_then_expire
+    assert cleaner.remove_orphan_files(older_than=0) == [orphan]
+    assert raced and [s.id for s in t.snapshots()] == [4]
+    assert _state(_other(tmp_path)) == {0: "v0", 1: "v1", 2: "v2", 3: "v3"}
+    assert t.check().problems == [] and t.check().orphan_files == []

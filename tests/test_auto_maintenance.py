@@ -239,6 +239,19 @@ def test_formatter_digit_widths_are_javas_so_a_value_paimon_cannot_parse_never_e
     assert state(t) == [("2000-1-5", 1, "v1")]  # Paimon drops 2000-01-06 only
 
 
+def test_default_partition_time_is_lenient_as_paimons_formatter(cat):
+    """Without partition.timestamp-formatter Paimon parses with ResolverStyle.LENIENT (PartitionTimeExtractor):
+    out-of-range fields roll over (JDK 17: '2024-02-30' -> 2024-03-01, '2024-13-01' -> 2025-01-01, '2024-00-10' ->
+    2023-12-10, '2024-01-05 24:00:00' -> 2024-01-06), so such a partition expires; lakemerge used to keep it."""
+    assert parse_partition_time("2024-02-30", None) == dt.datetime(2024, 3, 1)
+    assert parse_partition_time("2024-13-01", None) == dt.datetime(2025, 1, 1)
+    assert parse_partition_time("2024-00-10", None) == dt.datetime(2023, 12, 10)
+    assert parse_partition_time("2024-01-05 24:00:00", None) == dt.datetime(2024, 1, 6)
+    t = _pk(cat, {"partition.expiration-time": "1 d", "partition.expiration-check-interval": "0 s"})
+    t.write(rows(["2000-02-30", day(0)], [1, 2]))
+    assert state(t) == [(day(0), 2, "v2")]
+
+
 def test_partition_expiration_options_are_validated_and_known(cat, caplog):
     with pytest.raises(InvalidOption):
         TableOptions({"partition.expiration-strategy": "whenever"}).get("partition.expiration-strategy")

@@ -95,7 +95,8 @@ def _compile(pattern: str) -> tuple[str, re.Pattern]:
 
 def parse_partition_time(text: str, formatter: str | None) -> dt.datetime:
     """Paimon's PartitionTimeExtractor.toLocalDateTime: ``text`` as a date-time with ``formatter`` (a Java pattern;
-    a date alone is midnight), or by the default ``yyyy-M-d[ H:m:s[.fraction]]``. Raises ValueError."""
+    a date alone is midnight), or by the default ``yyyy-M-d[ H:m:s[.fraction]]`` (lenient: out-of-range fields
+    roll over). Raises ValueError."""
     if formatter is not None:
         fmt, widths = _compile(formatter)
         if widths.fullmatch(text) is None:  # Java's field widths: '2024-1-5' is no 'yyyy-MM-dd' date
@@ -104,9 +105,13 @@ def parse_partition_time(text: str, formatter: str | None) -> dt.datetime:
     m = _DEFAULT.fullmatch(text)
     if m is None:
         raise ValueError(f"{text!r} is not a date or date-time")
-    y, mo, d, h, mi, s, frac = m.groups()
+    y, mo, d, h, mi, s, frac = (int(g or 0) if i < 6 else g for i, g in enumerate(m.groups()))
     micros = int((frac or "0").ljust(9, "0")[:6])
-    return dt.datetime(int(y), int(mo), int(d), int(h or 0), int(mi or 0), int(s or 0), micros)
+    # ResolverStyle.LENIENT, as Paimon's default formatters: out-of-range fields roll over ('2024-02-30' is March 1,
+    # month 13 is January of the next year, hour 24 the next day)
+    year, month = y + (mo - 1) // 12, (mo - 1) % 12 + 1
+    return dt.datetime(year, month, 1) + dt.timedelta(days=d - 1, hours=h, minutes=mi, seconds=s,
+                                                      microseconds=micros)
 
 
 def partition_time_text(keys, texts, pattern: str | None) -> str:

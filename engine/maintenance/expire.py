@@ -79,7 +79,7 @@ def expire_snapshots(table, *, retain_min: int | None = None, retain_max: int | 
 
 def _spare_new_tags(table, tags_before: set[str], removal: Removal) -> Removal:
     """``removal`` without the files of tags created since the plan read the tags (a tag of a snapshot being
-    expired, written while it still existed: engine.maintenance.tags.TagManager.create withdraws a tag whose
+    expired, written while it still existed: Table.create_tag withdraws a tag whose
     snapshot is gone after it wrote it, so a tag this re-read misses is withdrawn). When such a tag cannot be read,
     only the snapshot files go: the rest is left to orphan cleanup."""
     from engine.maintenance.references import data_files, index_files, metadata_files

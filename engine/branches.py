@@ -59,12 +59,15 @@ def referenced_elsewhere(table) -> set[str]:
     closed)."""
     out: set[str] = set()
     for line in other_lines(table):
-        out |= _line_references(line)
+        out |= line_references(line)
     return out
 
 
-def _line_references(line, attempts: int = 5) -> set[str]:
-    """The files ``line``'s snapshots, tags and decoupled changelogs reference (see ``referenced_elsewhere``)."""
+def line_references(line, attempts: int = 5) -> set[str]:
+    """The files ``line``'s (main's or a branch's) snapshots, tags and decoupled changelogs reference (see
+    ``referenced_elsewhere``), read again while they change under it (a concurrent expiration, tag deletion or
+    rollback: Paimon's OrphanFilesClean skips a snapshot that vanishes). Raises CorruptFile, SnapshotNotFound or
+    TagNotFound when unchanged metadata cannot be read, or after ``attempts`` reads."""
     from engine.changelog import retention
     from engine.errors import SnapshotNotFound, TagNotFound
     from engine.maintenance.references import data_files, index_files, metadata_files

@@ -218,6 +218,40 @@ def test_partition_time_parsing_follows_paimon():
         java_pattern_to_strptime("yyyy-ww")
 
 
+def test_formatter_digit_widths_are_javas_so_a_value_paimon_cannot_parse_never_expires(cat):
+    """Paimon parses with java.time.DateTimeFormatter.ofPattern: a doubled letter takes exactly two digits, ``S``
+    as many fraction digits as letters. JDK 17 fails '20200101 3' for 'yyyyMMdd HH', '2020-1-5' for 'yyyy-MM-dd'
+    and '2020011' for 'yyyyMMdd' (strptime read them as dates), so Paimon never expires those partitions; lakemerge
+    used to drop them."""
+    for formatter, text in [("yyyyMMdd HH", "20200101 3"), ("yyyy-MM-dd", "2020-1-5"), ("yyyyMMdd", "2020011"),
+                            ("yyyy-MM-dd HH:mm", "2020-01-05 7:05"), ("yyyy-MM-dd", "20-01-05")]:
+        with pytest.raises(ValueError):
+            parse_partition_time(text, formatter)
+    assert parse_partition_time("2020-1-5", "yyyy-M-d") == dt.datetime(2020, 1, 5)
+    assert parse_partition_time("20-01-05", "yy-MM-dd") == dt.datetime(2020, 1, 5)
+    assert parse_partition_time("2024-01-05 01:02:03.123", "yyyy-MM-dd HH:mm:ss.SSS") == \
+        dt.datetime(2024, 1, 5, 1, 2, 3, 123000)
+    with pytest.raises(ValueError):
+        java_pattern_to_strptime("yyyy-MMM-dd")  # a text month in Java, not digits
+    t = _pk(cat, {"partition.expiration-time": "1 d", "partition.expiration-check-interval": "0 s",
+                  "partition.timestamp-formatter": "yyyy-MM-dd"})
+    t.write(rows(["2000-1-5", "2000-01-06"], [1, 2]))
+    assert state(t) == [("2000-1-5", 1, "v1")]  # Paimon drops 2000-01-06 only
+
+
+def test_default_partition_time_is_lenient_as_paimons_formatter(cat):
+    """Without partition.timestamp-formatter Paimon parses with ResolverStyle.LENIENT (PartitionTimeExtractor):
+    out-of-range fields roll over (JDK 17: '2024-02-30' -> 2024-03-01, '2024-13-01' -> 2025-01-01, '2024-00-10' ->
+    2023-12-10, '2024-01-05 24:00:00' -> 2024-01-06), so such a partition expires; lakemerge used to keep it."""
+    assert parse_partition_time("2024-02-30", None) == dt.datetime(2024, 3, 1)
+    assert parse_partition_time("2024-13-01", None) == dt.datetime(2025, 1, 1)
+    assert parse_partition_time("2024-00-10", None) == dt.datetime(2023, 12, 10)
+    assert parse_partition_time("2024-01-05 24:00:00", None) == dt.datetime(2024, 1, 6)
+    t = _pk(cat, {"partition.expiration-time": "1 d", "partition.expiration-check-interval": "0 s"})
+    t.write(rows(["2000-02-30", day(0)], [1, 2]))
+    assert state(t) == [(day(0), 2, "v2")]
+
+
 def test_partition_expiration_options_are_validated_and_known(cat, caplog):
     with pytest.raises(InvalidOption):
         TableOptions({"partition.expiration-strategy": "whenever"}).get("partition.expiration-strategy")

@@ -349,3 +349,29 @@ def test_table_compact_on_append_table_reports_progress_per_bucket(catalog):
     live = {(sp.partition_values, len(sp.files)) for sp in t.plan()}
     assert live == {(("A",), 3), (("B",), 1)}
     assert [r["id"] for r in t.read(filter=[("dt", "=", "B")]).to_pylist()] == [0, 10, 1, 11, 2, 12]
+
+
+# --- branches --------------------------------------------------------------------------------------------------
+def test_inspection_commands_take_a_branch_and_still_refuse_system_tables(run, table, warehouse):
+    """README: TABLE may be a branch for every command. snapshots, files, options, changes, alter and fsck used to
+    refuse ``db.t$branch_b`` calling it a system table; they now act on the branch (fsck: the table's check, which
+    covers every branch)."""
+    t = table
+    t.create_tag("t2", 2)
+    t.create_branch("b1", tag="t2")
+    b = t.branch("b1")
+    b.write(pa.table({"id": pa.array([9], pa.int64()), "v": ["z"]}))
+    assert [row["snapshot_id"] for row in _json(run("snapshots", "db.t$branch_b1", "--json"))] == [2, 3]
+    assert len(_json(run("files", "db.t$branch_b1", "--json"))) == 3
+    assert run("options", "db.t$branch_b1").exit_code == 0
+    changes = _json(run("changes", "db.t$branch_b1", "--from", "2", "--to", "3", "--json"))
+    assert [(row["id"], row["v"]) for row in changes] == [(9, "z")]
+    doc = _json(run("alter", "db.t$branch_b1", "--set-option", "snapshot.num-retained.min=3", "--json"))
+    assert doc["table"] == "db.t$branch_b1"
+    assert b.schema.options.get("snapshot.num-retained.min") is None  # the opened object keeps its schema
+    assert t.branch("b1").schema.options["snapshot.num-retained.min"] == "3"
+    assert "snapshot.num-retained.min" not in Catalog(warehouse).get_table("db.t").options
+    r = run("fsck", "db.t$branch_b1")
+    assert r.exit_code == 0 and r.stdout.startswith("db.t: ok:"), (r.stdout, r.stderr)
+    for command in (("snapshots",), ("files",), ("options",), ("fsck",), ("alter", "--comment", "x")):
+        _one_line_error(run(command[0], "db.t$snapshots", *command[1:]), 1, "not a system table")

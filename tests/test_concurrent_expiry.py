@@ -204,3 +204,84 @@ def test_a_stale_claim_left_by_a_crash_is_flagged_and_not_taken_for_the_commit(t
     sid = again.commit(messages)  # the retry after the crash
     assert sid == 4
     assert _state(_other(tmp_path)) == {1: "a", 2: "ours", 3: "x", 4: "y"}
+
+
+def test_orphan_cleanup_racing_an_expiration_reads_again(tmp_path):
+    """A scheduled orphan cleanup whose listed snapshots expire while it reads them reads the snapshots again (as
+    Paimon's OrphanFilesClean skips a snapshot that vanishes) instead of failing with SnapshotNotFound; it still
+    deletes a real orphan and nothing a remaining snapshot needs."""
+    t = _table(tmp_path)
+    for i in range(4):
+        t.write(pa.table({"id": [i], "v": [f"v{i}"]}))
+    orphan = os.path.join(t.root, "bucket-0", "data-orphan-0.parquet")
+    with open(orphan, "wb") as f:
+        f.write(b"left by a crashed writer")
+    os.utime(orphan, (0, 0))
+    cleaner = _other(tmp_path)  # cold caches: it reads every snapshot file itself
+    sm = cleaner.snapshot_manager
+    listed = sm.ids
+    raced = []
+
+    def ids_then_expire():
+        out = listed()
+        if not raced:
+            raced.append(True)
+            expire_module.expire_snapshots(_other(tmp_path), retain_min=1, retain_max=1, now_millis=2**62)
+        return out
+
+    sm.ids = ids_then_expire
+    assert cleaner.remove_orphan_files(older_than=0) == [orphan]
+    assert raced and [s.id for s in t.snapshots()] == [4]
+    assert _state(_other(tmp_path)) == {0: "v0", 1: "v1", 2: "v2", 3: "v3"}
+    assert t.check().problems == [] and t.check().orphan_files == []
+
+
+def test_tag_created_while_an_expiration_deletes_its_snapshot_keeps_its_files(tmp_path, monkeypatch):
+    """A tag written on a snapshot after an expiration planned its removal (the plan read no such tag) and before
+    the snapshot file went: the expiration reads the tags again before deleting files and spares the new tag's.
+    Found by a scheduler tagging the latest snapshot while writers expired: the tag named deleted manifests."""
+    t = _table(tmp_path)
+    for i in range(3):
+        t.write(pa.table({"id": [i], "v": [f"v{i}"]}))
+    real = expire_module._plan
+    tagged = []
+
+    def plan_then_tag(table, ids, *args):
+        plan = real(table, ids, *args)
+        if plan is not None and not tagged:
+            tagged.append(plan[0][-1])
+            _other(tmp_path).create_tag("nightly", plan[0][-1])  # snapshot 2, about to expire
+        return plan
+
+    monkeypatch.setattr(expire_module, "_plan", plan_then_tag)
+    expire_module.expire_snapshots(_other(tmp_path), retain_min=1, retain_max=1, now_millis=2**62)
+    assert tagged == [2] and [s.id for s in t.snapshots()] == [3]
+    assert {r["id"] for r in _other(tmp_path).read(tag="nightly").to_pylist()} == {0, 1}
+    report = _other(tmp_path).check()
+    assert report.problems == [] and report.orphan_files == [], report.summary()
+
+
+def test_tag_whose_snapshot_expires_before_the_tag_is_written_is_withdrawn(tmp_path, monkeypatch):
+    """The other order: the expiration read the tags (none) and removed the snapshot before the tag file landed;
+    create_tag then finds the snapshot gone, deletes its tag and raises SnapshotNotFound instead of leaving a tag
+    whose files were deleted."""
+    from engine.errors import SnapshotNotFound
+    from engine.maintenance import auto_tags
+
+    t = _table(tmp_path)
+    for i in range(3):
+        t.write(pa.table({"id": [i], "v": [f"v{i}"]}))
+    real = auto_tags.check_no_auto_tag
+
+    def expire_first(table, name, sid):  # runs after create_tag read snapshot 2, before it writes the tag
+        expire_module.expire_snapshots(_other(tmp_path), retain_min=1, retain_max=1, now_millis=2**62)
+        return real(table, name, sid)
+
+    monkeypatch.setattr(auto_tags, "check_no_auto_tag", expire_first)
+    tagger = _other(tmp_path)
+    tagger.snapshot(2)  # cached, as a scheduler's table object holds it
+    with pytest.raises(SnapshotNotFound):
+        tagger.create_tag("nightly", 2)
+    assert _other(tmp_path).tags() == {}
+    report = _other(tmp_path).check()
+    assert report.problems == [], report.summary()

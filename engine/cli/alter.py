@@ -10,7 +10,7 @@ import re
 
 import click
 
-from engine.cli.app import cli, debug_option, json_option, open_table, table_argument, warehouse_option
+from engine.cli.app import cli, data_table, debug_option, json_option, table_argument, warehouse_option
 from engine.cli.render import make_console, print_arrow, to_json
 
 _POSITION = re.compile(r"\s+(FIRST|(AFTER|BEFORE)\s+(`[^`]+`|[A-Za-z_][A-Za-z0-9_]*))\s*$", re.IGNORECASE)
@@ -86,7 +86,6 @@ def alter(table, adds, drops, renames, types, nullables, not_nulls, set_options,
     cast). Applied in the order: drops, renames, adds, type changes, nullability, options, comment. A refused
     change publishes nothing and names the column.
     """
-    from engine.errors import InvalidInput
     from engine.schema_change import SchemaChange, alter_table, apply_changes
 
     changes = [SchemaChange.drop_column(c) for c in drops]
@@ -101,9 +100,7 @@ def alter(table, adds, drops, renames, types, nullables, not_nulls, set_options,
         changes.append(SchemaChange.update_comment(comment or None))
     if not changes:
         raise click.UsageError("give at least one change (see lakemerge alter --help)")
-    if "$" in table:
-        raise InvalidInput(f"{table!r}: give the data table's name, not a system table")
-    t = open_table(warehouse, table)
+    t = data_table(warehouse, table)
     before = t.schema
     if dry_run:
         after = apply_changes(before, changes, table=t.name,

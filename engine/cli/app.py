@@ -82,14 +82,24 @@ def open_table(warehouse: str, name: str):
     return Catalog(warehouse).get_table(name)
 
 
-def _system(warehouse: str, name: str, kind: str):
-    """System table ``kind`` of the data table ``name``; InvalidInput if ``name`` is itself a system table."""
+def data_table(warehouse: str, name: str):
+    """The data table ``name``: a table or one of its branches (``db.t$branch_b``). Raises InvalidInput for a
+    system table name (the command needs a data table), CatalogError / TableNotFound as ``open_table``."""
     from engine.errors import InvalidInput
+    from engine.table import Table
+
+    table = open_table(warehouse, name)
+    if not isinstance(table, Table):
+        raise InvalidInput(f"{name!r}: give the data table's name, not a system table")
+    return table
+
+
+def _system(warehouse: str, name: str, kind: str):
+    """System table ``kind`` of the data table (or branch) ``name``; InvalidInput if ``name`` is itself a system
+    table."""
     from engine.system_tables import system_table
 
-    if "$" in name:
-        raise InvalidInput(f"{name!r}: give the data table's name, not a system table")
-    return system_table(open_table(warehouse, name), kind)
+    return system_table(data_table(warehouse, name), kind)
 
 
 def _emit(table, as_json: bool, *, title: str | None = None, columns: list[str] | None = None,

@@ -12,18 +12,10 @@ import datetime as dt
 import click
 import pyarrow as pa
 
-from engine.cli.app import _emit, cli, debug_option, json_option, open_table, table_argument, warehouse_option
+from engine.cli.app import _emit, cli, data_table as _data_table, debug_option, json_option, table_argument, warehouse_option
 from engine.cli.render import make_console, print_arrow
 
 SNAPSHOT_COLUMN = "_snapshot_id"
-
-
-def _data_table(warehouse: str, name: str):
-    from engine.errors import InvalidInput
-
-    if "$" in name:
-        raise InvalidInput(f"{name!r}: give the data table's name, not a system table")
-    return open_table(warehouse, name)
 
 
 def _columns(text: str | None) -> list[str] | None:

@@ -16,15 +16,15 @@ TABLE_UNREADABLE = "table-unreadable"
 
 
 def _check_one(warehouse: str, name: str, verify_data: bool, listed: bool):
-    """The CheckReport of table ``name``. A table whose schema cannot be read gives a report with one
+    """The CheckReport of table ``name`` (a branch ``db.t$branch_b``: the table's check, which covers every
+    branch). A table whose schema cannot be read gives a report with one
     ``table-unreadable`` problem; so does, for a table found by listing the warehouse (``listed``), one whose
     schema files are gone -- ``--all`` goes on with the other tables. A name given by the user that does not
     exist raises TableNotFound."""
     from engine.check import CheckReport, Problem
     from engine.errors import CatalogError, InvalidInput, LakemergeError
+    from engine.table import Table
 
-    if "$" in name:
-        raise InvalidInput(f"{name!r}: give the data table's name, not a system table")
     try:
         table = open_table(warehouse, name)
     except CatalogError as e:
@@ -33,6 +33,8 @@ def _check_one(warehouse: str, name: str, verify_data: bool, listed: bool):
         return CheckReport(name, problems=[Problem(TABLE_UNREADABLE, None, str(e))])
     except LakemergeError as e:
         return CheckReport(name, problems=[Problem(TABLE_UNREADABLE, None, str(e))])
+    if not isinstance(table, Table):
+        raise InvalidInput(f"{name!r}: give the data table's name, not a system table")
     return table.check(verify_data=verify_data)
 
 

@@ -14,7 +14,7 @@ import time
 
 import click
 
-from engine.cli.app import cli, debug_option, json_option, open_table, table_argument, warehouse_option, _emit
+from engine.cli.app import cli, data_table as _data_table, debug_option, json_option, table_argument, warehouse_option, _emit
 from engine.cli.render import make_console, to_json
 
 _UNITS_MS = {"ms": 1, "milli": 1, "millis": 1, "s": 1000, "sec": 1000, "second": 1000, "seconds": 1000,
@@ -78,18 +78,6 @@ AGE = AgeType()
 
 def _age_as_timedelta(age) -> dt.timedelta:
     return dt.datetime.now() - age if isinstance(age, dt.datetime) else age
-
-
-def _data_table(warehouse: str, name: str):
-    """The data table ``name``, main or a branch (``db.t$branch_b``); InvalidInput for a system table name
-    (maintenance needs a data table)."""
-    from engine.errors import InvalidInput
-    from engine.table import Table
-
-    table = open_table(warehouse, name)
-    if not isinstance(table, Table):
-        raise InvalidInput(f"{name!r}: give the data table's name, not a system table")
-    return table
 
 
 def progress_option(f):

@@ -30,6 +30,7 @@ Guarantees (and how they are kept):
 from __future__ import annotations
 
 import logging
+import os
 import random
 import time
 import uuid
@@ -171,9 +172,10 @@ class Committer:
                 try:
                     self._check_conflicts(entries, latest)
                     rebased_entries, written = self._rebase(entries, latest, guard_base)
-                    if written:
-                        self._delete_all(rebased)
-                        rebased = written
+                    if written:  # a retry re-sequenced some buckets again: drop only the copies it replaced
+                        names = {e.file.file_name for e in rebased_entries}
+                        self._delete_all([p for p in rebased if os.path.basename(p) not in names])
+                        rebased = [p for p in rebased if os.path.basename(p) in names] + written
                     if rebased_entries is not entries:  # a concurrent commit wrote the same bucket: the
                         entries = rebased_entries       # manifest must name the re-sequenced files
                         if delta_name is not None:

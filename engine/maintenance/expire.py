@@ -15,8 +15,9 @@ import time
 
 from engine.changelog.retention import expire_changelogs, preserve
 from engine.crash_points import crash_point
-from engine.errors import CorruptFile, InvalidInput, SnapshotNotFound
+from engine.errors import CorruptFile, InvalidInput, SnapshotNotFound, TagNotFound
 from engine.maintenance.cleanup import Removal, clean_emptied_dirs, delete_files, plan_removal
+from engine.maintenance.tags import TagManager
 from engine.options import (SNAPSHOT_EXPIRE_LIMIT, SNAPSHOT_NUM_RETAINED_MAX, SNAPSHOT_NUM_RETAINED_MIN,
                             SNAPSHOT_TIME_RETAINED)
 
@@ -43,6 +44,7 @@ def expire_snapshots(table, *, retain_min: int | None = None, retain_max: int | 
                            f"({retain_min})", table=table.name)
     sm = table.snapshot_manager
     now = int(time.time() * 1000) if now_millis is None else now_millis
+    tags_before = set(TagManager(table).names())
     while True:
         ids = sm.ids()
         try:
@@ -68,10 +70,28 @@ def expire_snapshots(table, *, retain_min: int | None = None, retain_max: int | 
     crash_point("expire.before-earliest-hint")
     sm.write_earliest_hint(first_kept.id)
     crash_point("expire.after-earliest-hint")
+    removal = _spare_new_tags(table, tags_before, removal)
     delete_files(table, removal, "expire.after-file-delete")
     clean_emptied_dirs(table, removal.data_files)
     expire_changelogs(table, now)
     return removal
+
+
+def _spare_new_tags(table, tags_before: set[str], removal: Removal) -> Removal:
+    """``removal`` without the files of tags created since the plan read the tags (a tag of a snapshot being
+    expired, written while it still existed: Table.create_tag withdraws a tag whose
+    snapshot is gone after it wrote it, so a tag this re-read misses is withdrawn). When such a tag cannot be read,
+    only the snapshot files go: the rest is left to orphan cleanup."""
+    from engine.maintenance.references import data_files, index_files, metadata_files
+    try:
+        new = [snap for name, snap in TagManager(table).all().items() if name not in tags_before]
+        keep = set().union(*(data_files(table, s) | metadata_files(table, s) | index_files(table, s) for s in new))
+    except (CorruptFile, TagNotFound):
+        return Removal(removal.snapshot_ids)
+    if not keep:
+        return removal
+    return Removal(removal.snapshot_ids, [p for p in removal.data_files if p not in keep],
+                   [p for p in removal.metadata_files if p not in keep], [p for p in removal.index_files if p not in keep])
 
 
 def _plan(table, ids: list[int], retain_min: int, retain_max: int, keep_ms: int, limit: int, now: int):

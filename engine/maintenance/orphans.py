@@ -14,12 +14,10 @@ import datetime as dt
 import os
 import time
 
-from engine.branches import referenced_elsewhere
+from engine.branches import line_references, referenced_elsewhere
 from engine.crash_points import crash_point
 from engine.data_paths import external_bucket_dirs
 from engine.errors import LakemergeError
-from engine.maintenance.references import data_files, index_files, metadata_files
-from engine.maintenance.tags import tagged_snapshots
 
 # Never swept: metadata lakemerge does not interpret file by file (statistics/ holds table statistics) is left alone
 # rather than guessed at. index/ is swept: its files are referenced through the snapshots' index manifests.
@@ -39,18 +37,10 @@ def _older_than_ms(older_than) -> int:
 
 def referenced_files(table) -> set[str]:
     """Every file path some snapshot, tag or decoupled changelog of ``table``'s line or of any other line (main,
-    branches) references. Raises CorruptFile if any of them cannot be read."""
-    sm = table.snapshot_manager
-    snaps = [sm.snapshot(i) for i in sm.ids()] + tagged_snapshots(table)
-    out: set[str] = set()
-    for snap in snaps:
-        out |= metadata_files(table, snap)
-        out |= data_files(table, snap)
-        out |= index_files(table, snap)
-    from engine.changelog.retention import referenced
-    out |= referenced(table)  # issue 5: decoupled changelogs
-    out |= referenced_elsewhere(table)
-    return out
+    branches) references; a line is read again while a concurrent expiration, tag deletion or rollback changes it
+    (engine.branches.line_references). Raises CorruptFile (or SnapshotNotFound, TagNotFound) if unchanged metadata
+    cannot be read."""
+    return line_references(table) | referenced_elsewhere(table)
 
 
 def delete_unreferenced(table, paths) -> list[str]:

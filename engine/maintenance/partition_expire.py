@@ -47,41 +47,71 @@ _JAVA_LETTERS = {"y": "%Y", "u": "%Y", "M": "%m", "d": "%d", "H": "%H", "m": "%M
 
 def java_pattern_to_strptime(pattern: str) -> str:
     """A Java DateTimeFormatter pattern (``yyyyMMdd``, ``yyyy-MM-dd HH:mm:ss``, ``yyyy-MM-dd'T'HH``) as a strptime
-    format. Raises ValueError for a pattern letter other than y u M d H m s S."""
-    out, i = [], 0
+    format. Raises ValueError for a pattern letter other than y u M d H m s S, or M d H m s repeated more than
+    twice (a text month, or a width Java refuses)."""
+    return _compile(pattern)[0]
+
+
+def _compile(pattern: str) -> tuple[str, re.Pattern]:
+    """(strptime format, regex of the digit widths Java's parser accepts) of a Java pattern: ``yy`` two digits,
+    ``y``/``yyy``/``yyyy`` at least that many; a doubled letter (``MM``, ``dd``, ``HH``...) exactly two digits, a
+    single one one or more; ``S``... exactly as many fraction digits as letters."""
+    out, rx, i = [], [], 0
     while i < len(pattern):
         c = pattern[i]
         if c == "'":
             end = pattern.find("'", i + 1)
             if end < 0:
                 raise ValueError("unterminated quote")
-            out.append("'" if end == i + 1 else pattern[i + 1:end].replace("%", "%%"))
+            literal = "'" if end == i + 1 else pattern[i + 1:end]
+            out.append(literal.replace("%", "%%"))
+            rx.append(re.escape(literal))
             i = end + 1
             continue
         j = i
         while j < len(pattern) and pattern[j] == c:
             j += 1
+        n = j - i
         if c.isalpha():
             if c not in _JAVA_LETTERS:
                 raise ValueError(f"pattern letter {c!r} is not supported")
-            out.append("%y" if c in "yu" and j - i == 2 else _JAVA_LETTERS[c])
+            if c in "yu":
+                out.append("%y" if n == 2 else "%Y")
+                rx.append(r"\d{2}" if n == 2 else rf"\d{{{n},}}")
+            elif c == "S":
+                out.append("%f")
+                rx.append(rf"\d{{{n}}}")
+            else:
+                if n > 2:
+                    raise ValueError(f"{c * n!r} is not supported (a text or over-wide field)")
+                out.append(_JAVA_LETTERS[c])
+                rx.append(r"\d{2}" if n == 2 else r"\d+")
         else:
-            out.append((c * (j - i)).replace("%", "%%"))
+            out.append((c * n).replace("%", "%%"))
+            rx.append(re.escape(c * n))
         i = j
-    return "".join(out)
+    return "".join(out), re.compile("".join(rx))
 
 
 def parse_partition_time(text: str, formatter: str | None) -> dt.datetime:
     """Paimon's PartitionTimeExtractor.toLocalDateTime: ``text`` as a date-time with ``formatter`` (a Java pattern;
-    a date alone is midnight), or by the default ``yyyy-M-d[ H:m:s[.fraction]]``. Raises ValueError."""
+    a date alone is midnight), or by the default ``yyyy-M-d[ H:m:s[.fraction]]`` (lenient: out-of-range fields
+    roll over). Raises ValueError."""
     if formatter is not None:
-        return dt.datetime.strptime(text, java_pattern_to_strptime(formatter))
+        fmt, widths = _compile(formatter)
+        if widths.fullmatch(text) is None:  # Java's field widths: '2024-1-5' is no 'yyyy-MM-dd' date
+            raise ValueError(f"{text!r} does not have the digits of pattern {formatter!r}")
+        return dt.datetime.strptime(text, fmt)
     m = _DEFAULT.fullmatch(text)
     if m is None:
         raise ValueError(f"{text!r} is not a date or date-time")
-    y, mo, d, h, mi, s, frac = m.groups()
+    y, mo, d, h, mi, s, frac = (int(g or 0) if i < 6 else g for i, g in enumerate(m.groups()))
     micros = int((frac or "0").ljust(9, "0")[:6])
-    return dt.datetime(int(y), int(mo), int(d), int(h or 0), int(mi or 0), int(s or 0), micros)
+    # ResolverStyle.LENIENT, as Paimon's default formatters: out-of-range fields roll over ('2024-02-30' is March 1,
+    # month 13 is January of the next year, hour 24 the next day)
+    year, month = y + (mo - 1) // 12, (mo - 1) % 12 + 1
+    return dt.datetime(year, month, 1) + dt.timedelta(days=d - 1, hours=h, minutes=mi, seconds=s,
+                                                      microseconds=micros)
 
 
 def partition_time_text(keys, texts, pattern: str | None) -> str:

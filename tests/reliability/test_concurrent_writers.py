@@ -79,6 +79,39 @@ def test_resequencing_one_bucket_keeps_the_commits_other_files(tmp_path):
     assert report.ok and report.orphan_files == [], report.summary()
 
 
+def test_resequenced_file_kept_by_a_retry_is_not_deleted(tmp_path, monkeypatch):
+    """Regression: a commit re-sequenced both buckets, lost its race, and on the retry only bucket a needed a new
+    shift; the retry deleted every file the first attempt had rewritten, including bucket b's, which it then
+    published (a live file missing). Found by processes writing, compacting and expiring at once."""
+    from engine import Catalog
+    from engine.commit import committer as committer_mod
+
+    warehouse = str(tmp_path / "wh")
+    t = sc.create_table(warehouse, 1)
+    t.write(pa.table({"p": ["a", "b"], "id": [1, 2], "v": ["base", "base"]}))
+    w = t.new_write()
+    w.write(pa.table({"p": ["a", "b"], "id": [1, 2], "v": ["late", "late"]}))
+    messages = w.prepare_commit()
+    other = Catalog(warehouse).get_table(sc.IDENT)
+    other.write(pa.table({"p": ["a", "b"], "id": [3, 4], "v": ["other", "other"]}))  # both buckets overlap
+    real = committer_mod.Committer._try_publish
+    raced = []
+
+    def racing(self, *args, **kwargs):
+        if not raced:  # the first attempt loses to a commit touching bucket a only
+            raced.append(True)
+            Catalog(warehouse).get_table(sc.IDENT).write(pa.table({"p": ["a"], "id": [5], "v": ["race"]}))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(committer_mod.Committer, "_try_publish", racing)
+    sid = t.commit(messages)
+    assert raced and sid == 4
+    assert sc.read_state(Catalog(warehouse).get_table(sc.IDENT)) == {
+        ("a", 1): "late", ("b", 2): "late", ("a", 3): "other", ("b", 4): "other", ("a", 5): "race"}
+    report = t.check()
+    assert report.ok and report.orphan_files == [], report.summary()
+
+
 def test_pinned_reader_keeps_its_snapshot_while_writers_commit(tmp_path):
     """Snapshot isolation: a reader pinned to snapshot 1 reads the same rows while other processes commit."""
     warehouse = str(tmp_path / "wh")

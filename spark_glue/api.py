@@ -203,9 +203,9 @@ def write_table(df, path: str, mode: str = "append", *, num_tasks: int | None = 
     ``dynamic_partition_overwrite=False`` overwrites the whole table; ``merge_schema=True`` (option
     ``write.merge-schema``; ``type_widening`` / ``explicit_cast`` for ``write.merge-schema.type-widening`` /
     ``.explicit-cast``) first adds the input's new columns to the table (writing.merge_input_schema). Same commit
-    protocol as the data source (spark_glue.writing), run from this process: the tasks' messages are collected and committed here, which
-    saves the data source's planner round trips (about 0.1 s per commit on local[2]). Raises InvalidInput for
-    another ``mode``, SchemaMismatch before any job for columns that do not fit the table (writing.check_input_
+    protocol as the data source (spark_glue.writing), run from this process: the tasks' messages are collected
+    and committed here, which saves the data source's planner round trips (about 0.1 s per commit on local[2]).
+    Raises InvalidInput for another ``mode``, SchemaMismatch before any job for columns that do not fit the table (writing.check_input_
     schema), the engine's errors (wrapped by Spark) for bad values; a failed job leaves the table unchanged, and
     a failed first write that created the table leaves no table (tables.remove_created_table).
     """

@@ -12,7 +12,8 @@ import datetime as dt
 import click
 import pyarrow as pa
 
-from engine.cli.app import _emit, cli, data_table as _data_table, debug_option, json_option, table_argument, warehouse_option
+from engine.cli.app import (_emit, cli, data_table as _data_table, debug_option, json_option, table_argument,
+                            warehouse_option)
 from engine.cli.render import make_console, print_arrow
 
 SNAPSHOT_COLUMN = "_snapshot_id"

@@ -14,7 +14,8 @@ import time
 
 import click
 
-from engine.cli.app import cli, data_table as _data_table, debug_option, json_option, table_argument, warehouse_option, _emit
+from engine.cli.app import (cli, data_table as _data_table, debug_option, json_option, table_argument,
+                            warehouse_option, _emit)
 from engine.cli.render import make_console, to_json
 
 _UNITS_MS = {"ms": 1, "milli": 1, "millis": 1, "s": 1000, "sec": 1000, "second": 1000, "seconds": 1000,

@@ -91,7 +91,8 @@ def _spare_new_tags(table, tags_before: set[str], removal: Removal) -> Removal:
     if not keep:
         return removal
     return Removal(removal.snapshot_ids, [p for p in removal.data_files if p not in keep],
-                   [p for p in removal.metadata_files if p not in keep], [p for p in removal.index_files if p not in keep])
+                   [p for p in removal.metadata_files if p not in keep],
+                   [p for p in removal.index_files if p not in keep])
 
 
 def _plan(table, ids: list[int], retain_min: int, retain_max: int, keep_ms: int, limit: int, now: int):

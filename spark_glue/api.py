@@ -205,9 +205,10 @@ def write_table(df, path: str, mode: str = "append", *, num_tasks: int | None = 
     ``.explicit-cast``) first adds the input's new columns to the table (writing.merge_input_schema). Same commit
     protocol as the data source (spark_glue.writing), run from this process: the tasks' messages are collected
     and committed here, which saves the data source's planner round trips (about 0.1 s per commit on local[2]).
-    Raises InvalidInput for another ``mode``, SchemaMismatch before any job for columns that do not fit the table (writing.check_input_
-    schema), the engine's errors (wrapped by Spark) for bad values; a failed job leaves the table unchanged, and
-    a failed first write that created the table leaves no table (tables.remove_created_table).
+    Raises InvalidInput for another ``mode``, SchemaMismatch before any job for columns that do not fit the table
+    (writing.check_input_schema), the engine's errors (wrapped by Spark) for bad values; a failed job leaves the
+    table unchanged, and a failed first write that created the table leaves no table
+    (tables.remove_created_table).
     """
     from spark_glue.columns import case_sensitive
     from spark_glue.writing import merge_input_schema, run_write_job

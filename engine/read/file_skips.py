@@ -30,11 +30,9 @@ class FileSkips:
     def of(cls, options: TableOptions, read_options: dict[str, str] | None = None) -> FileSkips | None:
         """The skips ``options`` ask for, a read option of the same name overriding the table's (Paimon's dynamic
         options); None when neither is on. Raises InvalidOption for a read option that is not true/false."""
-        if read_options:
-            given = {k: str(v) for k, v in read_options.items() if k in (SCAN_IGNORE_CORRUPT_FILES,
-                                                                          SCAN_IGNORE_LOST_FILES)}
-            if given:
-                options = TableOptions({**options.raw, **given}, table=options.table)
+        given = _skip_options(read_options)
+        if given:
+            options = TableOptions({**options.raw, **given}, table=options.table)
         skips = cls(options.get(SCAN_IGNORE_CORRUPT_FILES), options.get(SCAN_IGNORE_LOST_FILES))
         return skips if skips.corrupt or skips.lost else None
 
@@ -62,7 +60,7 @@ def with_read_options(table, read_options: dict[str, str]):
     ``scan.ignore-corrupt-files`` / ``scan.ignore-lost-files`` (Paimon's dynamic options; for that read only, nothing
     is stored), or ``table`` itself when the read sets neither. Raises InvalidOption for a value that is not
     true/false."""
-    given = {k: str(v) for k, v in read_options.items() if k in (SCAN_IGNORE_CORRUPT_FILES, SCAN_IGNORE_LOST_FILES)}
+    given = _skip_options(read_options)
     if not given:
         return table
     import copy
@@ -71,3 +69,9 @@ def with_read_options(table, read_options: dict[str, str]):
     view.schema = dataclasses.replace(table.schema, options={**table.schema.options, **given})
     TableOptions(view.schema.options, table=table.name)  # validates the read's values
     return view
+
+
+def _skip_options(read_options: dict[str, str] | None) -> dict[str, str]:
+    """The ``scan.ignore-corrupt-files`` / ``scan.ignore-lost-files`` entries of a read's options, as text."""
+    return {k: str(v) for k, v in (read_options or {}).items() if k in (SCAN_IGNORE_CORRUPT_FILES,
+                                                                        SCAN_IGNORE_LOST_FILES)}

@@ -163,6 +163,12 @@ PARTITION_DEFAULT_NAME = _opt("partition.default-name", str, "__DEFAULT_PARTITIO
                               "directory name of a null or blank partition value")
 PARTITION_LEGACY_NAME = _opt("partition.legacy-name", parse_bool, True, "render partition values as Java toString")
 STATS_MODE = _opt("metadata.stats-mode", str.strip, "truncate(16)", "value statistics: none|counts|truncate(N)|full")
+STATS_DENSE_STORE = _opt("metadata.stats-dense-store", parse_bool, True,
+                         "value statistics keep only the columns whose stats mode is not none (value_stats_cols "
+                         "names them); false stores every column, a none column as nulls")
+STATS_KEEP_FIRST_N_COLUMNS = _opt("metadata.stats-keep-first-n-columns", parse_int, -1,
+                                  "columns after the first N without fields.<f>.stats-mode get stats mode none "
+                                  "(-1: every column keeps metadata.stats-mode)")
 COMMIT_MAX_RETRIES = _opt("commit.max-retries", parse_int, 10, "attempts to win a snapshot id")
 COMMIT_MIN_RETRY_WAIT = _opt("commit.min-retry-wait", parse_duration_ms, 10, "first back-off (ms)")
 COMMIT_MAX_RETRY_WAIT = _opt("commit.max-retry-wait", parse_duration_ms, 10_000, "largest back-off (ms)")
@@ -470,7 +476,7 @@ KNOWN_PAIMON_KEYS = frozenset({
     "num-sorted-run.compaction-trigger", "num-sorted-run.stop-trigger", "num-levels",
     "compaction.max-size-amplification-percent", "compaction.size-ratio", "compaction.force-up-level-0",
     "full-compaction.delta-commits", "manifest.target-file-size", "manifest.merge-min-count",
-    "manifest.compression", "manifest.format", "metadata.stats-dense-store",
+    "manifest.compression", "manifest.format",
     "changelog-producer.row-deduplicate",
     "deletion-vector.index-file.target-size", "deletion-vectors.modifiable", "dynamic-bucket.target-row-num",
     "path", "type", "comment", "owner",
@@ -487,7 +493,7 @@ KNOWN_PAIMON_KEYS = frozenset({
 KNOWN_PAIMON_KEYS = KNOWN_PAIMON_KEYS | frozenset({
     "bucket-append-ordered", "file.block-size", "file-index.in-manifest-threshold", "manifest-sort.enabled",
     "manifest-sort.partition-field", "manifest-sort.max-rewrite-size", "manifest.merge-optimize.enabled",
-    "manifest.delete-file-drop-stats", "metadata.stats-mode.per.level", "metadata.stats-keep-first-n-columns",
+    "manifest.delete-file-drop-stats", "metadata.stats-mode.per.level",
     "scan.max-splits-per-task", "scan.manifest.parallelism", "scan.plan-sort-partition", "sort-engine",
     "sort-spill-threshold", "spill-compression", "spill-compression.zstd-level", "write-buffer-spill.max-disk-size",
     "write-buffer-for-append", "write-max-writers-to-spill", "local-sort.max-num-file-handles", "page-size",

@@ -20,7 +20,7 @@ from engine.meta.data_file import (
     DataFileMeta,
     SimpleStats,
 )
-from engine.options import DATA_FILE_PREFIX, STATS_MODE, TARGET_FILE_ROW_NUM, TARGET_FILE_SIZE
+from engine.options import DATA_FILE_PREFIX, STATS_DENSE_STORE, STATS_MODE, TARGET_FILE_ROW_NUM, TARGET_FILE_SIZE
 from engine.schema import TableSchema
 from engine.write.file_writer import local_millis_as_utc
 from engine.write.formats import append_file_format, file_extension
@@ -56,6 +56,7 @@ def write_append_files(io: FileIO, bucket_dir: str, rows: pa.Table, schema: Tabl
         rows_per_file = min(rows_per_file, opts.get(TARGET_FILE_ROW_NUM))
     names = list(schema.field_names)
     types = schema.types_of(names)
+    modes = stats_modes(opts, names, opts.get(STATS_MODE))  # before any file is written: a bad mode raises
     prefix = opts.get(DATA_FILE_PREFIX)
     fmt = append_file_format(schema)
     file_uuid = uuid.uuid4()
@@ -71,7 +72,7 @@ def write_append_files(io: FileIO, bucket_dir: str, rows: pa.Table, schema: Tabl
             io.mkdirs(os.path.dirname(path))
             io.write_bytes(path, data)
             written.append(path)
-            stats, stats_cols = value_stats(part, names, types, stats_modes(opts, names, opts.get(STATS_MODE)))
+            stats, stats_cols = value_stats(part, names, types, modes, opts.get(STATS_DENSE_STORE))
             seq0 = first_sequence + start
             metas.append(DataFileMeta(
                 file_name=name, file_size=len(data), row_count=part.num_rows, min_key=EMPTY_ROW, max_key=EMPTY_ROW,

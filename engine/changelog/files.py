@@ -33,7 +33,8 @@ def write_changelog(table, bucket_dir: str, rows: pa.Table, level: int = 0) -> l
     return write_sorted_run(table.file_io, bucket_dir, physical, schema, level=0,
                             prefix=opts.get(CHANGELOG_FILE_PREFIX),
                             file_format=data_file_format(schema, level, changelog=True),
-                            stats_mode=opts.get(CHANGELOG_FILE_STATS_MODE), dictionary=False,
+                            stats_mode=opts.get(CHANGELOG_FILE_STATS_MODE), stats_mode_key=CHANGELOG_FILE_STATS_MODE,
+                            dictionary=False,
                             row_target=False)  # Paimon rolls changelog files by size only
 
 

@@ -23,12 +23,12 @@ from engine.crash_points import crash_point
 from engine.data_paths import placer_for
 from engine.meta import binary_row
 from engine.meta.data_file import FILE_SOURCE_COMPACT, DataFileMeta, SimpleStats
-from engine.options import DATA_FILE_PREFIX, STATS_MODE, TARGET_FILE_SIZE
+from engine.options import DATA_FILE_PREFIX, STATS_DENSE_STORE, STATS_MODE, TARGET_FILE_SIZE
 from engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, TableSchema
 from engine.types import DataType
 from engine.write.file_writer import local_millis_as_utc
 from engine.write.formats import ROW_GROUP_ROWS, data_file_format, file_extension
-from engine.write.stats import column_min_max, dense_columns, key_stats_modes, value_stats_modes
+from engine.write.stats import column_min_max, dense_columns, kv_stats_modes
 
 
 class _ColumnStats:
@@ -115,10 +115,11 @@ class RollingRunWriter:
         self.value_types = schema.types_of(self.value_names)
         self.key_cols = [KEY_FIELD_PREFIX + k if KEY_FIELD_PREFIX + k in schema.file_arrow_schema.names else k
                          for k in self.key_names]
-        self.key_modes = key_stats_modes(opts, self.key_cols, self.format.name, opts.get(STATS_MODE))
-        self.stats_mode = value_stats_modes(opts, self.value_names, self.key_cols, self.format.name,
-                                            opts.get(STATS_MODE))  # one per value column
-        self.stats_cols = dense_columns(self.stats_mode)  # the value columns whose statistics are stored
+        self.key_modes, self.stats_mode = kv_stats_modes(opts, self.key_cols, self.value_names, self.format.name,
+                                                         opts.get(STATS_MODE))  # stats_mode: one per value column
+        self.dense = opts.get(STATS_DENSE_STORE)
+        # the value columns whose statistics are stored (not dense: all, a none column as nulls)
+        self.stats_cols = dense_columns(self.stats_mode) if self.dense else list(range(len(self.value_names)))
         self.uuid = uuid.uuid4()
         self.files: list[DataFileMeta] = []
         self.paths: list[str] = []
@@ -206,7 +207,8 @@ class RollingRunWriter:
             self.paths.append(f.path)
         value_stats = _serialize(f.value_stats, [self.value_types[i] for i in self.stats_cols]) \
             if f.value_stats else SimpleStats.EMPTY
-        value_cols = () if not f.value_stats else None if len(self.stats_cols) == len(self.value_names) \
+        value_cols = None if not self.dense else () if not f.value_stats \
+            else None if len(self.stats_cols) == len(self.value_names) \
             else tuple(self.value_names[i] for i in self.stats_cols)  # Paimon's dense statistics
         self.files.append(DataFileMeta(
             file_name=f.name, file_size=size, row_count=f.rows,

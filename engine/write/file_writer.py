@@ -22,10 +22,10 @@ from engine.data_paths import placer_for
 from engine.io.file_io import FileIO
 from engine.meta import binary_row
 from engine.meta.data_file import FILE_SOURCE_APPEND, DataFileMeta
-from engine.options import DATA_FILE_PREFIX, STATS_MODE, TARGET_FILE_ROW_NUM, TARGET_FILE_SIZE
+from engine.options import DATA_FILE_PREFIX, STATS_DENSE_STORE, STATS_MODE, TARGET_FILE_ROW_NUM, TARGET_FILE_SIZE
 from engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, TableSchema
 from engine.write.formats import DataFileFormat, data_file_format, file_extension
-from engine.write.stats import key_stats_modes, simple_stats, value_stats, value_stats_modes
+from engine.write.stats import kv_stats_modes, simple_stats, value_stats
 
 
 def local_millis_as_utc() -> int:
@@ -37,20 +37,24 @@ def local_millis_as_utc() -> int:
 def write_sorted_run(io_: FileIO, bucket_dir: str, rows: pa.Table, schema: TableSchema, level: int = 0,
                      file_source: int = FILE_SOURCE_APPEND, prefix: str | None = None, *,
                      file_format: DataFileFormat | None = None, stats_mode: str | None = None,
-                     dictionary: bool = True, row_target: bool = True) -> list[DataFileMeta]:
+                     dictionary: bool = True, row_target: bool = True,
+                     stats_mode_key: str = "metadata.stats-mode") -> list[DataFileMeta]:
     """Files are written in ``file_format`` (default: the format of ``level``, ``engine.write.formats``);
-    ``stats_mode`` overrides ``metadata.stats-mode`` (changelog files use their own options);
+    ``stats_mode`` overrides ``metadata.stats-mode`` (changelog files use their own options; ``stats_mode_key``
+    names the option it comes from in errors);
     ``dictionary=False`` writes plain Parquet encodings. Files roll at ``target-file-size`` and, for
     FILE_SOURCE_APPEND files unless ``row_target=False`` (changelog files), at ``target-file-row-num``. Raises
     UnsupportedFeature (nothing written) for a column the format cannot hold."""
     opts = schema.table_options
     target = opts.get(TARGET_FILE_SIZE)
     fmt = data_file_format(schema, level) if file_format is None else file_format
+    stats_mode_key = STATS_MODE if stats_mode is None else stats_mode_key
     stats_mode = opts.get(STATS_MODE) if stats_mode is None else stats_mode
     key_cols = [KEY_FIELD_PREFIX + k if KEY_FIELD_PREFIX + k in schema.file_arrow_schema.names else k
                 for k in schema.trimmed_primary_keys]
-    key_modes = key_stats_modes(opts, key_cols, fmt.name, stats_mode)
-    value_modes = value_stats_modes(opts, schema.field_names, key_cols, fmt.name, stats_mode)
+    key_modes, value_modes = kv_stats_modes(opts, key_cols, schema.field_names, fmt.name, stats_mode,
+                                            default_key=stats_mode_key)
+    dense = opts.get(STATS_DENSE_STORE)
     prefix = opts.get(DATA_FILE_PREFIX) if prefix is None else prefix
     n = rows.num_rows
     if n == 0:
@@ -82,7 +86,7 @@ def write_sorted_run(io_: FileIO, bucket_dir: str, rows: pa.Table, schema: Table
             crash_point("write.after-data-file")
             metas.append(dataclasses.replace(
                 _describe(name, len(data), part, key_names, key_types, value_names, value_types, schema.id, level,
-                          file_source, key_modes, value_modes), external_path=external))
+                          file_source, key_modes, value_modes, dense), external_path=external))
     except BaseException:
         for p in written:
             io_.delete(p)
@@ -91,7 +95,7 @@ def write_sorted_run(io_: FileIO, bucket_dir: str, rows: pa.Table, schema: Table
 
 
 def _describe(name, size, part: pa.Table, key_names, key_types, value_names, value_types, schema_id, level,
-              file_source, key_modes, value_modes) -> DataFileMeta:
+              file_source, key_modes, value_modes, dense) -> DataFileMeta:
     key_cols = [KEY_FIELD_PREFIX + k if KEY_FIELD_PREFIX + k in part.column_names else k for k in key_names]
     first = [part.column(c)[0].as_py() for c in key_cols]
     last = [part.column(c)[part.num_rows - 1].as_py() for c in key_cols]
@@ -101,7 +105,7 @@ def _describe(name, size, part: pa.Table, key_names, key_types, value_names, val
     deletes = int(pc.sum(pc.is_in(kinds, value_set=pa.array([1, 3], pa.int8()))).as_py() or 0)
     key_part = part.select(key_cols).rename_columns(key_names)
     key_stats = simple_stats(key_part, key_names, key_types, key_modes, keep_columns=True)
-    values, value_cols = value_stats(part, value_names, value_types, value_modes)
+    values, value_cols = value_stats(part, value_names, value_types, value_modes, dense)
     return DataFileMeta(
         file_name=name, file_size=size, row_count=part.num_rows,
         min_key=binary_row.serialize_row(first, key_types), max_key=binary_row.serialize_row(last, key_types),

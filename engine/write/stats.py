@@ -40,40 +40,68 @@ def _truncate_max(value, n: int):
     return None
 
 
-_MODE = re.compile(r"none|counts|full|truncate\(\d+\)")
+_MODE = re.compile(r"none|counts|full|truncate\((\d+)\)")
+KEY_STATS_MODE = "truncate(128)"
+_SYSTEM_FIELDS = frozenset({"_SEQUENCE_NUMBER", "_VALUE_KIND", "_LEVEL", "rowkind", "_ROW_ID"})
 
 
-def stats_modes(options, names, default: str) -> list[str]:
-    """The stats mode of each column of ``names``: ``fields.<name>.stats-mode`` if the table options
-    (``TableOptions``) set it, else ``default``, as Paimon's StatsCollectorFactories. Raises InvalidOption for a
-    mode that is not none, counts, full or truncate(N)."""
+def _parse_mode(options, key: str, value: str) -> str:
+    """``value`` of option ``key`` as a stats mode, lower-cased. Raises InvalidOption for a mode that is not none,
+    counts, full or truncate(N) with N > 0 (Paimon's TruncateSimpleColStatsCollector refuses a zero length when a
+    writer is created, so a table with ``truncate(0)`` opens and reads but cannot be written)."""
+    mode = value.strip().lower()
+    m = _MODE.fullmatch(mode)
+    if not m:
+        raise InvalidOption(key, mode, "expected none, counts, full or truncate(N)", table=options.table)
+    if m.group(1) is not None and int(m.group(1)) == 0:
+        raise InvalidOption(key, mode, "the truncate length must be larger than zero", table=options.table)
+    return mode
+
+
+def stats_modes(options, names, default: str, *, default_key: str = "metadata.stats-mode", avro: bool = False,
+                truncated=frozenset()) -> list[str]:
+    """The stats mode of each column of a file whose columns are ``names``, in file order, as Paimon's
+    StatsCollectorFactories picks them (``options``: ``TableOptions``):
+
+    * ``fields.<name>.stats-mode`` when set;
+    * else, outside Avro files, truncate(128) for a system column (``_KEY_*``, ``_SEQUENCE_NUMBER``, ...) and for
+      the ``truncated`` columns (thin mode: the key's own columns);
+    * else ``none`` once ``metadata.stats-keep-first-n-columns`` (N >= 0) columns have been counted -- every column
+      of an Avro file counts, elsewhere every column but those of the previous rule;
+    * else ``default`` (the value of option ``default_key``).
+
+    Raises InvalidOption naming the option whose mode is bad (``_parse_mode``)."""
+    from engine.options import STATS_KEEP_FIRST_N_COLUMNS
+    keep = options.get(STATS_KEEP_FIRST_N_COLUMNS)
+    counted = 0
     modes = []
     for name in names:
         key = f"fields.{name}.stats-mode"
-        mode = options.raw.get(key, default).strip().lower()
-        if not _MODE.fullmatch(mode):
-            raise InvalidOption(key, mode, "expected none, counts, full or truncate(N)", table=options.table)
-        modes.append(mode)
+        if key in options.raw:
+            modes.append(_parse_mode(options, key, options.raw[key]))
+        elif not avro and (name.startswith("_KEY_") or name in _SYSTEM_FIELDS or name in truncated):
+            modes.append(KEY_STATS_MODE)
+            continue
+        elif 0 <= keep <= counted:
+            modes.append("none")
+        else:
+            modes.append(_parse_mode(options, default_key, default))
+        counted += 1
     return modes
 
 
-KEY_STATS_MODE = "truncate(128)"
-
-
-def key_stats_modes(options, key_columns, file_format: str, default: str) -> list[str]:
-    """Modes of a primary-key file's key statistics, as Paimon's KeyValueFileWriterFactory picks them: the
-    ``fields.<column>.stats-mode`` of each key's column in the file (``_KEY_<k>``, or ``<k>`` in thin mode) if set,
-    else truncate(128) -- in an Avro file, else ``default`` (the file's stats mode). Raises like ``stats_modes``."""
-    return stats_modes(options, key_columns, default if file_format == "avro" else KEY_STATS_MODE)
-
-
-def value_stats_modes(options, value_names, key_columns, file_format: str, default: str) -> list[str]:
-    """Modes of a primary-key file's value statistics: ``stats_modes``, except that a value column which is also the
-    key's column in the file (thin mode: no ``_KEY_`` copy) takes its ``key_stats_modes`` mode, as Paimon's
-    StatsCollectorFactories gives such a column truncate(128) unless ``fields.<k>.stats-mode`` is set. Raises like
-    ``stats_modes``."""
-    keys = dict(zip(key_columns, key_stats_modes(options, key_columns, file_format, default)))
-    return [keys.get(n, m) for n, m in zip(value_names, stats_modes(options, value_names, default))]
+def kv_stats_modes(options, key_columns, value_names, file_format: str, default: str, *,
+                   default_key: str = "metadata.stats-mode") -> tuple[list[str], list[str]]:
+    """(key modes, value modes) of a primary-key data file, as Paimon's KeyValueFileWriterFactory picks them over
+    the file's columns (``_KEY_<k>`` or, in thin mode, ``<k>``; ``_SEQUENCE_NUMBER``, ``_VALUE_KIND``; the value
+    columns) with ``stats_modes``: Avro files use the file's stats mode ``default`` for every column without an
+    override (createStatsFactoriesForAvro), other formats truncate(128) for the keys (thin mode: the key's own
+    value columns, whose value statistics are then the key statistics). Raises like ``stats_modes``."""
+    thin = [k for k in key_columns if not k.startswith("_KEY_")]
+    names = [k for k in key_columns if k.startswith("_KEY_")] + ["_SEQUENCE_NUMBER", "_VALUE_KIND"] + list(value_names)
+    by_name = dict(zip(names, stats_modes(options, names, default, default_key=default_key,
+                                          avro=file_format == "avro", truncated=frozenset(thin))))
+    return [by_name[k] for k in key_columns], [by_name[n] for n in value_names]
 
 
 def column_min_max(col: pa.ChunkedArray | pa.Array, dtype: DataType, mode: str):
@@ -122,10 +150,13 @@ def simple_stats(table: pa.Table, names, types: list[DataType], mode, *, keep_co
                        binary_row.serialize_row(maxs, _flat(stat_types)), tuple(nulls))
 
 
-def value_stats(table: pa.Table, names, types: list[DataType], modes: list[str]):
-    """(SimpleStats, value_stats_cols) of a file's value columns stored densely, as Paimon's SimpleStatsConverter
-    does under ``metadata.stats-dense-store`` (its default): only the columns whose mode is not ``none``, which
-    ``value_stats_cols`` names -- None when that is every column, () with ``SimpleStats.EMPTY`` when it is none."""
+def value_stats(table: pa.Table, names, types: list[DataType], modes: list[str], dense: bool = True):
+    """(SimpleStats, value_stats_cols) of a file's value columns, as Paimon's SimpleStatsConverter stores them.
+    ``dense`` (``metadata.stats-dense-store``, Paimon's default): only the columns whose mode is not ``none``, which
+    ``value_stats_cols`` names -- None when that is every column, () with ``SimpleStats.EMPTY`` when it is none.
+    Not ``dense``: every column (value_stats_cols None), a ``none`` column with null min, max and null count."""
+    if not dense:
+        return (simple_stats(table, names, types, modes, keep_columns=True) if names else SimpleStats.EMPTY), None
     kept = dense_columns(modes)
     if not kept or not names:
         return SimpleStats.EMPTY, ()

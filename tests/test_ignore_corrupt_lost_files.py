@@ -188,3 +188,92 @@ def test_lookup_of_a_cross_partition_table_skips_too(tmp_path):
     assert t.lookup(pa.table({"id": [1, 3]})).to_pydict() == {"id": [3], "dt": ["b"], "v": ["z"]}
     with pytest.raises(CorruptFile):
         t.delete_where([("id", "=", 1)])
+
+
+def _small_row_groups(monkeypatch):
+    """Parquet row groups of 1024 rows, Paimon's read.batch-size: a damaged row group fails exactly one batch."""
+    import engine.write.formats
+    monkeypatch.setattr(engine.write.formats, "ROW_GROUP_ROWS", 1024)
+
+
+def _damage_last_row_group(path, column):
+    """Flip a byte in the last page of ``column`` in the file's last row group (same size: the page checksum
+    finds it)."""
+    import pyarrow.parquet as pq
+    md = pq.ParquetFile(path).metadata
+    rg = md.row_group(md.num_row_groups - 1)
+    [chunk] = [rg.column(i) for i in range(rg.num_columns) if rg.column(i).path_in_schema == column]
+    start = chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset
+    offset = start + chunk.total_compressed_size - 2
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        byte = f.read(1)
+        f.seek(offset)
+        f.write(bytes([byte[0] ^ 0xFF]))
+
+
+N = 3000  # three batches of 1024 rows; the third fails
+
+
+def test_append_read_keeps_the_batches_before_a_part_way_failure(tmp_path, monkeypatch, caplog):
+    """Paimon's DataFileRecordReader.readBatch ends the file at the failing batch; the batches it returned are
+    kept. Without the option the read still fails."""
+    _small_row_groups(monkeypatch)
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    t = cat.create_table("db.a", pa.schema([("id", pa.int64()), ("v", pa.string())]), options={"bucket": "-1"})
+    t.write(pa.table({"id": list(range(N)), "v": [f"v{i}" for i in range(N)]}))
+    t.write(pa.table({"id": [-1], "v": ["other"]}))
+    damaged = _files(t)[0]
+    _damage_last_row_group(damaged, "v")
+    with pytest.raises(CorruptFile):
+        t.read()
+    t.alter().set_option(CORRUPT, "true").commit()
+    with caplog.at_level(logging.WARNING, logger="lakemerge.read"):
+        got = t.read()
+    assert sorted(got.column("id").to_pylist()) == [-1] + list(range(2048))
+    assert any("2048 rows" in r.getMessage() and damaged in r.getMessage() for r in caplog.records)
+    # a projection that does not decode the damaged column reads the whole file, as Paimon's projected readers
+    assert t.read(columns=["id"]).num_rows == N + 1
+    # lost files are not part-way failures: the lost-files option alone does not keep anything
+    t.alter().set_option(CORRUPT, "false").set_option(LOST, "true").commit()
+    with pytest.raises(CorruptFile):
+        t.read()
+
+
+def test_merge_read_merges_the_part_of_a_run_read_before_the_failure(tmp_path, monkeypatch):
+    """Java's merge (MergeFileSplitRead over DataFileRecordReaders) consumed the newer run up to the failing batch,
+    then that run ends: keys read before the failure show the newer value, later keys the older run's value."""
+    _small_row_groups(monkeypatch)
+    t = _pk_table(tmp_path / "pk", **{CORRUPT: "true"})
+    t.write(pa.table({"id": list(range(N)), "v": ["older"] * N}))
+    t.write(pa.table({"id": list(range(N)), "v": ["newer"] * N}))
+    _damage_last_row_group(_files(t)[-1], "v")
+    rows = _rows(t.read())
+    assert rows == {i: "newer" if i < 2048 else "older" for i in range(N)}
+    assert _rows(pa.Table.from_batches(list(t.to_reader()))) == rows
+    assert t.lookup(pa.table({"id": [5, 2500]})).sort_by("id").column("v").to_pylist() == ["newer", "older"]
+    with pytest.raises(CorruptFile):  # compaction never skips
+        t.compact(full=True)
+
+
+def test_avro_file_keeps_the_blocks_before_the_failing_one(tmp_path):
+    """Paimon's Avro reader returns one Avro block per batch: the blocks before the damaged one are kept."""
+    import fastavro
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    t = cat.create_table("db.a", pa.schema([("id", pa.int64()), ("v", pa.string())]),
+                         options={"bucket": "-1", "file.format": "avro", CORRUPT: "true"})
+    t.write(pa.table({"id": list(range(20000)), "v": [f"value-{i:08d}" for i in range(20000)]}))
+    [path] = _files(t)
+    with open(path, "rb") as f:
+        blocks = list(fastavro.block_reader(f))
+    counts = [b.num_records for b in blocks]
+    assert len(counts) > 2, "the file should hold several Avro blocks"
+    size = os.path.getsize(path)
+    with open(path, "r+b") as f:
+        f.seek(size - 40)  # inside the last block's data
+        byte = f.read(1)
+        f.seek(size - 40)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    assert t.read().column("id").to_pylist() == list(range(sum(counts[:-1])))

@@ -25,12 +25,33 @@ def read_avro(data: bytes, choose_columns=None) -> pa.Table:
     """The records of Avro file ``data`` as a typed table (see the module docstring)."""
     import fastavro
     reader = fastavro.reader(io.BytesIO(data))
-    fields = reader.writer_schema["fields"]
+    return _as_table(reader.writer_schema["fields"], list(reader), choose_columns)
+
+
+def read_avro_blocks_before_failure(data: bytes, choose_columns=None) -> pa.Table | None:
+    """The records of the Avro blocks of ``data`` that decode, up to the first block that does not (Paimon's Avro
+    reader returns one block per batch), as ``read_avro`` types them; None when the header or the first block
+    fails, or when no block fails."""
+    import fastavro
+    try:
+        blocks = fastavro.block_reader(io.BytesIO(data))
+        fields = blocks.writer_schema["fields"]
+    except Exception:  # noqa: BLE001 - a damaged header: nothing is readable
+        return None
+    records: list = []
+    try:
+        for block in blocks:
+            records.extend(list(block))  # a block that fails part-way adds none of its records
+    except Exception:  # noqa: BLE001 - fastavro reports damage as IndexError, EOFError, codec errors...
+        return _as_table(fields, records, choose_columns) if records else None
+    return None
+
+
+def _as_table(fields, records: list, choose_columns) -> pa.Table:
     names = [f["name"] for f in fields]
     chosen = None if choose_columns is None else choose_columns(set(names))
     wanted = names if chosen is None else list(chosen)
     types = {f["name"]: arrow_type(f["type"]) for f in fields if f["name"] in wanted}
-    records = list(reader)
     columns = [pa.array([r[name] for r in records], type=types[name][0]) for name in wanted]
     return pa.Table.from_arrays(columns, schema=pa.schema([pa.field(n, types[n][0], types[n][1]) for n in wanted]))
 

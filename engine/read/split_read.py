@@ -8,11 +8,13 @@ read without merging, as Paimon reads it (raw convertible). ``batch_view`` gives
 0 hidden in deletion-vector mode). Files are checked against their manifest size first; a missing, truncated or
 unreadable file raises ``CorruptFile`` naming it (fail closed: never a partial answer), unless the reader was given
 ``FileSkips`` (engine.read.file_skips: user reads with ``scan.ignore-corrupt-files`` / ``scan.ignore-lost-files``),
-which then reads such a file as holding no rows.
+which then reads such a file as holding only the rows decoded before the failure (``rows_before_failure``), or
+none; a merge read merges them with the other runs, as Paimon's merge goes on with the part of the run it read.
 """
 from __future__ import annotations
 
 import dataclasses
+import logging
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -75,6 +77,53 @@ def read_data_file(io: FileIO, path: str, meta: DataFileMeta, choose_columns=Non
     return table
 
 
+READ_BATCH_ROWS = 1024  # Paimon's read.batch-size default: the rows of one batch its vectorized readers return
+
+
+def rows_before_failure(io: FileIO, path: str, meta: DataFileMeta, choose_columns=None) -> pa.Table | None:
+    """The rows of a data file that fails to decode part-way which Paimon's DataFileRecordReader keeps under
+    ``scan.ignore-corrupt-files``: those of the batches read before the failing one (its readBatch then ends the
+    file). Batches are ``READ_BATCH_ROWS`` rows of a Parquet file (a batch is only returned whole), an ORC stripe
+    (coarser than Paimon's batches: fewer rows may be kept, never other ones), an Avro block (as Paimon's). None
+    when nothing decodes before the failure, when the file cannot be read or its size differs from the manifest
+    (Paimon fails to open such a file), and when the whole file decodes (the failure was not part-way: a row
+    count that differs from the manifest's) -- the file is then skipped whole."""
+    try:
+        data = io.read_bytes(path)
+    except (OSError, StorageError):
+        return None
+    if len(data) != meta.file_size:
+        return None
+    if choose_columns is None:
+        def choose_columns(_present):
+            return None
+    fmt = meta.file_name.rsplit(".", 1)[-1].lower()
+    parts: list[pa.Table] = []
+    failed = False
+    try:
+        if fmt == "parquet":
+            pf = pq.ParquetFile(pa.BufferReader(data), page_checksum_verification=True)
+            for batch in pf.iter_batches(batch_size=READ_BATCH_ROWS, columns=choose_columns(set(pf.schema_arrow.names)),
+                                         use_threads=False):
+                parts.append(pa.Table.from_batches([batch]))
+        elif fmt == "orc":
+            import pyarrow.orc as orc
+            f = orc.ORCFile(pa.BufferReader(data))
+            chosen = choose_columns(set(f.schema.names))
+            for i in range(f.nstripes):
+                parts.append(pa.Table.from_batches([f.read_stripe(i, columns=chosen)]))
+        elif fmt == "avro":
+            from engine.read.avro_file import read_avro_blocks_before_failure
+            return read_avro_blocks_before_failure(data, choose_columns)
+        else:
+            return None
+    except Exception:  # noqa: BLE001 - any decoding failure ends the file, as DataFileRecordReader.readBatch
+        failed = True
+    if not failed or not parts:
+        return None
+    return pa.concat_tables(parts)
+
+
 class SplitReader:
     """Reads the data files of a split, adapting files written under older schemas when ``schema_of`` is given."""
     def __init__(self, io: FileIO, schema: TableSchema, schema_of=None, skips: FileSkips | None = None):
@@ -115,13 +164,18 @@ class SplitReader:
         return self.live_rows(split, meta, rows, 0) if live_only else rows
 
     def decode(self, path: str, meta: DataFileMeta, choose_columns) -> pa.Table | None:
-        """``read_data_file``, or None for a file this reader's ``skips`` skip (logged). Raises like
+        """``read_data_file``; for a file this reader's ``skips`` skip (logged), the rows of the batches that
+        decoded before the failure (``rows_before_failure``), or None when there are none. Raises like
         ``read_data_file`` otherwise."""
         try:
             return read_data_file(self.io, path, meta, choose_columns)
         except StorageError as e:
             if self.skips is not None and self.skips.skip(self.io, path, e):
-                return None
+                rows = rows_before_failure(self.io, path, meta, choose_columns)
+                if rows is not None:
+                    logging.getLogger("lakemerge.read").warning(
+                        "kept the %d rows of data file %s read before it failed", rows.num_rows, path)
+                return rows
             raise
 
     def _no_rows(self, columns: list[str]) -> pa.Table:

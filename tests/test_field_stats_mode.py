@@ -150,3 +150,142 @@ def test_a_bad_changelog_file_stats_mode_is_named(tmp_path):
         t = cat.create_table("db.c", SCHEMA, primary_key=["id"], options={
             "bucket": "1", "changelog-producer": "input", "changelog-file.stats-mode": "bogus"})
         t.write(ROWS)
+
+
+NOT_DENSE = {"metadata.stats-dense-store": "false"}
+
+
+@pytest.mark.parametrize("pk", [True, False], ids=["pk", "append"])
+def test_not_dense_stores_every_column_a_none_one_as_nulls(tmp_path, pk):
+    """metadata.stats-dense-store=false: Paimon's SimpleStatsConverter.toBinaryAllMode stores every value column
+    (value_stats_cols null), a none column with null min, max and null count -- written and compacted files."""
+    t = _table(tmp_path, pk, **NOT_DENSE)
+    t.write(ROWS.slice(0, 1))
+    t.write(ROWS.slice(1, 1))
+    t.compact(full=True)
+    [f] = [f for sp in t.plan() for f in sp.files]
+    assert f.value_stats_cols is None
+    assert _stats(t) == {"id": (1, 2, 0), "s": ("ab", "ac", 0), "n": (None, None, None), "c": (None, None, 1)}
+    # filters on every kind of column still find their rows
+    assert t.read(filter=[("n", "=", 5)]).column("id").to_pylist() == [1]
+    assert t.read(filter=[("n", "is null", None)]).column("id").to_pylist() == [2]
+    assert t.read(filter=[("n", "is not null", None)]).column("id").to_pylist() == [1]
+    assert t.plan(filter=[("s", ">", "b")]) == []
+
+
+@pytest.mark.parametrize("pk", [True, False], ids=["pk", "append"])
+def test_not_dense_with_every_column_none_keeps_a_row_of_nulls(tmp_path, pk):
+    """All columns none: dense statistics are empty (value_stats_cols []), all-mode ones a row of nulls over every
+    column (StatsCollectingSingleFileWriter gives every column SimpleColStats.NONE)."""
+    t = _table(tmp_path, pk, **{"metadata.stats-mode": "none", "fields.s.stats-mode": "none",
+                                "fields.c.stats-mode": "none", **NOT_DENSE})
+    t.write(ROWS)
+    [f] = [f for sp in t.plan() for f in sp.files]
+    assert f.value_stats_cols is None
+    assert _stats(t) == {c: (None, None, None) for c in ("id", "s", "n", "c")}
+    assert t.read(filter=[("c", "is null", None)]).column("id").to_pylist() == [2]
+
+
+def test_files_of_both_stores_and_added_columns_prune_right_in_one_table(tmp_path):
+    """A table whose files were written dense, then not dense, then after a column was added: each file's
+    statistics are read under its own layout, so every filter returns exactly the matching rows and still prunes
+    on the columns whose bounds are stored."""
+    t = _table(tmp_path, False)
+    t.write(ROWS.slice(0, 1))                                    # dense: n left out
+    t.alter().set_option("metadata.stats-dense-store", "false").commit()
+    t.write(pa.table({"id": [3], "s": ["zz"], "n": [6], "c": [8]}, schema=SCHEMA))  # every column, n as nulls
+    t.alter().add_column("x", pa.int64()).commit()
+    t.write(pa.table({"id": [4], "s": ["m"], "n": [None], "c": [9], "x": [1]}))
+    assert [f.value_stats_cols for sp in t.plan() for f in sorted(sp.files, key=lambda f: f.min_sequence_number)] \
+        == [("id", "s", "c"), None, None]
+
+    def ids(flt):
+        return sorted(t.read(filter=flt).column("id").to_pylist())
+    assert ids([("n", "=", 5)]) == [1] and ids([("n", "=", 6)]) == [3] and ids([("n", "is null", None)]) == [4]
+    assert ids([("x", "is null", None)]) == [1, 3] and ids([("x", "=", 1)]) == [4]
+    assert ids([("s", ">", "y")]) == [3] and ids([("c", "is null", None)]) == []
+    from engine.read import predicate as pred
+    files = sorted((f for sp in t.plan() for f in sp.files), key=lambda f: f.min_sequence_number)
+    scan = t.scan()
+
+    def kept(flt):  # which files (in write order) the read's per-file statistics test keeps
+        dnf = pred.normalize(flt, t.arrow_schema, t.name)
+        return [i for i, f in enumerate(files) if scan._values_may_match(f, dnf)]
+    assert kept([("s", ">", "y")]) == [1] and kept([("id", "=", 4)]) == [2]  # bounds prune in all three layouts
+    assert kept([("n", "=", 6)]) == [0, 1, 2]  # absent or null bounds never prune...
+    assert kept([("c", "is null", None)]) == []  # ...stored null counts do
+    # a column added later is null in every row of the older files (Paimon's NullCountsEvoArray: row count)
+    assert kept([("x", "=", 1)]) == [2] and kept([("x", "is not null", None)]) == [2]
+    assert kept([("x", "is null", None)]) == [0, 1]
+
+
+def _modes(t) -> dict:
+    """Column -> (min, max, null count) as _stats, with the columns a file leaves out as 'absent'."""
+    got = _stats(t)
+    return {n: got.get(n, "absent") for n in t.schema.field_names}
+
+
+def _plain_table(tmp_path, pk: bool, **options):
+    """As _table, without OPTIONS' per-column modes."""
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    return cat.create_table("db.t", SCHEMA, primary_key=["id"] if pk else None,
+                            options={"bucket": "1" if pk else "-1", "metadata.stats-mode": "full", **options})
+
+
+@pytest.mark.parametrize("pk", [True, False], ids=["pk", "append"])
+def test_keep_first_n_columns(tmp_path, pk):
+    """metadata.stats-keep-first-n-columns (StatsCollectorFactories.createStatsFactories): after N counted columns
+    those without fields.<f>.stats-mode get none; a column with an override keeps it and counts; _KEY_ and system
+    columns of primary-key files are not counted (their key statistics stay truncate(128))."""
+    t = _plain_table(tmp_path, pk, **{"metadata.stats-keep-first-n-columns": "2", "fields.n.stats-mode": "counts"})
+    t.write(ROWS)
+    # id and s are the first two; n's override wins (and counts); c falls to none
+    expected = {"id": (1, 2, 0), "s": ("abcdef", "abzzz", 0), "n": (None, None, 1), "c": "absent"}
+    assert _modes(t) == expected
+    if pk:
+        assert _key_stats_of(t) == (1, 2, (0,))
+        t.write(ROWS)
+        t.compact(full=True)
+        assert _modes(t) == expected
+    t2 = _plain_table(tmp_path / "o", pk, **{"metadata.stats-keep-first-n-columns": "1",
+                                              "fields.id.stats-mode": "counts"})
+    t2.write(ROWS)  # the override of id counts: nothing else is kept
+    assert _modes(t2) == {"id": (None, None, 0), "s": "absent", "n": "absent", "c": "absent"}
+
+
+def _key_stats_of(t):
+    [f] = [f for sp in t.plan() for f in sp.files]
+    ty = t.schema.field("id").type.with_nullable(True)
+    return (binary_row.deserialize_row(f.key_stats.min_values, [ty])[0],
+            binary_row.deserialize_row(f.key_stats.max_values, [ty])[0], f.key_stats.null_counts)
+
+
+def test_keep_first_n_columns_in_avro_files_counts_every_column(tmp_path):
+    """createStatsFactoriesForAvro counts every column of the file in order -- _KEY_ columns, _SEQUENCE_NUMBER and
+    _VALUE_KIND too -- so with N = 4 the key and the first value column keep statistics, with N = 3 only the key."""
+    t = _plain_table(tmp_path, True, **{"file.format": "avro", "metadata.stats-keep-first-n-columns": "4"})
+    t.write(ROWS)
+    assert _modes(t) == {"id": (1, 2, 0), "s": "absent", "n": "absent", "c": "absent"}
+    assert _key_stats_of(t) == (1, 2, (0,))
+    t2 = _plain_table(tmp_path / "b", True, **{"file.format": "avro", "metadata.stats-keep-first-n-columns": "3"})
+    t2.write(ROWS)
+    assert _modes(t2) == {c: "absent" for c in ("id", "s", "n", "c")}
+    assert _key_stats_of(t2) == (1, 2, (0,))
+    t3 = _plain_table(tmp_path / "c", True, **{"file.format": "avro", "metadata.stats-keep-first-n-columns": "0"})
+    t3.write(ROWS)
+    assert _key_stats_of(t3) == (None, None, (None,))
+    assert t3.read(filter=[("id", "=", 2)]).column("s").to_pylist() == ["abzzz"]
+
+
+@pytest.mark.parametrize("key", ["fields.s.stats-mode", "metadata.stats-mode"])
+def test_truncate_zero_is_refused_when_writing(tmp_path, key):
+    """Paimon's TruncateSimpleColStatsCollector refuses a zero length ("Truncate length should larger than zero")
+    when a writer is created: the table opens and reads, a write raises naming the option and writes nothing."""
+    t = _table(tmp_path, False)
+    t.write(ROWS)
+    t.alter().set_option(key, "truncate(0)").commit()
+    assert t.read().num_rows == 2
+    with pytest.raises(InvalidOption, match=f"'{key}'.*larger than zero"):
+        t.write(ROWS)
+    assert t.read().num_rows == 2

@@ -324,6 +324,12 @@ class TableScan:
             if table_name is not None and not types[i].is_nested and table_name not in defaults:
                 lo, hi = _as_read(mins[i], maxs[i], types[i], self.schema.field(table_name).type)
                 ranges[table_name] = (lo, hi, stats.null_counts[i])
+        # a column added after the file was written reads as null in every row (Paimon's NullCountsEvoArray
+        # gives it the file's row count as null count)
+        in_file = {fl.id for fl in file_schema.fields}
+        for fl in self.schema.fields:
+            if fl.id not in in_file and fl.name not in defaults:
+                ranges[fl.name] = (None, None, f.row_count)
         return pred.may_match(dnf, ranges.get, row_count=f.row_count)
 
     @staticmethod

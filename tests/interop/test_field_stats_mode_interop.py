@@ -21,14 +21,22 @@ def _pp_filtered(wh, build):
     return sorted(rb.new_read().to_arrow(rb.new_scan().plan().splits()).column("n").to_pylist(), key=str)
 
 
+EXTRA = {"dense": {}, "not-dense": {"metadata.stats-dense-store": "false"},
+         "first-3": {"metadata.stats-keep-first-n-columns": "3", "fields.c.stats-mode": "none"},
+         "avro-first-4": {"file.format": "avro", "metadata.stats-keep-first-n-columns": "4"}}
+
+
+@pytest.mark.parametrize("extra", list(EXTRA))
 @pytest.mark.parametrize("pk", [True, False], ids=["pk", "append"])
-def test_pypaimon_filters_over_truncated_and_absent_stats(tmp_path, pk):
+def test_pypaimon_filters_over_truncated_and_absent_stats(tmp_path, pk, extra):
+    """Also with statistics of every column (metadata.stats-dense-store=false) and only the first columns'
+    (metadata.stats-keep-first-n-columns), in Parquet and Avro files."""
     wh = str(tmp_path / "wh")
     cat = Catalog(wh)
     cat.create_database("db")
     t = cat.create_table("db.t", SCHEMA, primary_key=["k"] if pk else None, options={
         "bucket": "1" if pk else "-1", "metadata.stats-mode": "full", "fields.s.stats-mode": "truncate(2)",
-        "fields.n.stats-mode": "none", "fields.c.stats-mode": "counts"})
+        "fields.n.stats-mode": "none", "fields.c.stats-mode": "counts", **EXTRA[extra]})
     t.write(pa.table({"k": KEYS, "s": ["abcdef", "abzzz"], "n": [5, None], "c": [7, None]}, schema=SCHEMA))
     assert _pp_filtered(wh, lambda b: b.equal("s", "abcdef")) == [5]
     assert _pp_filtered(wh, lambda b: b.greater_or_equal("s", "abzzz")) == [None]
@@ -36,3 +44,6 @@ def test_pypaimon_filters_over_truncated_and_absent_stats(tmp_path, pk):
     assert _pp_filtered(wh, lambda b: b.is_null("c")) == [None]
     assert _pp_filtered(wh, lambda b: b.equal("k", KEYS[1])) == [None]
     assert _pp_filtered(wh, lambda b: b.greater_than("s", "b")) == []
+    assert sorted(pp_get_table(wh, "db.t").new_read_builder().new_read().to_arrow(
+        pp_get_table(wh, "db.t").new_read_builder().new_scan().plan().splits()).column("n").to_pylist(),
+        key=str) == [5, None]

@@ -2,8 +2,10 @@
 
 Semantics (Paimon's DataFileRecordReader): when decoding a data file fails, the file is *lost* if it does not exist
 and *corrupt* otherwise. A lost file is skipped only with ``scan.ignore-lost-files``, a corrupt one only with
-``scan.ignore-corrupt-files``; otherwise the error is raised. A skipped file contributes no rows and is logged
-(``logging.warning`` naming its path). Only data files are skipped: deletion-vector and index files still fail.
+``scan.ignore-corrupt-files``; otherwise the error is raised. A skipped file is logged (``logging.warning`` naming
+its path) and contributes only the rows of the batches decoded before the failure (none unless it failed part-way:
+engine.read.split_read.rows_before_failure). Only data files are skipped: deletion-vector and index files still
+fail.
 
 Only reads that return rows to a user (batch, streaming, lookup, Spark) use a ``FileSkips``; writes, compaction and
 row-level operations never do, so they fail rather than rewrite a bucket without the damaged file's rows.

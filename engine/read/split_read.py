@@ -129,7 +129,8 @@ class SplitReader:
     def __init__(self, io: FileIO, schema: TableSchema, schema_of=None, skips: FileSkips | None = None):
         """``schema_of(schema_id)`` returns an older TableSchema; with it, files written under another schema are
         read by field id (renamed columns found, dropped ones ignored, added ones null, widened ones cast).
-        ``skips``: which unreadable data files ``decode`` reads as empty (None: every one raises)."""
+        ``skips``: which unreadable data files ``decode`` skips, keeping only the rows decoded before the failure
+        (``rows_before_failure``; None: every one raises)."""
         self.io = io
         self.skips = skips
         self.schema = schema

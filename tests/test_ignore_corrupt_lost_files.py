@@ -277,3 +277,19 @@ def test_avro_file_keeps_the_blocks_before_the_failing_one(tmp_path):
         f.seek(size - 40)
         f.write(bytes([byte[0] ^ 0xFF]))
     assert t.read().column("id").to_pylist() == list(range(sum(counts[:-1])))
+
+
+def test_deletion_vector_positions_apply_to_the_rows_kept_before_a_failure(tmp_path, monkeypatch):
+    """The kept rows are the file's first rows, so its deletion vector drops by the same positions: a deleted key
+    before the failure stays deleted, and no kept row is dropped for a deletion past the failure."""
+    _small_row_groups(monkeypatch)
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    t = cat.create_table("db.t", pa.schema([("id", pa.int64()), ("v", pa.string())]), primary_key=["id"],
+                         options={"bucket": "1", "deletion-vectors.enabled": "true", CORRUPT: "true"})
+    t.write(pa.table({"id": list(range(N)), "v": ["x"] * N}))
+    t.compact(full=True)  # the file moves up a level as written (1024-row row groups); deletions then go to a DV
+    t.delete_where([("id", "in", [5, 2047, 2500])])
+    [path] = _files(t)
+    _damage_last_row_group(path, "v")
+    assert sorted(t.read().column("id").to_pylist()) == [i for i in range(2048) if i not in (5, 2047)]

@@ -293,3 +293,21 @@ def test_deletion_vector_positions_apply_to_the_rows_kept_before_a_failure(tmp_p
     [path] = _files(t)
     _damage_last_row_group(path, "v")
     assert sorted(t.read().column("id").to_pylist()) == [i for i in range(2048) if i not in (5, 2047)]
+
+
+def test_parquet_batches_do_not_span_row_groups(tmp_path, monkeypatch):
+    """Paimon's VectorizedParquetRecordReader.nextBatch reads at most the rest of the current row group: with row
+    groups of 1000 rows a damaged last row group fails only its own batch, so both earlier row groups are kept
+    (a 1024-row batch spanning row groups would fail at row 1024 and lose rows 1024..1999)."""
+    import engine.write.formats
+    monkeypatch.setattr(engine.write.formats, "ROW_GROUP_ROWS", 1000)
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    t = cat.create_table("db.a", pa.schema([("id", pa.int64()), ("v", pa.string())]),
+                         options={"bucket": "-1", CORRUPT: "true"})
+    t.write(pa.table({"id": list(range(N)), "v": [f"v{i}" for i in range(N)]}))
+    [path] = _files(t)
+    import pyarrow.parquet as pq
+    assert pq.ParquetFile(path).metadata.num_row_groups == 3
+    _damage_last_row_group(path, "v")
+    assert sorted(t.read().column("id").to_pylist()) == list(range(2000))

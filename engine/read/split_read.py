@@ -83,7 +83,8 @@ READ_BATCH_ROWS = 1024  # Paimon's read.batch-size default: the rows of one batc
 def rows_before_failure(io: FileIO, path: str, meta: DataFileMeta, choose_columns=None) -> pa.Table | None:
     """The rows of a data file that fails to decode part-way which Paimon's DataFileRecordReader keeps under
     ``scan.ignore-corrupt-files``: those of the batches read before the failing one (its readBatch then ends the
-    file). Batches are ``READ_BATCH_ROWS`` rows of a Parquet file (a batch is only returned whole), an ORC stripe
+    file). Batches are ``READ_BATCH_ROWS`` rows of a Parquet row group (the rest of the group when fewer: a batch
+    never spans two groups, as Paimon's VectorizedParquetRecordReader; a batch is only returned whole), an ORC stripe
     (coarser than Paimon's batches: fewer rows may be kept, never other ones), an Avro block (as Paimon's). None
     when nothing decodes before the failure, when the file cannot be read or its size differs from the manifest
     (Paimon fails to open such a file), and when the whole file decodes (the failure was not part-way: a row
@@ -103,9 +104,11 @@ def rows_before_failure(io: FileIO, path: str, meta: DataFileMeta, choose_column
     try:
         if fmt == "parquet":
             pf = pq.ParquetFile(pa.BufferReader(data), page_checksum_verification=True)
-            for batch in pf.iter_batches(batch_size=READ_BATCH_ROWS, columns=choose_columns(set(pf.schema_arrow.names)),
-                                         use_threads=False):
-                parts.append(pa.Table.from_batches([batch]))
+            chosen = choose_columns(set(pf.schema_arrow.names))
+            for group in range(pf.num_row_groups):  # one group at a time: Paimon's batches never span two
+                for batch in pf.iter_batches(batch_size=READ_BATCH_ROWS, row_groups=[group], columns=chosen,
+                                             use_threads=False):
+                    parts.append(pa.Table.from_batches([batch]))
         elif fmt == "orc":
             import pyarrow.orc as orc
             f = orc.ORCFile(pa.BufferReader(data))

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine.errors import InvalidSchema
 
@@ -327,4 +328,23 @@ def evolve_nested(arr, src: DataType, dst: DataType):
         items = evolve_nested(arr.items, src.value, dst.value)
         return pa.MapArray.from_arrays(arr.offsets, keys, items, type=dst.to_arrow(), mask=mask)
     target = dst.to_arrow()
-    return arr if arr.type.equals(target) else arr.cast(target)
+    return fit_length(arr if arr.type.equals(target) else arr.cast(target), src, dst)
+
+
+def fit_length(arr, src: DataType, dst: DataType):
+    """Values of a file's ``src`` type, already in ``dst``'s Arrow type, as Java's cast to the table's character or
+    binary type ``dst`` makes them (BinaryStringUtils.toCharacterString / toBinaryString, applied by
+    SchemaEvolutionUtil only when the types differ): values longer than ``dst``'s length are cut to it, shorter ones
+    are padded to a CHAR's length with spaces and to a BINARY's with zero bytes. ``arr`` as is when the types are
+    equal or ``dst`` is not CHAR, VARCHAR, BINARY or VARBINARY."""
+    if dst.root not in ("CHAR", "VARCHAR", "BINARY", "VARBINARY") or src.with_nullable(True) == dst.with_nullable(True):
+        return arr
+    n = dst.length
+    if dst.root in ("CHAR", "VARCHAR"):
+        arr = pc.utf8_slice_codeunits(arr, 0, n) if n < MAX_LEN else arr  # slices whole characters
+        return pc.utf8_rpad(arr, width=n, padding=" ") if dst.root == "CHAR" else arr
+    arr = pc.binary_slice(arr, 0, n) if n < MAX_LEN else arr
+    if dst.root == "VARBINARY":
+        return arr
+    padded = [None if v is None else v.ljust(n, b"\0") for v in arr.to_pylist()]  # Arrow has no binary padding
+    return pa.array(padded, arr.type) if isinstance(arr, pa.Array) else pa.chunked_array([padded], arr.type)

@@ -233,12 +233,13 @@ class SplitReader:
         src = next((f.type for f in self.schema_of(schema_id).fields if f.id == fid), None)
         if src is None or src == target:
             return _as_type(col, target.to_arrow())
-        if target.is_nested:
-            return evolve_nested(col, src, target)
-        col = _as_type(col, target.to_arrow())
         # a file older than the read's schema reads through Java's cast (a CHAR lengthened since reads padded); a
         # newer one (a reader opened before the change) keeps its values
-        return fit_length(col, src, target) if schema_id < self.schema.id else col
+        older = schema_id < self.schema.id
+        if target.is_nested:
+            return evolve_nested(col, src, target, fit_lengths=older)
+        col = _as_type(col, target.to_arrow())
+        return fit_length(col, src, target) if older else col
 
     def file_to_table_names(self, schema_id: int) -> dict[str, str]:
         """Column name in a file written under ``schema_id`` -> this table's name for it, matched by field id

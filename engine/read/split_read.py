@@ -217,18 +217,22 @@ class SplitReader:
         values of an older file are fitted to the table's type (engine.types.fit_length). Raises SchemaMismatch naming the
         file and column when the file was written under a newer schema whose wider type holds a value this
         reader's type cannot (a table object or stream opened before a widening, e.g. a merge-schema write)."""
+        try:
+            return self._cast_to_table_type(col, name, schema_id)
+        except pa.ArrowInvalid as e:
+            if schema_id is None or schema_id <= self.schema.id:
+                raise
+            raise SchemaMismatch(
+                f"data file {path or '?'} was written under schema {schema_id}, newer than this read's schema "
+                f"{self.schema.id}, and its column {name!r} holds a value the read's type "
+                f"{self.schema.field(name).type.to_arrow()} cannot ({e}); open the table again to read it",
+                column=name) from None
+
+    def _cast_to_table_type(self, col, name: str, schema_id: int | None):
         target = self.schema.field(name).type
         if schema_id is None or schema_id == self.schema.id or self.schema_of is None or not (
                 target.is_nested or target.root in ("CHAR", "VARCHAR", "BINARY", "VARBINARY")):
-            try:
-                return _as_type(col, target.to_arrow())
-            except pa.ArrowInvalid as e:
-                if schema_id is None or schema_id <= self.schema.id:
-                    raise
-                raise SchemaMismatch(
-                    f"data file {path or '?'} was written under schema {schema_id}, newer than this read's schema "
-                    f"{self.schema.id}, and its column {name!r} holds a value the read's type {target.to_arrow()} "
-                    f"cannot ({e}); open the table again to read it", column=name) from None
+            return _as_type(col, target.to_arrow())
         fid = self.schema.field(name).id
         src = next((f.type for f in self.schema_of(schema_id).fields if f.id == fid), None)
         if src is None or src == target:

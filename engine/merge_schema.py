@@ -117,7 +117,9 @@ def _merge_type(path: tuple[str, ...], base: DataType, update: DataType, *, tabl
     if base.root in ("ARRAY", "MULTISET") and update.root == base.root:
         return nested("element", base.element, update.element)
     if base.root == "MAP" and update.root == "MAP":
-        return nested("value", base.value, update.value)  # keys are not merged (the writer casts them)
+        # keys are not merged (the writer casts them): Paimon's merge would widen them, but its readers cannot cast
+        # an older file's keys (SchemaEvolutionUtil.createMapCastExecutor requires equal key types)
+        return nested("value", base.value, update.value)
     if not type_widening or base.with_nullable(True) == update.with_nullable(True):
         return []  # the writer casts the input to the table's type (or refuses it)
     name = path[0] if len(path) == 1 else path

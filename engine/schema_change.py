@@ -371,23 +371,31 @@ def apply_changes(schema: TableSchema, changes: Sequence[SchemaChange], *, table
             if top in schema.partition_keys or top in primary_keys or top in schema.bucket_keys:
                 fail(f"cannot change the type of a field nested in key column {top!r}")
 
-            def retype(row: DataType, path=change.name, change=change) -> DataType:
-                by_name = {f.name: k for k, f in enumerate(row.fields)}
+            def retype_leaf(old: DataType, path=change.name, change=change) -> DataType:
+                new_type = change.new_type.with_nullable(old.nullable) if change.keep_nullability \
+                    else change.new_type
+                if not is_widening(old, new_type):
+                    fail(f"nested field {'.'.join(path)!r} cannot change type from {old.sql()} to "
+                         f"{new_type.sql()} without losing information; only widening changes are allowed")
+                if old.nullable and not new_type.nullable and has_snapshots:
+                    fail(f"cannot make nested field {'.'.join(path)!r} NOT NULL: the table already has data")
+                return new_type
+
+            def retype(holder: DataType, path=change.name, retype_leaf=retype_leaf) -> DataType:
+                if holder.root == "ARRAY":  # path ends in "element"
+                    return replace(holder, element=retype_leaf(holder.element))
+                if holder.root == "MAP":  # path ends in "value"
+                    return replace(holder, value=retype_leaf(holder.value))
+                by_name = {f.name: k for k, f in enumerate(holder.fields)}
                 if path[-1] not in by_name:
                     fail(f"nested field {'.'.join(path)!r} does not exist")
-                old = row.fields[by_name[path[-1]]]
-                new_type = change.new_type.with_nullable(old.type.nullable) if change.keep_nullability \
-                    else change.new_type
-                if not is_widening(old.type, new_type):
-                    fail(f"nested field {'.'.join(path)!r} cannot change type from {old.type.sql()} to "
-                         f"{new_type.sql()} without losing information; only widening changes are allowed")
-                if old.type.nullable and not new_type.nullable and has_snapshots:
-                    fail(f"cannot make nested field {'.'.join(path)!r} NOT NULL: the table already has data")
-                out = list(row.fields)
-                out[by_name[path[-1]]] = replace(old, type=new_type)
-                return replace(row, fields=tuple(out))
+                old = holder.fields[by_name[path[-1]]]
+                out = list(holder.fields)
+                out[by_name[path[-1]]] = replace(old, type=retype_leaf(old.type))
+                return replace(holder, fields=tuple(out))
             i = index_of(top)
-            fields[i] = replace(fields[i], type=_edit_nested(fields[i].type, change.name, 1, retype, fail))
+            fields[i] = replace(fields[i], type=_edit_nested(fields[i].type, change.name, 1, retype, fail,
+                                                             leaf_holders=True))
         elif isinstance(change, UpdateColumnType):
             if change.name in schema.partition_keys:
                 fail(f"cannot change the type of partition column {change.name!r}")
@@ -441,12 +449,16 @@ def _is_path(name) -> bool:
     return isinstance(name, tuple) and len(name) > 1
 
 
-def _edit_nested(t: DataType, path: tuple[str, ...], depth: int, edit, fail) -> DataType:
+def _edit_nested(t: DataType, path: tuple[str, ...], depth: int, edit, fail, leaf_holders: bool = False) -> DataType:
     """``t`` (the type at ``path[:depth]``) with ``edit`` applied to the ROW holding the field ``path[-1]``:
     ROW fields are stepped into by name, an ARRAY/MULTISET by ``element``, a MAP's value by ``value`` (Paimon's
-    SchemaMergingUtils names). Calls ``fail`` for a path that names nothing."""
+    SchemaMergingUtils names). With ``leaf_holders`` the holder may also be the ARRAY (path ending in ``element``)
+    or MAP (``value``) itself, for a type change of its element or value. Calls ``fail`` for a path
+    that names nothing."""
     if depth == len(path) - 1:
-        if t.root != "ROW":
+        # not a MULTISET's element: Paimon's readers have no cast for a MULTISET (CastExecutors)
+        holds = (t.root == "ARRAY" and path[-1] == "element") or (t.root == "MAP" and path[-1] == "value")
+        if t.root != "ROW" and not (leaf_holders and holds):
             fail(f"{'.'.join(path[:depth])!r} is {t.sql()}, not a ROW: nested field {'.'.join(path)!r} cannot be "
                  "changed there")
         return edit(t)
@@ -455,12 +467,12 @@ def _edit_nested(t: DataType, path: tuple[str, ...], depth: int, edit, fail) -> 
         for k, f in enumerate(t.fields):
             if f.name == step:
                 out = list(t.fields)
-                out[k] = replace(f, type=_edit_nested(f.type, path, depth + 1, edit, fail))
+                out[k] = replace(f, type=_edit_nested(f.type, path, depth + 1, edit, fail, leaf_holders))
                 return replace(t, fields=tuple(out))
     elif t.root in ("ARRAY", "MULTISET") and step == "element":
-        return replace(t, element=_edit_nested(t.element, path, depth + 1, edit, fail))
+        return replace(t, element=_edit_nested(t.element, path, depth + 1, edit, fail, leaf_holders))
     elif t.root == "MAP" and step == "value":
-        return replace(t, value=_edit_nested(t.value, path, depth + 1, edit, fail))
+        return replace(t, value=_edit_nested(t.value, path, depth + 1, edit, fail, leaf_holders))
     fail(f"nested field {'.'.join(path[:depth + 1])!r} does not exist")
 
 

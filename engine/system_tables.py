@@ -33,7 +33,7 @@ from engine.meta import binary_row
 from engine.meta.data_file import FILE_SOURCE_APPEND, FILE_SOURCE_COMPACT, DataFileMeta
 from engine.maintenance.tags import SUCCESS_FILE_DIR
 from engine.meta.snapshot import Snapshot
-from engine.types import DataType
+from engine.types import DataType, fit_length
 from engine.options import PARTITION_DEFAULT_NAME
 from engine.paths import _java_float_str, _java_local_datetime_str
 from engine.read import predicate as pred
@@ -436,11 +436,11 @@ def _value_stats(table, f: DataFileMeta) -> tuple[str, str, str]:
 
 def _as_type(lo, hi, written: DataType, now: DataType) -> tuple:
     """Bounds decoded under a column's ``written`` type as values of its type ``now`` (unchanged when the types
-    agree; a widening cast otherwise, e.g. INT 10 -> DOUBLE 10.0)."""
+    agree; the reader's cast otherwise, e.g. INT 10 -> DOUBLE 10.0, CHAR(2) 'a' -> CHAR(3) 'a  ')."""
     if written.with_nullable(True) == now.with_nullable(True):
         return lo, hi
     try:
-        return tuple(pa.array([lo, hi], written.to_arrow()).cast(now.to_arrow()).to_pylist())
+        return tuple(fit_length(pa.array([lo, hi], written.to_arrow()).cast(now.to_arrow()), written, now).to_pylist())
     except (pa.ArrowException, TypeError, ValueError):
         return None, None
 

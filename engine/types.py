@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine.errors import InvalidSchema
 
@@ -305,26 +306,47 @@ def parse_atomic(text: str) -> DataType:
 
 
 
-def evolve_nested(arr, src: DataType, dst: DataType):
+def evolve_nested(arr, src: DataType, dst: DataType, fit_lengths: bool = True):
     """Arrow array (or chunked array) ``arr`` of a file's type ``src`` as the table's type ``dst``, matching the
     fields of ROWs by field id at every depth, as Java's SchemaEvolutionUtil does: a renamed nested field keeps
-    its values, an added one is null, a dropped one goes away, a widened one is cast."""
+    its values, an added one is null, a dropped one goes away, a widened one is cast (with ``fit_lengths``,
+    character and binary values as ``fit_length`` makes them)."""
     if isinstance(arr, pa.ChunkedArray):
-        return pa.chunked_array([evolve_nested(c, src, dst) for c in arr.chunks], type=dst.to_arrow())
+        return pa.chunked_array([evolve_nested(c, src, dst, fit_lengths) for c in arr.chunks], type=dst.to_arrow())
     mask = arr.is_null() if arr.null_count else None
     if src.root == dst.root == "ROW":
         children = arr.flatten()
         by_id = {f.id: i for i, f in enumerate(src.fields)}
         arrays = [pa.nulls(len(arr), f.type.to_arrow()) if f.id not in by_id
-                  else evolve_nested(children[by_id[f.id]], src.fields[by_id[f.id]].type, f.type)
+                  else evolve_nested(children[by_id[f.id]], src.fields[by_id[f.id]].type, f.type, fit_lengths)
                   for f in dst.fields]
         return pa.StructArray.from_arrays(arrays, fields=list(dst.to_arrow()), mask=mask)
     if src.root == dst.root and src.root in ("ARRAY", "MULTISET"):
-        values = evolve_nested(arr.values, src.element, dst.element)
+        values = evolve_nested(arr.values, src.element, dst.element, fit_lengths)
         return pa.ListArray.from_arrays(arr.offsets, values, type=dst.to_arrow(), mask=mask)
     if src.root == dst.root == "MAP":
-        keys = evolve_nested(arr.keys, src.key, dst.key)
-        items = evolve_nested(arr.items, src.value, dst.value)
+        keys = evolve_nested(arr.keys, src.key, dst.key, fit_lengths)
+        items = evolve_nested(arr.items, src.value, dst.value, fit_lengths)
         return pa.MapArray.from_arrays(arr.offsets, keys, items, type=dst.to_arrow(), mask=mask)
     target = dst.to_arrow()
-    return arr if arr.type.equals(target) else arr.cast(target)
+    arr = arr if arr.type.equals(target) else arr.cast(target)
+    return fit_length(arr, src, dst) if fit_lengths else arr
+
+
+def fit_length(arr, src: DataType, dst: DataType):
+    """Values of a file's ``src`` type, already in ``dst``'s Arrow type, as Java's cast to the table's character or
+    binary type ``dst`` makes them (BinaryStringUtils.toCharacterString / toBinaryString, applied by
+    SchemaEvolutionUtil only when the types differ): values longer than ``dst``'s length are cut to it, shorter ones
+    are padded to a CHAR's length with spaces and to a BINARY's with zero bytes. ``arr`` as is when the types are
+    equal or ``dst`` is not CHAR, VARCHAR, BINARY or VARBINARY."""
+    if dst.root not in ("CHAR", "VARCHAR", "BINARY", "VARBINARY") or src.with_nullable(True) == dst.with_nullable(True):
+        return arr
+    n = dst.length
+    if dst.root in ("CHAR", "VARCHAR"):
+        arr = pc.utf8_slice_codeunits(arr, 0, n) if n < MAX_LEN else arr  # slices whole characters
+        return pc.utf8_rpad(arr, width=n, padding=" ") if dst.root == "CHAR" else arr
+    arr = pc.binary_slice(arr, 0, n) if n < MAX_LEN else arr
+    if dst.root == "VARBINARY":
+        return arr
+    padded = [None if v is None else v.ljust(n, b"\0") for v in arr.to_pylist()]  # Arrow has no binary padding
+    return pa.array(padded, arr.type) if isinstance(arr, pa.Array) else pa.chunked_array([padded], arr.type)

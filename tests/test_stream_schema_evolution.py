@@ -48,3 +48,25 @@ def test_a_read_opened_before_a_widening_names_the_value_it_cannot_take(catalog,
             read()
         assert e.value.column == "n"
     assert catalog.get_table("db.t").read().sort_by("k").column("n").to_pylist() == [1, 2 ** 40]
+
+
+@pytest.mark.parametrize("column, old_type, new_type, value", [
+    ("a", pa.list_(pa.int32()), pa.list_(pa.int64()), [2 ** 40]),
+    ("m", pa.map_(pa.string(), pa.int32()), pa.map_(pa.string(), pa.int64()), [("x", 2 ** 40)]),
+    ("s", pa.struct([("x", pa.int32())]), pa.struct([("x", pa.int64())]), {"x": 2 ** 40}),
+], ids=["array-element", "map-value", "row-field"])
+def test_a_read_opened_before_a_nested_widening_names_the_value_it_cannot_take(catalog, column, old_type, new_type,
+                                                                                value):
+    """As above for a widening inside a nested column (merge_schema widens ARRAY elements, MAP values and ROW
+    fields): a Table object opened before reads the newer file's out-of-range value as SchemaMismatch naming the
+    column, not a bare pyarrow ArrowInvalid."""
+    old = pa.schema([pa.field("k", pa.int64(), False), pa.field(column, old_type)])
+    t = catalog.create_table("db.t", old, ["k"], options={"bucket": "1"})
+    t.write(pa.table({"k": [1], column: pa.array([None], old_type)}, schema=old))
+    new = pa.schema([pa.field("k", pa.int64(), False), pa.field(column, new_type)])
+    catalog.get_table("db.t").write(pa.table({"k": [2], column: pa.array([value], new_type)}, schema=new),
+                                    merge_schema=True, type_widening=True)
+    with pytest.raises(SchemaMismatch, match=rf"schema 1, newer than this read's schema 0.*column '{column}'") as e:
+        t.read()
+    assert e.value.column == column
+    assert catalog.get_table("db.t").read().sort_by("k").column(column).to_pylist()[1] == value

@@ -377,7 +377,14 @@ def _creation_epoch_millis(f: DataFileMeta) -> int:
 def _as_read(lo, hi, written, now):
     """Bounds recorded under a column's ``written`` type as values of its widened type ``now``, cast as the
     reader casts the values (Arrow): a DECIMAL 1.10 is the double 1.1 it reads as, an INT bound becomes a float
-    compared in Java's order. A monotone cast keeps them bounds; any other pair is returned unchanged."""
+    compared in Java's order. A monotone cast keeps them bounds; any other pair is returned unchanged. Bounds of a
+    character or binary column that the reader pads or cuts (engine.types.fit_length: its type changed to a CHAR /
+    BINARY, or to a shorter length) prove nothing: padding does not keep the order ('a' < 'a\\x10' but
+    'a  ' > 'a\\x10 '), and a cut value may lie below the minimum."""
+    if written.with_nullable(True) != now.with_nullable(True) and (
+            now.root in ("CHAR", "BINARY") or (now.length is not None and written.length is not None
+                                               and now.length < written.length)):
+        return None, None
     if written.root == now.root or now.root not in ("FLOAT", "DOUBLE"):
         return lo, hi
     try:

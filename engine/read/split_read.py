@@ -30,7 +30,7 @@ from engine.meta.data_file import DataFileMeta
 from engine.read.file_skips import FileSkips
 from engine.read.scan import Split
 from engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, TableSchema
-from engine.types import evolve_nested
+from engine.types import evolve_nested, fit_length
 from engine.write.formats import PAIMON_FORMATS
 
 RETRACT_KINDS = pa.array([1, 3], pa.int8())
@@ -271,23 +271,37 @@ class SplitReader:
 
     def as_table_type(self, col, name: str, schema_id: int | None, path: str = ""):
         """Column ``name`` (the table's name) of a file written under ``schema_id`` as the table's type; nested
-        columns are matched field by field by id (engine.types.evolve_nested). Raises SchemaMismatch naming the
+        columns are matched field by field by id (engine.types.evolve_nested), the lengths of character and binary
+        values of an older file are fitted to the table's type (engine.types.fit_length). Raises SchemaMismatch naming the
         file and column when the file was written under a newer schema whose wider type holds a value this
         reader's type cannot (a table object or stream opened before a widening, e.g. a merge-schema write)."""
+        try:
+            return self._cast_to_table_type(col, name, schema_id)
+        except pa.ArrowInvalid as e:
+            if schema_id is None or schema_id <= self.schema.id:
+                raise
+            raise SchemaMismatch(
+                f"data file {path or '?'} was written under schema {schema_id}, newer than this read's schema "
+                f"{self.schema.id}, and its column {name!r} holds a value the read's type "
+                f"{self.schema.field(name).type.to_arrow()} cannot ({e}); open the table again to read it",
+                column=name) from None
+
+    def _cast_to_table_type(self, col, name: str, schema_id: int | None):
         target = self.schema.field(name).type
-        if schema_id is None or schema_id == self.schema.id or not target.is_nested or self.schema_of is None:
-            try:
-                return _as_type(col, target.to_arrow())
-            except pa.ArrowInvalid as e:
-                if schema_id is None or schema_id <= self.schema.id:
-                    raise
-                raise SchemaMismatch(
-                    f"data file {path or '?'} was written under schema {schema_id}, newer than this read's schema "
-                    f"{self.schema.id}, and its column {name!r} holds a value the read's type {target.to_arrow()} "
-                    f"cannot ({e}); open the table again to read it", column=name) from None
+        if schema_id is None or schema_id == self.schema.id or self.schema_of is None or not (
+                target.is_nested or target.root in ("CHAR", "VARCHAR", "BINARY", "VARBINARY")):
+            return _as_type(col, target.to_arrow())
         fid = self.schema.field(name).id
         src = next((f.type for f in self.schema_of(schema_id).fields if f.id == fid), None)
-        return _as_type(col, target.to_arrow()) if src is None or src == target else evolve_nested(col, src, target)
+        if src is None or src == target:
+            return _as_type(col, target.to_arrow())
+        # a file older than the read's schema reads through Java's cast (a CHAR lengthened since reads padded); a
+        # newer one (a reader opened before the change) keeps its values
+        older = schema_id < self.schema.id
+        if target.is_nested:
+            return evolve_nested(col, src, target, fit_lengths=older)
+        col = _as_type(col, target.to_arrow())
+        return fit_length(col, src, target) if older else col
 
     def file_to_table_names(self, schema_id: int) -> dict[str, str]:
         """Column name in a file written under ``schema_id`` -> this table's name for it, matched by field id

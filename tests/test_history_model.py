@@ -84,6 +84,7 @@ class History:
         self.next_name = 0
         self.cols = [self._new_col("i32"), self._new_col("s"), self._new_col("row")]
         schema = pa.schema([pa.field("k", pa.int64(), False)] + [pa.field(c.name, c.arrow()) for c in self.cols])
+        self.key_name = "k"   # the primary key may be renamed (Paimon renames it in the primary keys too)
         self.catalog = catalog
         self.table = catalog.create_table("db.t", schema, ["k"], options=dict(self.options))
         self.state: dict[int, dict] = {}                 # key -> fid -> value (a ROW: sub fid -> value)
@@ -119,6 +120,11 @@ class History:
             alter.add_column(col.name, col.arrow())
             self.cols.append(col)
             desc = f"add {col.name} {col.tag}"
+        elif op == "rename" and rng.random() < 0.25:
+            new = self._name("k")
+            alter.rename_column(self.key_name, new)
+            desc = f"rename key {self.key_name} -> {new}"
+            self.key_name = new
         elif op == "rename":
             col = rng.choice(self.cols)
             new = self._name()
@@ -173,9 +179,9 @@ class History:
         return v
 
     def _batch(self, rows: list[tuple[int, dict]], cols: list[Column]) -> pa.Table:
-        schema = pa.schema([pa.field("k", pa.int64(), False)] + [pa.field(c.name, c.arrow()) for c in cols])
+        schema = pa.schema([pa.field(self.key_name, pa.int64(), False)] + [pa.field(c.name, c.arrow()) for c in cols])
         return pa.Table.from_pylist(
-            [dict({"k": k}, **{c.name: self._to_arrow_value(c, vals.get(c.fid)) for c in cols}) for k, vals in rows],
+            [dict({self.key_name: k}, **{c.name: self._to_arrow_value(c, vals.get(c.fid)) for c in cols}) for k, vals in rows],
             schema=schema)
 
     # ---- operations ----------------------------------------------------------------------------------------
@@ -214,7 +220,7 @@ class History:
 
     def delete(self) -> None:
         keys = self.rng.sample(range(10), self.rng.randint(1, 3))
-        sid = self.table.delete(pa.table({"k": pa.array(keys, pa.int64())}))
+        sid = self.table.delete(pa.table({self.key_name: pa.array(keys, pa.int64())}))
         for k in keys:
             self.state.pop(k, None)
         self.log.append(f"delete {keys} -> {sid}")
@@ -248,7 +254,7 @@ class History:
         # continues from the rewritten state: the rows themselves
         self.rebase[overwrite] = copy.deepcopy(self.state)
         if self.dv and sid != overwrite:   # all level-0 files, which a deletion-vector batch read skips
-            self.snapshots[overwrite] = ({}, copy.deepcopy(self.cols))
+            self.snapshots[overwrite] = ({}, copy.deepcopy(self.cols), self.key_name)
         self._committed(sid, [], changelog_complete=self.producer == "lookup")
 
     def tag(self) -> None:
@@ -265,10 +271,10 @@ class History:
         last = max(self.snapshots, default=0)
         assert sid > last, (sid, last, self.log)
         # the table's own cols at commit time: copies, so later renames do not change them
-        frozen = (copy.deepcopy(self.state), copy.deepcopy(self.cols))
+        frozen = (copy.deepcopy(self.state), copy.deepcopy(self.cols), self.key_name)
         # with deletion vectors a batch read skips level 0 (Paimon's DV mode): the APPEND snapshot before the
         # writer's own COMPACT snapshot still shows the previous state
-        before = (self.snapshots[last][0] if last else {}, frozen[1]) if self.dv else frozen
+        before = (self.snapshots[last][0] if last else {},) + frozen[1:] if self.dv else frozen
         for s in range(last + 1, sid):
             self.snapshots.setdefault(s, before)
         self.snapshots[sid] = frozen
@@ -330,15 +336,20 @@ class History:
         return sort_rows(out, ["k"])
 
     def expected(self, sid: int, cols: list[Column] | None = None) -> list[dict]:
-        state, at = self.snapshots[sid]
+        state, at, _ = self.snapshots[sid]
         return self.project(state, at if cols is None else cols)
 
     def names(self, sid: int) -> list[str]:
-        return ["k"] + [c.name for c in self.snapshots[sid][1]]
+        return [self.snapshots[sid][2]] + [c.name for c in self.snapshots[sid][1]]
+
+
+def canon(table):
+    """``table`` (or a batch) with its first column, the primary key under whichever name it had, named k."""
+    return table.rename_columns(["k"] + table.column_names[1:])
 
 
 def _rows(table: pa.Table) -> list[dict]:
-    return sort_rows(table.to_pylist(), ["k"])
+    return sort_rows(canon(table).to_pylist(), ["k"])
 
 
 def check_history(h: History) -> None:
@@ -352,12 +363,12 @@ def check_history(h: History) -> None:
         got = t.read(snapshot_id=sid)
         assert got.column_names == h.names(sid), (sid, where)
         assert _rows(got) == h.expected(sid), (sid, where)
-        keys = pa.table({"k": pa.array(range(10), pa.int64())})
+        keys = pa.table({h.names(sid)[0]: pa.array(range(10), pa.int64())})
         assert _rows(t.lookup(keys, snapshot_id=sid)) == h.expected(sid), (sid, where)
         assert _rows(t.to_reader(snapshot_id=sid).read_all()) == h.expected(sid), (sid, where)
-        some = ["k"] + h.rng.sample(h.names(sid)[1:], min(2, len(h.names(sid)) - 1))
+        some = h.names(sid)[:1] + h.rng.sample(h.names(sid)[1:], min(2, len(h.names(sid)) - 1))
         assert _rows(t.lookup(keys, snapshot_id=sid, columns=some)) == \
-            [{c: r[c] for c in some} for r in h.expected(sid)], (sid, some, where)
+            [{c: r[c] for c in ["k"] + some[1:]} for r in h.expected(sid)], (sid, some, where)
         audit = h.catalog.get_table("db.t$audit_log").read(snapshot_id=sid)
         assert audit.column_names[1:] == h.names(sid), (sid, where)
         # Paimon's AuditLogRead keeps retracts (forceKeepDelete): a deleted key not yet compacted away shows -D
@@ -439,7 +450,7 @@ def check_normalized(h: History, t, first: int, latest: int, where: str) -> None
                 want.append(dict(old[k], _row_kind="-D"))
             elif old[k] != new[k]:
                 want += [dict(old[k], _row_kind="-U"), dict(new[k], _row_kind="+U")]
-        got = t.read_changes(sid - 1, sid, normalize=True).to_pylist()
+        got = canon(t.read_changes(sid - 1, sid, normalize=True)).to_pylist()
         key = lambda r: (r["k"], r["_row_kind"] != "-U")  # noqa: E731
         assert sorted(got, key=key) == sorted(want, key=key), (sid, where)
 
@@ -451,7 +462,7 @@ def check_tag_diffs(h: History, t, where: str) -> None:
     for (a, sa), (b, sb) in zip(tags, tags[1:]):
         state = {r["k"]: r for r in h.expected(sa, h.cols)}
         for batch in t.stream("incremental", start=a, end=b, poll_interval=0, idle_timeout=0):
-            for r in batch.to_pylist():
+            for r in canon(batch).to_pylist():
                 kind = r.pop("_row_kind")
                 if kind in ("-U", "-D"):
                     state.pop(r["k"], None)
@@ -474,7 +485,7 @@ def check_pypaimon(h: History, where: str) -> None:
     for sid in sorted(h.snapshots):
         if (h.summed or h.sequenced) and h.snapshots[sid][1][0].name != h.cols[0].name:
             continue   # pypaimon keeps the current options naming c1's new name (engine.schema_change.options_as_of)
-        got = pp_read(pp, sid).to_pylist()
+        got = canon(pp_read(pp, sid, sort_by=h.names(sid)[:1])).to_pylist()
         assert sort_rows(got, ["k"]) == h.expected(sid), (sid, where)
 
 
@@ -495,7 +506,7 @@ def check_expired(h: History, where: str) -> None:
                 for r in b.to_pylist()]
     assert streamed == t.read_changes(first - 1, kept[-1]).to_pylist(), where
     full = [r for b in t.stream("from-snapshot-full", snapshot_id=first, poll_interval=0, idle_timeout=0)
-            for r in b.to_pylist()]
+            for r in canon(b).to_pylist()]
     if h.producer in ("lookup", "full-compaction") or h.partial or h.sequenced:
         return
     folded = {}
@@ -508,22 +519,18 @@ def check_expired(h: History, where: str) -> None:
     assert sort_rows(list(folded.values()), ["k"]) == h.project(h.state, h.cols), where
 
 
-def _change_rows(table: pa.Table) -> list[dict]:
-    return table.to_pylist()
-
-
 def check_changes(h: History, t, latest: int, where: str) -> None:
     """read_changes per snapshot and the stream, through the current schema."""
     first = min(h.snapshots)
-    per_snapshot = {sid: _change_rows(t.read_changes(sid - 1, sid)) for sid in range(first, latest + 1)}
+    per_snapshot = {sid: canon(t.read_changes(sid - 1, sid)).to_pylist() for sid in range(first, latest + 1)}
     batches = list(t.stream("from-snapshot", snapshot_id=first, poll_interval=0, idle_timeout=0))
-    streamed = [r for b in batches for r in b.to_pylist()]
+    streamed = [r for b in batches for r in canon(b).to_pylist()]
     assert streamed == [r for sid in sorted(per_snapshot) for r in per_snapshot[sid]], where
     # one batch per snapshot with changes, each named by its snapshot: none skipped, none repeated
     assert [int(b.schema.metadata[b"lakemerge.snapshot_id"]) for b in batches] == \
         [sid for sid in sorted(per_snapshot) if per_snapshot[sid]], where
     check_tag_diffs(h, t, where)
-    all_at_once = _change_rows(t.read_changes(first - 1, latest))
+    all_at_once = canon(t.read_changes(first - 1, latest)).to_pylist()
     assert all_at_once == streamed, where
     cols = h.cols
     if h.producer == "none" and not (h.partial or h.first_row):

@@ -301,6 +301,10 @@ class History:
     def run(self, steps: int) -> None:
         self._dropped_names = []
         self.upsert()
+        # a stream opened now on the table object every ALTER goes through keeps the schema it started with
+        self.early_cols = copy.deepcopy(self.cols)
+        self.early = self.table.stream("from-snapshot", snapshot_id=1, poll_interval=0, idle_timeout=0)
+        self.early_rows = [r for r in next(self.early).to_pylist()] if self.producer in ("none", "input") else []
         for _ in range(steps):
             if self.rng.random() < 0.3:
                 self.drain_consumer()
@@ -387,6 +391,7 @@ def check_history(h: History) -> None:
         assert r["schema_id"] == snaps[r["snapshot_id"]].schema_id
     assert len(h.catalog.get_table("db.t$schemas").read()) == t.schema.id + 1
     check_filters(h, t, where)
+    check_early_stream(h, where)
     check_changes(h, t, latest, where)
     check_pypaimon(h, where)
     check_expired(h, where)
@@ -430,6 +435,26 @@ def check_filters(h: History, t, where: str) -> None:
             f, want = random_filter(h, rows, h.snapshots[sid][1])
             got = _rows(t.read(snapshot_id=sid, filter=[f]))
             assert got == sort_rows(want, ["k"]), (sid, f, where)
+
+
+def check_early_stream(h: History, where: str) -> None:
+    """The stream opened after the first write reads every later change through that first schema (by field id:
+    renamed columns keep their values, dropped ones read null, added ones are absent); a value a widened column
+    holds beyond its first type raises SchemaMismatch (tests/test_stream_schema_evolution.py)."""
+    from engine.errors import SchemaMismatch
+    if h.producer not in ("none", "input"):
+        return
+    try:
+        rows = h.early_rows + [r for b in h.early for r in b.to_pylist()]
+    except SchemaMismatch:
+        assert any(e.startswith("widen") for e in h.log), where
+        return
+    want = [(kind, k, h.project({k: vals}, h.early_cols)[0] if kind != "-D" else None)
+            for sid in sorted(h.inputs) for kind, k, vals in h.inputs[sid]]
+    got = [(r["_row_kind"], r["k"], {n: v for n, v in r.items() if n != "_row_kind"} if r["_row_kind"] != "-D"
+            else None) for r in rows]
+    key = lambda e: (e[0], e[1], repr(e[2]))  # noqa: E731
+    assert sorted(got, key=key) == sorted(want, key=key), where
 
 
 def check_normalized(h: History, t, first: int, latest: int, where: str) -> None:

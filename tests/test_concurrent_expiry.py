@@ -285,3 +285,70 @@ def test_tag_whose_snapshot_expires_before_the_tag_is_written_is_withdrawn(tmp_p
     assert _other(tmp_path).tags() == {}
     report = _other(tmp_path).check()
     assert report.problems == [], report.summary()
+
+
+def _tagged_then_expired(tmp_path):
+    """Snapshots 1..5 of five single-row commits, tag ``old`` on snapshot 2, snapshots 1-2 expired: only the tag
+    keeps snapshot 2's manifests."""
+    t = _table(tmp_path)
+    for i in range(5):
+        t.write(pa.table({"id": [i], "v": [f"v{i}"]}))
+    t.create_tag("old", 2)
+    expire_module.expire_snapshots(t, retain_min=3, retain_max=3, now_millis=2**62)
+    assert [s.id for s in t.snapshots()] == [3, 4, 5]
+    return t
+
+
+def test_delete_tag_racing_an_expiration_of_the_earliest_snapshot_plans_again(tmp_path, monkeypatch):
+    """delete_tag keeps what the earliest snapshot references; an expiration removing that snapshot (and its
+    manifests) while the plan reads it made delete_tag fail with CorruptFile ("manifest file referenced by a
+    snapshot is missing"). Found by a stress run tagging and deleting tags while writers expired."""
+    from engine.maintenance import cleanup
+
+    _tagged_then_expired(tmp_path)
+    real = cleanup.plan_removal
+    raced = []
+
+    def expire_first(table, *args, **kwargs):
+        if not raced:
+            raced.append(True)
+            expire_module.expire_snapshots(_other(tmp_path), retain_min=1, retain_max=1, now_millis=2**62)
+        return real(table, *args, **kwargs)
+
+    monkeypatch.setattr(cleanup, "plan_removal", expire_first)
+    _other(tmp_path).delete_tag("old")  # a fresh table object: no cached manifests
+    assert raced and _other(tmp_path).tags() == {} and [s.id for s in _other(tmp_path).snapshots()] == [5]
+    assert _state(_other(tmp_path)) == {i: f"v{i}" for i in range(5)}
+    report = _other(tmp_path).check()
+    assert report.problems == [] and report.orphan_files == [], report.summary()
+
+
+@pytest.mark.parametrize("tag_snapshot_expires", [False, True])
+def test_delete_tag_racing_an_expiration_leaves_no_unreferenced_files(tmp_path, monkeypatch, tag_snapshot_expires):
+    """An expiration that read the tag keeps its files, and delete_tag's plan kept the earliest snapshot's (or,
+    while the tagged snapshot existed, planned nothing): without planning again after the tag is gone, files only
+    the expired snapshots and the tag referenced stayed behind unreferenced."""
+    from engine.maintenance import tags as tags_module
+
+    t = _table(tmp_path)
+    for i in range(5):
+        t.write(pa.table({"id": [i], "v": [f"v{i}"]}))
+    t.create_tag("old", 2)
+    if not tag_snapshot_expires:  # the tagged snapshot already expired; the race expires the earliest one
+        expire_module.expire_snapshots(t, retain_min=3, retain_max=3, now_millis=2**62)
+    real = tags_module.TagManager.delete
+    raced = []
+
+    def expire_first(self, name):  # after delete_tag planned, before the tag file goes: an expiration reads it
+        if not raced:
+            raced.append(True)
+            expire_module.expire_snapshots(_other(tmp_path), retain_min=1, retain_max=1, now_millis=2**62)
+        return real(self, name)
+
+    monkeypatch.setattr(tags_module.TagManager, "delete", expire_first)
+    _other(tmp_path).delete_tag("old")
+    assert raced and _other(tmp_path).tags() == {} and [s.id for s in _other(tmp_path).snapshots()] == [5]
+    assert _state(_other(tmp_path)) == {i: f"v{i}" for i in range(5)}
+    report = _other(tmp_path).check()
+    assert report.problems == [] and report.orphan_files == [], report.summary()
+

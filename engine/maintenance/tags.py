@@ -14,7 +14,7 @@ import time
 import uuid
 
 from engine.crash_points import crash_point
-from engine.errors import CorruptFile, InvalidInput, TagNotFound
+from engine.errors import CorruptFile, InvalidInput, SnapshotNotFound, TagNotFound
 from engine.meta.snapshot import Snapshot
 
 TAG_PREFIX = "tag-"
@@ -182,23 +182,52 @@ def tagged_snapshots(table) -> list[Snapshot]:
 def delete_tag(table, name: str) -> None:
     """Remove tag ``name``; when its snapshot has expired, also the files only the tag kept alive -- data, manifest
     and index files (files shared with retained snapshots live on in the earliest one; a decoupled changelog's files
-    stay with it, as in Paimon, where changelog files belong to snapshot and changelog expiration). Raises
-    TagNotFound."""
-    from engine.changelog.retention import referenced
-    from engine.maintenance.cleanup import clean_emptied_dirs, delete_files, plan_removal
+    stay with it, as in Paimon, where changelog files belong to snapshot and changelog expiration).
+
+    Safe against a concurrent snapshot expiration: the files to delete are planned again when it removes snapshots
+    the plan reads, and once more after the tag is gone if the earliest snapshot changed meanwhile (an expiration
+    that read the tag kept its files; the first plan kept the earliest snapshot's). Raises TagNotFound, CorruptFile
+    for unreadable metadata that nothing is changing (the tag is kept then)."""
+    from engine.maintenance.cleanup import clean_emptied_dirs, delete_files
     tags = TagManager(table)
     snap = tags.get(name)
-    others = [s for n, s in tags.all().items() if n != name]
-    removal = None
-    if not table.file_io.exists(table.paths.snapshot(snap.id)):
-        sm = table.snapshot_manager
-        earliest = sm.earliest_id()
-        kept = [] if earliest is None else [sm.snapshot(earliest)]
-        removal = plan_removal(table, [snap], kept, first_doomed_full=True, tags=others)
-        changelogs = referenced(table)
-        removal.data_files = [p for p in removal.data_files if p not in changelogs]
-        removal.metadata_files = [p for p in removal.metadata_files if p not in changelogs]
+    earliest, removal = _tag_removal(table, name, snap)
     tags.delete(name)
+    ids = table.snapshot_manager.ids()
+    if (ids[0] if ids else None) != earliest:
+        try:
+            removal = _tag_removal(table, name, snap)[1] or removal
+        except (CorruptFile, SnapshotNotFound, TagNotFound):
+            pass  # the first plan is still safe (it kept more); orphan cleanup removes the rest
     if removal is not None:
         delete_files(table, removal)
         clean_emptied_dirs(table, removal.data_files)
+
+
+def _tag_removal(table, name: str, snap: Snapshot):
+    """``(earliest snapshot id, Removal)`` of tag ``name`` of ``snap``: the files only it keeps alive, or None while
+    ``snap`` still exists (expiration removes its files later). Planned again while the snapshots or tags it reads
+    change under it; raises CorruptFile, SnapshotNotFound or TagNotFound when unchanged metadata cannot be read."""
+    from engine.changelog.retention import referenced
+    from engine.maintenance.cleanup import plan_removal
+    sm, tags = table.snapshot_manager, TagManager(table)
+    while True:
+        state = (sm.ids(), tags.names())
+        ids = state[0]
+        earliest = ids[0] if ids else None
+        if table.file_io.exists(table.paths.snapshot(snap.id)):
+            return earliest, None
+        try:
+            kept = [] if earliest is None else [sm.snapshot(earliest)]
+            others = [s for n, s in tags.all().items() if n != name]  # read after the earliest: a tag of an older
+            removal = plan_removal(table, [snap], kept, first_doomed_full=True, tags=others)  # snapshot is withdrawn
+            changelogs = referenced(table)
+        except (CorruptFile, SnapshotNotFound, TagNotFound):
+            if (sm.ids(), tags.names()) == state:
+                time.sleep(0.05)  # a committer withdrawing a stale claim: it goes within moments
+                if (sm.ids(), tags.names()) == state:
+                    raise
+            continue
+        removal.data_files = [p for p in removal.data_files if p not in changelogs]
+        removal.metadata_files = [p for p in removal.metadata_files if p not in changelogs]
+        return earliest, removal

@@ -352,3 +352,31 @@ def test_delete_tag_racing_an_expiration_leaves_no_unreferenced_files(tmp_path, 
     report = _other(tmp_path).check()
     assert report.problems == [] and report.orphan_files == [], report.summary()
 
+
+def test_automatic_tag_of_a_snapshot_expiring_meanwhile_is_withdrawn(tmp_path, monkeypatch):
+    """tag.automatic-creation: the snapshot being tagged expired after it was read and before its tag was written
+    (the expiration saw no tag and deleted its manifests). The automatic tag was left naming deleted files; it is
+    withdrawn and the period tagged on a later snapshot by the next run; create_tag withdraws its tag the same way."""
+    from engine.commit.committer import Committer
+    from engine.maintenance import auto_tags
+
+    t = _table(tmp_path, {"bucket": "1", "tag.automatic-creation": "process-time", "tag.creation-period": "daily"})
+    real = auto_tags.check_no_auto_tag
+    raced = []
+
+    def commit_and_expire_first(table, name, sid):  # after the tagger read snapshot 1, before the tag is written
+        if not raced:
+            raced.append(sid)
+            other = _other(tmp_path)
+            Committer(other).commit(_prepared(other, {1: "b"}))  # no automatic maintenance: the tagger holds it
+            expire_module.expire_snapshots(other, retain_min=1, retain_max=1, now_millis=2**62)
+        return real(table, name, sid)
+
+    monkeypatch.setattr(auto_tags, "check_no_auto_tag", commit_and_expire_first)
+    t.write(pa.table({"id": [0], "v": ["a"]}))
+    assert raced == [1] and [s.id for s in _other(tmp_path).snapshots()] == [2]
+    assert _other(tmp_path).tags() == {}
+    assert auto_tags.create_period_tags(_other(tmp_path))  # the next run tags the period on snapshot 2
+    assert [s.id for s in _other(tmp_path).tags().values()] == [2]
+    report = _other(tmp_path).check()
+    assert report.problems == [] and report.orphan_files == [], report.summary()

@@ -75,6 +75,18 @@ class TagManager:
         if self.table.schema.table_options.get(TAG_CREATE_SUCCESS_FILE):
             self._write_success_file(name)
 
+    def create_of_live(self, name: str, snapshot: Snapshot, time_retained_ms: int | None = None, *,
+                       automatic: bool = False) -> None:
+        """``create``, then withdraw the tag and raise SnapshotNotFound if ``snapshot`` no longer exists: a
+        concurrent expiration that read the tags before this one was written may delete its files
+        (engine.maintenance.expire._spare_new_tags spares only tags written before it deletes the snapshot file).
+        Raises InvalidInput as ``create``."""
+        from engine.errors import SnapshotNotFound
+        self.create(name, snapshot, time_retained_ms, automatic=automatic)
+        if not self.table.snapshot_manager.exists(snapshot.id):
+            self.delete(name)
+            raise SnapshotNotFound(self.table.name, snapshot.id)
+
     def delete(self, name: str) -> Snapshot:
         """Delete tag ``name`` (only the tag file and its success file; see ``delete_tag`` for its data files) and
         return its snapshot. Raises TagNotFound.

@@ -305,3 +305,19 @@ def test_branch_merge_of_an_append_table(run, warehouse):
         "table": "db.a", "source": "b", "target": "main", "snapshot_id": 2}
     assert sorted(a.read().column("id").to_pylist()) == [1, 2]
     _one_line_error(run("branch", "merge", "db.a", "main", "--into", "main"), 1, "into itself")
+
+
+def test_drop_partition_reports_what_was_dropped_and_which_specs_matched_nothing(run, table):
+    """drop-partition used to report every spec given as dropped ("dropped 3 partition spec(s)"), also specs that
+    matched no partition with data; now it names the partitions dropped and the specs that matched nothing."""
+    r = run("drop-partition", "db.t", "-p", "dt=A", "-p", "dt=Z", "-p", "dt=Y")
+    assert r.exit_code == 0, (r.stdout, r.stderr)
+    assert r.stdout.splitlines() == ["dropped 1 partition(s) of db.t in snapshot 5: {dt=A}",
+                                     "no partition with data matched: dt=Z, dt=Y"]
+    assert {row[0] for row in _rows(run)} == {"B"}
+    doc = _json(run("drop-partition", "db.t", "-p", "dt=A", "-p", "dt=B", "--json"))
+    assert doc["snapshot"] == 6 and doc["dropped_partitions"] == [{"dt": "B"}]
+    assert doc["unmatched_partitions"] == [{"dt": "A"}]  # already dropped: no live file left in it
+    r = run("drop-partition", "db.t", "-p", "dt=A")
+    assert r.exit_code == 0 and r.stdout.strip() == "db.t: no live file in the given partition(s) (dt=A); nothing " \
+        "committed", r.stdout

@@ -380,3 +380,64 @@ def test_automatic_tag_of_a_snapshot_expiring_meanwhile_is_withdrawn(tmp_path, m
     assert [s.id for s in _other(tmp_path).tags().values()] == [2]
     report = _other(tmp_path).check()
     assert report.problems == [] and report.orphan_files == [], report.summary()
+
+
+def _expire_at(monkeypatch, tmp_path, point: str):
+    """Run an expiration down to one snapshot (by another table object) when the rollback reaches ``point``."""
+    from engine.maintenance import rollback
+
+    real = rollback.crash_point
+    raced = []
+
+    def expire_there(name):
+        if name == point and not raced:
+            raced.append(name)
+            expire_module.expire_snapshots(_other(tmp_path), retain_min=1, retain_max=1, now_millis=2**62)
+        return real(name)
+
+    monkeypatch.setattr(rollback, "crash_point", expire_there)
+    return raced
+
+
+@pytest.mark.parametrize("point", ["rollback.before-delete", "rollback.after-snapshot-file"])
+@pytest.mark.parametrize("tag_snapshot_expired", [True, False])
+def test_rollback_to_a_tag_racing_an_expiration_restores_the_tagged_snapshot(tmp_path, monkeypatch, point,
+                                                                             tag_snapshot_expired):
+    """The expiration removes the target snapshot (restored from the tag, or still there) while the rollback runs;
+    the rollback then deleted the later snapshots and left the table without any snapshot. The tag kept the
+    target's files, so the rollback writes the snapshot again from it."""
+    t = _table(tmp_path)
+    for i in range(5):
+        t.write(pa.table({"id": [i], "v": [f"v{i}"]}))
+    t.create_tag("old", 2)
+    if tag_snapshot_expired:
+        expire_module.expire_snapshots(t, retain_min=3, retain_max=3, now_millis=2**62)
+    raced = _expire_at(monkeypatch, tmp_path, point)
+    _other(tmp_path).rollback_to("old")
+    fresh = _other(tmp_path)
+    assert raced and [s.id for s in fresh.snapshots()] == [2] and fresh.latest_snapshot_id() == 2
+    assert _state(fresh) == {0: "v0", 1: "v1"} and list(fresh.tags()) == ["old"]
+    report = fresh.check()
+    assert report.problems == [] and report.warnings == [], report.summary()
+    fresh.write(pa.table({"id": [9], "v": ["after"]}))
+    assert _state(_other(tmp_path)) == {0: "v0", 1: "v1", 9: "after"}
+
+
+def test_rollback_to_a_snapshot_an_expiration_removed_rolls_back_nothing(tmp_path, monkeypatch):
+    """Rolling back to snapshot 3 while an expiration removes it: the rollback went on deleting snapshots 4-5 and
+    left no snapshot. Now it finds the target gone before deleting anything and raises SnapshotNotFound saying so;
+    the table keeps its latest snapshot and tags."""
+    from engine.errors import SnapshotNotFound
+
+    t = _table(tmp_path)
+    for i in range(5):
+        t.write(pa.table({"id": [i], "v": [f"v{i}"]}))
+    t.create_tag("five", 5)
+    raced = _expire_at(monkeypatch, tmp_path, "rollback.before-delete")
+    with pytest.raises(SnapshotNotFound, match="concurrent snapshot expiration removed it.*nothing was rolled back"):
+        _other(tmp_path).rollback_to(3)
+    fresh = _other(tmp_path)
+    assert raced and [s.id for s in fresh.snapshots()] == [5] and list(fresh.tags()) == ["five"]
+    assert _state(fresh) == {i: f"v{i}" for i in range(5)}
+    report = fresh.check()
+    assert report.problems == [] and report.orphan_files == [], report.summary()

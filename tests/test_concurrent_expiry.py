@@ -287,6 +287,31 @@ def test_tag_whose_snapshot_expires_before_the_tag_is_written_is_withdrawn(tmp_p
     assert report.problems == [], report.summary()
 
 
+def test_tag_withdrawn_after_an_expiration_spared_its_files_takes_them_along(tmp_path, monkeypatch):
+    """The tag file landed before the expiration deleted its snapshot, so the expiration read it again and spared
+    its files; create_tag then found the snapshot gone and withdrew the tag, but only the tag file: the spared
+    files stayed unreferenced. Found by a process tagging and deleting tags while writers expired."""
+    from engine.errors import SnapshotNotFound
+    from engine.maintenance import tags as tags_module
+
+    t = _table(tmp_path)
+    for i in range(3):
+        t.write(pa.table({"id": [i], "v": [f"v{i}"]}))
+    real = tags_module.TagManager.create
+
+    def create_then_expire(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        expire_module.expire_snapshots(_other(tmp_path), retain_min=1, retain_max=1, now_millis=2**62)
+
+    monkeypatch.setattr(tags_module.TagManager, "create", create_then_expire)
+    with pytest.raises(SnapshotNotFound):
+        _other(tmp_path).create_tag("nightly", 2)
+    fresh = _other(tmp_path)
+    assert fresh.tags() == {} and [s.id for s in fresh.snapshots()] == [3]
+    report = fresh.check()
+    assert report.problems == [] and report.orphan_files == [], report.summary()
+
+
 def _tagged_then_expired(tmp_path):
     """Snapshots 1..5 of five single-row commits, tag ``old`` on snapshot 2, snapshots 1-2 expired: only the tag
     keeps snapshot 2's manifests."""

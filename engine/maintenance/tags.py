@@ -81,10 +81,13 @@ class TagManager:
         concurrent expiration that read the tags before this one was written may delete its files
         (engine.maintenance.expire._spare_new_tags spares only tags written before it deletes the snapshot file).
         Raises InvalidInput as ``create``."""
-        from engine.errors import SnapshotNotFound
+        from engine.errors import LakemergeError, SnapshotNotFound
         self.create(name, snapshot, time_retained_ms, automatic=automatic)
         if not self.table.snapshot_manager.exists(snapshot.id):
-            self.delete(name)
+            try:  # the expiration may have spared the files for the tag: they go with it
+                delete_tag(self.table, name)
+            except LakemergeError:
+                self.delete(name)  # the tag must go; files it alone kept are left to orphan cleanup
             raise SnapshotNotFound(self.table.name, snapshot.id)
 
     def delete(self, name: str) -> Snapshot:

@@ -312,6 +312,35 @@ def test_tag_withdrawn_after_an_expiration_spared_its_files_takes_them_along(tmp
     assert report.problems == [] and report.orphan_files == [], report.summary()
 
 
+def test_tag_deleted_while_an_expiration_removes_its_snapshot_leaves_no_unreferenced_files(tmp_path, monkeypatch):
+    """delete_tag found the tagged snapshot still there (its files are then the expiration's business), but the
+    expiration had planned while the tag existed and so kept the tag's files: nobody deleted them. The expiration
+    reads the tags again after deleting the snapshot files and also removes the files of a tag deleted meanwhile
+    whose snapshot it expired."""
+    t = _table(tmp_path)
+    for i in range(5):
+        t.write(pa.table({"id": [i], "v": [f"v{i}"]}))
+    t.compact(full=True)  # snapshot 6: the files of snapshot 2 are no longer live
+    t.create_tag("old", 2)
+    real = expire_module._plan
+    deleted = []
+
+    def plan_then_delete_tag(table, ids, *args):
+        plan = real(table, ids, *args)
+        if plan is not None and not deleted:
+            deleted.append(True)
+            _other(tmp_path).delete_tag("old")  # snapshot 2 still exists: nothing for delete_tag to remove
+        return plan
+
+    monkeypatch.setattr(expire_module, "_plan", plan_then_delete_tag)
+    expire_module.expire_snapshots(_other(tmp_path), retain_min=1, retain_max=1, now_millis=2**62)
+    fresh = _other(tmp_path)
+    assert deleted and fresh.tags() == {} and [s.id for s in fresh.snapshots()] == [6]
+    assert _state(fresh) == {i: f"v{i}" for i in range(5)}
+    report = fresh.check()
+    assert report.problems == [] and report.orphan_files == [], report.summary()
+
+
 def _tagged_then_expired(tmp_path):
     """Snapshots 1..5 of five single-row commits, tag ``old`` on snapshot 2, snapshots 1-2 expired: only the tag
     keeps snapshot 2's manifests."""

@@ -495,3 +495,45 @@ def test_rollback_to_a_snapshot_an_expiration_removed_rolls_back_nothing(tmp_pat
     assert _state(fresh) == {i: f"v{i}" for i in range(5)}
     report = fresh.check()
     assert report.problems == [] and report.orphan_files == [], report.summary()
+
+
+def test_tag_of_a_stale_claim_withdrawn_meanwhile_keeps_the_retried_commits_files(tmp_path, monkeypatch):
+    """create_tag reads snapshot 2, a stale claim (see the first test), which its committer withdraws while the tag
+    is written: the tag is withdrawn, but the files snapshot 2 added belong to the commit being retried and must
+    stay (taking the tag's files along deleted them, and the retried commit failed with a missing data file)."""
+    from engine.errors import SnapshotNotFound
+    t = _table(tmp_path)
+    t.write(pa.table({"id": [1], "v": ["a"]}))
+    messages = _prepared(t, {2: "ours"})
+    other, tagger = _other(tmp_path), _other(tmp_path)
+    real_claim, real_delete = t.file_io.write_if_absent, t.file_io.delete
+    real_tag_write = tagger.file_io.write_if_absent
+    raced, tagged = [], []
+
+    def racing(path, data):
+        if path.endswith("snapshot-2") and not raced:
+            raced.append(path)
+            _commit_and_expire(other, {3: "x"})
+            _commit_and_expire(other, {4: "y"})
+        return real_claim(path, data)
+
+    def withdrawing(path):
+        if path.endswith("snapshot-2") and not tagged:
+            tagged.append(path)
+            with pytest.raises(SnapshotNotFound):
+                tagger.create_tag("x", 2)  # reads the stale claim; it is withdrawn while the tag is written
+        return real_delete(path)
+
+    def tag_write(path, data):
+        won = real_tag_write(path, data)
+        if path.endswith("tag-x"):
+            real_delete(tagged[0])  # the committer withdraws its stale claim now
+        return won
+
+    monkeypatch.setattr(t.file_io, "write_if_absent", racing)
+    monkeypatch.setattr(t.file_io, "delete", withdrawing)
+    monkeypatch.setattr(tagger.file_io, "write_if_absent", tag_write)
+    assert t.commit(messages) == 4
+    assert raced and tagged
+    assert _state(_other(tmp_path)) == {1: "a", 2: "ours", 3: "x", 4: "y"}
+    assert t.check().problems == []

@@ -80,12 +80,14 @@ class TagManager:
         """``create``, then withdraw the tag and raise SnapshotNotFound if ``snapshot`` no longer exists: a
         concurrent expiration that read the tags before this one was written may delete its files
         (engine.maintenance.expire._spare_new_tags spares only tags written before it deletes the snapshot file).
-        Raises InvalidInput as ``create``."""
+        Raises InvalidInput as ``create``. The snapshot may also have been a stale claim that its committer withdrew
+        (engine/commit/committer.py): the commit is retried with the files the snapshot added, so those stay (a
+        withdrawn tag of a really expired snapshot leaves them to orphan cleanup)."""
         from engine.errors import LakemergeError, SnapshotNotFound
         self.create(name, snapshot, time_retained_ms, automatic=automatic)
         if not self.table.snapshot_manager.exists(snapshot.id):
             try:  # the expiration may have spared the files for the tag: they go with it
-                delete_tag(self.table, name)
+                delete_tag(self.table, name, keep_added=True)
             except LakemergeError:
                 self.delete(name)  # the tag must go; files it alone kept are left to orphan cleanup
             raise SnapshotNotFound(self.table.name, snapshot.id)
@@ -194,7 +196,7 @@ def tagged_snapshots(table) -> list[Snapshot]:
     return list(TagManager(table).all().values())
 
 
-def delete_tag(table, name: str) -> None:
+def delete_tag(table, name: str, *, keep_added: bool = False) -> None:
     """Remove tag ``name``; when its snapshot has expired, also the files only the tag kept alive -- data, manifest
     and index files (files shared with retained snapshots live on in the earliest one; a decoupled changelog's files
     stay with it, as in Paimon, where changelog files belong to snapshot and changelog expiration).
@@ -202,10 +204,12 @@ def delete_tag(table, name: str) -> None:
     Safe against a concurrent snapshot expiration: the files to delete are planned again when it removes snapshots
     the plan reads, and once more after the tag is gone if the earliest snapshot changed meanwhile (an expiration
     that read the tag kept its files; the first plan kept the earliest snapshot's). Raises TagNotFound, CorruptFile
-    for unreadable metadata that nothing is changing (the tag is kept then)."""
-    from engine.maintenance.cleanup import clean_emptied_dirs, delete_files
+    for unreadable metadata that nothing is changing (the tag is kept then). With ``keep_added`` the files the tagged
+    snapshot added (data and changelog files of its deltas, its index files) stay: see TagManager.create_of_live."""
+    from engine.maintenance.cleanup import Removal, clean_emptied_dirs, delete_files
     tags = TagManager(table)
     snap = tags.get(name)
+    spared = _added_files(table, snap) if keep_added else set()
     earliest, removal = _tag_removal(table, name, snap)
     tags.delete(name)
     ids = table.snapshot_manager.ids()
@@ -215,8 +219,17 @@ def delete_tag(table, name: str) -> None:
         except (CorruptFile, SnapshotNotFound, TagNotFound):
             pass  # the first plan is still safe (it kept more); orphan cleanup removes the rest
     if removal is not None:
+        removal = Removal(removal.snapshot_ids, [p for p in removal.data_files if p not in spared],
+                          removal.metadata_files, [p for p in removal.index_files if p not in spared])
         delete_files(table, removal)
         clean_emptied_dirs(table, removal.data_files)
+
+
+def _added_files(table, snap: Snapshot) -> set[str]:
+    """The data and changelog files ``snap``'s deltas add and its index files: what a stale claim's commit, retried,
+    publishes again. Raises CorruptFile for unreadable metadata."""
+    from engine.maintenance.references import changelog_added_files, delta_added_files, index_files
+    return delta_added_files(table, snap) | changelog_added_files(table, snap) | index_files(table, snap)
 
 
 def _tag_removal(table, name: str, snap: Snapshot):

@@ -321,3 +321,25 @@ def test_drop_partition_reports_what_was_dropped_and_which_specs_matched_nothing
     r = run("drop-partition", "db.t", "-p", "dt=A")
     assert r.exit_code == 0 and r.stdout.strip() == "db.t: no live file in the given partition(s) (dt=A); nothing " \
         "committed", r.stdout
+
+
+def test_drop_partition_that_matches_nothing_while_another_writer_compacts_reports_nothing_dropped(
+        run, table, warehouse, monkeypatch):
+    """drop_partitions returns the latest snapshot id when nothing matched; a compaction committed by another writer
+    meanwhile made that id differ from the one read before, and drop-partition reported the partitions that
+    compaction rewrote as dropped, in the compaction's snapshot."""
+    from engine.maintenance import partitions as partitions_module
+
+    real = partitions_module.drop_partitions
+
+    def compact_first(t, specs, **kwargs):
+        Catalog(warehouse).get_table("db.t").compact(full=True)  # another writer: DELETEs files of A and B
+        return real(t, specs, **kwargs)
+
+    monkeypatch.setattr(partitions_module, "drop_partitions", compact_first)
+    doc = _json(run("drop-partition", "db.t", "-p", "dt=Z", "--json"))
+    assert doc["snapshot"] is None and doc["dropped_partitions"] == []
+    assert doc["unmatched_partitions"] == [{"dt": "Z"}]
+    r = run("drop-partition", "db.t", "-p", "dt=Y")
+    assert r.stdout.strip() == "db.t: no live file in the given partition(s) (dt=Y); nothing committed", r.stdout
+    assert {row[0] for row in _rows(run)} == {"A", "B"}

@@ -247,14 +247,17 @@ def drop_partition(table, partitions, warehouse, as_json):
     Their files leave the table now and are deleted from storage when the older snapshots expire. Reports the
     partitions dropped and the specs that matched no partition with data.
     """
-    from engine.maintenance.partitions import dropped_partitions, unmatched_specs
+    import uuid
+
+    from engine.maintenance.partitions import drop_partitions, dropped_partitions, unmatched_specs
     from engine.write.bucket_layout import partition_text
 
     t = _data_table(warehouse, table)
     specs = _parse_partition_specs(partitions)
-    before = t.latest_snapshot_id()
-    sid = t.drop_partitions(specs)
-    dropped = dropped_partitions(t, sid) if sid is not None and sid != before else []
+    user = str(uuid.uuid4())  # tells our snapshot from another writer's latest, returned when nothing matched
+    sid = drop_partitions(t, specs, commit_user=user)
+    ours = sid is not None and t.snapshot(sid).commit_user == user
+    dropped = dropped_partitions(t, sid) if ours else []
     unmatched = unmatched_specs(t, specs, dropped)
     names = [partition_text(t.schema, v).removeprefix("partition ") for v in dropped]
     if as_json:

@@ -10,11 +10,12 @@ deletes, overwrites, compaction, the maintenance after a commit (with the branch
 expiration, tags, rollback, schema changes (the branch's ``schema/`` only; main keeps its own), partition drop and
 expiration, changelog reads, streams and consumers. Whatever deletes files on a branch keeps every file main or
 another branch references (engine.branches.referenced_elsewhere) -- safer than Paimon, whose branch expiration does
-not look at the other branches. ``remove_orphan_files`` and ``check`` run on the whole table (main and every
-branch: orphans are defined by all of them). Branch management works from a branch as from main, as on Paimon's
-branch table: ``create_branch`` copies this branch's latest schema or one of its tags, ``fast_forward(other)``
-replaces this branch's history with ``other``'s, and ``branches``, ``delete_branch`` and ``rename_branch`` act on
-the table's branches.
+not look at the other branches. ``remove_orphan_files`` runs on the whole table (main and every branch: orphans are
+defined by all of them); ``check`` checks the branch, main and the other branches only as far as the files they
+reference, and lists the whole table's unreferenced files (engine.check). Branch management works from a branch as
+from main, as on Paimon's branch table: ``create_branch`` copies this branch's latest schema or one of its tags,
+``fast_forward(other)`` replaces this branch's history with ``other``'s, and ``branches``, ``delete_branch`` and
+``rename_branch`` act on the table's branches.
 """
 from __future__ import annotations
 
@@ -52,8 +53,4 @@ class BranchTable(Table):
         """The main table's orphan cleanup: files no snapshot, tag or changelog of main or of any branch
         references (the lines share their directories, so an orphan is one for all of them)."""
         return self.main.remove_orphan_files(older_than, dry_run=dry_run)
-
-    def check(self, *, verify_data: bool = True, find_orphans: bool = True):
-        """The main table's check, which covers every branch's snapshots and tags too (engine.check)."""
-        return self.main.check(verify_data=verify_data, find_orphans=find_orphans)
 

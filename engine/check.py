@@ -11,7 +11,10 @@
 - tags: every ``tag/tag-<name>`` parses; a tag whose snapshot has expired is checked like a snapshot (its files
   must still exist), and the files it keeps alive count as referenced;
 - branches: the snapshots and tags of every ``branch/branch-<name>/`` are checked like tags (their files live in
-  the table's shared directories and count as referenced), and the branch's own files are not orphans;
+  the table's shared directories and count as referenced), and the branch's own files are not orphans. Checking a
+  branch table (``db.t$branch_b``) checks that branch as above (its snapshots, hints, tags, schemas, changelogs)
+  and main and the other branches like tags; unreferenced files are the table's either way (all lines share the
+  directories, so an orphan is one of all of them);
 - changelogs: the changelog files of every snapshot and every decoupled ``changelog/changelog-<id>`` exist with
   their recorded sizes; decoupled changelog ids are contiguous and their files count as referenced;
 - index files: every file a snapshot's or tag's index manifest lists (any index type) exists with the
@@ -166,7 +169,7 @@ class _Checker:
     def __init__(self, table, verify_data: bool):
         self.t = table
         self.io = table.file_io
-        self.paths = TablePaths(table.root)
+        self.paths = TablePaths(table.root, table.paths.meta_root)  # a branch table: the branch's metadata
         self.snapshots = SnapshotManager(self.io, self.paths, table.name)
         self.schemas = SchemaManager(self.io, self.paths, table.name)
         self.manifests = ManifestCache(self.io, self.paths)
@@ -235,7 +238,7 @@ class _Checker:
         from engine.maintenance.tags import is_tag_file_name
         from engine.meta.snapshot import Snapshot
 
-        tag_dir = os.path.join(self.t.root, "tag")
+        tag_dir = os.path.join(self.paths.meta_root, "tag")
         for name in sorted(self.io.list_names(tag_dir)):
             if not is_tag_file_name(name):
                 continue
@@ -249,21 +252,34 @@ class _Checker:
             if snap.id not in snapshot_ids:  # expired snapshot: the tag alone keeps its files alive
                 self._check_snapshot_files(snap, path, snap.id)
 
-    def _check_branches(self) -> None:
-        """Every file under a branch directory (``branch/branch-<name>/``: its snapshots, schemas, tags, hints)
-        counts as referenced, and each branch snapshot and tag is checked like a snapshot: the manifests, data,
-        changelog and index files it references, which live in the table's shared directories, must exist (and
-        count as referenced), as must the files its decoupled changelogs read. Branch schema ids count as known for
-        them."""
+    def _other_lines(self) -> list[tuple[str, str, list[str]]]:
+        """``(name, metadata root, metadata directories)`` of every line other than the one checked: the branches
+        (everything under ``branch/branch-<name>/``) and, when a branch is checked, main (its snapshot, schema, tag,
+        consumer and changelog directories)."""
         from engine.branches import branch_names, branch_root
+        from engine.changelog import retention
+
+        own = getattr(self.t, "branch_name", None)
+        lines = [(name, branch_root(self.t.root, name), [branch_root(self.t.root, name)])
+                 for name in branch_names(self.t) if name != own]
+        if own is not None:
+            lines.insert(0, ("main", self.t.root, [os.path.join(self.t.root, d) for d in
+                                                   ("snapshot", "schema", "tag", "consumer", retention.CHANGELOG_DIR)]))
+        return lines
+
+    def _check_branches(self) -> None:
+        """Every metadata file of the other lines (``_other_lines``: branches, and main when a branch is checked)
+        counts as referenced, and each of their snapshots and tags is checked like a snapshot: the manifests, data,
+        changelog and index files it references, which live in the table's shared directories, must exist (and
+        count as referenced), as must the files its decoupled changelogs read. The line's schema ids count as known
+        for them."""
         from engine.changelog import retention
         from engine.maintenance.tags import TAG_PREFIX
         from engine.meta.snapshot import Snapshot
 
         main_schema_ids = self.schema_ids
-        for name in branch_names(self.t):
-            root = branch_root(self.t.root, name)
-            stack, files = [root], []
+        for name, root, dirs in self._other_lines():
+            stack, files = list(dirs), []
             while stack:
                 d = stack.pop()
                 for n in self.io.list_names(d):
@@ -274,7 +290,7 @@ class _Checker:
                           if n[len("schema-"):].isdigit() and n.startswith("schema-")}
             self.schema_ids = main_schema_ids | schema_ids
             try:
-                self.line = self.t.branch(name)  # its schema ids may name other schemas than main's
+                self.line = self.t.branch(name)  # its schema ids may name other schemas than the checked line's
             except LakemergeError:
                 self.line = self.t  # no schema: reported as schema-missing
             try:
@@ -313,7 +329,7 @@ class _Checker:
         cids = retention.ids(self.t)
         if cids and cids[-1] - cids[0] + 1 != len(cids):
             missing = sorted(set(range(cids[0], cids[-1] + 1)) - set(cids))
-            self.problem("changelog-gap", os.path.join(self.t.root, retention.CHANGELOG_DIR),
+            self.problem("changelog-gap", os.path.join(self.paths.meta_root, retention.CHANGELOG_DIR),
                          f"changelog ids {missing} are missing between {cids[0]} and {cids[-1]}")
         for cid in cids:
             path = retention.path(self.t, cid)
@@ -712,7 +728,7 @@ class _Checker:
         from engine.maintenance.tags import SUCCESS_FILE_DIR
         ref = self.report.referenced_files
         hints = {os.path.join(self.paths.snapshot_dir, n) for n in ("LATEST", "EARLIEST")}
-        consumer_dir = os.path.join(self.t.root, "consumer")
+        consumer_dir = os.path.join(self.paths.meta_root, "consumer")
         hints |= {os.path.join(consumer_dir, n) for n in self.io.list_names(consumer_dir) if n.startswith("consumer-")}
         orphans, total = [], 0
         stack = [self.t.root]

@@ -545,7 +545,6 @@ class Table:
         when a concurrent expiration removed the snapshot while the tag was written: the tag is withdrawn)."""
         from engine.maintenance.auto_tags import check_no_auto_tag
         from engine.maintenance.tags import TagManager
-        from engine.errors import SnapshotNotFound
         from engine.options import TAG_DEFAULT_TIME_RETAINED
         snap = self.snapshot(snapshot_id)
         if snap is None:
@@ -553,11 +552,7 @@ class Table:
         retained = self.schema.table_options.get(TAG_DEFAULT_TIME_RETAINED) if time_retained is None \
             else time_retained // dt.timedelta(milliseconds=1)
         check_no_auto_tag(self, name, snap.id)
-        tags = TagManager(self)
-        tags.create(name, snap, retained)
-        if not self.snapshot_manager.exists(snap.id):  # an expiration removed it meanwhile: it read the tags before
-            tags.delete(name)                          # this one was written, so it may delete the tag's files
-            raise SnapshotNotFound(self.name, snap.id)  # (engine.maintenance.expire._spare_new_tags)
+        TagManager(self).create_of_live(name, snap, retained)
 
     def delete_tag(self, name: str) -> None:
         """Remove a tag and the files only it kept alive. Raises TagNotFound."""

@@ -265,3 +265,25 @@ def test_altering_a_branch_deleted_meanwhile_raises_table_not_found(table):
     with pytest.raises(TableNotFound, match="no schema"):
         stale.alter().set_option("snapshot.num-retained.min", "3").commit()
     assert not os.path.exists(os.path.join(table.root, "branch", "branch-b1"))
+
+
+def test_check_of_a_branch_checks_that_branch(table):
+    """check() of ``db.t$branch_b1`` used to return main's report (its snapshot ids, and none of the branch's own
+    hint or gap findings). Now the branch is checked as its own table -- main and the other branches only as far as
+    the files they reference -- and the unreferenced files are still the whole table's."""
+    b = table.branch("b1")
+    b.write(_rows([103], "b1"))
+    b.write(_rows([104], "b1"))
+    assert [s.id for s in b.snapshots()] == [1, 2, 3, 4] and [s.id for s in table.snapshots()] == [1]
+    report = b.check()
+    assert report.table == "db.t$branch_b1" and report.snapshot_ids == [1, 2, 3, 4] and report.ok
+    gone = b.snapshot(3)
+    os.remove(os.path.join(b.paths.snapshot_dir, "snapshot-3"))  # a gap in the branch's history
+    unreferenced = sorted(b.paths.manifest(n) for n in (gone.base_manifest_list, gone.delta_manifest_list))
+    report = table.branch("b1").check()
+    assert report.kinds() == {"snapshot-gap"} and report.problems[0].path == b.paths.snapshot_dir
+    assert report.orphan_files == unreferenced
+    main_report = table.check()
+    assert main_report.snapshot_ids == [1] and main_report.ok and main_report.orphan_files == unreferenced
+    table.create_branch("b2")
+    assert table.branch("b2").check().orphan_files == unreferenced  # main's and b1's files are referenced

@@ -354,8 +354,8 @@ def test_table_compact_on_append_table_reports_progress_per_bucket(catalog):
 # --- branches --------------------------------------------------------------------------------------------------
 def test_inspection_commands_take_a_branch_and_still_refuse_system_tables(run, table, warehouse):
     """README: TABLE may be a branch for every command. snapshots, files, options, changes, alter and fsck used to
-    refuse ``db.t$branch_b`` calling it a system table; they now act on the branch (fsck: the table's check, which
-    covers every branch)."""
+    refuse ``db.t$branch_b`` calling it a system table; they now act on the branch (fsck checks the branch: its
+    snapshots, not main's, and says that the unreferenced files are the whole table's)."""
     t = table
     t.create_tag("t2", 2)
     t.create_branch("b1", tag="t2")
@@ -372,6 +372,8 @@ def test_inspection_commands_take_a_branch_and_still_refuse_system_tables(run, t
     assert t.branch("b1").schema.options["snapshot.num-retained.min"] == "3"
     assert "snapshot.num-retained.min" not in Catalog(warehouse).get_table("db.t").options
     r = run("fsck", "db.t$branch_b1")
-    assert r.exit_code == 0 and r.stdout.startswith("db.t: ok:"), (r.stdout, r.stderr)
+    assert r.exit_code == 0 and r.stdout.startswith("db.t$branch_b1: ok: 2 snapshot(s)"), (r.stdout, r.stderr)
+    assert "unreferenced file(s) (0 bytes) of table db.t (all branches)" in r.stdout.splitlines()[0]
+    assert _json(run("fsck", "db.t$branch_b1", "--json"))["snapshot_ids"] == [2, 3]
     for command in (("snapshots",), ("files",), ("options",), ("fsck",), ("alter", "--comment", "x")):
         _one_line_error(run(command[0], "db.t$snapshots", *command[1:]), 1, "not a system table")

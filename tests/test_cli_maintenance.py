@@ -305,3 +305,41 @@ def test_branch_merge_of_an_append_table(run, warehouse):
         "table": "db.a", "source": "b", "target": "main", "snapshot_id": 2}
     assert sorted(a.read().column("id").to_pylist()) == [1, 2]
     _one_line_error(run("branch", "merge", "db.a", "main", "--into", "main"), 1, "into itself")
+
+
+def test_drop_partition_reports_what_was_dropped_and_which_specs_matched_nothing(run, table):
+    """drop-partition used to report every spec given as dropped ("dropped 3 partition spec(s)"), also specs that
+    matched no partition with data; now it names the partitions dropped and the specs that matched nothing."""
+    r = run("drop-partition", "db.t", "-p", "dt=A", "-p", "dt=Z", "-p", "dt=Y")
+    assert r.exit_code == 0, (r.stdout, r.stderr)
+    assert r.stdout.splitlines() == ["dropped 1 partition(s) of db.t in snapshot 5: {dt=A}",
+                                     "no partition with data matched: dt=Z, dt=Y"]
+    assert {row[0] for row in _rows(run)} == {"B"}
+    doc = _json(run("drop-partition", "db.t", "-p", "dt=A", "-p", "dt=B", "--json"))
+    assert doc["snapshot"] == 6 and doc["dropped_partitions"] == [{"dt": "B"}]
+    assert doc["unmatched_partitions"] == [{"dt": "A"}]  # already dropped: no live file left in it
+    r = run("drop-partition", "db.t", "-p", "dt=A")
+    assert r.exit_code == 0 and r.stdout.strip() == "db.t: no live file in the given partition(s) (dt=A); nothing " \
+        "committed", r.stdout
+
+
+def test_drop_partition_that_matches_nothing_while_another_writer_compacts_reports_nothing_dropped(
+        run, table, warehouse, monkeypatch):
+    """drop_partitions returns the latest snapshot id when nothing matched; a compaction committed by another writer
+    meanwhile made that id differ from the one read before, and drop-partition reported the partitions that
+    compaction rewrote as dropped, in the compaction's snapshot."""
+    from engine.maintenance import partitions as partitions_module
+
+    real = partitions_module.drop_partitions
+
+    def compact_first(t, specs, **kwargs):
+        Catalog(warehouse).get_table("db.t").compact(full=True)  # another writer: DELETEs files of A and B
+        return real(t, specs, **kwargs)
+
+    monkeypatch.setattr(partitions_module, "drop_partitions", compact_first)
+    doc = _json(run("drop-partition", "db.t", "-p", "dt=Z", "--json"))
+    assert doc["snapshot"] is None and doc["dropped_partitions"] == []
+    assert doc["unmatched_partitions"] == [{"dt": "Z"}]
+    r = run("drop-partition", "db.t", "-p", "dt=Y")
+    assert r.stdout.strip() == "db.t: no live file in the given partition(s) (dt=Y); nothing committed", r.stdout
+    assert {row[0] for row in _rows(run)} == {"A", "B"}

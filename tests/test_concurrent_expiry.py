@@ -285,3 +285,255 @@ def test_tag_whose_snapshot_expires_before_the_tag_is_written_is_withdrawn(tmp_p
     assert _other(tmp_path).tags() == {}
     report = _other(tmp_path).check()
     assert report.problems == [], report.summary()
+
+
+def test_tag_withdrawn_after_an_expiration_spared_its_files_takes_them_along(tmp_path, monkeypatch):
+    """The tag file landed before the expiration deleted its snapshot, so the expiration read it again and spared
+    its files; create_tag then found the snapshot gone and withdrew the tag, but only the tag file: the spared
+    files stayed unreferenced. Found by a process tagging and deleting tags while writers expired."""
+    from engine.errors import SnapshotNotFound
+    from engine.maintenance import tags as tags_module
+
+    t = _table(tmp_path)
+    for i in range(3):
+        t.write(pa.table({"id": [i], "v": [f"v{i}"]}))
+    real = tags_module.TagManager.create
+
+    def create_then_expire(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        expire_module.expire_snapshots(_other(tmp_path), retain_min=1, retain_max=1, now_millis=2**62)
+
+    monkeypatch.setattr(tags_module.TagManager, "create", create_then_expire)
+    with pytest.raises(SnapshotNotFound):
+        _other(tmp_path).create_tag("nightly", 2)
+    fresh = _other(tmp_path)
+    assert fresh.tags() == {} and [s.id for s in fresh.snapshots()] == [3]
+    report = fresh.check()
+    assert report.problems == [] and report.orphan_files == [], report.summary()
+
+
+def test_tag_deleted_while_an_expiration_removes_its_snapshot_leaves_no_unreferenced_files(tmp_path, monkeypatch):
+    """delete_tag found the tagged snapshot still there (its files are then the expiration's business), but the
+    expiration had planned while the tag existed and so kept the tag's files: nobody deleted them. The expiration
+    reads the tags again after deleting the snapshot files and also removes the files of a tag deleted meanwhile
+    whose snapshot it expired."""
+    t = _table(tmp_path)
+    for i in range(5):
+        t.write(pa.table({"id": [i], "v": [f"v{i}"]}))
+    t.compact(full=True)  # snapshot 6: the files of snapshot 2 are no longer live
+    t.create_tag("old", 2)
+    real = expire_module._plan
+    deleted = []
+
+    def plan_then_delete_tag(table, ids, *args):
+        plan = real(table, ids, *args)
+        if plan is not None and not deleted:
+            deleted.append(True)
+            _other(tmp_path).delete_tag("old")  # snapshot 2 still exists: nothing for delete_tag to remove
+        return plan
+
+    monkeypatch.setattr(expire_module, "_plan", plan_then_delete_tag)
+    expire_module.expire_snapshots(_other(tmp_path), retain_min=1, retain_max=1, now_millis=2**62)
+    fresh = _other(tmp_path)
+    assert deleted and fresh.tags() == {} and [s.id for s in fresh.snapshots()] == [6]
+    assert _state(fresh) == {i: f"v{i}" for i in range(5)}
+    report = fresh.check()
+    assert report.problems == [] and report.orphan_files == [], report.summary()
+
+
+def _tagged_then_expired(tmp_path):
+    """Snapshots 1..5 of five single-row commits, tag ``old`` on snapshot 2, snapshots 1-2 expired: only the tag
+    keeps snapshot 2's manifests."""
+    t = _table(tmp_path)
+    for i in range(5):
+        t.write(pa.table({"id": [i], "v": [f"v{i}"]}))
+    t.create_tag("old", 2)
+    expire_module.expire_snapshots(t, retain_min=3, retain_max=3, now_millis=2**62)
+    assert [s.id for s in t.snapshots()] == [3, 4, 5]
+    return t
+
+
+def test_delete_tag_racing_an_expiration_of_the_earliest_snapshot_plans_again(tmp_path, monkeypatch):
+    """delete_tag keeps what the earliest snapshot references; an expiration removing that snapshot (and its
+    manifests) while the plan reads it made delete_tag fail with CorruptFile ("manifest file referenced by a
+    snapshot is missing"). Found by a stress run tagging and deleting tags while writers expired."""
+    from engine.maintenance import cleanup
+
+    _tagged_then_expired(tmp_path)
+    real = cleanup.plan_removal
+    raced = []
+
+    def expire_first(table, *args, **kwargs):
+        if not raced:
+            raced.append(True)
+            expire_module.expire_snapshots(_other(tmp_path), retain_min=1, retain_max=1, now_millis=2**62)
+        return real(table, *args, **kwargs)
+
+    monkeypatch.setattr(cleanup, "plan_removal", expire_first)
+    _other(tmp_path).delete_tag("old")  # a fresh table object: no cached manifests
+    assert raced and _other(tmp_path).tags() == {} and [s.id for s in _other(tmp_path).snapshots()] == [5]
+    assert _state(_other(tmp_path)) == {i: f"v{i}" for i in range(5)}
+    report = _other(tmp_path).check()
+    assert report.problems == [] and report.orphan_files == [], report.summary()
+
+
+@pytest.mark.parametrize("tag_snapshot_expires", [False, True])
+def test_delete_tag_racing_an_expiration_leaves_no_unreferenced_files(tmp_path, monkeypatch, tag_snapshot_expires):
+    """An expiration that read the tag keeps its files, and delete_tag's plan kept the earliest snapshot's (or,
+    while the tagged snapshot existed, planned nothing): without planning again after the tag is gone, files only
+    the expired snapshots and the tag referenced stayed behind unreferenced."""
+    from engine.maintenance import tags as tags_module
+
+    t = _table(tmp_path)
+    for i in range(5):
+        t.write(pa.table({"id": [i], "v": [f"v{i}"]}))
+    t.create_tag("old", 2)
+    if not tag_snapshot_expires:  # the tagged snapshot already expired; the race expires the earliest one
+        expire_module.expire_snapshots(t, retain_min=3, retain_max=3, now_millis=2**62)
+    real = tags_module.TagManager.delete
+    raced = []
+
+    def expire_first(self, name):  # after delete_tag planned, before the tag file goes: an expiration reads it
+        if not raced:
+            raced.append(True)
+            expire_module.expire_snapshots(_other(tmp_path), retain_min=1, retain_max=1, now_millis=2**62)
+        return real(self, name)
+
+    monkeypatch.setattr(tags_module.TagManager, "delete", expire_first)
+    _other(tmp_path).delete_tag("old")
+    assert raced and _other(tmp_path).tags() == {} and [s.id for s in _other(tmp_path).snapshots()] == [5]
+    assert _state(_other(tmp_path)) == {i: f"v{i}" for i in range(5)}
+    report = _other(tmp_path).check()
+    assert report.problems == [] and report.orphan_files == [], report.summary()
+
+
+def test_automatic_tag_of_a_snapshot_expiring_meanwhile_is_withdrawn(tmp_path, monkeypatch):
+    """tag.automatic-creation: the snapshot being tagged expired after it was read and before its tag was written
+    (the expiration saw no tag and deleted its manifests). The automatic tag was left naming deleted files; it is
+    withdrawn and the period tagged on a later snapshot by the next run; create_tag withdraws its tag the same way."""
+    from engine.commit.committer import Committer
+    from engine.maintenance import auto_tags
+
+    t = _table(tmp_path, {"bucket": "1", "tag.automatic-creation": "process-time", "tag.creation-period": "daily"})
+    real = auto_tags.check_no_auto_tag
+    raced = []
+
+    def commit_and_expire_first(table, name, sid):  # after the tagger read snapshot 1, before the tag is written
+        if not raced:
+            raced.append(sid)
+            other = _other(tmp_path)
+            Committer(other).commit(_prepared(other, {1: "b"}))  # no automatic maintenance: the tagger holds it
+            expire_module.expire_snapshots(other, retain_min=1, retain_max=1, now_millis=2**62)
+        return real(table, name, sid)
+
+    monkeypatch.setattr(auto_tags, "check_no_auto_tag", commit_and_expire_first)
+    t.write(pa.table({"id": [0], "v": ["a"]}))
+    assert raced == [1] and [s.id for s in _other(tmp_path).snapshots()] == [2]
+    assert _other(tmp_path).tags() == {}
+    assert auto_tags.create_period_tags(_other(tmp_path))  # the next run tags the period on snapshot 2
+    assert [s.id for s in _other(tmp_path).tags().values()] == [2]
+    report = _other(tmp_path).check()
+    assert report.problems == [] and report.orphan_files == [], report.summary()
+
+
+def _expire_at(monkeypatch, tmp_path, point: str):
+    """Run an expiration down to one snapshot (by another table object) when the rollback reaches ``point``."""
+    from engine.maintenance import rollback
+
+    real = rollback.crash_point
+    raced = []
+
+    def expire_there(name):
+        if name == point and not raced:
+            raced.append(name)
+            expire_module.expire_snapshots(_other(tmp_path), retain_min=1, retain_max=1, now_millis=2**62)
+        return real(name)
+
+    monkeypatch.setattr(rollback, "crash_point", expire_there)
+    return raced
+
+
+@pytest.mark.parametrize("point", ["rollback.before-delete", "rollback.after-snapshot-file"])
+@pytest.mark.parametrize("tag_snapshot_expired", [True, False])
+def test_rollback_to_a_tag_racing_an_expiration_restores_the_tagged_snapshot(tmp_path, monkeypatch, point,
+                                                                             tag_snapshot_expired):
+    """The expiration removes the target snapshot (restored from the tag, or still there) while the rollback runs;
+    the rollback then deleted the later snapshots and left the table without any snapshot. The tag kept the
+    target's files, so the rollback writes the snapshot again from it."""
+    t = _table(tmp_path)
+    for i in range(5):
+        t.write(pa.table({"id": [i], "v": [f"v{i}"]}))
+    t.create_tag("old", 2)
+    if tag_snapshot_expired:
+        expire_module.expire_snapshots(t, retain_min=3, retain_max=3, now_millis=2**62)
+    raced = _expire_at(monkeypatch, tmp_path, point)
+    _other(tmp_path).rollback_to("old")
+    fresh = _other(tmp_path)
+    assert raced and [s.id for s in fresh.snapshots()] == [2] and fresh.latest_snapshot_id() == 2
+    assert _state(fresh) == {0: "v0", 1: "v1"} and list(fresh.tags()) == ["old"]
+    report = fresh.check()
+    assert report.problems == [] and report.warnings == [], report.summary()
+    fresh.write(pa.table({"id": [9], "v": ["after"]}))
+    assert _state(_other(tmp_path)) == {0: "v0", 1: "v1", 9: "after"}
+
+
+def test_rollback_to_a_snapshot_an_expiration_removed_rolls_back_nothing(tmp_path, monkeypatch):
+    """Rolling back to snapshot 3 while an expiration removes it: the rollback went on deleting snapshots 4-5 and
+    left no snapshot. Now it finds the target gone before deleting anything and raises SnapshotNotFound saying so;
+    the table keeps its latest snapshot and tags."""
+    from engine.errors import SnapshotNotFound
+
+    t = _table(tmp_path)
+    for i in range(5):
+        t.write(pa.table({"id": [i], "v": [f"v{i}"]}))
+    t.create_tag("five", 5)
+    raced = _expire_at(monkeypatch, tmp_path, "rollback.before-delete")
+    with pytest.raises(SnapshotNotFound, match="concurrent snapshot expiration removed it.*nothing was rolled back"):
+        _other(tmp_path).rollback_to(3)
+    fresh = _other(tmp_path)
+    assert raced and [s.id for s in fresh.snapshots()] == [5] and list(fresh.tags()) == ["five"]
+    assert _state(fresh) == {i: f"v{i}" for i in range(5)}
+    report = fresh.check()
+    assert report.problems == [] and report.orphan_files == [], report.summary()
+
+
+def test_tag_of_a_stale_claim_withdrawn_meanwhile_keeps_the_retried_commits_files(tmp_path, monkeypatch):
+    """create_tag reads snapshot 2, a stale claim (see the first test), which its committer withdraws while the tag
+    is written: the tag is withdrawn, but the files snapshot 2 added belong to the commit being retried and must
+    stay (taking the tag's files along deleted them, and the retried commit failed with a missing data file)."""
+    from engine.errors import SnapshotNotFound
+    t = _table(tmp_path)
+    t.write(pa.table({"id": [1], "v": ["a"]}))
+    messages = _prepared(t, {2: "ours"})
+    other, tagger = _other(tmp_path), _other(tmp_path)
+    real_claim, real_delete = t.file_io.write_if_absent, t.file_io.delete
+    real_tag_write = tagger.file_io.write_if_absent
+    raced, tagged = [], []
+
+    def racing(path, data):
+        if path.endswith("snapshot-2") and not raced:
+            raced.append(path)
+            _commit_and_expire(other, {3: "x"})
+            _commit_and_expire(other, {4: "y"})
+        return real_claim(path, data)
+
+    def withdrawing(path):
+        if path.endswith("snapshot-2") and not tagged:
+            tagged.append(path)
+            with pytest.raises(SnapshotNotFound):
+                tagger.create_tag("x", 2)  # reads the stale claim; it is withdrawn while the tag is written
+        return real_delete(path)
+
+    def tag_write(path, data):
+        won = real_tag_write(path, data)
+        if path.endswith("tag-x"):
+            real_delete(tagged[0])  # the committer withdraws its stale claim now
+        return won
+
+    monkeypatch.setattr(t.file_io, "write_if_absent", racing)
+    monkeypatch.setattr(t.file_io, "delete", withdrawing)
+    monkeypatch.setattr(tagger.file_io, "write_if_absent", tag_write)
+    assert t.commit(messages) == 4
+    assert raced and tagged
+    assert _state(_other(tmp_path)) == {1: "a", 2: "ours", 3: "x", 4: "y"}
+    assert t.check().problems == []

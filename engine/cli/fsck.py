@@ -16,8 +16,9 @@ TABLE_UNREADABLE = "table-unreadable"
 
 
 def _check_one(warehouse: str, name: str, verify_data: bool, listed: bool):
-    """The CheckReport of table ``name`` (a branch ``db.t$branch_b``: the table's check, which covers every
-    branch). A table whose schema cannot be read gives a report with one
+    """The CheckReport of table ``name`` (a branch ``db.t$branch_b``: that branch's snapshots, hints, tags and
+    schemas, with main and the other branches checked as far as the files they reference; its unreferenced files
+    are the whole table's). A table whose schema cannot be read gives a report with one
     ``table-unreadable`` problem; so does, for a table found by listing the warehouse (``listed``), one whose
     schema files are gone -- ``--all`` goes on with the other tables. A name given by the user that does not
     exist raises TableNotFound."""
@@ -65,8 +66,9 @@ def fsck(table, all_tables, no_data, orphans, warehouse, as_json):
 
     Reports problems (missing, truncated or corrupt files, gaps in snapshot ids, wrong record counts, unsorted
     files, overlapping levels), warnings (stale LATEST/EARLIEST hints) and files no snapshot references (left
-    by failed or in-flight commits; `remove-orphans` deletes old ones). Read-only. Exit code 1 if any problem
-    is found.
+    by failed or in-flight commits; `remove-orphans` deletes old ones). A branch (DB.TABLE$branch_NAME) is
+    checked as its own table, its unreferenced files are those of the whole table (all branches share its
+    directories). Read-only. Exit code 1 if any problem is found.
     """
     if all_tables == (table is not None):
         raise click.UsageError("give a table name or --all (not both)")
@@ -98,7 +100,8 @@ def _print_reports(reports, orphans: bool) -> None:
         status = "ok" if r.ok else "PROBLEMS"
         click.echo(f"{r.table}: {status}: {len(r.snapshot_ids)} snapshot(s), {r.data_files_checked} data file(s) "
                    f"checked, {len(r.problems)} problem(s), {len(r.warnings)} warning(s)"
-                   + (f", {len(r.orphan_files)} unreferenced file(s) ({r.orphan_bytes:,} bytes)" if orphans else ""))
+                   + (f", {len(r.orphan_files)} unreferenced file(s) ({r.orphan_bytes:,} bytes)" if orphans else "")
+                   + (f" of table {r.table.split('$')[0]} (all branches)" if orphans and "$" in r.table else ""))
         for p in r.problems:
             click.echo(f"  problem {p}")
         for w in r.warnings:

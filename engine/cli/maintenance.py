@@ -244,19 +244,34 @@ def expire(table, retain_min, retain_max, older_than, max_deletes, progress, war
 def drop_partition(table, partitions, warehouse, as_json):
     """Drop partitions in one OVERWRITE snapshot (Paimon's ALTER TABLE ... DROP PARTITION).
 
-    Their files leave the table now and are deleted from storage when the older snapshots expire.
+    Their files leave the table now and are deleted from storage when the older snapshots expire. Reports the
+    partitions dropped and the specs that matched no partition with data.
     """
+    import uuid
+
+    from engine.maintenance.partitions import drop_partitions, dropped_partitions, unmatched_specs
+    from engine.write.bucket_layout import partition_text
+
     t = _data_table(warehouse, table)
-    before = t.latest_snapshot_id()
-    sid = t.drop_partitions(_parse_partition_specs(partitions))
-    dropped = sid is not None and sid != before
+    specs = _parse_partition_specs(partitions)
+    user = str(uuid.uuid4())  # tells our snapshot from another writer's latest, returned when nothing matched
+    sid = drop_partitions(t, specs, commit_user=user)
+    ours = sid is not None and t.snapshot(sid).commit_user == user
+    dropped = dropped_partitions(t, sid) if ours else []
+    unmatched = unmatched_specs(t, specs, dropped)
+    names = [partition_text(t.schema, v).removeprefix("partition ") for v in dropped]
     if as_json:
-        click.echo(to_json({"table": t.name, "partitions": _parse_partition_specs(partitions),
-                            "snapshot": sid if dropped else None}))
-    elif dropped:
-        click.echo(f"dropped {len(partitions)} partition spec(s) of {t.name} in snapshot {sid}")
+        click.echo(to_json({"table": t.name, "partitions": specs, "snapshot": sid if dropped else None,
+                            "dropped_partitions": [dict(zip(t.schema.partition_keys, v)) for v in dropped],
+                            "unmatched_partitions": unmatched}))
+        return
+    spec_text = ", ".join(",".join(f"{k}={v}" for k, v in spec.items()) for spec in unmatched)
+    if dropped:
+        click.echo(f"dropped {len(dropped)} partition(s) of {t.name} in snapshot {sid}: {', '.join(names)}")
+        if unmatched:
+            click.echo(f"no partition with data matched: {spec_text}")
     else:
-        click.echo(f"{t.name}: no live file in the given partition(s); nothing committed")
+        click.echo(f"{t.name}: no live file in the given partition(s) ({spec_text}); nothing committed")
 
 
 # --- rescale ---------------------------------------------------------------------------------------------

@@ -42,7 +42,7 @@ import re
 import threading
 import time
 
-from engine.errors import InvalidInput
+from engine.errors import InvalidInput, SnapshotNotFound
 from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER
 from engine.options import (SINK_PROCESS_TIME_ZONE, SINK_WATERMARK_TIME_ZONE, TAG_AUTOMATIC_COMPLETION,
                             TAG_AUTOMATIC_CREATION, TAG_BATCH_CUSTOMIZED_NAME, TAG_CREATION_DELAY,
@@ -233,7 +233,10 @@ def _run(table, tags, period: TagPeriod, sm, progress: _Progress, delay, waterma
                 break
             next_snapshot = earliest
             continue
-        snap = sm.snapshot(next_snapshot)
+        try:
+            snap = sm.snapshot(next_snapshot)
+        except SnapshotNotFound:
+            continue  # expired since the check above: go on from the earliest
         next_snapshot += 1
         progress.next_snapshot, progress.visited_millis = next_snapshot, snap.time_millis
         millis = snap.watermark if watermark else snap.time_millis
@@ -248,8 +251,10 @@ def _run(table, tags, period: TagPeriod, sm, progress: _Progress, delay, waterma
         if name not in tags.names():  # an existing tag of that name is kept, as Paimon's ignoreIfExists
             check_no_auto_tag(table, name, snap.id)
             try:
-                tags.create(name, snap, opts.get(TAG_DEFAULT_TIME_RETAINED), automatic=True)
+                tags.create_of_live(name, snap, opts.get(TAG_DEFAULT_TIME_RETAINED), automatic=True)
                 created.append(name)
+            except SnapshotNotFound:
+                continue  # expired while tagged (the tag is withdrawn): tag this period on a later snapshot
             except InvalidInput:
                 if name not in tags.names():
                     raise  # not a concurrent writer having created it first

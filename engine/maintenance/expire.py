@@ -45,6 +45,10 @@ def expire_snapshots(table, *, retain_min: int | None = None, retain_max: int | 
     sm = table.snapshot_manager
     now = int(time.time() * 1000) if now_millis is None else now_millis
     tags_before = set(TagManager(table).names())
+    try:
+        tagged_before = TagManager(table).all()
+    except (CorruptFile, TagNotFound):
+        tagged_before = {}  # a tag being deleted meanwhile: a tag deleted during the expiration may leave orphans
     while True:
         ids = sm.ids()
         try:
@@ -71,6 +75,7 @@ def expire_snapshots(table, *, retain_min: int | None = None, retain_max: int | 
     sm.write_earliest_hint(first_kept.id)
     crash_point("expire.after-earliest-hint")
     removal = _spare_new_tags(table, tags_before, removal)
+    removal.merge(_files_of_deleted_tags(table, tagged_before, set(doomed_ids), first_kept))
     delete_files(table, removal, "expire.after-file-delete")
     clean_emptied_dirs(table, removal.data_files)
     expire_changelogs(table, now)
@@ -93,6 +98,30 @@ def _spare_new_tags(table, tags_before: set[str], removal: Removal) -> Removal:
     return Removal(removal.snapshot_ids, [p for p in removal.data_files if p not in keep],
                    [p for p in removal.metadata_files if p not in keep],
                    [p for p in removal.index_files if p not in keep])
+
+
+def _files_of_deleted_tags(table, tagged_before: dict, doomed: set[int], first_kept) -> Removal:
+    """The files that only tags deleted since the plan read them kept alive, for tags of snapshots this expiration
+    removed: delete_tag found their snapshot still there and left the files to expiration, while the plan kept
+    them for the tag. Nothing when the tags or those files cannot be read (orphan cleanup removes them)."""
+    try:
+        now = TagManager(table).all()
+    except (CorruptFile, TagNotFound):
+        return Removal()
+    from engine.changelog.retention import referenced
+    out = Removal()
+    for name, snap in tagged_before.items():
+        if name in now or snap.id not in doomed:
+            continue
+        try:
+            out.merge(plan_removal(table, [snap], [first_kept], first_doomed_full=True, tags=list(now.values())))
+            changelogs = referenced(table)  # a decoupled changelog keeps its files, as in delete_tag
+        except (CorruptFile, SnapshotNotFound, TagNotFound):
+            return Removal()
+    if out.data_files or out.metadata_files:
+        out.data_files = [p for p in out.data_files if p not in changelogs]
+        out.metadata_files = [p for p in out.metadata_files if p not in changelogs]
+    return out
 
 
 def _plan(table, ids: list[int], retain_min: int, retain_max: int, keep_ms: int, limit: int, now: int):

@@ -106,3 +106,19 @@ def drop_partitions(table, partitions, *, commit_user: str | None = None,
     base = table.snapshot_manager.latest_id()
     return Committer(table).overwrite([], matcher, commit_user=commit_user or str(uuid.uuid4()),
                                       commit_identifier=commit_identifier, base_snapshot_id=base)
+
+
+def dropped_partitions(table, snapshot_id: int) -> list[tuple]:
+    """The partitions (values in partition-key order, sorted by their text) whose files snapshot ``snapshot_id``
+    deleted: for a drop's OVERWRITE snapshot, the partitions it dropped. Raises SnapshotNotFound, CorruptFile."""
+    from engine.meta.manifest import DELETE
+    snap = table.snapshot(snapshot_id)
+    scan, manifests = table.scan(), table.manifests
+    rows = {e.partition for meta in manifests.manifest_list(snap.delta_manifest_list)
+            for e in manifests.manifest(meta.file_name) if e.kind == DELETE}
+    return sorted((scan.partition_values(r) for r in rows), key=str)
+
+
+def unmatched_specs(table, specs: list[dict], partitions: list[tuple]) -> list[dict]:
+    """Those of ``specs`` that match none of ``partitions`` (values in partition-key order)."""
+    return [spec for spec in specs if not any(PartitionMatcher(table, [spec]).matches(v) for v in partitions)]

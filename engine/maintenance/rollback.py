@@ -7,7 +7,10 @@ files only they referenced (data, changelog, manifest and index files); snapshot
 to a tag whose snapshot has expired restores that snapshot from the tag and removes every other snapshot; a crash in
 between leaves the newest remaining snapshot as the latest and a gap in snapshot ids (check() reports snapshot-gap)
 until the rollback is run again.
-Not safe while other writers commit to the table.
+Not safe while other writers commit to the table. A concurrent snapshot expiration may remove the target snapshot:
+rolling back to a tag then restores it from the tag again (the tag kept its files); rolling back to a snapshot id
+raises SnapshotNotFound, with nothing rolled back when the expiration landed before the rollback deleted anything
+(an expiration landing in between those deletions can leave no snapshot: expiration and rollback take no lock).
 """
 from __future__ import annotations
 
@@ -24,8 +27,9 @@ def rollback_to(table, target) -> Removal:
     sm = table.snapshot_manager
     tags = TagManager(table)
     restored = False
+    tag_snap = None  # a tag target's snapshot: its files stay while the tag does
     if isinstance(target, str):
-        snap = tags.get(target)
+        snap = tag_snap = tags.get(target)
         if not table.file_io.exists(table.paths.snapshot(snap.id)):
             table.file_io.mkdirs(table.paths.snapshot_dir)
             table.file_io.write_if_absent(table.paths.snapshot(snap.id), snap.to_json().encode())
@@ -58,6 +62,8 @@ def rollback_to(table, target) -> Removal:
                 data, meta = retention.changelog_paths(table, snap)
                 removal.merge(Removal(data_files=sorted(data - branch_use), metadata_files=sorted(meta - branch_use)))
     crash_point("rollback.before-delete")
+    if _restore_target(table, target_snap, tag_snap, "nothing was rolled back"):
+        restored = True
     for name in dropped_tags:  # tags of rolled-back snapshots go with them
         tags.delete(name)
         crash_point("rollback.after-tag-delete")
@@ -75,6 +81,9 @@ def rollback_to(table, target) -> Removal:
         table.file_io.delete(table.paths.snapshot(sid))
         sm.forget(sid)
         crash_point("rollback.after-snapshot-file")
+    if _restore_target(table, target_snap, tag_snap, "the later snapshots were deleted too, so the table may have no "
+                       "snapshot left"):
+        restored = True
     for cid in sorted(stale_changelogs, reverse=True):
         table.file_io.delete(retention.path(table, cid))
     if restored:
@@ -84,3 +93,17 @@ def rollback_to(table, target) -> Removal:
     delete_files(table, removal, "rollback.after-file-delete")
     return removal
 
+
+def _restore_target(table, target, tagged, lost: str) -> bool:
+    """Make sure snapshot ``target`` still exists after a concurrent expiration may have removed it: True if it was
+    written again from ``tagged`` (the tag's snapshot, whose files the tag kept), False if it was there. Raises
+    SnapshotNotFound (``lost`` says what the rollback had done) when it is gone and no tag holds it."""
+    path = table.paths.snapshot(target.id)
+    if table.file_io.exists(path):
+        return False
+    if tagged is None:
+        raise SnapshotNotFound(table.name, target.id, "a concurrent snapshot expiration removed it during the "
+                               f"rollback; {lost}")
+    table.file_io.write_if_absent(path, tagged.to_json().encode())
+    table.snapshot_manager.forget(target.id)
+    return True

@@ -14,7 +14,7 @@ import time
 import uuid
 
 from engine.crash_points import crash_point
-from engine.errors import CorruptFile, InvalidInput, TagNotFound
+from engine.errors import CorruptFile, InvalidInput, SnapshotNotFound, TagNotFound
 from engine.meta.snapshot import Snapshot
 
 TAG_PREFIX = "tag-"
@@ -74,6 +74,23 @@ class TagManager:
         crash_point("tag.after-create")
         if self.table.schema.table_options.get(TAG_CREATE_SUCCESS_FILE):
             self._write_success_file(name)
+
+    def create_of_live(self, name: str, snapshot: Snapshot, time_retained_ms: int | None = None, *,
+                       automatic: bool = False) -> None:
+        """``create``, then withdraw the tag and raise SnapshotNotFound if ``snapshot`` no longer exists: a
+        concurrent expiration that read the tags before this one was written may delete its files
+        (engine.maintenance.expire._spare_new_tags spares only tags written before it deletes the snapshot file).
+        Raises InvalidInput as ``create``. The snapshot may also have been a stale claim that its committer withdrew
+        (engine/commit/committer.py): the commit is retried with the files the snapshot added, so those stay (a
+        withdrawn tag of a really expired snapshot leaves them to orphan cleanup)."""
+        from engine.errors import LakemergeError, SnapshotNotFound
+        self.create(name, snapshot, time_retained_ms, automatic=automatic)
+        if not self.table.snapshot_manager.exists(snapshot.id):
+            try:  # the expiration may have spared the files for the tag: they go with it
+                delete_tag(self.table, name, keep_added=True)
+            except LakemergeError:
+                self.delete(name)  # the tag must go; files it alone kept are left to orphan cleanup
+            raise SnapshotNotFound(self.table.name, snapshot.id)
 
     def delete(self, name: str) -> Snapshot:
         """Delete tag ``name`` (only the tag file and its success file; see ``delete_tag`` for its data files) and
@@ -179,26 +196,66 @@ def tagged_snapshots(table) -> list[Snapshot]:
     return list(TagManager(table).all().values())
 
 
-def delete_tag(table, name: str) -> None:
+def delete_tag(table, name: str, *, keep_added: bool = False) -> None:
     """Remove tag ``name``; when its snapshot has expired, also the files only the tag kept alive -- data, manifest
     and index files (files shared with retained snapshots live on in the earliest one; a decoupled changelog's files
-    stay with it, as in Paimon, where changelog files belong to snapshot and changelog expiration). Raises
-    TagNotFound."""
-    from engine.changelog.retention import referenced
-    from engine.maintenance.cleanup import clean_emptied_dirs, delete_files, plan_removal
+    stay with it, as in Paimon, where changelog files belong to snapshot and changelog expiration).
+
+    Safe against a concurrent snapshot expiration: the files to delete are planned again when it removes snapshots
+    the plan reads, and once more after the tag is gone if the earliest snapshot changed meanwhile (an expiration
+    that read the tag kept its files; the first plan kept the earliest snapshot's). Raises TagNotFound, CorruptFile
+    for unreadable metadata that nothing is changing (the tag is kept then). With ``keep_added`` the files the tagged
+    snapshot added (data and changelog files of its deltas, its index files) stay: see TagManager.create_of_live."""
+    from engine.maintenance.cleanup import Removal, clean_emptied_dirs, delete_files
     tags = TagManager(table)
     snap = tags.get(name)
-    others = [s for n, s in tags.all().items() if n != name]
-    removal = None
-    if not table.file_io.exists(table.paths.snapshot(snap.id)):
-        sm = table.snapshot_manager
-        earliest = sm.earliest_id()
-        kept = [] if earliest is None else [sm.snapshot(earliest)]
-        removal = plan_removal(table, [snap], kept, first_doomed_full=True, tags=others)
-        changelogs = referenced(table)
-        removal.data_files = [p for p in removal.data_files if p not in changelogs]
-        removal.metadata_files = [p for p in removal.metadata_files if p not in changelogs]
+    spared = _added_files(table, snap) if keep_added else set()
+    earliest, removal = _tag_removal(table, name, snap)
     tags.delete(name)
+    ids = table.snapshot_manager.ids()
+    if (ids[0] if ids else None) != earliest:
+        try:
+            removal = _tag_removal(table, name, snap)[1] or removal
+        except (CorruptFile, SnapshotNotFound, TagNotFound):
+            pass  # the first plan is still safe (it kept more); orphan cleanup removes the rest
     if removal is not None:
+        removal = Removal(removal.snapshot_ids, [p for p in removal.data_files if p not in spared],
+                          removal.metadata_files, [p for p in removal.index_files if p not in spared])
         delete_files(table, removal)
         clean_emptied_dirs(table, removal.data_files)
+
+
+def _added_files(table, snap: Snapshot) -> set[str]:
+    """The data and changelog files ``snap``'s deltas add and its index files: what a stale claim's commit, retried,
+    publishes again. Raises CorruptFile for unreadable metadata."""
+    from engine.maintenance.references import changelog_added_files, delta_added_files, index_files
+    return delta_added_files(table, snap) | changelog_added_files(table, snap) | index_files(table, snap)
+
+
+def _tag_removal(table, name: str, snap: Snapshot):
+    """``(earliest snapshot id, Removal)`` of tag ``name`` of ``snap``: the files only it keeps alive, or None while
+    ``snap`` still exists (expiration removes its files later). Planned again while the snapshots or tags it reads
+    change under it; raises CorruptFile, SnapshotNotFound or TagNotFound when unchanged metadata cannot be read."""
+    from engine.changelog.retention import referenced
+    from engine.maintenance.cleanup import plan_removal
+    sm, tags = table.snapshot_manager, TagManager(table)
+    while True:
+        state = (sm.ids(), tags.names())
+        ids = state[0]
+        earliest = ids[0] if ids else None
+        if table.file_io.exists(table.paths.snapshot(snap.id)):
+            return earliest, None
+        try:
+            kept = [] if earliest is None else [sm.snapshot(earliest)]
+            others = [s for n, s in tags.all().items() if n != name]  # read after the earliest: a tag of an older
+            removal = plan_removal(table, [snap], kept, first_doomed_full=True, tags=others)  # snapshot is withdrawn
+            changelogs = referenced(table)
+        except (CorruptFile, SnapshotNotFound, TagNotFound):
+            if (sm.ids(), tags.names()) == state:
+                time.sleep(0.05)  # a committer withdrawing a stale claim: it goes within moments
+                if (sm.ids(), tags.names()) == state:
+                    raise
+            continue
+        removal.data_files = [p for p in removal.data_files if p not in changelogs]
+        removal.metadata_files = [p for p in removal.metadata_files if p not in changelogs]
+        return earliest, removal

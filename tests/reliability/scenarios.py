@@ -728,6 +728,81 @@ def pinned_reader_case(workdir: str, pin: str, workers: int = 2, commits: int = 
     return out
 
 
+def tagging_worker(warehouse: str, stop_path: str, deadline_s: float = 120.0) -> tuple[int, int, list[str]]:
+    """Until ``stop_path`` exists: tag the latest snapshot, delete the tag made two rounds before, and read every
+    remaining tag. A tag of a snapshot that expired while it was written raises SnapshotNotFound (the tag is
+    withdrawn): counted, not an error. Returns (tags created, tags deleted, errors)."""
+    from engine.errors import SnapshotNotFound
+
+    t = Catalog(warehouse).get_table(IDENT)
+    created, deleted, errors, n = [], 0, [], 0
+    start = time.monotonic()
+    while not os.path.exists(stop_path) and time.monotonic() - start < deadline_s:
+        if t.latest_snapshot_id() is None:  # the writers have not committed yet
+            time.sleep(0.005)
+            continue
+        n += 1
+        try:
+            t.create_tag(f"churn-{n}")
+            created.append(n)
+        except SnapshotNotFound:
+            pass
+        except Exception as e:  # noqa: BLE001 - reported, not raised: the race is judged as a whole
+            errors.append(f"create_tag churn-{n}: {e!r}")
+        while len(created) > 2:
+            old = created.pop(0)
+            try:
+                t.delete_tag(f"churn-{old}")
+                deleted += 1
+            except Exception as e:  # noqa: BLE001
+                errors.append(f"delete_tag churn-{old}: {e!r}")
+        for name in list(t.tags()):
+            try:
+                t.read(tag=name)
+            except Exception as e:  # noqa: BLE001
+                errors.append(f"read of tag {name}: {e!r}")
+        time.sleep(0.005)
+    return n, deleted, errors
+
+
+def tag_churn_case(workdir: str, workers: int = 2, commits: int = 8) -> PinnedReaderOutcome:
+    """Writers commit and expire snapshots down to one (``expiring_writer_worker``) while another process creates
+    and deletes tags (``tagging_worker``) and automatic tags are created and retained (process-time, at most 2).
+    Afterwards: no error anywhere, every acknowledged commit in the table, every tag readable, check() without
+    problems and without unreferenced files (every process finished: nothing is in flight)."""
+    from engine.crash_points import _context
+
+    warehouse = os.path.join(workdir, "wh")
+    create_table(warehouse, 2, **{"tag.automatic-creation": "process-time", "tag.creation-period": "hourly",
+                                  "tag.num-retained-max": "2"})
+    stop = os.path.join(workdir, "stop-tagging")
+    out = PinnedReaderOutcome()
+    with _context().Pool(workers + 1) as pool:
+        tagging = pool.apply_async(tagging_worker, (warehouse, stop))
+        results = pool.starmap(expiring_writer_worker, [(warehouse, w, commits) for w in range(workers)])
+        with open(stop, "w"):
+            pass
+        tags_made, _, tag_errors = tagging.get()
+    out.failures += tag_errors
+    out.reads = tags_made
+    fresh = Catalog(warehouse).get_table(IDENT)
+    final = read_state(fresh)
+    for w, (expired, acknowledged, errors) in enumerate(results):
+        out.expired += expired
+        out.acknowledged += len(acknowledged)
+        out.failures += errors
+        out.lost += sum(1 for i in acknowledged if final.get(("a", 1000 * (w + 1) + i)) != f"e{w}-{i}")
+    for name in fresh.tags():
+        try:
+            fresh.read(tag=name)
+        except Exception as e:  # noqa: BLE001
+            out.failures.append(f"tag {name} unreadable after the race: {e!r}")
+    report = fresh.check()
+    out.failures += [str(p) for p in report.problems]
+    out.failures += [f"unreferenced file {p}" for p in report.orphan_files]
+    return out
+
+
 def create_worker(warehouse: str, worker: int) -> str:
     from engine.errors import TableAlreadyExists
 

@@ -52,6 +52,7 @@ from engine.table import Table
 from engine.write.commit_message import CommitMessage
 from engine.write.table_write import TableWrite
 from spark_glue.job_files import remove_tagged_files, tag_files
+from spark_glue.spark_text import spark_text
 from spark_glue.tables import (
     lower_options,
     open_or_create_table,
@@ -202,6 +203,7 @@ class WriteJob:
                 rows = by_table_names(rows, renames, absent, table.arrow_schema)
                 rows = session_time_stamps(rows, table.arrow_schema, zone)
                 rows = spark_decimals(rows, table.arrow_schema, table.name)
+                rows = spark_text(rows, table.arrow_schema, zone)
                 if self.kind_column:
                     if self.kind_column not in rows.column_names:
                         raise InvalidInput(f"row-kind column {self.kind_column!r} is not in the input",

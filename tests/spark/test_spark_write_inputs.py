@@ -374,3 +374,29 @@ def test_a_first_write_with_a_bad_definition_keeps_a_table_created_concurrently(
     with pytest.raises(InvalidSchema):
         open_or_create_table(alone, {"primary-key": "nope", "bucket": "2"}, schema)
     assert not os.path.exists(os.path.dirname(alone))
+
+
+def test_values_written_into_string_columns_are_spark_cast_text(spark, tmp_path, session_zone):
+    """A TIMESTAMP_NTZ, TIMESTAMP, DOUBLE or FLOAT written into a STRING column is stored as Spark's CAST renders it
+    (Paimon's Spark writer receives Spark's cast rows): '2024-01-01 10:00:00' (fraction without trailing zeros, a
+    TIMESTAMP's wall time in the session zone), '1.0', '1.0E20', 'NaN', 'Infinity'. Spark's own CAST is the oracle.
+    Before, Arrow's text was stored: '2024-01-01 10:00:00.000000', '2024-01-01 15:00:00.000000Z', '1', '1e+20'."""
+    spark_glue.register(spark)
+    t = _kv_table(tmp_path, "text", extra=[("ntz", pa.string()), ("ltz", pa.string()), ("dbl", pa.string()),
+                                           ("flt", pa.string())])
+    df = spark.sql("SELECT id AS k, 'x' AS v, ntz, ltz, dbl, CAST(dbl AS FLOAT) AS flt FROM VALUES "
+                   "(1L, TIMESTAMP_NTZ'2024-01-01 10:00:00', TIMESTAMP'2024-01-01 10:00:00', 1.0D), "
+                   "(2L, TIMESTAMP_NTZ'2024-07-01 23:59:59.12', TIMESTAMP'2024-07-01 23:59:59.000001', 1e20D), "
+                   "(3L, TIMESTAMP_NTZ'0999-12-31 00:00:00.5', TIMESTAMP'2024-03-10 03:30:00', 0.001D), "
+                   "(4L, NULL, NULL, -1.5e-7D), (5L, NULL, NULL, CAST('NaN' AS DOUBLE)), "
+                   "(6L, NULL, NULL, CAST('-Infinity' AS DOUBLE)), (7L, NULL, NULL, 1234567.0D), "
+                   "(8L, NULL, NULL, 12345678.5D), (9L, NULL, NULL, -0.0D), (10L, NULL, NULL, 0.1D), "
+                   "(11L, NULL, NULL, NULL) AS x(id, ntz, ltz, dbl)")
+    spark_glue.write_table(df.where("k <= 5"), t.root)
+    df.where("k > 5").write.format("lakemerge").mode("append").save(t.root)
+    cols = ["ntz", "ltz", "dbl", "flt"]
+    want = {r.k: tuple(r[c] for c in cols)
+            for r in df.selectExpr("k", *[f"CAST({c} AS STRING) AS {c}" for c in cols]).collect()}
+    assert want[1] == ("2024-01-01 10:00:00", "2024-01-01 10:00:00", "1.0", "1.0")  # what the oracle renders
+    assert want[2][2] == "1.0E20"
+    assert {r["k"]: tuple(r[c] for c in cols) for r in t.read().to_pylist()} == want

@@ -400,3 +400,35 @@ def test_values_written_into_string_columns_are_spark_cast_text(spark, tmp_path,
     assert want[1] == ("2024-01-01 10:00:00", "2024-01-01 10:00:00", "1.0", "1.0")  # what the oracle renders
     assert want[2][2] == "1.0E20"
     assert {r["k"]: tuple(r[c] for c in cols) for r in t.read().to_pylist()} == want
+
+
+def test_timestamps_and_integers_are_written_across_as_seconds_and_other_date_time_numbers_refused(spark, tmp_path):
+    """A TIMESTAMP written into a BIGINT column is its seconds since the epoch (floored), and a BIGINT written into
+    a TIMESTAMP_LTZ column is read as seconds, as Spark's CAST (and so Paimon's Spark writer) converts them; Spark's
+    CAST is the oracle. A DATE or TIMESTAMP_NTZ into a number column and a number into a TIMESTAMP_NTZ or DATE
+    column, which Spark cannot cast, are refused naming the table and the column before anything is written.
+    Before, Arrow's units were stored silently: microseconds (1704067200000000), days (19723), and a BIGINT of
+    seconds became a 1970 timestamp."""
+    spark_glue.register(spark)
+    t = _kv_table(tmp_path, "secs", extra=[("n", pa.int64()), ("at", pa.timestamp("us", tz="UTC")),
+                                           ("ntz", pa.timestamp("us")), ("i", pa.int32())])
+    df = spark.sql("SELECT id AS k, 'x' AS v, n, at FROM VALUES "
+                   "(1L, TIMESTAMP'2024-01-01 00:00:00.9', 1700000000L), (2L, TIMESTAMP'1969-12-31 23:59:59.5', -1L), "
+                   "(3L, NULL, NULL) AS x(id, n, at)")
+    spark_glue.write_table(df.where("k <= 2"), t.root)
+    df.where("k > 2").write.format("lakemerge").mode("append").save(t.root)
+    want = {r.k: (r.n, r.at) for r in df.selectExpr("k", "CAST(n AS BIGINT) AS n",
+                                                    "CAST(at AS TIMESTAMP) AS at").collect()}
+    assert want[1][0] == 1704067200 and want[2][0] == -1  # the oracle floors to seconds
+    got = {r["k"]: (r["n"], r["at"]) for r in t.read().to_pylist()}
+    assert {k: n for k, (n, _) in got.items()} == {k: n for k, (n, _) in want.items()}
+    assert {k: None if a is None else a.timestamp() for k, (_, a) in got.items()} == \
+        {k: None if a is None else a.replace(tzinfo=UTC).timestamp() for k, (_, a) in want.items()}
+    latest = t.latest_snapshot_id()
+    refused = {"i": "SELECT 9L AS k, DATE'2024-01-01' AS i", "n": "SELECT 9L AS k, TIMESTAMP_NTZ'2024-01-01' AS n",
+               "ntz": "SELECT 9L AS k, 1700000000L AS ntz"}
+    for column, sql in refused.items():
+        for write in _writes(spark).values():
+            with pytest.raises(Exception, match=rf"db\.secs.*'{column}'"):
+                write(spark.sql(sql), t.root)
+    assert t.latest_snapshot_id() == latest

@@ -2,7 +2,8 @@
 
 Paimon's Spark writer receives rows Spark has already cast to the table's types (PaimonOutputResolver adds a Cast in
 the session time zone). lakemerge's tasks receive the input's own types, and Arrow's cast to text differs from
-Spark's for timestamps and floating-point numbers; integers, booleans, dates and strings read the same in both.
+Spark's for timestamps, floating-point numbers and decimals (Arrow writes '1E-9', Spark '0.000000001'); integers,
+booleans, dates and strings read the same in both.
 """
 from __future__ import annotations
 
@@ -14,11 +15,12 @@ import pyarrow.compute as pc
 
 
 def spark_text(rows: pa.Table, target: pa.Schema, zone: str | None) -> pa.Table:
-    """``rows`` whose top-level timestamp, float and double columns written into a STRING column of ``target`` are
-    the text Spark's CAST gives: a timestamp as ``yyyy-MM-dd HH:mm:ss`` with its fraction of a second without
+    """``rows`` whose top-level timestamp, float, double and decimal columns written into a STRING column of
+    ``target`` are the text Spark's CAST gives: a timestamp as ``yyyy-MM-dd HH:mm:ss`` with its fraction of a second without
     trailing zeros (none when it is zero), a TIMESTAMP (with a zone) as its wall time in the session zone ``zone``
     (None: the zone Spark typed the column with); a double or float as Java's ``toString`` writes it (``1.0``,
-    ``1.0E20``, ``NaN``, ``-Infinity``). Other columns are returned as they are (the writer casts them; nested
+    ``1.0E20``, ``NaN``, ``-Infinity``); a decimal in plain notation with all its scale's digits (``0.000000100``,
+    never Arrow's ``1.00E-7``). Other columns are returned as they are (the writer casts them; nested
     values too)."""
     for i, name in enumerate(rows.column_names):
         if name not in target.names or not pa.types.is_string(target.field(name).type):
@@ -29,6 +31,8 @@ def spark_text(rows: pa.Table, target: pa.Schema, zone: str | None) -> pa.Table:
         elif pa.types.is_floating(col.type):
             single = pa.types.is_float32(col.type) or pa.types.is_float16(col.type)
             text = pa.array([None if v is None else java_float_text(v, single) for v in col.to_pylist()], pa.string())
+        elif pa.types.is_decimal(col.type):
+            text = pa.array([None if v is None else format(v, "f") for v in col.to_pylist()], pa.string())
         else:
             continue
         rows = rows.set_column(i, name, text)

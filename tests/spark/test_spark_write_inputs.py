@@ -432,3 +432,17 @@ def test_timestamps_and_integers_are_written_across_as_seconds_and_other_date_ti
             with pytest.raises(Exception, match=rf"db\.secs.*'{column}'"):
                 write(spark.sql(sql), t.root)
     assert t.latest_snapshot_id() == latest
+
+
+def test_decimals_written_into_string_columns_are_plain_text(spark, tmp_path):
+    """A DECIMAL written into a STRING column is stored as Spark's CAST renders it, in plain notation with all the
+    scale's digits ('0.000000001', '0.000000100', '0.000000000'); Spark's CAST is the oracle. Before, Arrow's text
+    was stored: '1E-9', '1.00E-7', '0E-9'."""
+    t = _kv_table(tmp_path, "dectext", extra=[("d", pa.string())])
+    df = spark.sql("SELECT id AS k, 'x' AS v, CAST(d AS DECIMAL(10, 9)) AS d FROM VALUES (1L, '0.000000001'), "
+                   "(2L, '0.0000001'), (3L, '0'), (4L, '-1.5'), (5L, '0.0001'), (6L, NULL) AS x(id, d)")
+    spark_glue.write_table(df.where("k <= 3"), t.root)
+    df.where("k > 3").write.format("lakemerge").mode("append").save(t.root)
+    want = {r.k: r.d for r in df.selectExpr("k", "CAST(d AS STRING) AS d").collect()}
+    assert want[1] == "0.000000001" and want[3] == "0.000000000"  # what the oracle renders
+    assert {r["k"]: r["d"] for r in t.read().to_pylist()} == want

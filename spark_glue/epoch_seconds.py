@@ -10,6 +10,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine.errors import InvalidInput
+
 MICROS = 1_000_000
 
 
@@ -44,11 +46,12 @@ def refused_cast(have: pa.DataType, want: pa.DataType) -> str | None:
     return "Spark cannot cast it"
 
 
-def spark_epoch_seconds(rows: pa.Table, target: pa.Schema) -> pa.Table:
+def spark_epoch_seconds(rows: pa.Table, target: pa.Schema, table: str) -> pa.Table:
     """``rows`` whose top-level TIMESTAMP columns written into an integer column of ``target`` are seconds since
     the epoch (floored), and whose integer columns written into a TIMESTAMP column (with a zone) are read as seconds
     since the epoch. Other columns are returned as they are; an integer too wide for its column is left for the
-    writer's safe cast to refuse, naming the column."""
+    writer's safe cast to refuse, naming the column. Raises InvalidInput naming ``table`` and the column for seconds
+    beyond what a timestamp holds in microseconds (Spark's CAST saturates them to its largest timestamp)."""
     for i, name in enumerate(rows.column_names):
         if name not in target.names:
             continue
@@ -60,6 +63,10 @@ def spark_epoch_seconds(rows: pa.Table, target: pa.Schema) -> pa.Table:
                                pc.subtract(seconds, 1), seconds)
             rows = rows.set_column(i, name, floor)
         elif pa.types.is_integer(col.type) and _instant(want):
-            micros = pc.multiply_checked(col.cast(pa.int64()), MICROS)
+            try:
+                micros = pc.multiply_checked(col.cast(pa.int64()), MICROS)
+            except pa.ArrowInvalid:
+                raise InvalidInput(f"column {name!r}: a value read as seconds since the epoch is beyond the "
+                                   "timestamp range", table=table, column=name) from None
             rows = rows.set_column(i, name, micros.cast(pa.timestamp("us", tz="UTC")))
     return rows

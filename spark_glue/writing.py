@@ -205,7 +205,7 @@ class WriteJob:
                 rows = session_time_stamps(rows, table.arrow_schema, zone)
                 rows = spark_decimals(rows, table.arrow_schema, table.name)
                 rows = spark_text(rows, table.arrow_schema, zone)
-                rows = spark_epoch_seconds(rows, table.arrow_schema)
+                rows = spark_epoch_seconds(rows, table.arrow_schema, table.name)
                 if self.kind_column:
                     if self.kind_column not in rows.column_names:
                         raise InvalidInput(f"row-kind column {self.kind_column!r} is not in the input",

@@ -446,3 +446,18 @@ def test_decimals_written_into_string_columns_are_plain_text(spark, tmp_path):
     want = {r.k: r.d for r in df.selectExpr("k", "CAST(d AS STRING) AS d").collect()}
     assert want[1] == "0.000000001" and want[3] == "0.000000000"  # what the oracle renders
     assert {r["k"]: r["d"] for r in t.read().to_pylist()} == want
+
+
+def test_seconds_beyond_the_timestamp_range_are_refused_naming_the_column(spark, tmp_path):
+    """An integer written into a TIMESTAMP_LTZ column is read as seconds; seconds whose microseconds do not fit a
+    64-bit timestamp are refused naming the table and the column, and nothing is committed (Spark's CAST saturates
+    them to its largest timestamp, year 294247; lakemerge refuses rather than store that). Before, a bare Arrow
+    'overflow' error named neither."""
+    t = _kv_table(tmp_path, "farsecs", extra=[("at", pa.timestamp("us", tz="UTC"))])
+    spark_glue.write_table(spark.sql("SELECT 1L AS k, 'x' AS v, 1700000000L AS at"), t.root)
+    latest = t.latest_snapshot_id()
+    for write in _writes(spark).values():
+        with pytest.raises(Exception, match=r"db\.farsecs.*'at'.*beyond the timestamp range"):
+            write(spark.sql("SELECT 2L AS k, 'y' AS v, 100000000000000L AS at"), t.root)
+    assert t.latest_snapshot_id() == latest
+    assert [r["at"] for r in t.read().to_pylist()] == [dt.datetime.fromtimestamp(1700000000, UTC)]

@@ -461,3 +461,20 @@ def test_seconds_beyond_the_timestamp_range_are_refused_naming_the_column(spark,
             write(spark.sql("SELECT 2L AS k, 'y' AS v, 100000000000000L AS at"), t.root)
     assert t.latest_snapshot_id() == latest
     assert [r["at"] for r in t.read().to_pylist()] == [dt.datetime.fromtimestamp(1700000000, UTC)]
+
+
+def test_dates_written_into_timestamp_ltz_columns_are_midnight_in_the_session_zone(spark, tmp_path, session_zone):
+    """A DATE written into a TIMESTAMP_LTZ column is the instant of that day's midnight in the session time zone,
+    as Spark's CAST (which Paimon's Spark writer applies) converts it; into a TIMESTAMP column it is the midnight
+    wall time. Before, midnight UTC was stored (2024-01-01 00:00Z instead of 05:00Z in New York)."""
+    t = _kv_table(tmp_path, "dates", extra=[("ltz", pa.timestamp("us", tz="UTC")), ("ntz", pa.timestamp("us"))])
+    df = spark.sql("SELECT id AS k, 'x' AS v, d AS ltz, d AS ntz FROM VALUES (1L, DATE'2024-01-01'), "
+                   "(2L, DATE'2024-07-01'), (3L, NULL) AS x(id, d)")
+    spark_glue.write_table(df.where("k <= 2"), t.root)
+    df.where("k > 2").write.format("lakemerge").mode("append").save(t.root)
+    want = {r.k: (r.ltz, r.ntz) for r in df.selectExpr("k", "CAST(unix_micros(CAST(ltz AS TIMESTAMP)) AS BIGINT) ltz",
+                                                        "CAST(CAST(ntz AS TIMESTAMP_NTZ) AS STRING) ntz").collect()}
+    assert want[1] == (dt.datetime(2024, 1, 1, 5, tzinfo=UTC).timestamp() * 1_000_000, "2024-01-01 00:00:00")
+    got = {r["k"]: (None if r["ltz"] is None else int(r["ltz"].timestamp()) * 1_000_000,
+                    None if r["ntz"] is None else r["ntz"].strftime("%Y-%m-%d %H:%M:%S")) for r in t.read().to_pylist()}
+    assert got == want

@@ -432,14 +432,18 @@ def session_time_stamps(rows: pa.Table, target: pa.Schema, zone: str | None) -> 
     (a struct field, a list element, a map key or value): a Spark TIMESTAMP (an instant) into a type without a
     time zone becomes its wall time in ``zone``; a TIMESTAMP_NTZ (a wall time) into a type with one becomes the
     instant of that wall time in ``zone`` (a wall time a DST gap skips moves later by the gap, an ambiguous one
-    takes the earlier instant, as java.time does). Other values are returned as they are; nested struct fields
-    are matched by name (writing.check_input_schema has made them the table's)."""
+    takes the earlier instant, as java.time does); a top-level DATE into a type with one becomes the instant of its
+    midnight in ``zone``. Other values are returned as they are; nested struct fields are matched by name
+    (writing.check_input_schema has made them the table's)."""
     for i, name in enumerate(rows.column_names):
         if name not in target.names:
             continue
         col, want = rows.column(i), target.field(name).type
         if col.num_chunks and _needs_zone(col.type, want):
             chunks = [_in_zone(c, want, zone) for c in col.chunks]
+            rows = rows.set_column(i, name, pa.chunked_array(chunks))
+        elif col.num_chunks and pa.types.is_date(col.type) and pa.types.is_timestamp(want) and want.tz is not None:
+            chunks = [_to_instant(c.cast(pa.timestamp("us")), zone) for c in col.chunks]
             rows = rows.set_column(i, name, pa.chunked_array(chunks))
     return rows
 

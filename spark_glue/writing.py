@@ -51,7 +51,9 @@ from engine.postpone import POSTPONE_BUCKET
 from engine.table import Table
 from engine.write.commit_message import CommitMessage
 from engine.write.table_write import TableWrite
+from spark_glue.epoch_seconds import refused_cast, spark_epoch_seconds
 from spark_glue.job_files import remove_tagged_files, tag_files
+from spark_glue.spark_text import spark_text
 from spark_glue.tables import (
     lower_options,
     open_or_create_table,
@@ -202,6 +204,8 @@ class WriteJob:
                 rows = by_table_names(rows, renames, absent, table.arrow_schema)
                 rows = session_time_stamps(rows, table.arrow_schema, zone)
                 rows = spark_decimals(rows, table.arrow_schema, table.name)
+                rows = spark_text(rows, table.arrow_schema, zone)
+                rows = spark_epoch_seconds(rows, table.arrow_schema, table.name)
                 if self.kind_column:
                     if self.kind_column not in rows.column_names:
                         raise InvalidInput(f"row-kind column {self.kind_column!r} is not in the input",
@@ -402,8 +406,9 @@ def check_input_schema(table: Table, spark_schema, kind_column: str | None = Non
     Refused with SchemaMismatch naming the column and the table: columns the table lacks, an ambiguous name (two
     table columns, or two input columns, equal ignoring case while insensitive), two input columns naming one
     table column, a missing NOT NULL column, and text for a non-text column (Spark's ANSI store assignment refuses
-    string -> number, date, boolean; casting by value would pass on '5' and fail later on 'abc'). Other types are
-    cast safely by the writer."""
+    string -> number, date, boolean; casting by value would pass on '5' and fail later on 'abc'), and what
+    spark_glue.epoch_seconds.refused_cast refuses (a date-time to or from a number, but a TIMESTAMP to or from an
+    integer). Other types are cast safely by the writer."""
     if case_sensitive is None:
         try:
             return check_input_schema(table, spark_schema, kind_column, case_sensitive=False)
@@ -445,6 +450,10 @@ def check_input_schema(table: Table, spark_schema, kind_column: str | None = Non
         if _is_text(have) and not _is_text(want):
             raise SchemaMismatch(f"column {c!r} is {have} in the input but {want} in the table; cast it "
                                  "explicitly", table=table.name, column=c)
+        why = refused_cast(have, want)
+        if why:
+            raise SchemaMismatch(f"column {c!r} is {have} in the input but {want} in the table, and {why}; cast "
+                                 "it explicitly", table=table.name, column=c)
         nested = _nested_mismatch(have, want, t)
         if nested:
             raise SchemaMismatch(f"column {c!r}: {nested} (the writer would write nulls in their place)",

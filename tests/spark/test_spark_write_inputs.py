@@ -374,3 +374,107 @@ def test_a_first_write_with_a_bad_definition_keeps_a_table_created_concurrently(
     with pytest.raises(InvalidSchema):
         open_or_create_table(alone, {"primary-key": "nope", "bucket": "2"}, schema)
     assert not os.path.exists(os.path.dirname(alone))
+
+
+def test_values_written_into_string_columns_are_spark_cast_text(spark, tmp_path, session_zone):
+    """A TIMESTAMP_NTZ, TIMESTAMP, DOUBLE or FLOAT written into a STRING column is stored as Spark's CAST renders it
+    (Paimon's Spark writer receives Spark's cast rows): '2024-01-01 10:00:00' (fraction without trailing zeros, a
+    TIMESTAMP's wall time in the session zone), '1.0', '1.0E20', 'NaN', 'Infinity'. Spark's own CAST is the oracle.
+    Before, Arrow's text was stored: '2024-01-01 10:00:00.000000', '2024-01-01 15:00:00.000000Z', '1', '1e+20'."""
+    spark_glue.register(spark)
+    t = _kv_table(tmp_path, "text", extra=[("ntz", pa.string()), ("ltz", pa.string()), ("dbl", pa.string()),
+                                           ("flt", pa.string())])
+    df = spark.sql("SELECT id AS k, 'x' AS v, ntz, ltz, dbl, CAST(dbl AS FLOAT) AS flt FROM VALUES "
+                   "(1L, TIMESTAMP_NTZ'2024-01-01 10:00:00', TIMESTAMP'2024-01-01 10:00:00', 1.0D), "
+                   "(2L, TIMESTAMP_NTZ'2024-07-01 23:59:59.12', TIMESTAMP'2024-07-01 23:59:59.000001', 1e20D), "
+                   "(3L, TIMESTAMP_NTZ'0999-12-31 00:00:00.5', TIMESTAMP'2024-03-10 03:30:00', 0.001D), "
+                   "(4L, NULL, NULL, -1.5e-7D), (5L, NULL, NULL, CAST('NaN' AS DOUBLE)), "
+                   "(6L, NULL, NULL, CAST('-Infinity' AS DOUBLE)), (7L, NULL, NULL, 1234567.0D), "
+                   "(8L, NULL, NULL, 12345678.5D), (9L, NULL, NULL, -0.0D), (10L, NULL, NULL, 0.1D), "
+                   "(11L, NULL, NULL, NULL) AS x(id, ntz, ltz, dbl)")
+    spark_glue.write_table(df.where("k <= 5"), t.root)
+    df.where("k > 5").write.format("lakemerge").mode("append").save(t.root)
+    cols = ["ntz", "ltz", "dbl", "flt"]
+    want = {r.k: tuple(r[c] for c in cols)
+            for r in df.selectExpr("k", *[f"CAST({c} AS STRING) AS {c}" for c in cols]).collect()}
+    assert want[1] == ("2024-01-01 10:00:00", "2024-01-01 10:00:00", "1.0", "1.0")  # what the oracle renders
+    assert want[2][2] == "1.0E20"
+    assert {r["k"]: tuple(r[c] for c in cols) for r in t.read().to_pylist()} == want
+
+
+def test_timestamps_and_integers_are_written_across_as_seconds_and_other_date_time_numbers_refused(spark, tmp_path):
+    """A TIMESTAMP written into a BIGINT column is its seconds since the epoch (floored), and a BIGINT written into
+    a TIMESTAMP_LTZ column is read as seconds, as Spark's CAST (and so Paimon's Spark writer) converts them; Spark's
+    CAST is the oracle. A DATE or TIMESTAMP_NTZ into a number column and a number into a TIMESTAMP_NTZ or DATE
+    column, which Spark cannot cast, are refused naming the table and the column before anything is written.
+    Before, Arrow's units were stored silently: microseconds (1704067200000000), days (19723), and a BIGINT of
+    seconds became a 1970 timestamp."""
+    spark_glue.register(spark)
+    t = _kv_table(tmp_path, "secs", extra=[("n", pa.int64()), ("at", pa.timestamp("us", tz="UTC")),
+                                           ("ntz", pa.timestamp("us")), ("i", pa.int32())])
+    df = spark.sql("SELECT id AS k, 'x' AS v, n, at FROM VALUES "
+                   "(1L, TIMESTAMP'2024-01-01 00:00:00.9', 1700000000L), (2L, TIMESTAMP'1969-12-31 23:59:59.5', -1L), "
+                   "(3L, NULL, NULL) AS x(id, n, at)")
+    spark_glue.write_table(df.where("k <= 2"), t.root)
+    df.where("k > 2").write.format("lakemerge").mode("append").save(t.root)
+    want = {r.k: (r.n, r.at) for r in df.selectExpr("k", "CAST(n AS BIGINT) AS n",
+                                                    "CAST(at AS TIMESTAMP) AS at").collect()}
+    assert want[1][0] == 1704067200 and want[2][0] == -1  # the oracle floors to seconds
+    got = {r["k"]: (r["n"], r["at"]) for r in t.read().to_pylist()}
+    assert {k: n for k, (n, _) in got.items()} == {k: n for k, (n, _) in want.items()}
+    assert {k: None if a is None else a.timestamp() for k, (_, a) in got.items()} == \
+        {k: None if a is None else a.replace(tzinfo=UTC).timestamp() for k, (_, a) in want.items()}
+    latest = t.latest_snapshot_id()
+    refused = {"i": "SELECT 9L AS k, DATE'2024-01-01' AS i", "n": "SELECT 9L AS k, TIMESTAMP_NTZ'2024-01-01' AS n",
+               "ntz": "SELECT 9L AS k, 1700000000L AS ntz"}
+    for column, sql in refused.items():
+        for write in _writes(spark).values():
+            with pytest.raises(Exception, match=rf"db\.secs.*'{column}'"):
+                write(spark.sql(sql), t.root)
+    assert t.latest_snapshot_id() == latest
+
+
+def test_decimals_written_into_string_columns_are_plain_text(spark, tmp_path):
+    """A DECIMAL written into a STRING column is stored as Spark's CAST renders it, in plain notation with all the
+    scale's digits ('0.000000001', '0.000000100', '0.000000000'); Spark's CAST is the oracle. Before, Arrow's text
+    was stored: '1E-9', '1.00E-7', '0E-9'."""
+    t = _kv_table(tmp_path, "dectext", extra=[("d", pa.string())])
+    df = spark.sql("SELECT id AS k, 'x' AS v, CAST(d AS DECIMAL(10, 9)) AS d FROM VALUES (1L, '0.000000001'), "
+                   "(2L, '0.0000001'), (3L, '0'), (4L, '-1.5'), (5L, '0.0001'), (6L, NULL) AS x(id, d)")
+    spark_glue.write_table(df.where("k <= 3"), t.root)
+    df.where("k > 3").write.format("lakemerge").mode("append").save(t.root)
+    want = {r.k: r.d for r in df.selectExpr("k", "CAST(d AS STRING) AS d").collect()}
+    assert want[1] == "0.000000001" and want[3] == "0.000000000"  # what the oracle renders
+    assert {r["k"]: r["d"] for r in t.read().to_pylist()} == want
+
+
+def test_seconds_beyond_the_timestamp_range_are_refused_naming_the_column(spark, tmp_path):
+    """An integer written into a TIMESTAMP_LTZ column is read as seconds; seconds whose microseconds do not fit a
+    64-bit timestamp are refused naming the table and the column, and nothing is committed (Spark's CAST saturates
+    them to its largest timestamp, year 294247; lakemerge refuses rather than store that). Before, a bare Arrow
+    'overflow' error named neither."""
+    t = _kv_table(tmp_path, "farsecs", extra=[("at", pa.timestamp("us", tz="UTC"))])
+    spark_glue.write_table(spark.sql("SELECT 1L AS k, 'x' AS v, 1700000000L AS at"), t.root)
+    latest = t.latest_snapshot_id()
+    for write in _writes(spark).values():
+        with pytest.raises(Exception, match=r"db\.farsecs.*'at'.*beyond the timestamp range"):
+            write(spark.sql("SELECT 2L AS k, 'y' AS v, 100000000000000L AS at"), t.root)
+    assert t.latest_snapshot_id() == latest
+    assert [r["at"] for r in t.read().to_pylist()] == [dt.datetime.fromtimestamp(1700000000, UTC)]
+
+
+def test_dates_written_into_timestamp_ltz_columns_are_midnight_in_the_session_zone(spark, tmp_path, session_zone):
+    """A DATE written into a TIMESTAMP_LTZ column is the instant of that day's midnight in the session time zone,
+    as Spark's CAST (which Paimon's Spark writer applies) converts it; into a TIMESTAMP column it is the midnight
+    wall time. Before, midnight UTC was stored (2024-01-01 00:00Z instead of 05:00Z in New York)."""
+    t = _kv_table(tmp_path, "dates", extra=[("ltz", pa.timestamp("us", tz="UTC")), ("ntz", pa.timestamp("us"))])
+    df = spark.sql("SELECT id AS k, 'x' AS v, d AS ltz, d AS ntz FROM VALUES (1L, DATE'2024-01-01'), "
+                   "(2L, DATE'2024-07-01'), (3L, NULL) AS x(id, d)")
+    spark_glue.write_table(df.where("k <= 2"), t.root)
+    df.where("k > 2").write.format("lakemerge").mode("append").save(t.root)
+    want = {r.k: (r.ltz, r.ntz) for r in df.selectExpr("k", "CAST(unix_micros(CAST(ltz AS TIMESTAMP)) AS BIGINT) ltz",
+                                                        "CAST(CAST(ntz AS TIMESTAMP_NTZ) AS STRING) ntz").collect()}
+    assert want[1] == (dt.datetime(2024, 1, 1, 5, tzinfo=UTC).timestamp() * 1_000_000, "2024-01-01 00:00:00")
+    got = {r["k"]: (None if r["ltz"] is None else int(r["ltz"].timestamp()) * 1_000_000,
+                    None if r["ntz"] is None else r["ntz"].strftime("%Y-%m-%d %H:%M:%S")) for r in t.read().to_pylist()}
+    assert got == want

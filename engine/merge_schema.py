@@ -116,8 +116,8 @@ def _merge_type(path: tuple[str, ...], base: DataType, update: DataType, *, tabl
         return changes
     if base.root in ("ARRAY", "MULTISET") and update.root == base.root:
         return nested("element", base.element, update.element)
-    if base.root == "MAP" and update.root == "MAP":
-        return nested("value", base.value, update.value)  # keys are not merged (the writer casts them)
+    if base.root == "MAP" and update.root == "MAP":  # Paimon merges keys too (then replaces the map's type)
+        return nested("key", base.key, update.key) + nested("value", base.value, update.value)
     if not type_widening or base.with_nullable(True) == update.with_nullable(True):
         return []  # the writer casts the input to the table's type (or refuses it)
     name = path[0] if len(path) == 1 else path

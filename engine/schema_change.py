@@ -24,8 +24,8 @@ Contract:
   validateFieldsPrefix refuses both). Dropping a column removes its own ``fields.<f>.*`` options (Paimon instead
   refuses the drop until they are reset).
 - ``AddColumn`` / ``UpdateColumnType`` take a tuple name for a field nested in a ROW (Paimon's ``fieldNames``;
-  ``element`` / ``value`` step into an ARRAY / a MAP's value): how schema merging on write (engine.merge_schema)
-  adds struct fields.
+  ``element`` / ``key`` / ``value`` step into an ARRAY / a MAP's key / value): how schema merging on write
+  (engine.merge_schema) adds struct fields and widens nested types.
 - ``alter_table`` publishes with put-if-absent and re-applies the changes on top of a concurrently published schema.
 """
 from __future__ import annotations
@@ -371,23 +371,17 @@ def apply_changes(schema: TableSchema, changes: Sequence[SchemaChange], *, table
             if top in schema.partition_keys or top in primary_keys or top in schema.bucket_keys:
                 fail(f"cannot change the type of a field nested in key column {top!r}")
 
-            def retype(row: DataType, path=change.name, change=change) -> DataType:
-                by_name = {f.name: k for k, f in enumerate(row.fields)}
-                if path[-1] not in by_name:
-                    fail(f"nested field {'.'.join(path)!r} does not exist")
-                old = row.fields[by_name[path[-1]]]
-                new_type = change.new_type.with_nullable(old.type.nullable) if change.keep_nullability \
+            def retype(old: DataType, path=change.name, change=change) -> DataType:
+                new_type = change.new_type.with_nullable(old.nullable) if change.keep_nullability \
                     else change.new_type
-                if not is_widening(old.type, new_type):
-                    fail(f"nested field {'.'.join(path)!r} cannot change type from {old.type.sql()} to "
+                if not is_widening(old, new_type):
+                    fail(f"nested field {'.'.join(path)!r} cannot change type from {old.sql()} to "
                          f"{new_type.sql()} without losing information; only widening changes are allowed")
-                if old.type.nullable and not new_type.nullable and has_snapshots:
+                if old.nullable and not new_type.nullable and has_snapshots:
                     fail(f"cannot make nested field {'.'.join(path)!r} NOT NULL: the table already has data")
-                out = list(row.fields)
-                out[by_name[path[-1]]] = replace(old, type=new_type)
-                return replace(row, fields=tuple(out))
+                return new_type
             i = index_of(top)
-            fields[i] = replace(fields[i], type=_edit_nested(fields[i].type, change.name, 1, retype, fail))
+            fields[i] = replace(fields[i], type=_replace_nested(fields[i].type, change.name, 1, retype, fail))
         elif isinstance(change, UpdateColumnType):
             if change.name in schema.partition_keys:
                 fail(f"cannot change the type of partition column {change.name!r}")
@@ -442,25 +436,36 @@ def _is_path(name) -> bool:
 
 
 def _edit_nested(t: DataType, path: tuple[str, ...], depth: int, edit, fail) -> DataType:
-    """``t`` (the type at ``path[:depth]``) with ``edit`` applied to the ROW holding the field ``path[-1]``:
-    ROW fields are stepped into by name, an ARRAY/MULTISET by ``element``, a MAP's value by ``value`` (Paimon's
-    SchemaMergingUtils names). Calls ``fail`` for a path that names nothing."""
-    if depth == len(path) - 1:
-        if t.root != "ROW":
-            fail(f"{'.'.join(path[:depth])!r} is {t.sql()}, not a ROW: nested field {'.'.join(path)!r} cannot be "
+    """``t`` (the type at ``path[:depth]``) with ``edit`` applied to the ROW holding the field ``path[-1]``
+    (stepping as ``_replace_nested``). Calls ``fail`` for a path that names nothing or no ROW."""
+    def edit_row(row: DataType) -> DataType:
+        if row.root != "ROW":
+            fail(f"{'.'.join(path[:-1])!r} is {row.sql()}, not a ROW: nested field {'.'.join(path)!r} cannot be "
                  "changed there")
-        return edit(t)
+        return edit(row)
+    return _replace_nested(t, path[:-1], depth, edit_row, fail)
+
+
+def _replace_nested(t: DataType, path: tuple[str, ...], depth: int, replace_type, fail) -> DataType:
+    """``t`` (the type at ``path[:depth]``) with the type at ``path`` replaced by ``replace_type(old type)``: ROW
+    fields are stepped into by name, an ARRAY/MULTISET by ``element``, a MAP by ``key`` / ``value`` (Paimon's
+    SchemaMergingUtils names ``element`` and ``value``; a map key is lakemerge's step for the key merging Paimon
+    does by replacing the map's type). Calls ``fail`` for a path that names nothing."""
+    if depth == len(path):
+        return replace_type(t)
     step = path[depth]
     if t.root == "ROW":
         for k, f in enumerate(t.fields):
             if f.name == step:
                 out = list(t.fields)
-                out[k] = replace(f, type=_edit_nested(f.type, path, depth + 1, edit, fail))
+                out[k] = replace(f, type=_replace_nested(f.type, path, depth + 1, replace_type, fail))
                 return replace(t, fields=tuple(out))
     elif t.root in ("ARRAY", "MULTISET") and step == "element":
-        return replace(t, element=_edit_nested(t.element, path, depth + 1, edit, fail))
+        return replace(t, element=_replace_nested(t.element, path, depth + 1, replace_type, fail))
+    elif t.root == "MAP" and step == "key":
+        return replace(t, key=_replace_nested(t.key, path, depth + 1, replace_type, fail))
     elif t.root == "MAP" and step == "value":
-        return replace(t, value=_edit_nested(t.value, path, depth + 1, edit, fail))
+        return replace(t, value=_replace_nested(t.value, path, depth + 1, replace_type, fail))
     fail(f"nested field {'.'.join(path[:depth + 1])!r} does not exist")
 
 

@@ -284,3 +284,40 @@ def test_an_input_the_merged_schema_would_refuse_leaves_the_schema_unchanged(cat
                 merge_schema=True)
     fresh = catalog.get_table("db.nn")
     assert [s.id for s in fresh.schemas()] == [0] and fresh.read().num_rows == 0
+
+
+def test_map_keys_merge_as_paimon_merges_them(catalog):
+    """SchemaMergingUtils.merge merges a MAP's key type as its value type: a ROW key gains the input's new fields
+    (old keys read null there), and with type widening a leaf key, a map value and an array element widen
+    losslessly; old files are read through the new types (by field id)."""
+    key = pa.struct([("x", pa.int32())])
+    schema = pa.schema([pa.field("id", pa.int64(), False), ("m", pa.map_(pa.int32(), pa.int32())),
+                        ("mk", pa.map_(key, pa.string())), ("a", pa.list_(pa.int32()))])
+    t = catalog.create_table("db.m", schema, primary_key=["id"], options={"bucket": "1"})
+    t.write(pa.Table.from_pylist([{"id": 1, "m": [(1, 10)], "mk": [({"x": 1}, "one")], "a": [1]}], schema=schema))
+    before = t.schema
+    wider_key = pa.struct([("x", pa.int32()), ("y", pa.string())])
+    new = pa.schema([pa.field("id", pa.int64(), False), ("m", pa.map_(pa.int64(), pa.int64())),
+                     ("mk", pa.map_(wider_key, pa.string())), ("a", pa.list_(pa.int64()))])
+    row = {"id": 2, "m": [(2 ** 40, 2 ** 41)], "mk": [({"x": 2, "y": "k"}, "two")], "a": [2 ** 42]}
+    t.write(pa.Table.from_pylist([row], schema=new), merge_schema=True, type_widening=True)
+    after = t.schema_manager.latest()
+    assert after.id == before.id + 1
+    m, mk = after.field("m").type, after.field("mk").type
+    assert (m.key.root, m.value.root, after.field("a").type.element.root) == ("BIGINT", "BIGINT", "BIGINT")
+    assert not m.key.nullable and not mk.key.nullable  # a map key stays NOT NULL
+    assert [f.name for f in mk.key.fields] == ["x", "y"] and mk.key.fields[1].id > before.highest_field_id
+    assert _read(t) == [{"id": 1, "m": [(1, 10)], "mk": [({"x": 1, "y": None}, "one")], "a": [1]}, row]
+
+
+def test_a_map_key_that_is_not_a_widening_is_refused(catalog):
+    schema = pa.schema([pa.field("id", pa.int64(), False), ("m", pa.map_(pa.int64(), pa.string()))])
+    t = catalog.create_table("db.m", schema, primary_key=["id"], options={"bucket": "1"})
+    bad = pa.table({"id": [1], "m": pa.array([[("k", "v")]], pa.map_(pa.string(), pa.string()))})
+    with pytest.raises(SchemaMismatch, match="'m.key' is BIGINT in the table and STRING in the input"):
+        t.write(bad, merge_schema=True, type_widening=True)
+    narrow = pa.table({"id": [1], "m": pa.array([[(1, "v")]], pa.map_(pa.int32(), pa.string()))})
+    with pytest.raises(SchemaMismatch, match="'m.key' is BIGINT in the table and INT in the input"):
+        t.write(narrow, merge_schema=True, type_widening=True)  # as a narrower column type
+    t.write(narrow, merge_schema=True)  # without type widening the key is cast, its type kept
+    assert t.schema_manager.latest().id == t.schema.id == 0 and _read(t) == [{"id": 1, "m": [(1, "v")]}]

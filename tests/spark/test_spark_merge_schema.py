@@ -202,3 +202,25 @@ def test_session_conf_spark_paimon_write_merge_schema(spark, table, tmp_path):
                             {"id": 2, "qty": 20, "tag": None, "vip": None},
                             {"id": 3, "qty": 2 ** 40, "tag": "x", "vip": None},
                             {"id": 4, "qty": None, "tag": None, "vip": True}]
+
+
+def test_a_dataframe_or_stream_older_than_a_widening_reads_values_that_fit(spark, table, tmp_path):
+    """A DataFrame (or readStream) keeps the Spark schema it was created with. Run after a merge widened 'qty'
+    INT -> BIGINT, it reads the values that fit the old type exactly; a value that does not fit fails with a
+    SchemaMismatch naming the table and column. (Paimon's reader, whose table object keeps the old schema, casts
+    BIGINT -> INT with Number::intValue and silently wraps such a value.)"""
+    df = spark.read.format("lakemerge").load(table.root)
+    late = spark.read.format("lakemerge").load(table.root)  # first run later (a run DataFrame keeps its plan)
+    stream = spark_glue.read_stream(spark, table.root, changelog=False)
+    t = _fresh(table)
+    t.write(pa.table({"id": [3], "qty": pa.array([30], pa.int64())}), merge_schema=True, type_widening=True)
+    assert _fresh(table).schema.field("qty").type.root == "BIGINT"
+    assert sorted(df.collect()) == [(1, 10), (2, 20), (3, 30)]
+    t.write(pa.table({"id": [4], "qty": pa.array([2 ** 40], pa.int64())}))
+    with pytest.raises(Exception, match=r"SchemaMismatch: table 'db.t'.*column 'qty'.*create the DataFrame"):
+        late.collect()
+    out = str(tmp_path / "out")
+    q = (stream.writeStream.format("parquet").option("checkpointLocation", str(tmp_path / "ck"))
+         .option("path", out).trigger(availableNow=True).start())
+    with pytest.raises(Exception, match=r"SchemaMismatch: table 'db.t'.*column 'qty'"):
+        q.awaitTermination(120)

@@ -20,6 +20,7 @@ from typing import Mapping
 import pyarrow as pa
 
 from engine.errors import InvalidInput, MergeCardinalityViolation, NullPrimaryKey
+from engine.options import parse_bool
 from spark_glue.api import read_table, write_table
 from spark_glue.columns import case_sensitive, resolve, with_table_names
 from spark_glue.tables import open_table
@@ -133,6 +134,8 @@ def merge_into(spark, target_path: str, source_df, on, when_matched="update", wh
       ``matched_condition`` (SQL over ``t.``/``s.``) restricts which matched rows are changed.
     - ``when_not_matched``: "insert" (the source row must have every table column) or None.
     - ``when_not_matched_by_source``: "delete" or None (target rows with no source row).
+    With the session's ``spark.paimon.write.merge-schema`` (and ``.type-widening``), as Paimon's MERGE INTO
+    schema evolution, the table first takes the source's new columns (``_evolve_for_merge``).
     As Paimon's MERGE INTO, each target row may match at most one source row when there is a ``when_matched``
     clause (whatever ``matched_condition`` says); source rows that match no target row are all inserted, duplicates
     included, and merge like the rows of any one write (on a deduplicate table one of them is kept, which one is not
@@ -153,8 +156,9 @@ def merge_into(spark, target_path: str, source_df, on, when_matched="update", wh
     from pyspark.sql import functions as F
     table = open_table(target_path)
     _check_row_level(table, "merge_into")
-    names = list(table.arrow_schema.names)
     sensitive = case_sensitive(spark)  # source and 'on' names resolve to the table's as Spark resolves them
+    table = _evolve_for_merge(spark, table, source_df, when_matched, when_not_matched, sensitive)
+    names = list(table.arrow_schema.names)
     source_df = with_table_names(source_df, table, sensitive)
     on = [on] if isinstance(on, str) else list(on)
     on = [resolve(c, names, sensitive, table=table.name, what="'on' column") or c for c in on]
@@ -234,6 +238,36 @@ def merge_into(spark, target_path: str, source_df, on, when_matched="update", wh
     if not parts:
         return table.latest_snapshot_id()
     return _write_changes(reduce(lambda a, b: a.unionByName(b), parts), target_path, "merge_into")
+
+
+def _evolve_for_merge(spark, table, source_df, when_matched, when_not_matched, sensitive: bool):
+    """``table``, first evolved for a MERGE INTO as Paimon's (MergeSchemaEvolutionHelper) when the session sets
+    ``spark.paimon.write.merge-schema`` (merge_into takes no write options, as SQL's MERGE INTO): with an
+    ``UPDATE *`` / ``INSERT *`` clause ("update" / "insert") every source column is merged in (new columns added,
+    types widened with ``.type-widening``: engine.merge_schema), with a dict of assignments the source columns
+    its keys name that the table lacks; otherwise nothing. The schema change is committed before the merge runs
+    (a merge that then fails leaves it, as a merge-schema write does). Raises as
+    engine.merge_schema.merge_input_schema."""
+    from engine.merge_schema import merge_input_schema
+    from spark_glue.tables import arrow_of_spark
+    from spark_glue.writing import EXPLICIT_CAST, MERGE_SCHEMA, TYPE_WIDENING, with_session_merge_options
+    opts = with_session_merge_options({}, spark)
+    if not parse_bool(opts.get(MERGE_SCHEMA, "false")):
+        return table
+    if when_matched == "update" or when_not_matched == "insert":
+        columns = list(source_df.columns)
+    elif isinstance(when_matched, Mapping):
+        columns = [c for c in source_df.columns
+                   if resolve(c, table.arrow_schema.names, sensitive, table=table.name) is None
+                   and any(resolve(k, [c], sensitive, table=table.name) for k in when_matched)]
+    else:
+        return table
+    if not columns:
+        return table
+    schema = arrow_of_spark(source_df.select(*[f"`{c}`" for c in columns]).schema)
+    merge_input_schema(table, schema, type_widening=parse_bool(opts.get(TYPE_WIDENING, "false")),
+                       explicit_cast=parse_bool(opts.get(EXPLICIT_CAST, "false")), case_sensitive=sensitive)
+    return table
 
 
 def _matched_values(table, when_matched, names: list[str], source_df) -> dict:

@@ -224,3 +224,26 @@ def test_a_dataframe_or_stream_older_than_a_widening_reads_values_that_fit(spark
          .option("path", out).trigger(availableNow=True).start())
     with pytest.raises(Exception, match=r"SchemaMismatch: table 'db.t'.*column 'qty'"):
         q.awaitTermination(120)
+
+
+def test_merge_into_evolves_the_schema_with_the_session_conf(spark, table):
+    """Paimon's MERGE INTO schema evolution (MergeSchemaEvolutionHelper, spark.paimon.write.merge-schema): with
+    UPDATE * / INSERT * the source's new columns are added before the merge; without the setting they are
+    ignored, as before; an explicit assignment adds the source column its key names."""
+    source = spark.createDataFrame([(2, 21, "two"), (5, 50, "five")], "id bigint, qty int, note string")
+    spark_glue.merge_into(spark, table.root, source, on="id")
+    assert _fresh(table).schema.field_names == ("id", "qty")
+    spark.conf.set("spark.paimon.write.merge-schema", "true")
+    try:
+        spark_glue.merge_into(spark, table.root, source, on="id")
+        assert _fresh(table).schema.field_names == ("id", "qty", "note")
+        assert _rows(table) == [{"id": 1, "qty": 10, "note": None}, {"id": 2, "qty": 21, "note": "two"},
+                                {"id": 5, "qty": 50, "note": "five"}]
+        tagged = spark.createDataFrame([(1, "gold")], "id bigint, tier string")
+        spark_glue.merge_into(spark, table.root, tagged, on="id", when_matched={"tier": "s.tier"},
+                              when_not_matched=None)
+    finally:
+        spark.conf.unset("spark.paimon.write.merge-schema")
+    t = _fresh(table)
+    assert t.schema.field_names == ("id", "qty", "note", "tier") and [s.id for s in t.schemas()] == [0, 1, 2]
+    assert _rows(table)[0] == {"id": 1, "qty": 10, "note": None, "tier": "gold"}

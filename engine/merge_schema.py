@@ -3,13 +3,15 @@
 Contract (Paimon's SchemaMergingUtils.merge with ``caseSensitive``, then SchemaManager.mergeSchema):
 - An input column the table lacks is added at the end, in input order, nullable (Paimon makes every new column
   nullable, whatever the input says), with new field ids; a field of an input struct that the table's ROW lacks is
-  added last in that ROW (also inside an ARRAY element or a MAP value). Table columns the input lacks stay; a
+  added last in that ROW (also inside an ARRAY element, a MAP key or a MAP value: Paimon merges a map's key type
+  as its value type). Table columns the input lacks stay; a
   merging write fills nullable ones with nulls (``with_missing_columns``); a missing NOT NULL one is refused by
   the writer (SchemaMismatch).
 - Without ``type_widening`` existing types never change: the writer casts input values to them (safely, or raises
   SchemaMismatch). With it, an existing column takes a wider input type: the lossless widenings of
   engine.schema_change.is_widening (INT -> BIGINT, FLOAT -> DOUBLE, longer VARCHAR, more TIMESTAMP precision...),
-  and for DECIMALs of equal scale the larger precision (Paimon refuses DECIMALs of different scales). A narrower or
+  and for DECIMALs of equal scale the larger precision (Paimon refuses DECIMALs of different scales), at any depth
+  (a struct field, an array element, a map key or value). A narrower or
   incompatible input type is refused with SchemaMismatch naming the table and column, as Paimon refuses it.
 - A change Paimon's widening makes but which loses information (BIGINT -> DOUBLE, DOUBLE -> DECIMAL, TIMESTAMP ->
   DATE), and with ``explicit_cast`` (Paimon's ``write.merge-schema.explicit-cast``, which allows lossy changes such

@@ -24,7 +24,8 @@ Contract:
   validateFieldsPrefix refuses both). Dropping a column removes its own ``fields.<f>.*`` options (Paimon instead
   refuses the drop until they are reset).
 - ``AddColumn`` / ``UpdateColumnType`` take a tuple name for a field nested in a ROW (Paimon's ``fieldNames``;
-  ``element`` / ``key`` / ``value`` step into an ARRAY / a MAP's key / value): how schema merging on write
+  ``element`` / ``value`` step into an ARRAY / a MAP's value, as Paimon's SchemaManager; never into a MAP key,
+  since Paimon cannot read older files after a key type change): how schema merging on write
   (engine.merge_schema) adds struct fields and widens nested types.
 - ``alter_table`` publishes with put-if-absent and re-applies the changes on top of a concurrently published schema.
 """
@@ -448,9 +449,8 @@ def _edit_nested(t: DataType, path: tuple[str, ...], depth: int, edit, fail) -> 
 
 def _replace_nested(t: DataType, path: tuple[str, ...], depth: int, replace_type, fail) -> DataType:
     """``t`` (the type at ``path[:depth]``) with the type at ``path`` replaced by ``replace_type(old type)``: ROW
-    fields are stepped into by name, an ARRAY/MULTISET by ``element``, a MAP by ``key`` / ``value`` (Paimon's
-    SchemaMergingUtils names ``element`` and ``value``; a map key is lakemerge's step for the key merging Paimon
-    does by replacing the map's type). Calls ``fail`` for a path that names nothing."""
+    fields are stepped into by name, an ARRAY/MULTISET by ``element``, a MAP's value by ``value`` (Paimon's
+    SchemaMergingUtils names). Calls ``fail`` for a path that names nothing."""
     if depth == len(path):
         return replace_type(t)
     step = path[depth]
@@ -462,8 +462,6 @@ def _replace_nested(t: DataType, path: tuple[str, ...], depth: int, replace_type
                 return replace(t, fields=tuple(out))
     elif t.root in ("ARRAY", "MULTISET") and step == "element":
         return replace(t, element=_replace_nested(t.element, path, depth + 1, replace_type, fail))
-    elif t.root == "MAP" and step == "key":
-        return replace(t, key=_replace_nested(t.key, path, depth + 1, replace_type, fail))
     elif t.root == "MAP" and step == "value":
         return replace(t, value=_replace_nested(t.value, path, depth + 1, replace_type, fail))
     fail(f"nested field {'.'.join(path[:depth + 1])!r} does not exist")

@@ -9,6 +9,8 @@ import pytest
 
 from engine.errors import InvalidInput, InvalidSchema, SchemaMismatch, UnsupportedFeature
 from engine.merge_schema import with_missing_columns
+from engine.schema_change import AddColumn, UpdateColumnType, alter_table
+from engine.types import parse_atomic
 
 BASE = pa.schema([pa.field("id", pa.int64(), nullable=False), ("qty", pa.int32()), ("name", pa.string())])
 
@@ -286,28 +288,50 @@ def test_an_input_the_merged_schema_would_refuse_leaves_the_schema_unchanged(cat
     assert [s.id for s in fresh.schemas()] == [0] and fresh.read().num_rows == 0
 
 
-def test_map_keys_merge_as_paimon_merges_them(catalog):
-    """SchemaMergingUtils.merge merges a MAP's key type as its value type: a ROW key gains the input's new fields
-    (old keys read null there), and with type widening a leaf key, a map value and an array element widen
-    losslessly; old files are read through the new types (by field id)."""
+def test_map_values_and_array_elements_widen_but_map_keys_never_change(catalog):
+    """SchemaMergingUtils.merge would merge a MAP's key type too, but Paimon's reader cannot read the older files
+    afterwards (SchemaEvolutionUtil.createMapCastExecutor checks that the key types are equal), so lakemerge
+    refuses a merge that would change a map key (a wider leaf key, a ROW key gaining fields) with
+    UnsupportedFeature naming the column and publishes nothing; a map value and an array element widen (Java casts
+    those) and old files are read through the new types."""
     key = pa.struct([("x", pa.int32())])
     schema = pa.schema([pa.field("id", pa.int64(), False), ("m", pa.map_(pa.int32(), pa.int32())),
                         ("mk", pa.map_(key, pa.string())), ("a", pa.list_(pa.int32()))])
     t = catalog.create_table("db.m", schema, primary_key=["id"], options={"bucket": "1"})
-    t.write(pa.Table.from_pylist([{"id": 1, "m": [(1, 10)], "mk": [({"x": 1}, "one")], "a": [1]}], schema=schema))
-    before = t.schema
+    old = {"id": 1, "m": [(1, 10)], "mk": [({"x": 1}, "one")], "a": [1]}
+    t.write(pa.Table.from_pylist([old], schema=schema))
     wider_key = pa.struct([("x", pa.int32()), ("y", pa.string())])
-    new = pa.schema([pa.field("id", pa.int64(), False), ("m", pa.map_(pa.int64(), pa.int64())),
-                     ("mk", pa.map_(wider_key, pa.string())), ("a", pa.list_(pa.int64()))])
-    row = {"id": 2, "m": [(2 ** 40, 2 ** 41)], "mk": [({"x": 2, "y": "k"}, "two")], "a": [2 ** 42]}
+    for m_type, mk_type, where in ((pa.map_(pa.int64(), pa.int64()), pa.map_(key, pa.string()), "m"),
+                                   (pa.map_(pa.int32(), pa.int64()), pa.map_(wider_key, pa.string()), "mk")):
+        new = pa.schema([pa.field("id", pa.int64(), False), ("m", m_type), ("mk", mk_type),
+                         ("a", pa.list_(pa.int64()))])
+        bad = pa.Table.from_pylist([{"id": 9, "m": [(2, 2)], "mk": [({"x": 2, "y": "k"}, "two")], "a": [2]}],
+                                   schema=new)
+        with pytest.raises(UnsupportedFeature, match=f"map key of column '{where}'.*Paimon cannot read"):
+            t.write(bad, merge_schema=True, type_widening=True)
+        assert t.schema_manager.latest().id == 0 and _read(t) == [old]
+    new = pa.schema([pa.field("id", pa.int64(), False), ("m", pa.map_(pa.int32(), pa.int64())),
+                     ("mk", pa.map_(key, pa.string())), ("a", pa.list_(pa.int64()))])
+    row = {"id": 2, "m": [(2, 2 ** 41)], "mk": [({"x": 2}, "two")], "a": [2 ** 42]}
     t.write(pa.Table.from_pylist([row], schema=new), merge_schema=True, type_widening=True)
     after = t.schema_manager.latest()
-    assert after.id == before.id + 1
-    m, mk = after.field("m").type, after.field("mk").type
-    assert (m.key.root, m.value.root, after.field("a").type.element.root) == ("BIGINT", "BIGINT", "BIGINT")
-    assert not m.key.nullable and not mk.key.nullable  # a map key stays NOT NULL
-    assert [f.name for f in mk.key.fields] == ["x", "y"] and mk.key.fields[1].id > before.highest_field_id
-    assert _read(t) == [{"id": 1, "m": [(1, 10)], "mk": [({"x": 1, "y": None}, "one")], "a": [1]}, row]
+    m = after.field("m").type
+    assert after.id == 1 and (m.key.root, m.value.root, after.field("a").type.element.root) == (
+        "INT", "BIGINT", "BIGINT")
+    assert _read(t) == [old, row]
+
+
+def test_alter_cannot_step_into_a_map_key(catalog):
+    """Paimon's nested schema changes step into an ARRAY's element and a MAP's value only (SchemaManager): a path
+    through a map key names nothing."""
+    key = pa.struct([("x", pa.int32())])
+    schema = pa.schema([pa.field("id", pa.int64(), False), ("mk", pa.map_(key, pa.string()))])
+    t = catalog.create_table("db.k", schema, primary_key=["id"], options={"bucket": "1"})
+    with pytest.raises(InvalidSchema, match="does not exist"):
+        alter_table(t, [AddColumn(("mk", "key", "y"), parse_atomic("STRING"))])
+    with pytest.raises(InvalidSchema, match="does not exist"):
+        alter_table(t, [UpdateColumnType(("mk", "key", "x"), parse_atomic("BIGINT"))])
+    assert t.schema_manager.latest().id == 0
 
 
 def test_a_map_key_that_is_not_a_widening_is_refused(catalog):

@@ -42,7 +42,6 @@ import uuid
 from dataclasses import dataclass, replace
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import (DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage)
 
 from engine.errors import CommitConflict, CommitRetriesExhausted, InvalidInput, SchemaMismatch, UnsupportedFeature
@@ -52,6 +51,7 @@ from engine.postpone import POSTPONE_BUCKET
 from engine.table import Table
 from engine.write.commit_message import CommitMessage
 from engine.write.table_write import TableWrite
+from engine.types import rebased_offsets
 from spark_glue.job_files import remove_tagged_files, tag_files
 from spark_glue.tables import (
     lower_options,
@@ -595,11 +595,7 @@ def align_nested(arr: pa.Array, want: pa.DataType, case_sensitive: bool) -> pa.A
         return pa.StructArray.from_arrays(out, fields=list(out_type), mask=mask)
     if pa.types.is_fixed_size_list(have):
         arr = arr.cast(pa.list_(have.value_field))
-    # offsets from 0 over the slice of the children this array uses (Arrow takes no null mask with sliced offsets)
-    offsets = arr.offsets
-    start = offsets[0].as_py() if len(offsets) else 0
-    length = (offsets[-1].as_py() - start) if len(offsets) else 0
-    offsets = pc.subtract(offsets, pa.scalar(start, offsets.type))
+    offsets, start, length = rebased_offsets(arr)
     if pa.types.is_map(have):
         keys = align_nested(arr.keys.slice(start, length), want.key_type, case_sensitive)
         items = align_nested(arr.items.slice(start, length), want.item_type, case_sensitive)

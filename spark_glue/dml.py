@@ -157,24 +157,13 @@ def merge_into(spark, target_path: str, source_df, on, when_matched="update", wh
     table = open_table(target_path)
     _check_row_level(table, "merge_into")
     sensitive = case_sensitive(spark)  # source and 'on' names resolve to the table's as Spark resolves them
-    table = _evolve_for_merge(spark, table, source_df, when_matched, when_not_matched, sensitive)
+
+    def check(view, source_df=source_df, on=on):
+        return _check_merge_args(view, source_df, on, when_matched, when_not_matched, when_not_matched_by_source,
+                                 sensitive)
+    table = _evolve_for_merge(spark, table, source_df, when_matched, when_not_matched, sensitive, check)
     names = list(table.arrow_schema.names)
-    source_df = with_table_names(source_df, table, sensitive)
-    on = [on] if isinstance(on, str) else list(on)
-    on = [resolve(c, names, sensitive, table=table.name, what="'on' column") or c for c in on]
-    missing = [c for c in on if c not in names or c not in source_df.columns]
-    if not on or missing:
-        raise InvalidInput(f"merge_into: 'on' columns {missing or on} must be columns of both the table and the "
-                           f"source", table=table.name)
-    if when_not_matched not in ("insert", None):
-        raise InvalidInput(f"merge_into: when_not_matched must be 'insert' or None, got {when_not_matched!r}",
-                           table=table.name)
-    if when_not_matched_by_source not in ("delete", None):
-        raise InvalidInput("merge_into: when_not_matched_by_source must be 'delete' or None", table=table.name)
-    absent = [c for c in names if c not in source_df.columns]
-    if when_not_matched == "insert" and absent:
-        raise InvalidInput(f"merge_into: inserting needs every table column in the source; missing {absent}",
-                           table=table.name)
+    source_df, on = check(table)
     if table.schema.is_append_only:
         from spark_glue.append_dml import merge_append
         matched = when_matched
@@ -183,11 +172,6 @@ def merge_into(spark, target_path: str, source_df, on, when_matched="update", wh
         return merge_append(spark, target_path, source_df, on, matched,
                             matched_condition=None if matched_condition is None else _expr(matched_condition),
                             insert=when_not_matched == "insert", delete_by_source=when_not_matched_by_source == "delete")
-    moved = [c for c in table.primary_keys if c in source_df.columns and c not in on]
-    if when_matched == "update" and moved:  # as Paimon's MERGE INTO: "Can't update the primary key column"
-        raise InvalidInput(f"merge_into: when_matched='update' would set primary-key column(s) {moved} from the "
-                           "source, and a primary key cannot be updated; add them to 'on', or pass a dict of the "
-                           "columns to update", table=table.name, column=moved[0])
     snap = _pinned(table)
     # One DataFrame per branch, all pinned to one snapshot: in Spark 4.3 scans of one Python-source relation
     # share its pushed-down read plan, so a branch's filters must never reach another branch's scan (each
@@ -240,14 +224,46 @@ def merge_into(spark, target_path: str, source_df, on, when_matched="update", wh
     return _write_changes(reduce(lambda a, b: a.unionByName(b), parts), target_path, "merge_into")
 
 
-def _evolve_for_merge(spark, table, source_df, when_matched, when_not_matched, sensitive: bool):
+def _check_merge_args(table, source_df, on, when_matched, when_not_matched, when_not_matched_by_source,
+                      sensitive: bool):
+    """(source_df under the table's names, the 'on' columns as the table's) for merge_into on ``table``; raises
+    merge_into's InvalidInput for its arguments (see merge_into). Runs no Spark job."""
+    names = list(table.arrow_schema.names)
+    source_df = with_table_names(source_df, table, sensitive)
+    on = [on] if isinstance(on, str) else list(on)
+    on = [resolve(c, names, sensitive, table=table.name, what="'on' column") or c for c in on]
+    missing = [c for c in on if c not in names or c not in source_df.columns]
+    if not on or missing:
+        raise InvalidInput(f"merge_into: 'on' columns {missing or on} must be columns of both the table and the "
+                           f"source", table=table.name)
+    if when_not_matched not in ("insert", None):
+        raise InvalidInput(f"merge_into: when_not_matched must be 'insert' or None, got {when_not_matched!r}",
+                           table=table.name)
+    if when_not_matched_by_source not in ("delete", None):
+        raise InvalidInput("merge_into: when_not_matched_by_source must be 'delete' or None", table=table.name)
+    absent = [c for c in names if c not in source_df.columns]
+    if when_not_matched == "insert" and absent:
+        raise InvalidInput(f"merge_into: inserting needs every table column in the source; missing {absent}",
+                           table=table.name)
+    moved = [c for c in table.primary_keys if c in source_df.columns and c not in on]
+    if not table.schema.is_append_only and when_matched == "update" and moved:
+        # as Paimon's MERGE INTO: "Can't update the primary key column"
+        raise InvalidInput(f"merge_into: when_matched='update' would set primary-key column(s) {moved} from the "
+                           "source, and a primary key cannot be updated; add them to 'on', or pass a dict of the "
+                           "columns to update", table=table.name, column=moved[0])
+    return source_df, on
+
+
+def _evolve_for_merge(spark, table, source_df, when_matched, when_not_matched, sensitive: bool, check):
     """``table``, first evolved for a MERGE INTO as Paimon's (MergeSchemaEvolutionHelper) when the session sets
     ``spark.paimon.write.merge-schema`` (merge_into takes no write options, as SQL's MERGE INTO): with an
     ``UPDATE *`` / ``INSERT *`` clause ("update" / "insert") every source column is merged in (new columns added,
     types widened with ``.type-widening``: engine.merge_schema), with a dict of assignments the source columns
     its keys name that the table lacks; otherwise nothing. The schema change is committed before the merge runs
-    (a merge that then fails leaves it, as a merge-schema write does). Raises as
-    engine.merge_schema.merge_input_schema."""
+    (a merge that then fails leaves it, as a merge-schema write does), once ``check(table with the merged
+    schema)`` accepted merge_into's arguments (else nothing is published). Raises as
+    engine.merge_schema.merge_input_schema and ``check``."""
+    import copy
     from engine.merge_schema import merge_input_schema
     from spark_glue.tables import arrow_of_spark
     from spark_glue.writing import EXPLICIT_CAST, MERGE_SCHEMA, TYPE_WIDENING, with_session_merge_options
@@ -265,8 +281,14 @@ def _evolve_for_merge(spark, table, source_df, when_matched, when_not_matched, s
     if not columns:
         return table
     schema = arrow_of_spark(source_df.select(*[f"`{c}`" for c in columns]).schema)
+
+    def check_merged(merged) -> None:
+        view = copy.copy(table)
+        view.schema = merged
+        check(view)
     merge_input_schema(table, schema, type_widening=parse_bool(opts.get(TYPE_WIDENING, "false")),
-                       explicit_cast=parse_bool(opts.get(EXPLICIT_CAST, "false")), case_sensitive=sensitive)
+                       explicit_cast=parse_bool(opts.get(EXPLICIT_CAST, "false")), case_sensitive=sensitive,
+                       check=check_merged)
     return table
 
 

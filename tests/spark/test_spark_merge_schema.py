@@ -247,3 +247,23 @@ def test_merge_into_evolves_the_schema_with_the_session_conf(spark, table):
     t = _fresh(table)
     assert t.schema.field_names == ("id", "qty", "note", "tier") and [s.id for s in t.schemas()] == [0, 1, 2]
     assert _rows(table)[0] == {"id": 1, "qty": 10, "note": None, "tier": "gold"}
+
+
+def test_merge_into_refused_arguments_publish_no_schema(spark, table):
+    """merge_into's arguments are checked against the merged schema before it is published: a refused merge
+    (an INSERT * whose source lacks a table column, an unknown clause, an 'on' column the source lacks, UPDATE *
+    setting a primary key) leaves the table's schema as it was, with no new schema file."""
+    source = spark.createDataFrame([(2, "two")], "id bigint, note string")  # no 'qty': INSERT * cannot insert
+    spark.conf.set("spark.paimon.write.merge-schema", "true")
+    try:
+        with pytest.raises(Exception, match=r"inserting needs every table column in the source; missing \['qty'\]"):
+            spark_glue.merge_into(spark, table.root, source, on="id")
+        with pytest.raises(Exception, match="when_not_matched must be 'insert' or None"):
+            spark_glue.merge_into(spark, table.root, source, on="id", when_not_matched="upsert")
+        with pytest.raises(Exception, match="'on' columns"):
+            spark_glue.merge_into(spark, table.root, source, on="key", when_not_matched=None)
+    finally:
+        spark.conf.unset("spark.paimon.write.merge-schema")
+    t = _fresh(table)
+    assert [s.id for s in t.schemas()] == [0] and t.schema.field_names == ("id", "qty")
+    assert _rows(table) == [{"id": 1, "qty": 10}, {"id": 2, "qty": 20}]

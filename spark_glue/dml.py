@@ -36,9 +36,12 @@ def _expr(e):
 def _write_changes(df, path: str, op: str) -> int | None:
     """Write the change rows ``df`` (column KIND) to the table at ``path``; refused first (UnsupportedFeature,
     nothing written) when a delete or update row is one that the other branch of a scan.fallback-branch /
-    scan.primary-branch table supplies (engine.read.fallback_branch.other_rows_refused)."""
+    scan.primary-branch table supplies (engine.read.fallback_branch.other_rows_refused). The rows have the
+    table's types: the write never merges the schema, whatever the session's spark.paimon.write.merge-schema (a
+    TIMESTAMP(3) column reads as a Spark timestamp, which a merge would widen; Paimon's DML writes with the
+    table's schema)."""
     _refuse_other_branch_rows(df, open_table(path), op)
-    return write_table(df, path, **{"rowkind.column": KIND})
+    return write_table(df, path, merge_schema=False, **{"rowkind.column": KIND})
 
 
 def _refuse_other_branch_rows(df, table, op: str) -> None:

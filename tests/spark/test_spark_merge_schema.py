@@ -267,3 +267,29 @@ def test_merge_into_refused_arguments_publish_no_schema(spark, table):
     t = _fresh(table)
     assert [s.id for s in t.schemas()] == [0] and t.schema.field_names == ("id", "qty")
     assert _rows(table) == [{"id": 1, "qty": 10}, {"id": 2, "qty": 20}]
+
+
+def test_row_level_dml_never_merges_the_schema(spark, tmp_path):
+    """A DELETE / UPDATE writes the table's own rows: as Paimon's (which write with the table's schema), it
+    never evolves the schema, whatever spark.paimon.write.merge-schema(.type-widening) the session sets. A
+    TIMESTAMP(3) column reads as a Spark timestamp (microseconds), which a merging write would widen to
+    TIMESTAMP(6)."""
+    import datetime
+    schema = pa.schema([pa.field("id", pa.int64(), False), ("ts", pa.timestamp("ms")), ("v", pa.int32())])
+    cat = Catalog(str(tmp_path / "wh"))
+    cat.create_database("db")
+    t = cat.create_table("db.t", schema, ["id"], options={"bucket": "2"})
+    day = datetime.datetime(2024, 1, 1)
+    t.write(pa.table({"id": [1, 2, 3], "ts": pa.array([day] * 3, pa.timestamp("ms")),
+                      "v": pa.array([1, 2, 3], pa.int32())}, schema=schema))
+    spark.conf.set("spark.paimon.write.merge-schema", "true")
+    spark.conf.set("spark.paimon.write.merge-schema.type-widening", "true")
+    try:
+        spark_glue.delete_where(spark, t.root, "id = 1")
+        spark_glue.update_where(spark, t.root, {"v": "v + 10"}, "id = 2")
+    finally:
+        spark.conf.unset("spark.paimon.write.merge-schema")
+        spark.conf.unset("spark.paimon.write.merge-schema.type-widening")
+    fresh = _fresh(t)
+    assert [s.id for s in fresh.schemas()] == [0] and fresh.schema.field("ts").type.precision == 3
+    assert _rows(t) == [{"id": 2, "ts": day, "v": 12}, {"id": 3, "ts": day, "v": 3}]

@@ -9,12 +9,17 @@ Contract (Paimon's SchemaMergingUtils.merge with ``caseSensitive``, then SchemaM
 - Without ``type_widening`` existing types never change: the writer casts input values to them (safely, or raises
   SchemaMismatch). With it, an existing column takes a wider input type: the lossless widenings of
   engine.schema_change.is_widening (INT -> BIGINT, FLOAT -> DOUBLE, longer VARCHAR, more TIMESTAMP precision...),
-  and for DECIMALs of equal scale the larger precision (Paimon refuses DECIMALs of different scales). A narrower or
+  and for DECIMALs of equal scale the larger precision (Paimon refuses DECIMALs of different scales), at any depth
+  (a struct field, an array element, a map value). A narrower or
   incompatible input type is refused with SchemaMismatch naming the table and column, as Paimon refuses it.
 - A change Paimon's widening makes but which loses information (BIGINT -> DOUBLE, DOUBLE -> DECIMAL, TIMESTAMP ->
   DATE), and with ``explicit_cast`` (Paimon's ``write.merge-schema.explicit-cast``, which allows lossy changes such
   as BIGINT -> INT) any non-widening change, raises UnsupportedFeature: lakemerge's schema changes are lossless only,
   since old files must stay readable under the new type.
+- A MAP key never changes (a ROW key gaining fields, a leaf key widened): Paimon's merge would change it, but its
+  reader then cannot read the older files (SchemaEvolutionUtil.createMapCastExecutor requires equal key types),
+  so that input raises UnsupportedFeature naming the table and column (a narrower or incompatible key
+  SchemaMismatch, as other types; without ``type_widening`` a different leaf key is cast by the writer).
 - Key columns: a primary-key, partition or bucket-key column never changes type (InvalidSchema from the alter path,
   which also names the table and column).
 - The changes are published through ``engine.schema_change.alter_table`` (one ``schema-<N+1>``; when another
@@ -117,8 +122,12 @@ def _merge_type(path: tuple[str, ...], base: DataType, update: DataType, *, tabl
     if base.root in ("ARRAY", "MULTISET") and update.root == base.root:
         return nested("element", base.element, update.element)
     if base.root == "MAP" and update.root == "MAP":
-        # keys are not merged (the writer casts them): Paimon's merge would widen them, but its readers cannot cast
-        # an older file's keys (SchemaEvolutionUtil.createMapCastExecutor requires equal key types)
+        if nested("key", base.key, update.key):  # Paimon would merge it, then fail reading the older files
+            where = ".".join(path)
+            raise UnsupportedFeature(f"table {table!r}: the map key of column {where!r} would change from "
+                                     f"{base.key.sql()} to the input's {update.key.sql()}; Paimon cannot read "
+                                     "files written before a map key type change (SchemaEvolutionUtil casts map "
+                                     "values only), so a merge never changes a map key")
         return nested("value", base.value, update.value)
     if not type_widening or base.with_nullable(True) == update.with_nullable(True):
         return []  # the writer casts the input to the table's type (or refuses it)

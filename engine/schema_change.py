@@ -24,8 +24,9 @@ Contract:
   validateFieldsPrefix refuses both). Dropping a column removes its own ``fields.<f>.*`` options (Paimon instead
   refuses the drop until they are reset).
 - ``AddColumn`` / ``UpdateColumnType`` take a tuple name for a field nested in a ROW (Paimon's ``fieldNames``;
-  ``element`` / ``value`` step into an ARRAY / a MAP's value): how schema merging on write (engine.merge_schema)
-  adds struct fields.
+  ``element`` / ``value`` step into an ARRAY / a MAP's value, as Paimon's SchemaManager; never into a MAP key,
+  since Paimon cannot read older files after a key type change): how schema merging on write
+  (engine.merge_schema) adds struct fields and widens nested types.
 - ``alter_table`` publishes with put-if-absent and re-applies the changes on top of a concurrently published schema.
 """
 from __future__ import annotations
@@ -371,7 +372,7 @@ def apply_changes(schema: TableSchema, changes: Sequence[SchemaChange], *, table
             if top in schema.partition_keys or top in primary_keys or top in schema.bucket_keys:
                 fail(f"cannot change the type of a field nested in key column {top!r}")
 
-            def retype_leaf(old: DataType, path=change.name, change=change) -> DataType:
+            def retype(old: DataType, path=change.name, change=change) -> DataType:
                 new_type = change.new_type.with_nullable(old.nullable) if change.keep_nullability \
                     else change.new_type
                 if not is_widening(old, new_type):
@@ -380,22 +381,11 @@ def apply_changes(schema: TableSchema, changes: Sequence[SchemaChange], *, table
                 if old.nullable and not new_type.nullable and has_snapshots:
                     fail(f"cannot make nested field {'.'.join(path)!r} NOT NULL: the table already has data")
                 return new_type
-
-            def retype(holder: DataType, path=change.name, retype_leaf=retype_leaf) -> DataType:
-                if holder.root == "ARRAY":  # path ends in "element"
-                    return replace(holder, element=retype_leaf(holder.element))
-                if holder.root == "MAP":  # path ends in "value"
-                    return replace(holder, value=retype_leaf(holder.value))
-                by_name = {f.name: k for k, f in enumerate(holder.fields)}
-                if path[-1] not in by_name:
-                    fail(f"nested field {'.'.join(path)!r} does not exist")
-                old = holder.fields[by_name[path[-1]]]
-                out = list(holder.fields)
-                out[by_name[path[-1]]] = replace(old, type=retype_leaf(old.type))
-                return replace(holder, fields=tuple(out))
             i = index_of(top)
-            fields[i] = replace(fields[i], type=_edit_nested(fields[i].type, change.name, 1, retype, fail,
-                                                             leaf_holders=True))
+            if _passes_multiset(fields[i].type, change.name):
+                fail(f"nested field {'.'.join(change.name)!r} is inside a MULTISET: Paimon's readers cannot cast a "
+                     "MULTISET's values (CastExecutors has no MULTISET cast), so its type cannot change")
+            fields[i] = replace(fields[i], type=_replace_nested(fields[i].type, change.name, 1, retype, fail))
         elif isinstance(change, UpdateColumnType):
             if change.name in schema.partition_keys:
                 fail(f"cannot change the type of partition column {change.name!r}")
@@ -449,30 +439,52 @@ def _is_path(name) -> bool:
     return isinstance(name, tuple) and len(name) > 1
 
 
-def _edit_nested(t: DataType, path: tuple[str, ...], depth: int, edit, fail, leaf_holders: bool = False) -> DataType:
-    """``t`` (the type at ``path[:depth]``) with ``edit`` applied to the ROW holding the field ``path[-1]``:
-    ROW fields are stepped into by name, an ARRAY/MULTISET by ``element``, a MAP's value by ``value`` (Paimon's
-    SchemaMergingUtils names). With ``leaf_holders`` the holder may also be the ARRAY (path ending in ``element``)
-    or MAP (``value``) itself, for a type change of its element or value. Calls ``fail`` for a path
-    that names nothing."""
-    if depth == len(path) - 1:
-        # not a MULTISET's element: Paimon's readers have no cast for a MULTISET (CastExecutors)
-        holds = (t.root == "ARRAY" and path[-1] == "element") or (t.root == "MAP" and path[-1] == "value")
-        if t.root != "ROW" and not (leaf_holders and holds):
-            fail(f"{'.'.join(path[:depth])!r} is {t.sql()}, not a ROW: nested field {'.'.join(path)!r} cannot be "
+def _edit_nested(t: DataType, path: tuple[str, ...], depth: int, edit, fail) -> DataType:
+    """``t`` (the type at ``path[:depth]``) with ``edit`` applied to the ROW holding the field ``path[-1]``
+    (stepping as ``_replace_nested``). Calls ``fail`` for a path that names nothing or no ROW."""
+    def edit_row(row: DataType) -> DataType:
+        if row.root != "ROW":
+            fail(f"{'.'.join(path[:-1])!r} is {row.sql()}, not a ROW: nested field {'.'.join(path)!r} cannot be "
                  "changed there")
-        return edit(t)
+        return edit(row)
+    return _replace_nested(t, path[:-1], depth, edit_row, fail)
+
+
+def _passes_multiset(t: DataType, path: tuple[str, ...]) -> bool:
+    """Whether the nested ``path`` (from its top-level column of type ``t``) steps through a MULTISET."""
+    for step in path[1:]:
+        if t.root == "MULTISET":
+            return True
+        if t.root == "ROW":
+            t = next((f.type for f in t.fields if f.name == step), None)
+        elif t.root == "ARRAY" and step == "element":
+            t = t.element
+        elif t.root == "MAP" and step == "value":
+            t = t.value
+        else:
+            return False  # a path naming nothing: _replace_nested reports it
+        if t is None:
+            return False
+    return False
+
+
+def _replace_nested(t: DataType, path: tuple[str, ...], depth: int, replace_type, fail) -> DataType:
+    """``t`` (the type at ``path[:depth]``) with the type at ``path`` replaced by ``replace_type(old type)``: ROW
+    fields are stepped into by name, an ARRAY/MULTISET by ``element``, a MAP's value by ``value`` (Paimon's
+    SchemaMergingUtils names). Calls ``fail`` for a path that names nothing."""
+    if depth == len(path):
+        return replace_type(t)
     step = path[depth]
     if t.root == "ROW":
         for k, f in enumerate(t.fields):
             if f.name == step:
                 out = list(t.fields)
-                out[k] = replace(f, type=_edit_nested(f.type, path, depth + 1, edit, fail, leaf_holders))
+                out[k] = replace(f, type=_replace_nested(f.type, path, depth + 1, replace_type, fail))
                 return replace(t, fields=tuple(out))
     elif t.root in ("ARRAY", "MULTISET") and step == "element":
-        return replace(t, element=_edit_nested(t.element, path, depth + 1, edit, fail, leaf_holders))
+        return replace(t, element=_replace_nested(t.element, path, depth + 1, replace_type, fail))
     elif t.root == "MAP" and step == "value":
-        return replace(t, value=_edit_nested(t.value, path, depth + 1, edit, fail, leaf_holders))
+        return replace(t, value=_replace_nested(t.value, path, depth + 1, replace_type, fail))
     fail(f"nested field {'.'.join(path[:depth + 1])!r} does not exist")
 
 

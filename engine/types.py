@@ -306,6 +306,17 @@ def parse_atomic(text: str) -> DataType:
 
 
 
+def rebased_offsets(arr: pa.Array) -> tuple[pa.Array, int, int]:
+    """(offsets, start, length) of a list or map array ``arr``, possibly a slice: its offsets made to start at 0,
+    over its children's ``slice(start, length)`` (``.values`` / ``.keys`` / ``.items`` ignore the slice, and Arrow
+    takes no validity mask with offsets that do not start at 0)."""
+    offsets = arr.offsets
+    if len(offsets) == 0:
+        return offsets, 0, 0
+    start = offsets[0].as_py()
+    return pc.subtract(offsets, pa.scalar(start, offsets.type)), start, offsets[-1].as_py() - start
+
+
 def evolve_nested(arr, src: DataType, dst: DataType, fit_lengths: bool = True):
     """Arrow array (or chunked array) ``arr`` of a file's type ``src`` as the table's type ``dst``, matching the
     fields of ROWs by field id at every depth, as Java's SchemaEvolutionUtil does: a renamed nested field keeps
@@ -322,12 +333,14 @@ def evolve_nested(arr, src: DataType, dst: DataType, fit_lengths: bool = True):
                   for f in dst.fields]
         return pa.StructArray.from_arrays(arrays, fields=list(dst.to_arrow()), mask=mask)
     if src.root == dst.root and src.root in ("ARRAY", "MULTISET"):
-        values = evolve_nested(arr.values, src.element, dst.element, fit_lengths)
-        return pa.ListArray.from_arrays(arr.offsets, values, type=dst.to_arrow(), mask=mask)
+        offsets, start, length = rebased_offsets(arr)
+        values = evolve_nested(arr.values.slice(start, length), src.element, dst.element, fit_lengths)
+        return pa.ListArray.from_arrays(offsets, values, type=dst.to_arrow(), mask=mask)
     if src.root == dst.root == "MAP":
-        keys = evolve_nested(arr.keys, src.key, dst.key, fit_lengths)
-        items = evolve_nested(arr.items, src.value, dst.value, fit_lengths)
-        return pa.MapArray.from_arrays(arr.offsets, keys, items, type=dst.to_arrow(), mask=mask)
+        offsets, start, length = rebased_offsets(arr)
+        keys = evolve_nested(arr.keys.slice(start, length), src.key, dst.key, fit_lengths)
+        items = evolve_nested(arr.items.slice(start, length), src.value, dst.value, fit_lengths)
+        return pa.MapArray.from_arrays(offsets, keys, items, type=dst.to_arrow(), mask=mask)
     target = dst.to_arrow()
     arr = arr if arr.type.equals(target) else arr.cast(target)
     return fit_length(arr, src, dst) if fit_lengths else arr

@@ -7,6 +7,7 @@ import numpy as np
 import pyarrow as pa
 
 from engine.errors import InvalidInput
+from engine.options import parse_bool
 from engine.postpone import POSTPONE_BUCKET
 from spark_glue.tables import (
     BRANCH,
@@ -202,7 +203,8 @@ def write_table(df, path: str, mode: str = "append", *, num_tasks: int | None = 
     Options as for ``df.write.format("lakemerge")`` (with ``primary-key`` etc. the table is created if missing);
     ``dynamic_partition_overwrite=False`` overwrites the whole table; ``merge_schema=True`` (option
     ``write.merge-schema``; ``type_widening`` / ``explicit_cast`` for ``write.merge-schema.type-widening`` /
-    ``.explicit-cast``) first adds the input's new columns to the table (writing.merge_input_schema). Same commit
+    ``.explicit-cast``; else the session's ``spark.paimon.write.merge-schema`` etc., as Paimon's connector reads
+    them) first adds the input's new columns to the table (writing.merge_input_schema). Same commit
     protocol as the data source (spark_glue.writing), run from this process: the tasks' messages are collected
     and committed here, which saves the data source's planner round trips (about 0.1 s per commit on local[2]).
     Raises InvalidInput for another ``mode``, SchemaMismatch before any job for columns that do not fit the table
@@ -211,11 +213,12 @@ def write_table(df, path: str, mode: str = "append", *, num_tasks: int | None = 
     (tables.remove_created_table).
     """
     from spark_glue.columns import case_sensitive
-    from spark_glue.writing import merge_input_schema, run_write_job
+    from spark_glue.writing import merge_input_schema, run_write_job, with_session_merge_options
     if mode not in ("append", "overwrite"):
         raise InvalidInput(f"write_table mode must be 'append' or 'overwrite', got {mode!r}")
     path = on_branch(path, options)
     opts = {_KEYWORD_OPTIONS.get(k, k): str(v) for k, v in options.items() if k.lower() != BRANCH}
+    opts = with_session_merge_options(opts, df.sparkSession)
     table, created = open_or_create_table(path, opts, df.schema, drop_columns=[opts.get("rowkind.column")])
     try:
         if not created:  # schema merging (write.merge-schema) happens here, once, before the job is planned
@@ -231,10 +234,11 @@ def write_table(df, path: str, mode: str = "append", *, num_tasks: int | None = 
 
 def _plan_write(df, table, path: str, mode: str, num_tasks: int | None, opts: dict):
     """write_table's job and its input placed by bucket (see write_table for the errors)."""
-    from spark_glue.writing import DIRECT, STAGED, WriteJob, check_input_schema
+    from spark_glue.writing import DIRECT, MERGE_SCHEMA, STAGED, WriteJob, check_input_schema
     from spark_glue.columns import case_sensitive
-    renames, absent = check_input_schema(table, df.schema, opts.get("rowkind.column"),
-                                         case_sensitive=case_sensitive(df.sparkSession))
+    sensitive = case_sensitive(df.sparkSession)
+    renames, absent = check_input_schema(table, df.schema, opts.get("rowkind.column"), case_sensitive=sensitive,
+                                         merge_schema=parse_bool(opts.get(MERGE_SCHEMA, "false")))
     if renames or absent:  # by the table's names, with nulls for missing nullable columns (placement needs them)
         from pyspark.sql import functions as F
         types = {f.name: f.dataType for f in spark_schema(table.arrow_schema).fields}
@@ -243,6 +247,7 @@ def _plan_write(df, table, path: str, mode: str, num_tasks: int | None, opts: di
     df = in_table_time_stamps(df, table)
     opts.setdefault("commit.user", f"lakemerge-spark-{uuid.uuid4().hex}")
     job = WriteJob({**opts, "path": path}, overwrite=mode == "overwrite")
+    job.case_sensitive = sensitive  # the tasks match nested struct fields as the session does
     counts = None
     if job.postpone in (DIRECT, STAGED):  # fixed-bucket postpone write: counts decided here, tasks write buckets
         from spark_glue.postpone_buckets import decide_bucket_counts

@@ -302,7 +302,8 @@ def merge_append(spark, path: str, source_df, on: list[str], matched, *, matched
         if not insert or not source_df.limit(1).collect():
             return None
         types = {f.name: f.dataType for f in read_table(spark, path).schema.fields}
-        return write_table(source_df.select(*[F.col(f"`{c}`").cast(types[c]).alias(c) for c in names]), path)
+        return write_table(source_df.select(*[F.col(f"`{c}`").cast(types[c]).alias(c) for c in names]), path,
+                           merge_schema=False)  # the table's types (see dml._write_changes)
     options = {**pin_snapshot(snap.id), TABLE_ALONE: "true", EVERY_FILE: "true",
                "metadata-columns": f"{FILE_PATH},{ROW_INDEX}"}
 

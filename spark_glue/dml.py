@@ -20,6 +20,7 @@ from typing import Mapping
 import pyarrow as pa
 
 from engine.errors import InvalidInput, MergeCardinalityViolation, NullPrimaryKey
+from engine.options import parse_bool
 from spark_glue.api import read_table, write_table
 from spark_glue.columns import case_sensitive, resolve, with_table_names
 from spark_glue.tables import open_table
@@ -35,9 +36,12 @@ def _expr(e):
 def _write_changes(df, path: str, op: str) -> int | None:
     """Write the change rows ``df`` (column KIND) to the table at ``path``; refused first (UnsupportedFeature,
     nothing written) when a delete or update row is one that the other branch of a scan.fallback-branch /
-    scan.primary-branch table supplies (engine.read.fallback_branch.other_rows_refused)."""
+    scan.primary-branch table supplies (engine.read.fallback_branch.other_rows_refused). The rows have the
+    table's types: the write never merges the schema, whatever the session's spark.paimon.write.merge-schema (a
+    TIMESTAMP(3) column reads as a Spark timestamp, which a merge would widen; Paimon's DML writes with the
+    table's schema)."""
     _refuse_other_branch_rows(df, open_table(path), op)
-    return write_table(df, path, **{"rowkind.column": KIND})
+    return write_table(df, path, merge_schema=False, **{"rowkind.column": KIND})
 
 
 def _refuse_other_branch_rows(df, table, op: str) -> None:
@@ -133,6 +137,8 @@ def merge_into(spark, target_path: str, source_df, on, when_matched="update", wh
       ``matched_condition`` (SQL over ``t.``/``s.``) restricts which matched rows are changed.
     - ``when_not_matched``: "insert" (the source row must have every table column) or None.
     - ``when_not_matched_by_source``: "delete" or None (target rows with no source row).
+    With the session's ``spark.paimon.write.merge-schema`` (and ``.type-widening``), as Paimon's MERGE INTO
+    schema evolution, the table first takes the source's new columns (``_evolve_for_merge``).
     As Paimon's MERGE INTO, each target row may match at most one source row when there is a ``when_matched``
     clause (whatever ``matched_condition`` says); source rows that match no target row are all inserted, duplicates
     included, and merge like the rows of any one write (on a deduplicate table one of them is kept, which one is not
@@ -153,24 +159,14 @@ def merge_into(spark, target_path: str, source_df, on, when_matched="update", wh
     from pyspark.sql import functions as F
     table = open_table(target_path)
     _check_row_level(table, "merge_into")
-    names = list(table.arrow_schema.names)
     sensitive = case_sensitive(spark)  # source and 'on' names resolve to the table's as Spark resolves them
-    source_df = with_table_names(source_df, table, sensitive)
-    on = [on] if isinstance(on, str) else list(on)
-    on = [resolve(c, names, sensitive, table=table.name, what="'on' column") or c for c in on]
-    missing = [c for c in on if c not in names or c not in source_df.columns]
-    if not on or missing:
-        raise InvalidInput(f"merge_into: 'on' columns {missing or on} must be columns of both the table and the "
-                           f"source", table=table.name)
-    if when_not_matched not in ("insert", None):
-        raise InvalidInput(f"merge_into: when_not_matched must be 'insert' or None, got {when_not_matched!r}",
-                           table=table.name)
-    if when_not_matched_by_source not in ("delete", None):
-        raise InvalidInput("merge_into: when_not_matched_by_source must be 'delete' or None", table=table.name)
-    absent = [c for c in names if c not in source_df.columns]
-    if when_not_matched == "insert" and absent:
-        raise InvalidInput(f"merge_into: inserting needs every table column in the source; missing {absent}",
-                           table=table.name)
+
+    def check(view, source_df=source_df, on=on):
+        return _check_merge_args(view, source_df, on, when_matched, when_not_matched, when_not_matched_by_source,
+                                 sensitive)
+    table = _evolve_for_merge(spark, table, source_df, when_matched, when_not_matched, sensitive, check)
+    names = list(table.arrow_schema.names)
+    source_df, on = check(table)
     if table.schema.is_append_only:
         from spark_glue.append_dml import merge_append
         matched = when_matched
@@ -179,11 +175,6 @@ def merge_into(spark, target_path: str, source_df, on, when_matched="update", wh
         return merge_append(spark, target_path, source_df, on, matched,
                             matched_condition=None if matched_condition is None else _expr(matched_condition),
                             insert=when_not_matched == "insert", delete_by_source=when_not_matched_by_source == "delete")
-    moved = [c for c in table.primary_keys if c in source_df.columns and c not in on]
-    if when_matched == "update" and moved:  # as Paimon's MERGE INTO: "Can't update the primary key column"
-        raise InvalidInput(f"merge_into: when_matched='update' would set primary-key column(s) {moved} from the "
-                           "source, and a primary key cannot be updated; add them to 'on', or pass a dict of the "
-                           "columns to update", table=table.name, column=moved[0])
     snap = _pinned(table)
     # One DataFrame per branch, all pinned to one snapshot: in Spark 4.3 scans of one Python-source relation
     # share its pushed-down read plan, so a branch's filters must never reach another branch's scan (each
@@ -234,6 +225,74 @@ def merge_into(spark, target_path: str, source_df, on, when_matched="update", wh
     if not parts:
         return table.latest_snapshot_id()
     return _write_changes(reduce(lambda a, b: a.unionByName(b), parts), target_path, "merge_into")
+
+
+def _check_merge_args(table, source_df, on, when_matched, when_not_matched, when_not_matched_by_source,
+                      sensitive: bool):
+    """(source_df under the table's names, the 'on' columns as the table's) for merge_into on ``table``; raises
+    merge_into's InvalidInput for its arguments (see merge_into). Runs no Spark job."""
+    names = list(table.arrow_schema.names)
+    source_df = with_table_names(source_df, table, sensitive)
+    on = [on] if isinstance(on, str) else list(on)
+    on = [resolve(c, names, sensitive, table=table.name, what="'on' column") or c for c in on]
+    missing = [c for c in on if c not in names or c not in source_df.columns]
+    if not on or missing:
+        raise InvalidInput(f"merge_into: 'on' columns {missing or on} must be columns of both the table and the "
+                           f"source", table=table.name)
+    if when_not_matched not in ("insert", None):
+        raise InvalidInput(f"merge_into: when_not_matched must be 'insert' or None, got {when_not_matched!r}",
+                           table=table.name)
+    if when_not_matched_by_source not in ("delete", None):
+        raise InvalidInput("merge_into: when_not_matched_by_source must be 'delete' or None", table=table.name)
+    absent = [c for c in names if c not in source_df.columns]
+    if when_not_matched == "insert" and absent:
+        raise InvalidInput(f"merge_into: inserting needs every table column in the source; missing {absent}",
+                           table=table.name)
+    moved = [c for c in table.primary_keys if c in source_df.columns and c not in on]
+    if not table.schema.is_append_only and when_matched == "update" and moved:
+        # as Paimon's MERGE INTO: "Can't update the primary key column"
+        raise InvalidInput(f"merge_into: when_matched='update' would set primary-key column(s) {moved} from the "
+                           "source, and a primary key cannot be updated; add them to 'on', or pass a dict of the "
+                           "columns to update", table=table.name, column=moved[0])
+    return source_df, on
+
+
+def _evolve_for_merge(spark, table, source_df, when_matched, when_not_matched, sensitive: bool, check):
+    """``table``, first evolved for a MERGE INTO as Paimon's (MergeSchemaEvolutionHelper) when the session sets
+    ``spark.paimon.write.merge-schema`` (merge_into takes no write options, as SQL's MERGE INTO): with an
+    ``UPDATE *`` / ``INSERT *`` clause ("update" / "insert") every source column is merged in (new columns added,
+    types widened with ``.type-widening``: engine.merge_schema), with a dict of assignments the source columns
+    its keys name that the table lacks; otherwise nothing. The schema change is committed before the merge runs
+    (a merge that then fails leaves it, as a merge-schema write does), once ``check(table with the merged
+    schema)`` accepted merge_into's arguments (else nothing is published). Raises as
+    engine.merge_schema.merge_input_schema and ``check``."""
+    import copy
+    from engine.merge_schema import merge_input_schema
+    from spark_glue.tables import arrow_of_spark
+    from spark_glue.writing import EXPLICIT_CAST, MERGE_SCHEMA, TYPE_WIDENING, with_session_merge_options
+    opts = with_session_merge_options({}, spark)
+    if not parse_bool(opts.get(MERGE_SCHEMA, "false")):
+        return table
+    if when_matched == "update" or when_not_matched == "insert":
+        columns = list(source_df.columns)
+    elif isinstance(when_matched, Mapping):
+        columns = [c for c in source_df.columns
+                   if resolve(c, table.arrow_schema.names, sensitive, table=table.name) is None
+                   and any(resolve(k, [c], sensitive, table=table.name) for k in when_matched)]
+    else:
+        return table
+    if not columns:
+        return table
+    schema = arrow_of_spark(source_df.select(*[f"`{c}`" for c in columns]).schema)
+
+    def check_merged(merged) -> None:
+        view = copy.copy(table)
+        view.schema = merged
+        check(view)
+    merge_input_schema(table, schema, type_widening=parse_bool(opts.get(TYPE_WIDENING, "false")),
+                       explicit_cast=parse_bool(opts.get(EXPLICIT_CAST, "false")), case_sensitive=sensitive,
+                       check=check_merged)
+    return table
 
 
 def _matched_values(table, when_matched, names: list[str], source_df) -> dict:

@@ -154,16 +154,28 @@ def _prunable(t: pa.DataType) -> bool:
             or pa.types.is_boolean(t) or pa.types.is_date(t))
 
 
-def to_spark_type(column, t: pa.DataType):
+def to_spark_type(column, t: pa.DataType, *, table: str | None = None, name: str | None = None):
     """``column`` as the Arrow type Spark expects. Spark timestamps hold microseconds: nanoseconds are floored, as
-    Paimon's Spark connector does (Timestamp.toMicros); a safe cast refused the whole read."""
+    Paimon's Spark connector does (Timestamp.toMicros); a safe cast refused the whole read. Other types are cast
+    safely: a DataFrame or stream keeps the Spark schema it was created with, so after the table's column
+    ``name`` was widened (ALTER, write.merge-schema type widening) it reads the values that fit its type exactly
+    and raises SchemaMismatch naming ``table`` and ``name`` for a value that does not (Paimon's reader of the old
+    schema narrows it with a Java cast, which wraps)."""
     if pa.types.is_timestamp(t) and pa.types.is_timestamp(column.type) and column.type.unit == "ns":
         nanos = pc.cast(column, pa.int64())
         micros = pc.divide(nanos, 1000)  # truncates toward zero
         micros = pc.if_else(pc.less(pc.subtract(nanos, pc.multiply(micros, 1000)), 0), pc.subtract(micros, 1),
                             micros)
         return pc.cast(micros, t)
-    return column.cast(t)
+    try:
+        return column.cast(t)
+    except pa.ArrowInvalid as e:
+        if name is None:
+            raise
+        raise SchemaMismatch(f"column {name!r} is {column.type} in the table now but {t} in this DataFrame or "
+                             f"stream, and holds a value that type cannot ({e}); the column was widened after the "
+                             "DataFrame or stream was created: create the DataFrame or stream again to read it",
+                             table=table, column=name) from None
 
 
 class MergedTableReader(DataSourceReader):
@@ -317,7 +329,8 @@ class MergedTableReader(DataSourceReader):
                 if dnf:
                     merged = merged.filter(pred.to_expression(dnf))
                 merged = merged.select(self.columns)
-                out = pa.Table.from_arrays([to_spark_type(merged.column(i), target.field(i).type)
+                out = pa.Table.from_arrays([to_spark_type(merged.column(i), target.field(i).type, table=table.name,
+                                                          name=self.columns[i])
                                             for i in range(len(self.columns))], schema=target)
                 yield from out.to_batches(max_chunksize=BATCH_ROWS)
         return batches()

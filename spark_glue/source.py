@@ -33,7 +33,9 @@ Options (keys are case-insensitive):
   +I/-U/+U/-D that is consumed, not stored), ``dynamic-partition-overwrite`` (default true; false = overwrite the
   whole table in ``mode("overwrite")``), ``write.merge-schema`` (true: add the input's new columns and struct
   fields to the table first, once, on the driver; ``write.merge-schema.type-widening`` also widens column types,
-  see writing.merge_input_schema and engine.merge_schema).
+  see writing.merge_input_schema and engine.merge_schema; nested struct fields the input lacks are then written
+  as null). Only the write option counts here: the planner of a Python data source is handed the options and the
+  input schema, not the session's ``spark.paimon.write.merge-schema`` (write_table reads that).
 """
 from __future__ import annotations
 

@@ -404,7 +404,8 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return iter(())
         target = arrow_of_spark(self.schema)
         names = target.names
-        out = pa.Table.from_arrays([to_spark_type(rows.column(n), target.field(n).type) for n in names], schema=target)
+        out = pa.Table.from_arrays([to_spark_type(rows.column(n), target.field(n).type, table=table.name, name=n)
+                                    for n in names], schema=target)
         return iter(out.to_batches(max_chunksize=64 * 1024))
 
 

@@ -49,6 +49,7 @@ from engine.meta.snapshot import BATCH_COMMIT_IDENTIFIER
 from engine.options import POSTPONE_BATCH_WRITE_FIXED_BUCKET, POSTPONE_DEFAULT_BUCKET_NUM, WRITE_ONLY, parse_bool
 from engine.postpone import POSTPONE_BUCKET
 from engine.table import Table
+from engine.types import rebased_offsets
 from engine.write.commit_message import CommitMessage
 from engine.write.table_write import TableWrite
 from spark_glue.epoch_seconds import refused_cast, spark_epoch_seconds
@@ -114,9 +115,11 @@ class WriteJob:
         self.renames: dict[str, str] = {}
         self.absent: list[str] = []
         self.input_schema = schema  # resolved again by the tasks, which know spark.sql.caseSensitive
+        self.merge_schema = parse_bool(opts.get(MERGE_SCHEMA, "false"))  # nested fields the input lacks: nulls
+        self.case_sensitive = False  # write_table's tasks take the driver's renames (see write_task)
         if schema is not None:
             self.renames, self.absent = check_input_schema(table, schema, opts.get(ROW_KIND_COLUMN),
-                                                           case_sensitive=None)
+                                                           case_sensitive=None, merge_schema=self.merge_schema)
         self.base_id = table.latest_snapshot_id()
         self.token = uuid.uuid4().hex[:16]
         self.streaming = streaming
@@ -165,11 +168,12 @@ class WriteJob:
                 raise InvalidInput("streaming write task without a micro-batch id", table=self.table_name)
         tag = self.tag_for(batch_id)
         table = tag_files(open_table(self.path), tag)
-        renames, absent = self.renames, self.absent
+        renames, absent, sensitive = self.renames, self.absent, self.case_sensitive
         if self.input_schema is not None:  # now with the query's spark.sql.caseSensitive
             from spark_glue.columns import task_case_sensitive
+            sensitive = bool(task_case_sensitive())
             renames, absent = check_input_schema(table, self.input_schema, self.kind_column,
-                                                 case_sensitive=bool(task_case_sensitive()))
+                                                 case_sensitive=sensitive, merge_schema=self.merge_schema)
         schema = table.schema
         identifier = BATCH_COMMIT_IDENTIFIER if self.identifier is None else self.identifier
         lane = (0, 1) if placed_by_bucket else (TaskContext.get().partitionId() % SEQUENCE_LANES, SEQUENCE_LANES)
@@ -201,7 +205,7 @@ class WriteJob:
                 rows = pa.Table.from_batches([batch])
                 if rows.num_rows == 0:
                     continue
-                rows = by_table_names(rows, renames, absent, table.arrow_schema)
+                rows = by_table_names(rows, renames, absent, table.arrow_schema, case_sensitive=sensitive)
                 rows = session_time_stamps(rows, table.arrow_schema, zone)
                 rows = spark_decimals(rows, table.arrow_schema, table.name)
                 rows = spark_text(rows, table.arrow_schema, zone)
@@ -367,6 +371,23 @@ def require_spark_writable(table: Table) -> None:
                            f"this table has bucket={nb}; write it with the engine (Table.write)", table=table.name)
 
 
+SESSION_PREFIX = "spark.paimon."  # Paimon's connector reads session conf under it as options (OptionUtils)
+
+
+def with_session_merge_options(opts: dict, spark) -> dict:
+    """``opts`` with ``write.merge-schema`` and its ``.type-widening`` / ``.explicit-cast`` taken from the session's
+    ``spark.paimon.<option>`` conf where ``opts`` does not set them (Paimon's OptionUtils: session conf under that
+    prefix is a dynamic option, which a write option overrides). Only these options are taken: lakemerge reads no
+    other ``spark.paimon.`` conf."""
+    given = {k.lower() for k in opts}
+    out = dict(opts)
+    for key in (MERGE_SCHEMA, TYPE_WIDENING, EXPLICIT_CAST):
+        value = spark.conf.get(SESSION_PREFIX + key, None)
+        if key not in given and value is not None:
+            out[key] = str(value)
+    return out
+
+
 def merge_input_schema(table: Table, spark_schema, opts: dict, case_sensitive: bool | None = False) -> Table:
     """``table``, first evolved to take ``spark_schema``'s columns if option ``write.merge-schema`` is true (with
     ``write.merge-schema.type-widening`` / ``.explicit-cast``: engine.merge_schema, Paimon's SchemaMergingUtils),
@@ -389,7 +410,7 @@ def merge_input_schema(table: Table, spark_schema, opts: dict, case_sensitive: b
     def check(merged) -> None:
         view = copy.copy(table)
         view.schema = merged
-        check_input_schema(view, spark_schema, kind_column, case_sensitive=case_sensitive)
+        check_input_schema(view, spark_schema, kind_column, case_sensitive=case_sensitive, merge_schema=True)
     merge(table, arrow_of_spark(spark_schema), type_widening=parse_bool(opts.get(TYPE_WIDENING, "false")),
           explicit_cast=parse_bool(opts.get(EXPLICIT_CAST, "false")), case_sensitive=bool(case_sensitive),
           ignore=[c for c in (kind_column,) if c], check=check)
@@ -397,7 +418,8 @@ def merge_input_schema(table: Table, spark_schema, opts: dict, case_sensitive: b
 
 
 def check_input_schema(table: Table, spark_schema, kind_column: str | None = None, *,
-                       case_sensitive: bool | None = False) -> tuple[dict[str, str], list[str]]:
+                       case_sensitive: bool | None = False, merge_schema: bool = False
+                       ) -> tuple[dict[str, str], list[str]]:
     """Resolve the input's columns against ``table``'s by name before any row is written, as Paimon's Spark writer
     does (PaimonOutputResolver with Spark's resolver: case-insensitive unless ``case_sensitive``, the session's
     ``spark.sql.caseSensitive``, see spark_glue.columns): returns (input name -> table name, for the names that
@@ -406,15 +428,19 @@ def check_input_schema(table: Table, spark_schema, kind_column: str | None = Non
     Refused with SchemaMismatch naming the column and the table: columns the table lacks, an ambiguous name (two
     table columns, or two input columns, equal ignoring case while insensitive), two input columns naming one
     table column, a missing NOT NULL column, and text for a non-text column (Spark's ANSI store assignment refuses
-    string -> number, date, boolean; casting by value would pass on '5' and fail later on 'abc'), and what
+    string -> number, date, boolean; casting by value would pass on '5' and fail later on 'abc'), what
     spark_glue.epoch_seconds.refused_cast refuses (a date-time to or from a number, but a TIMESTAMP to or from an
-    integer). Other types are cast safely by the writer."""
+    integer), and nested struct fields that do not match the table's by name (``_nested_mismatch``: a missing one
+    is written as null only with ``merge_schema``, as Paimon's write.merge-schema). Other types are cast safely by
+    the writer."""
     if case_sensitive is None:
         try:
-            return check_input_schema(table, spark_schema, kind_column, case_sensitive=False)
+            return check_input_schema(table, spark_schema, kind_column, case_sensitive=False,
+                                      merge_schema=merge_schema)
         except SchemaMismatch as insensitive:
             try:
-                return check_input_schema(table, spark_schema, kind_column, case_sensitive=True)
+                return check_input_schema(table, spark_schema, kind_column, case_sensitive=True,
+                                          merge_schema=merge_schema)
             except SchemaMismatch:
                 raise insensitive from None
     from spark_glue.columns import HINT, resolve
@@ -454,46 +480,139 @@ def check_input_schema(table: Table, spark_schema, kind_column: str | None = Non
         if why:
             raise SchemaMismatch(f"column {c!r} is {have} in the input but {want} in the table, and {why}; cast "
                                  "it explicitly", table=table.name, column=c)
-        nested = _nested_mismatch(have, want, t)
+        nested = _nested_mismatch(have, want, t, case_sensitive, merge_schema)
         if nested:
-            raise SchemaMismatch(f"column {c!r}: {nested} (the writer would write nulls in their place)",
+            raise SchemaMismatch(f"column {c!r}: {nested}",
                                  table=table.name, column=t)
     return {c: t for c, t in resolved.items() if c != t}, absent
 
 
-def _nested_mismatch(have: pa.DataType, want: pa.DataType, path: str) -> str | None:
-    """Why nested struct fields of input type ``have`` do not match the table's ``want`` by name (Arrow casts
-    structs by field name and fills a field it cannot find with nulls), or None. As Paimon's Spark writer (strict
-    by default), a nested field the input lacks or the table lacks is refused; unlike Paimon's, names must match
-    exactly and in order (no nested reordering or case folding)."""
+def _nested_mismatch(have: pa.DataType, want: pa.DataType, path: str, case_sensitive: bool,
+                     fill_missing: bool) -> str | None:
+    """Why the nested struct fields of input type ``have`` cannot be matched to the table's ``want`` by name, or
+    None. As Paimon's Spark writer (PaimonOutputResolver, by name): a struct field is found by the resolver's name
+    (ignoring case unless ``case_sensitive``) at any position; a field the input lacks is refused unless
+    ``fill_missing`` (write.merge-schema: it is written as null) and nullable; a field the table lacks, and a field
+    name that is ambiguous, are refused."""
     if pa.types.is_struct(have) and pa.types.is_struct(want):
         got = [have.field(i).name for i in range(have.num_fields)]
-        need = [want.field(i).name for i in range(want.num_fields)]
-        if got != need:  # Arrow's cast also needs the table's order
-            return (f"struct {path} has fields {got} in the input but {need} in the table (nested fields must match "
-                    "by name and order)")
-        for name in need:
-            why = _nested_mismatch(have.field(name).type, want.field(name).type, f"{path}.{name}")
+        matched = set()
+        for k in range(want.num_fields):
+            w = want.field(k)
+            same = _matching_fields(got, w.name, case_sensitive)
+            if len(same) > 1:
+                return f"struct field {path}.{w.name} is ambiguous: the input has fields {same}"
+            if not same:
+                if not fill_missing:
+                    return (f"struct field {path}.{w.name} is missing in the input (set write.merge-schema to "
+                            "write it as null)")
+                if not w.nullable:
+                    return f"struct field {path}.{w.name} is missing in the input and NOT NULL in the table"
+                continue
+            matched.add(same[0])
+            why = _nested_mismatch(have.field(same[0]).type, w.type, f"{path}.{w.name}", case_sensitive,
+                                   fill_missing)
             if why:
                 return why
+        extra = [n for n in got if n not in matched]
+        if extra:
+            return f"struct {path} has fields {extra} in the input that the table lacks"
         return None
     if pa.types.is_map(have) and pa.types.is_map(want):
-        return (_nested_mismatch(have.key_type, want.key_type, f"{path}.key")
-                or _nested_mismatch(have.item_type, want.item_type, f"{path}.value"))
-    lists = (pa.types.is_list, pa.types.is_large_list, pa.types.is_fixed_size_list)
-    if any(f(have) for f in lists) and any(f(want) for f in lists):
-        return _nested_mismatch(have.value_type, want.value_type, f"{path}.element")
+        return (_nested_mismatch(have.key_type, want.key_type, f"{path}.key", case_sensitive, fill_missing)
+                or _nested_mismatch(have.item_type, want.item_type, f"{path}.value", case_sensitive, fill_missing))
+    if _is_list(have) and _is_list(want):
+        return _nested_mismatch(have.value_type, want.value_type, f"{path}.element", case_sensitive, fill_missing)
     return None
 
 
-def by_table_names(rows: pa.Table, renames: dict[str, str], absent: list[str], target: pa.Schema) -> pa.Table:
-    """``rows`` with the table's names for the ``renames`` and null columns for the ``absent`` table columns
-    (check_input_schema)."""
+def _matching_fields(names, name: str, case_sensitive: bool) -> list[str]:
+    return [n for n in names if (n == name if case_sensitive else n.lower() == name.lower())]
+
+
+def _is_list(t: pa.DataType) -> bool:
+    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+
+
+def by_table_names(rows: pa.Table, renames: dict[str, str], absent: list[str], target: pa.Schema, *,
+                   case_sensitive: bool = False) -> pa.Table:
+    """``rows`` with the table's names for the ``renames``, null columns for the ``absent`` table columns
+    (check_input_schema), and nested struct fields in the table's order under the table's names, with nulls for
+    the fields the input lacks (``align_nested``)."""
     if renames:
         rows = rows.rename_columns([renames.get(c, c) for c in rows.column_names])
     for c in absent:
         rows = rows.append_column(target.field(c), pa.nulls(rows.num_rows, target.field(c).type))
+    for i, name in enumerate(rows.column_names):
+        col = rows.column(i)
+        if name in target.names and _needs_alignment(col.type, target.field(name).type):
+            want = target.field(name).type
+            chunks = [align_nested(c, want, case_sensitive) for c in col.chunks]
+            rows = rows.set_column(i, name, pa.chunked_array(chunks, _aligned_type(col.type, want, case_sensitive)))
     return rows
+
+
+def _needs_alignment(have: pa.DataType, want: pa.DataType) -> bool:
+    """Whether struct fields somewhere in ``have`` differ from ``want``'s by name or order."""
+    if pa.types.is_struct(have) and pa.types.is_struct(want):
+        if [f.name for f in have] != [f.name for f in want]:
+            return True
+        return any(_needs_alignment(h.type, w.type) for h, w in zip(have, want))
+    if pa.types.is_map(have) and pa.types.is_map(want):
+        return _needs_alignment(have.key_type, want.key_type) or _needs_alignment(have.item_type, want.item_type)
+    if _is_list(have) and _is_list(want):
+        return _needs_alignment(have.value_type, want.value_type)
+    return False
+
+
+def _aligned_type(have: pa.DataType, want: pa.DataType, case_sensitive: bool) -> pa.DataType:
+    """The type ``align_nested`` gives an array of ``have``: ``want``'s struct layout with ``have``'s leaves."""
+    if pa.types.is_struct(have) and pa.types.is_struct(want):
+        names = [f.name for f in have]
+        fields = []
+        for w in want:
+            same = _matching_fields(names, w.name, case_sensitive)
+            t = _aligned_type(have.field(same[0]).type, w.type, case_sensitive) if same else w.type
+            fields.append(pa.field(w.name, t, w.nullable))
+        return pa.struct(fields)
+    if pa.types.is_map(have) and pa.types.is_map(want):
+        return pa.map_(_aligned_type(have.key_type, want.key_type, case_sensitive),
+                       _aligned_type(have.item_type, want.item_type, case_sensitive))
+    if _is_list(have) and _is_list(want):
+        element = _aligned_type(have.value_type, want.value_type, case_sensitive)
+        return pa.large_list(element) if pa.types.is_large_list(have) else pa.list_(element)
+    return have
+
+
+def align_nested(arr: pa.Array, want: pa.DataType, case_sensitive: bool) -> pa.Array:
+    """``arr`` whose structs (at any depth: struct fields, list elements, map keys and values) have the fields of
+    ``want``'s structs, in its order and under its names, matched by name (ignoring case unless
+    ``case_sensitive``); a field the input lacks is null. Leaf types stay as they are (the writer casts them).
+    Expects an input check_input_schema accepted."""
+    have = arr.type
+    if not _needs_alignment(have, want):
+        return arr
+    out_type = _aligned_type(have, want, case_sensitive)
+    mask = arr.is_null() if arr.null_count else None
+    if pa.types.is_struct(have):
+        names = [f.name for f in have]
+        children = arr.flatten()
+        out = []
+        for w, f in zip(want, out_type):
+            same = _matching_fields(names, w.name, case_sensitive)
+            out.append(align_nested(children[names.index(same[0])], w.type, case_sensitive) if same
+                       else pa.nulls(len(arr), f.type))
+        return pa.StructArray.from_arrays(out, fields=list(out_type), mask=mask)
+    if pa.types.is_fixed_size_list(have):
+        arr = arr.cast(pa.list_(have.value_field))
+    offsets, start, length = rebased_offsets(arr)
+    if pa.types.is_map(have):
+        keys = align_nested(arr.keys.slice(start, length), want.key_type, case_sensitive)
+        items = align_nested(arr.items.slice(start, length), want.item_type, case_sensitive)
+        return pa.MapArray.from_arrays(offsets, keys, items, type=out_type, mask=mask)
+    values = align_nested(arr.values.slice(start, length), want.value_type, case_sensitive)
+    cls = pa.LargeListArray if pa.types.is_large_list(have) else pa.ListArray
+    return cls.from_arrays(offsets, values, type=out_type, mask=mask)
 
 
 def _is_text(t: pa.DataType) -> bool:

@@ -9,6 +9,8 @@ import pytest
 
 from engine.errors import InvalidInput, InvalidSchema, SchemaMismatch, UnsupportedFeature
 from engine.merge_schema import with_missing_columns
+from engine.schema_change import AddColumn, UpdateColumnType, alter_table
+from engine.types import parse_atomic
 
 BASE = pa.schema([pa.field("id", pa.int64(), nullable=False), ("qty", pa.int32()), ("name", pa.string())])
 
@@ -284,3 +286,62 @@ def test_an_input_the_merged_schema_would_refuse_leaves_the_schema_unchanged(cat
                 merge_schema=True)
     fresh = catalog.get_table("db.nn")
     assert [s.id for s in fresh.schemas()] == [0] and fresh.read().num_rows == 0
+
+
+def test_map_values_and_array_elements_widen_but_map_keys_never_change(catalog):
+    """SchemaMergingUtils.merge would merge a MAP's key type too, but Paimon's reader cannot read the older files
+    afterwards (SchemaEvolutionUtil.createMapCastExecutor checks that the key types are equal), so lakemerge
+    refuses a merge that would change a map key (a wider leaf key, a ROW key gaining fields) with
+    UnsupportedFeature naming the column and publishes nothing; a map value and an array element widen (Java casts
+    those) and old files are read through the new types."""
+    key = pa.struct([("x", pa.int32())])
+    schema = pa.schema([pa.field("id", pa.int64(), False), ("m", pa.map_(pa.int32(), pa.int32())),
+                        ("mk", pa.map_(key, pa.string())), ("a", pa.list_(pa.int32()))])
+    t = catalog.create_table("db.m", schema, primary_key=["id"], options={"bucket": "1"})
+    old = {"id": 1, "m": [(1, 10)], "mk": [({"x": 1}, "one")], "a": [1]}
+    t.write(pa.Table.from_pylist([old], schema=schema))
+    wider_key = pa.struct([("x", pa.int32()), ("y", pa.string())])
+    for m_type, mk_type, where in ((pa.map_(pa.int64(), pa.int64()), pa.map_(key, pa.string()), "m"),
+                                   (pa.map_(pa.int32(), pa.int64()), pa.map_(wider_key, pa.string()), "mk")):
+        new = pa.schema([pa.field("id", pa.int64(), False), ("m", m_type), ("mk", mk_type),
+                         ("a", pa.list_(pa.int64()))])
+        bad = pa.Table.from_pylist([{"id": 9, "m": [(2, 2)], "mk": [({"x": 2, "y": "k"}, "two")], "a": [2]}],
+                                   schema=new)
+        with pytest.raises(UnsupportedFeature, match=f"map key of column '{where}'.*Paimon cannot read"):
+            t.write(bad, merge_schema=True, type_widening=True)
+        assert t.schema_manager.latest().id == 0 and _read(t) == [old]
+    new = pa.schema([pa.field("id", pa.int64(), False), ("m", pa.map_(pa.int32(), pa.int64())),
+                     ("mk", pa.map_(key, pa.string())), ("a", pa.list_(pa.int64()))])
+    row = {"id": 2, "m": [(2, 2 ** 41)], "mk": [({"x": 2}, "two")], "a": [2 ** 42]}
+    t.write(pa.Table.from_pylist([row], schema=new), merge_schema=True, type_widening=True)
+    after = t.schema_manager.latest()
+    m = after.field("m").type
+    assert after.id == 1 and (m.key.root, m.value.root, after.field("a").type.element.root) == (
+        "INT", "BIGINT", "BIGINT")
+    assert _read(t) == [old, row]
+
+
+def test_alter_cannot_step_into_a_map_key(catalog):
+    """Paimon's nested schema changes step into an ARRAY's element and a MAP's value only (SchemaManager): a path
+    through a map key names nothing."""
+    key = pa.struct([("x", pa.int32())])
+    schema = pa.schema([pa.field("id", pa.int64(), False), ("mk", pa.map_(key, pa.string()))])
+    t = catalog.create_table("db.k", schema, primary_key=["id"], options={"bucket": "1"})
+    with pytest.raises(InvalidSchema, match="does not exist"):
+        alter_table(t, [AddColumn(("mk", "key", "y"), parse_atomic("STRING"))])
+    with pytest.raises(InvalidSchema, match="does not exist"):
+        alter_table(t, [UpdateColumnType(("mk", "key", "x"), parse_atomic("BIGINT"))])
+    assert t.schema_manager.latest().id == 0
+
+
+def test_a_map_key_that_is_not_a_widening_is_refused(catalog):
+    schema = pa.schema([pa.field("id", pa.int64(), False), ("m", pa.map_(pa.int64(), pa.string()))])
+    t = catalog.create_table("db.m", schema, primary_key=["id"], options={"bucket": "1"})
+    bad = pa.table({"id": [1], "m": pa.array([[("k", "v")]], pa.map_(pa.string(), pa.string()))})
+    with pytest.raises(SchemaMismatch, match="'m.key' is BIGINT in the table and STRING in the input"):
+        t.write(bad, merge_schema=True, type_widening=True)
+    narrow = pa.table({"id": [1], "m": pa.array([[(1, "v")]], pa.map_(pa.int32(), pa.string()))})
+    with pytest.raises(SchemaMismatch, match="'m.key' is BIGINT in the table and INT in the input"):
+        t.write(narrow, merge_schema=True, type_widening=True)  # as a narrower column type
+    t.write(narrow, merge_schema=True)  # without type widening the key is cast, its type kept
+    assert t.schema_manager.latest().id == t.schema.id == 0 and _read(t) == [{"id": 1, "m": [(1, "v")]}]

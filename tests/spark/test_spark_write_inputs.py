@@ -102,21 +102,24 @@ def test_columns_resolve_by_name_ignoring_case_and_missing_nullable_ones_are_nul
 
 
 def test_nested_struct_fields_must_match_the_table(spark, tmp_path):
-    """A struct whose fields differ from the table's by name (``X`` for ``x``, or another field) is refused on the
+    """A struct whose fields differ from the table's by name (another field, a missing one) is refused on the
     driver, as Paimon's Spark writer refuses a missing or extra nested field. Before, Arrow's by-name cast wrote
-    null for the field silently (data loss)."""
+    null for the field silently (data loss). Names resolve as Paimon's resolver does: ``X`` is ``x`` unless
+    spark.sql.caseSensitive."""
     cat = Catalog(str(tmp_path / "wh"))
     cat.create_database("db")
     schema = pa.schema([("a", pa.int64()), ("d", pa.struct([("x", pa.int32())])),
                         ("l", pa.list_(pa.struct([("y", pa.string())])))])
     t = cat.create_table("db.ap", schema, [], None, {"bucket": "-1"})
     spark_glue.register(spark)
-    spark.sql("SELECT 1L a, named_struct('x', 5L) d, array(named_struct('y', 'q')) l") \
+    spark.sql("SELECT 1L a, named_struct('X', 5L) d, array(named_struct('y', 'q')) l") \
         .write.format("lakemerge").mode("append").save(t.root)
     assert t.read().to_pylist() == [{"a": 1, "d": {"x": 5}, "l": [{"y": "q"}]}]
-    for sql, where in (("SELECT 2L a, named_struct('X', 5) d, array(named_struct('y', 'q')) l", "d"),
-                       ("SELECT 2L a, named_struct('x', 5) d, array(named_struct('z', 'q')) l", r"l\.element")):
-        with pytest.raises(Exception, match=f"struct {where} has fields"):
+    for sql, message in (("SELECT 2L a, named_struct('x', 5, 'w', 1) d, array(named_struct('y', 'q')) l",
+                          r"struct d has fields \['w'\] in the input that the table lacks"),
+                         ("SELECT 2L a, named_struct('x', 5) d, array(named_struct('z', 'q')) l",
+                          r"struct field l\.element\.y is missing in the input")):
+        with pytest.raises(Exception, match=message):
             spark.sql(sql).write.format("lakemerge").mode("append").save(t.root)
     assert t.read().num_rows == 1
 

@@ -9,7 +9,7 @@ import pytest
 
 from engine.errors import InvalidInput, InvalidSchema, SchemaMismatch, UnsupportedFeature
 from engine.merge_schema import with_missing_columns
-from engine.schema_change import AddColumn, UpdateColumnType, alter_table
+from engine.schema_change import AddColumn, UpdateColumnType, alter_table, apply_changes
 from engine.types import parse_atomic
 
 BASE = pa.schema([pa.field("id", pa.int64(), nullable=False), ("qty", pa.int32()), ("name", pa.string())])
@@ -345,3 +345,19 @@ def test_a_map_key_that_is_not_a_widening_is_refused(catalog):
         t.write(narrow, merge_schema=True, type_widening=True)  # as a narrower column type
     t.write(narrow, merge_schema=True)  # without type widening the key is cast, its type kept
     assert t.schema_manager.latest().id == t.schema.id == 0 and _read(t) == [{"id": 1, "m": [(1, "v")]}]
+
+
+def test_alter_cannot_change_a_type_inside_a_multiset():
+    """Paimon's readers have no MULTISET cast (CastExecutors), so older files could not be read after a type change
+    of a MULTISET's element or of a field nested in it; an ARRAY's element may widen."""
+    from dataclasses import replace as dc_replace
+
+    from engine.schema import TableSchema
+    base = TableSchema.create(pa.schema([pa.field("id", pa.int64(), False), ("ms", pa.list_(pa.int32())),
+                                         ("arr", pa.list_(pa.int32()))]), primary_keys=["id"])
+    ms = dc_replace(base.fields[1], type=dc_replace(base.fields[1].type, root="MULTISET"))
+    schema = dc_replace(base, fields=(base.fields[0], ms, base.fields[2]))
+    with pytest.raises(InvalidSchema, match="inside a MULTISET"):
+        apply_changes(schema, [UpdateColumnType(("ms", "element"), parse_atomic("BIGINT"))])
+    widened = apply_changes(schema, [UpdateColumnType(("arr", "element"), parse_atomic("BIGINT"))])
+    assert widened.fields[2].type.element.root == "BIGINT"

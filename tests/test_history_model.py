@@ -604,3 +604,330 @@ def test_history_across_schema_evolution_long(catalog, config, seed):
     h = History(catalog, config, seed)
     h.run(60)
     check_history(h)
+
+
+# ---- partitioned tables, options changed mid-history, streams from a timestamp ---------------------------------
+# name -> (options, primary keys); every table is partitioned by p. "xpart": bucket=-1 with a key without p (Paimon's
+# cross-partition update: a key lives in one partition, an upsert into another moves it).
+PART_CONFIGS = {
+    "xpart": ({"bucket": "-1"}, ["k"]),
+    "xpart-lookup": ({"bucket": "-1", "changelog-producer": "lookup"}, ["k"]),
+    "fixed": ({"bucket": "2"}, ["p", "k"]),
+    "fixed-lookup": ({"bucket": "2", "changelog-producer": "lookup"}, ["p", "k"]),
+    "dynamic": ({"bucket": "-1"}, ["p", "k"]),
+}
+PART_SCHEMA = pa.schema([pa.field("p", pa.int32(), False), pa.field("k", pa.int64(), False),
+                         pa.field("v", pa.int32(), False), pa.field("s", pa.string())])
+PRODUCERS = ["none", "lookup", "full-compaction"]
+
+
+class PartHistory:
+    """A random history of a partitioned table: upserts (moving keys between partitions on a cross-partition
+    table), deletes by key, partition-only DELETEs, DROP PARTITION, INSERT OVERWRITE of a partition, compactions,
+    tags, and ALTER TABLE SET of changelog-producer, ``ignore-delete`` and ``sequence.field``. The model: key ->
+    row; per snapshot the state and the options it was committed under.
+
+    Options that change how already written records merge (ignore-delete on, sequence.field) are set right after
+    a full compaction, when every key has one record (Paimon reads a snapshot with its schema's options: an older
+    -D record would otherwise be ignored and an older record win by its sequence field, retroactively)."""
+
+    def __init__(self, catalog, config: str, seed: int):
+        self.rng = random.Random(seed)
+        options, self.pk = PART_CONFIGS[config]
+        self.cross = self.pk == ["k"]
+        self.catalog = catalog
+        self.table = catalog.create_table("db.p", PART_SCHEMA, self.pk, ["p"], options=dict(options))
+        self.producer = options.get("changelog-producer", "none")
+        self.ignore_delete = False
+        self.sequenced = False
+        self.state: dict = {}                      # key -> row dict
+        self.snapshots: dict[int, dict] = {}       # snapshot id -> state
+        self.producers: dict[int, str] = {}        # snapshot id -> changelog producer it was committed under
+        self.complete: list[int] = []              # snapshots whose changelog so far folds to their state
+        self.replaced: dict[int, tuple] = {}       # OVERWRITE snapshot id -> (partition, its new rows)
+        self.inputs: dict[int, list] = {}          # APPEND snapshot id -> [(kind, row)] as written
+        self.tags: dict[str, int] = {}
+        self.stable_from = 1                       # snapshots before it may read otherwise now (see check_part_history)
+        self.full: set[int] = set()                # snapshots of a full compaction: one record per key
+        self.tombs: dict = {}                      # key -> sequence value of its -D (with sequence.field)
+        self.log: list[str] = []
+
+    def key(self, row: dict):
+        return row["k"] if self.cross else (row["p"], row["k"])
+
+    def _committed(self, sid, inputs=None, complete=False, replaced=None) -> None:
+        if sid is None:
+            return
+        last = max(self.snapshots, default=0)
+        if sid == last:
+            return
+        assert sid > last, (sid, last, self.log)
+        for s in range(last + 1, sid + 1):
+            self.snapshots[s] = copy.deepcopy(self.state)
+            self.producers[s] = self.producer
+        if inputs is not None:
+            self.inputs[last + 1] = inputs
+        if replaced is not None:
+            self.replaced[last + 1] = replaced
+        if complete:
+            self.complete.append(sid)
+
+    # ---- operations ----------------------------------------------------------------------------------------
+    def upsert(self) -> None:
+        rng = self.rng
+        rows, seen = [], set()
+        for _ in range(rng.randint(1, 6)):
+            row = {"p": rng.randint(0, 2), "k": rng.randint(0, 7), "v": rng.randint(0, 50),
+                   "s": rng.choice([None, "a", "b", "c"])}
+            if self.key(row) not in seen:
+                seen.add(self.key(row))
+                rows.append(row)
+            # a deleted key's -D keeps its sequence value until a compaction to the top level drops it: an older
+            # row would lose to it (in Paimon too); not modelled, such rows are not written
+            row["v"] = max(row["v"], self.tombs.get(self.key(row), 0))
+        sid = self.table.write(pa.Table.from_pylist(rows, schema=PART_SCHEMA))
+        for row in rows:
+            cur = self.state.get(self.key(row))
+            if cur is None or not self.sequenced or row["v"] >= cur["v"]:
+                self.state[self.key(row)] = row
+        self.log.append(f"upsert {[(r['p'], r['k'], r['v']) for r in rows]} -> {sid}")
+        self._committed(sid, [("+I", r) for r in rows], complete=self.producer == "lookup")
+
+    def delete(self) -> None:
+        if self.cross:
+            keys = pa.table({"k": pa.array(self.rng.sample(range(8), 2), pa.int64())})
+        else:
+            pairs = self.rng.sample([(p, k) for p in range(3) for k in range(8)], 3)
+            keys = pa.table({"p": pa.array([p for p, _ in pairs], pa.int32()),
+                             "k": pa.array([k for _, k in pairs], pa.int64())})
+            if self.sequenced:
+                # a -D carrying only the key has a null sequence field, the oldest (Paimon compares sequence
+                # fields with nulls first): it would lose to the row. As Paimon's DELETE FROM, carry the row.
+                keys = pa.Table.from_pylist([self.state.get(k, {"p": k[0], "k": k[1], "v": 0, "s": None})
+                                             for k in pairs], schema=PART_SCHEMA)
+        sid = self.table.delete(keys)
+        asked = keys.column("k").to_pylist() if self.cross else pairs
+        # a cross-partition table finds a key's partition in its index: a key it does not hold writes no -D
+        written = [k for k in asked if k in self.state] if self.cross else [k[1] for k in asked]
+        if not self.ignore_delete:   # ignore-delete: the writer drops the -D records
+            for k in asked:
+                self.state.pop(k, None)
+            if self.sequenced:
+                for r in keys.to_pylist():
+                    self.tombs[self.key(r)] = max(r["v"], self.tombs.get(self.key(r), 0))
+        self.log.append(f"delete {keys.to_pylist()} -> {sid}")
+        self._committed(sid, [] if self.ignore_delete else [("-D", k) for k in written],
+                        complete=self.producer == "lookup")
+
+    def drop_partition(self) -> None:
+        """DROP PARTITION, or a DELETE whose condition names only the partition (a truncate): OVERWRITE."""
+        p = self.rng.randint(0, 2)
+        before = {k: r for k, r in self.state.items() if r["p"] != p}
+        if self.rng.random() < 0.5:
+            sid = self.table.drop_partitions({"p": p})
+            how = "drop partition"
+        else:
+            sid = self.table.delete_where([("p", "=", p)])
+            how = "delete where p ="
+        self.log.append(f"{how} {p} -> {sid}")
+        if sid is None or sid == max(self.snapshots, default=0):
+            assert before == self.state, self.log
+            return
+        self.state = before
+        self._committed(sid, replaced=(p, []))
+
+    def overwrite(self) -> None:
+        """INSERT OVERWRITE of one partition (fixed buckets / dynamic buckets with the key holding p)."""
+        p = self.rng.randint(0, 2)
+        rows = [{"p": p, "k": k, "v": self.rng.randint(0, 50), "s": "o"} for k in self.rng.sample(range(8), 3)]
+        with self.table.new_write(overwrite=True) as w:
+            w.write(pa.Table.from_pylist(rows, schema=PART_SCHEMA))
+            messages = w.prepare_commit()
+        sid = self.table.commit_overwrite(messages, [(p,)])
+        # the stream skips the OVERWRITE, whose files (no retracts, no overlapping keys) the commit puts at the top
+        # level (Paimon's FileStoreCommitImpl.tryUpgrade, overwrite.upgrade): no later compaction reports the new
+        # rows as changes
+        self.state = {k: r for k, r in self.state.items() if r["p"] != p}
+        self.state.update({self.key(r): r for r in rows})
+        self.log.append(f"overwrite p={p} {[r['k'] for r in rows]} -> {sid}")
+        self._committed(sid, replaced=(p, rows))
+
+    def compact(self, full: bool | None = None) -> None:
+        full = self.rng.random() < 0.6 if full is None else full
+        before = self.table.latest_snapshot_id()
+        sid = self.table.compact(full=full)
+        self.log.append(f"compact full={full} -> {sid}")
+        if sid is not None and sid != before:
+            self._committed(sid, complete=full)
+            if full:
+                self.full.add(sid)
+
+    def set_options(self) -> None:
+        rng = self.rng
+        # not ignore-delete on a cross-partition table: it drops the -D a moved key's old partition gets too
+        # (Paimon's RowKindFilter in TableWriteImpl sees the DeleteExistingProcessor's retract), leaving the key's
+        # old row in place -- a key then has rows in two partitions, which this model does not follow
+        choices = ["producer"] + ([] if self.cross else ["ignore-delete"] + ([] if self.sequenced else ["sequence"]))
+        what = rng.choice(choices)
+        if what == "producer":
+            new = rng.choice([p for p in PRODUCERS if p != self.producer])
+            if new != "none":
+                # a fold of the changelog starts from a compacted table: the lookup / full-compaction changelog of
+                # records written before the switch is relative to what the compaction finds in the files
+                self.compact(full=True)
+            self.table.alter().set_option("changelog-producer", new).commit()
+            self.producer = new
+            self.log.append(f"changelog-producer={new}")
+            self.switches.append((max(self.snapshots) + 1, copy.deepcopy(self.state)))
+        elif what == "ignore-delete":
+            if not self.ignore_delete:
+                self.compact(full=True)
+            self.ignore_delete = not self.ignore_delete
+            if self.ignore_delete:
+                self.stable_from = max(self.snapshots) + 1
+            self.table.alter().set_option("ignore-delete", str(self.ignore_delete).lower()).commit()
+            self.log.append(f"ignore-delete={self.ignore_delete}")
+        else:
+            self.compact(full=True)
+            self.table.alter().set_option("sequence.field", "v").commit()
+            self.sequenced = True
+            self.stable_from = max(self.snapshots) + 1
+            self.log.append("sequence.field=v")
+
+    def tag(self) -> None:
+        sid = self.table.latest_snapshot_id()
+        if sid is not None:
+            name = f"tag{len(self.tags)}"
+            self.table.create_tag(name, sid)
+            self.tags[name] = sid
+
+    def run(self, steps: int) -> None:
+        self.switches = [(1, {})]   # (first snapshot id, state) at each change of changelog-producer
+        self.upsert()
+        for _ in range(steps):
+            r = self.rng.random()
+            if r < 0.40:
+                self.upsert()
+            elif r < 0.52:
+                self.delete()
+            elif r < 0.60:
+                self.drop_partition()
+            elif r < 0.67 and not self.cross:
+                self.overwrite()
+            elif r < 0.77:
+                self.compact()
+            elif r < 0.90:
+                self.set_options()
+            else:
+                self.tag()
+
+    def expected(self, sid: int | None = None) -> list[dict]:
+        state = self.state if sid is None else self.snapshots[sid]
+        return sort_rows(list(state.values()), ["p", "k"])
+
+
+def check_part_history(h: PartHistory) -> None:
+    t = h.catalog.get_table("db.p")
+    where = "\n".join(h.log)
+    rows = lambda tbl: sort_rows(tbl.to_pylist(), ["p", "k"])  # noqa: E731
+    assert rows(t.read()) == h.expected(), where
+    snaps = {s.id: s for s in t.snapshots()}
+    keys = pa.table({"p": pa.array([p for p in range(3) for _ in range(8)], pa.int32()),
+                     "k": pa.array(list(range(8)) * 3, pa.int64())})
+    if h.cross:
+        keys = keys.select(["k"]).slice(0, 8)
+    for sid in sorted(h.snapshots):
+        # a time-travel read merges with the current options (Paimon's AbstractFileStoreTable.tryTimeTravel copies
+        # them into the old schema): since ignore-delete was turned on / sequence.field set, an older snapshot
+        # whose files still hold a -D record or several records of a key may read otherwise than it did
+        if sid not in snaps or (sid < h.stable_from and sid not in h.full):
+            continue
+        assert rows(t.read(snapshot_id=sid)) == h.expected(sid), (sid, where)
+        assert rows(t.lookup(keys, snapshot_id=sid)) == h.expected(sid), (sid, where)
+        for p in range(3):   # partition-pruned reads
+            assert rows(t.read(snapshot_id=sid, filter=[("p", "=", p)])) == \
+                [r for r in h.expected(sid) if r["p"] == p], (sid, p, where)
+    for name, sid in h.tags.items():
+        if sid >= h.stable_from or sid in h.full:
+            assert rows(t.read(tag=name)) == h.expected(sid), (name, where)
+    check_part_changes(h, t, where)
+    check_from_timestamp(h, t, where)
+    check_part_pypaimon(h, where)
+
+
+def check_part_changes(h: PartHistory, t, where: str) -> None:
+    """The stream from the first snapshot is read_changes snapshot by snapshot; APPEND snapshots committed under
+    changelog-producer=none hold the records as written; from each switch to lookup / full-compaction (after a
+    full compaction) the changelog folds, retract by retract, to the model's state at every full compaction."""
+    latest = max(h.snapshots)
+    per = {sid: t.read_changes(sid - 1, sid).to_pylist() for sid in range(1, latest + 1)}
+    streamed = [r for b in t.stream("from-snapshot", snapshot_id=1, poll_interval=0, idle_timeout=0)
+                for r in b.to_pylist()]
+    assert streamed == [r for sid in sorted(per) for r in per[sid]], where
+    if h.producer == "none":   # the APPEND snapshots' level-0 files: the records as written
+        for sid, inputs in h.inputs.items():
+            got = sorted((r["_row_kind"], r["k"], r["p"] if r["_row_kind"] == "+I" else None) for r in per[sid])
+            want = sorted((kind, r["k"], r["p"]) if kind == "+I" else ("-D", r, None) for kind, r in inputs)
+            if h.cross:   # an upsert moving a key also writes the -D of its old partition
+                got = [g for g in got if g[0] == "+I"] + [g for g in got if g[0] == "-D" and g in want]
+            assert got == want, (sid, got, want, where)
+        return
+    # read_changes follows the current producer: fold its changelog from the last switch to it (made after a full
+    # compaction) or from the start
+    first, state = h.switches[-1]
+    # keyed by (p, k): a moved key's -D and +I are in different buckets, whose changelogs may come in different
+    # snapshots (full-compaction: a bucket's changelog comes with its full compaction)
+    pk = lambda r: (r["p"], r["k"])  # noqa: E731
+    folded = {pk(r): r for r in state.values()}
+    for sid in range(first, latest + 1):
+        if sid in h.replaced:   # streams skip the OVERWRITE: the partition's rows are replaced without a change
+            p, new = h.replaced[sid]
+            folded = {k: r for k, r in folded.items() if r["p"] != p}
+            folded.update({(r["p"], r["k"]): r for r in new})
+        changes = [(r.pop("_row_kind"), r) for r in per[sid]]
+        # retracts first: a moved key's -D and +I are in different partitions, in no particular order
+        for kind, r in [c for c in changes if c[0] in ("-U", "-D")]:
+            assert folded.pop(pk(r), None) == r, (sid, kind, r, where)
+        for kind, r in [c for c in changes if c[0] in ("+I", "+U")]:
+            assert pk(r) not in folded, (sid, kind, r, where)
+            folded[pk(r)] = r
+        if sid in h.complete:
+            assert sort_rows(list(folded.values()), ["p", "k"]) == h.expected(sid), (sid, where)
+
+
+def check_from_timestamp(h: PartHistory, t, where: str) -> None:
+    """A stream from a timestamp reads the changes of the snapshots committed at or after it (Paimon's
+    ContinuousFromTimestampStartingScanner: after the newest snapshot committed before it)."""
+    snaps = t.snapshots()
+    for s in h.rng.sample(snaps, min(4, len(snaps))):
+        for ts in (s.time_millis, s.time_millis + 1):
+            first = next((x.id for x in snaps if x.time_millis >= ts), snaps[-1].id + 1)
+            got = [r for b in t.stream("from-timestamp", timestamp_millis=ts, poll_interval=0, idle_timeout=0)
+                   for r in b.to_pylist()]
+            assert got == t.read_changes(first - 1, snaps[-1].id).to_pylist(), (ts, first, where)
+
+
+def check_part_pypaimon(h: PartHistory, where: str) -> None:
+    from tests.interop.pypaimon_util import pp_get_table, pp_read
+    pp = pp_get_table(h.catalog.warehouse, "db.p")
+    for sid in sorted(h.snapshots):
+        if sid < h.stable_from and sid not in h.full:
+            continue
+        got = pp_read(pp, sid, sort_by=["p", "k"]).to_pylist()
+        assert sort_rows(got, ["p", "k"]) == h.expected(sid), (sid, where)
+
+
+@pytest.mark.parametrize("config", sorted(PART_CONFIGS))
+def test_partitioned_history_with_options_changed(catalog, config):
+    h = PartHistory(catalog, config, 0)
+    h.run(25)
+    check_part_history(h)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(100, 130))
+@pytest.mark.parametrize("config", sorted(PART_CONFIGS))
+def test_partitioned_history_with_options_changed_long(catalog, config, seed):
+    h = PartHistory(catalog, config, seed)
+    h.run(60)
+    check_part_history(h)

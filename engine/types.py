@@ -352,7 +352,8 @@ def fit_length(arr, src: DataType, dst: DataType):
     SchemaEvolutionUtil only when the types differ): values longer than ``dst``'s length are cut to it, shorter ones
     are padded to a CHAR's length with spaces and to a BINARY's with zero bytes. ``arr`` as is when the types are
     equal or ``dst`` is not CHAR, VARCHAR, BINARY or VARBINARY."""
-    if dst.root not in ("CHAR", "VARCHAR", "BINARY", "VARBINARY") or src.with_nullable(True) == dst.with_nullable(True):
+    if dst.root not in ("CHAR", "VARCHAR", "BINARY", "VARBINARY") or \
+            src.with_nullable(True) == dst.with_nullable(True):
         return arr
     n = dst.length
     if dst.root in ("CHAR", "VARCHAR"):
@@ -361,5 +362,6 @@ def fit_length(arr, src: DataType, dst: DataType):
     arr = pc.binary_slice(arr, 0, n) if n < MAX_LEN else arr
     if dst.root == "VARBINARY":
         return arr
-    padded = [None if v is None else v.ljust(n, b"\0") for v in arr.to_pylist()]  # Arrow has no binary padding
-    return pa.array(padded, arr.type) if isinstance(arr, pa.Array) else pa.chunked_array([padded], arr.type)
+    # Arrow has no binary padding: append n zero bytes, keep the first n (nulls stay null)
+    zeros, empty = pa.scalar(b"\0" * n, arr.type), pa.scalar(b"", arr.type)
+    return pc.binary_slice(pc.binary_join_element_wise(arr, zeros, empty), 0, n)

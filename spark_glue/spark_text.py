@@ -16,10 +16,12 @@ import pyarrow.compute as pc
 
 def spark_text(rows: pa.Table, target: pa.Schema, zone: str | None) -> pa.Table:
     """``rows`` whose top-level timestamp, float, double and decimal columns written into a STRING column of
-    ``target`` are the text Spark's CAST gives: a timestamp as ``yyyy-MM-dd HH:mm:ss`` with its fraction of a second without
-    trailing zeros (none when it is zero), a TIMESTAMP (with a zone) as its wall time in the session zone ``zone``
-    (None: the zone Spark typed the column with); a double or float as Java's ``toString`` writes it (``1.0``,
-    ``1.0E20``, ``NaN``, ``-Infinity``); a decimal in plain notation with all its scale's digits (``0.000000100``,
+    ``target`` are the text Spark's CAST gives: a timestamp as ``yyyy-MM-dd HH:mm:ss`` with its fraction of a
+    second without trailing zeros (none when it is zero), a TIMESTAMP (with a zone) as its wall time in the session
+    zone ``zone`` (None: the zone Spark typed the column with); a double or float as Java's ``toString`` writes it
+    (``1.0``, ``1.0E20``, ``NaN``, ``-Infinity``) with the shortest digits that read back, as JDK 19+ prints them
+    (JDK 17's prints more digits for some values, e.g. a float ``-6.6926479E13`` where this gives ``-6.692648E13``);
+    a decimal in plain notation with all its scale's digits (``0.000000100``,
     never Arrow's ``1.00E-7``). Other columns are returned as they are (the writer casts them; nested
     values too)."""
     for i, name in enumerate(rows.column_names):

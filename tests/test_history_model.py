@@ -181,8 +181,8 @@ class History:
     def _batch(self, rows: list[tuple[int, dict]], cols: list[Column]) -> pa.Table:
         schema = pa.schema([pa.field(self.key_name, pa.int64(), False)] + [pa.field(c.name, c.arrow()) for c in cols])
         return pa.Table.from_pylist(
-            [dict({self.key_name: k}, **{c.name: self._to_arrow_value(c, vals.get(c.fid)) for c in cols}) for k, vals in rows],
-            schema=schema)
+            [dict({self.key_name: k}, **{c.name: self._to_arrow_value(c, vals.get(c.fid)) for c in cols})
+             for k, vals in rows], schema=schema)
 
     # ---- operations ----------------------------------------------------------------------------------------
     def upsert(self, merge_schema: bool = False) -> None:

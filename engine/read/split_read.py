@@ -272,9 +272,9 @@ class SplitReader:
     def as_table_type(self, col, name: str, schema_id: int | None, path: str = ""):
         """Column ``name`` (the table's name) of a file written under ``schema_id`` as the table's type; nested
         columns are matched field by field by id (engine.types.evolve_nested), the lengths of character and binary
-        values of an older file are fitted to the table's type (engine.types.fit_length). Raises SchemaMismatch naming the
-        file and column when the file was written under a newer schema whose wider type holds a value this
-        reader's type cannot (a table object or stream opened before a widening, e.g. a merge-schema write)."""
+        values of an older file are fitted to the table's type (engine.types.fit_length). Raises SchemaMismatch
+        naming the file and column when the file was written under a newer schema whose wider type holds a value
+        this reader's type cannot (a table object or stream opened before a widening, e.g. a merge-schema write)."""
         try:
             return self._cast_to_table_type(col, name, schema_id)
         except pa.ArrowInvalid as e:

@@ -133,7 +133,7 @@ def _per_level(parse_value: Callable[[str], Any]) -> Callable[[str], dict[int, A
             if not sep or not level.strip() or not value.strip():
                 raise ValueError(f"entry {entry.strip()!r} is not of the form '<level>:<value>', e.g. '0:avro'")
             try:
-                out[int(level.strip())] = parse_value(value)
+                out[parse_int(level)] = parse_value(value)
             except ValueError as e:
                 raise ValueError(f"entry {entry.strip()!r}: {e}") from None
         return out
@@ -166,6 +166,8 @@ STATS_MODE = _opt("metadata.stats-mode", str.strip, "truncate(16)", "value stati
 STATS_DENSE_STORE = _opt("metadata.stats-dense-store", parse_bool, True,
                          "value statistics keep only the columns whose stats mode is not none (value_stats_cols "
                          "names them); false stores every column, a none column as nulls")
+STATS_MODE_PER_LEVEL = _opt("metadata.stats-mode.per.level", _per_level(_stats_mode), {},
+                            "primary-key tables: metadata.stats-mode by LSM level, e.g. '0:none'")
 STATS_KEEP_FIRST_N_COLUMNS = _opt("metadata.stats-keep-first-n-columns", parse_int, -1,
                                   "columns after the first N without fields.<f>.stats-mode get stats mode none "
                                   "(-1: every column keeps metadata.stats-mode)")
@@ -493,7 +495,7 @@ KNOWN_PAIMON_KEYS = frozenset({
 KNOWN_PAIMON_KEYS = KNOWN_PAIMON_KEYS | frozenset({
     "bucket-append-ordered", "file.block-size", "file-index.in-manifest-threshold", "manifest-sort.enabled",
     "manifest-sort.partition-field", "manifest-sort.max-rewrite-size", "manifest.merge-optimize.enabled",
-    "manifest.delete-file-drop-stats", "metadata.stats-mode.per.level",
+    "manifest.delete-file-drop-stats",
     "scan.max-splits-per-task", "scan.manifest.parallelism", "scan.plan-sort-partition", "sort-engine",
     "sort-spill-threshold", "spill-compression", "spill-compression.zstd-level", "write-buffer-spill.max-disk-size",
     "write-buffer-for-append", "write-max-writers-to-spill", "local-sort.max-num-file-handles", "page-size",
@@ -754,6 +756,19 @@ class TableOptions:
         if own in self.raw:
             codec = self.raw[own].strip().lower()
         return fmt, codec
+
+    def stats_mode_of(self, level: int, *, changelog: bool = False) -> tuple[str, str]:
+        """(stats mode, the option it comes from) of a primary-key table's file at ``level``, as Paimon's
+        KeyValueFileWriterFactory picks the file's default value statistics mode: a changelog file takes
+        ``changelog-file.stats-mode`` when set; otherwise ``metadata.stats-mode.per.level`` for the level, else
+        ``metadata.stats-mode``. ``fields.<f>.stats-mode`` and ``metadata.stats-keep-first-n-columns`` still apply
+        per column on top (``engine.write.stats.stats_modes``); append tables use ``metadata.stats-mode`` only."""
+        if changelog and self.get(CHANGELOG_FILE_STATS_MODE) is not None:
+            return self.get(CHANGELOG_FILE_STATS_MODE), CHANGELOG_FILE_STATS_MODE
+        per_level = self.get(STATS_MODE_PER_LEVEL)
+        if level in per_level:
+            return per_level[level], STATS_MODE_PER_LEVEL
+        return self.get(STATS_MODE), STATS_MODE
 
     def check_file_formats(self) -> None:
         """Every format the options choose for some file is one lakemerge writes (UnsupportedFeature naming the

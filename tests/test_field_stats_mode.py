@@ -26,6 +26,11 @@ def _table(tmp_path, pk: bool, **options):
 def _stats(t) -> dict:
     """Column -> (min, max, null count) of the one data file's value statistics (the columns it stores)."""
     [f] = [f for sp in t.plan() for f in sp.files]
+    return _file_stats(t, f)
+
+
+def _file_stats(t, f) -> dict:
+    """Column -> (min, max, null count) of data file ``f``'s value statistics (the columns it stores)."""
     names = list(t.schema.field_names) if f.value_stats_cols is None else list(f.value_stats_cols)
     stat_types = [ty.with_nullable(True) for ty in t.schema.types_of(names)]
     lo = binary_row.deserialize_row(f.value_stats.min_values, stat_types)
@@ -289,3 +294,82 @@ def test_truncate_zero_is_refused_when_writing(tmp_path, key):
     with pytest.raises(InvalidOption, match=f"'{key}'.*larger than zero"):
         t.write(ROWS)
     assert t.read().num_rows == 2
+
+
+PER_LEVEL = {"metadata.stats-mode.per.level": "0:none, 5:counts", "fields.c.stats-mode": "full"}
+
+
+def _files_by_level(t) -> dict:
+    return {f.level: f for sp in t.plan() for f in sp.files}
+
+
+def test_stats_mode_per_level_picks_the_mode_of_each_files_level(tmp_path):
+    """Paimon's KeyValueFileWriterFactory: metadata.stats-mode.per.level replaces metadata.stats-mode for the files
+    written at a listed level (level 0: writes; the top level 5: a full compaction's output), other levels keep
+    metadata.stats-mode; fields.<f>.stats-mode still wins, and the _KEY_ columns keep truncate(128)."""
+    t = _table(tmp_path, True, **PER_LEVEL)
+    t.write(ROWS.slice(0, 1))
+    [f0] = _files_by_level(t).values()
+    assert f0.level == 0 and _file_stats(t, f0) == {"s": ("ab", "ac", 0), "c": (7, 7, 0)}
+    assert f0.key_stats.null_counts == (0,)  # key statistics are still collected
+    t.write(ROWS.slice(1, 1))
+    t.compact(full=True)
+    [top] = _files_by_level(t).values()
+    assert top.level == 5
+    assert _file_stats(t, top) == {"id": (None, None, 0), "s": ("ab", "ac", 0), "c": (7, 7, 1)}
+    # the statistics still prune right: no level-0 bounds, so only the compacted file's ranges decide
+    assert t.read(filter=[("c", "=", 7)]).column("id").to_pylist() == [1]
+    assert t.plan(filter=[("c", ">", 7)]) == []
+
+
+def test_stats_mode_per_level_applies_to_compaction_outputs_below_the_top(tmp_path):
+    """A level the option does not list takes metadata.stats-mode (full here)."""
+    t = _table(tmp_path, True, **{"metadata.stats-mode.per.level": "0:none", "num-levels": "3"})
+    t.write(ROWS.slice(0, 1))
+    t.write(ROWS.slice(1, 1))
+    t.compact(full=True)  # two runs: rewritten (a lone level-0 file would be upgraded, keeping its statistics)
+    [top] = _files_by_level(t).values()
+    assert top.level == 2 and _file_stats(t, top) == {"id": (1, 2, 0), "s": ("ab", "ac", 0),
+                                                       "c": (None, None, 1)}
+
+
+def test_stats_mode_per_level_is_ignored_by_append_tables(tmp_path):
+    """Paimon's append writers take metadata.stats-mode only (StatsCollectorFactories.statsCollectors)."""
+    t = _table(tmp_path, False, **{"metadata.stats-mode.per.level": "0:none"})
+    t.write(ROWS)
+    assert _stats(t) == {"id": (1, 2, 0), "s": ("ab", "ac", 0), "c": (None, None, 1)}
+
+
+def _changelog_files(t) -> list:
+    snap = t.snapshot(t.latest_snapshot_id())
+    return [e.file for m in t.manifests.manifest_list(snap.changelog_manifest_list)
+            for e in t.manifests.manifest(m.file_name)]
+
+
+@pytest.mark.parametrize("changelog_mode", [None, "full"])
+def test_changelog_files_take_their_levels_mode_unless_changelog_file_stats_mode(tmp_path, changelog_mode):
+    """Changelog files: changelog-file.stats-mode when set, else the per-level mode of the level the changelog is
+    written for (level 0 for changelog-producer=input), as Paimon's key2Stats in KeyValueFileWriterFactory."""
+    extra = {} if changelog_mode is None else {"changelog-file.stats-mode": changelog_mode}
+    t = _table(tmp_path, True, **{"changelog-producer": "input", "metadata.stats-mode.per.level": "0:none",
+                                  "fields.c.stats-mode": "none", **extra})
+    t.write(ROWS)
+    [log] = _changelog_files(t)
+    want = {"s": ("ab", "ac", 0)} if changelog_mode is None else {"id": (1, 2, 0), "s": ("ab", "ac", 0)}
+    assert _file_stats(t, log) == want
+
+
+@pytest.mark.parametrize("value", ["0:bogus", "x:none", "0none", "0:truncate"])
+def test_a_bad_stats_mode_per_level_is_refused(tmp_path, value):
+    with pytest.raises(InvalidOption, match="'metadata.stats-mode.per.level'"):
+        _table(tmp_path, True, **{"metadata.stats-mode.per.level": value})
+
+
+def test_a_zero_truncate_length_per_level_is_refused_when_writing(tmp_path):
+    """As truncate(0) in metadata.stats-mode: the table opens, a write of that level raises naming the option
+    (Paimon's TruncateSimpleColStatsCollector refuses a zero length when the level's writer starts), nothing is
+    committed."""
+    t = _table(tmp_path, True, **{"metadata.stats-mode.per.level": "0:truncate(0)"})
+    with pytest.raises(InvalidOption, match="'metadata.stats-mode.per.level'"):
+        t.write(ROWS)
+    assert t.latest_snapshot_id() is None

@@ -23,7 +23,7 @@ from engine.crash_points import crash_point
 from engine.data_paths import placer_for
 from engine.meta import binary_row
 from engine.meta.data_file import FILE_SOURCE_COMPACT, DataFileMeta, SimpleStats
-from engine.options import DATA_FILE_PREFIX, STATS_DENSE_STORE, STATS_MODE, TARGET_FILE_SIZE
+from engine.options import DATA_FILE_PREFIX, STATS_DENSE_STORE, TARGET_FILE_SIZE
 from engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, TableSchema
 from engine.types import DataType
 from engine.write.file_writer import local_millis_as_utc
@@ -115,8 +115,9 @@ class RollingRunWriter:
         self.value_types = schema.types_of(self.value_names)
         self.key_cols = [KEY_FIELD_PREFIX + k if KEY_FIELD_PREFIX + k in schema.file_arrow_schema.names else k
                          for k in self.key_names]
+        mode, mode_key = opts.stats_mode_of(level)
         self.key_modes, self.stats_mode = kv_stats_modes(opts, self.key_cols, self.value_names, self.format.name,
-                                                         opts.get(STATS_MODE))  # stats_mode: one per value column
+                                                         mode, default_key=mode_key)  # one per value column
         self.dense = opts.get(STATS_DENSE_STORE)
         # the value columns whose statistics are stored (not dense: all, a none column as nulls)
         self.stats_cols = dense_columns(self.stats_mode) if self.dense else list(range(len(self.value_names)))

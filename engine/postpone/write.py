@@ -139,12 +139,12 @@ def partition_stats(schema, rows: pa.Table) -> dict[bytes, tuple[int, int]]:
     return out
 
 
-def postponed_file_format(schema) -> tuple[DataFileFormat, str]:
-    """(format, ``metadata.stats-mode``) of postponed files, as PostponeBucketFileStoreWrite writes them: when the
-    table's columns convert to an Avro schema, the table's options with ``file.format = avro`` and
+def postponed_file_format(schema) -> tuple[DataFileFormat, str, str]:
+    """(format, stats mode, the option naming that mode) of postponed files, as PostponeBucketFileStoreWrite writes
+    them: when the table's columns convert to an Avro schema, the table's options with ``file.format = avro`` and
     ``metadata.stats-mode = none``, else the table's options unchanged; then the level-0 choice of
-    KeyValueFileWriterFactory (``file.format.per.level`` / ``file.compression.per.level`` for level 0 still win,
-    ``file.compression`` else; ``avro.codec`` overrides the codec of an Avro file, and ``zstd`` is Avro's zstandard
+    KeyValueFileWriterFactory (``file.format.per.level`` / ``file.compression.per.level`` /
+    ``metadata.stats-mode.per.level`` for level 0 still win, ``file.compression`` else; ``avro.codec`` overrides the codec of an Avro file, and ``zstd`` is Avro's zstandard
     at ``file.compression.zstd-level``). Columns lakemerge cannot write to Avro (MULTISET, which Paimon's Avro
     holds) also keep the table's options. Raises InvalidOption when the compression is not a codec of the format
     (as Paimon's Avro CodecFactory refuses it)."""
@@ -152,12 +152,13 @@ def postponed_file_format(schema) -> tuple[DataFileFormat, str]:
     try:
         avro_schema(names, schema.types_of(names))
     except UnsupportedFeature:  # TIMESTAMP(7..9), TIME(4..9): Paimon keeps the table's format and statistics
-        fmt, stats = data_file_format(schema, 0), schema.table_options.get(STATS_MODE)
+        opts = schema.table_options
     else:
-        opts = TableOptions({**schema.options, FILE_FORMAT: "avro"}, table=schema.table_options.table)
-        fmt, stats = data_file_format(schema, 0, options=opts), "none"
+        opts = TableOptions({**schema.options, FILE_FORMAT: "avro", STATS_MODE: "none"},
+                            table=schema.table_options.table)
+    fmt = data_file_format(schema, 0, options=opts)
     codec_of(fmt.name, fmt.compression)
-    return fmt, stats
+    return (fmt, *opts.stats_mode_of(0))
 
 
 class PostponedWrite(TableWrite):
@@ -168,7 +169,7 @@ class PostponedWrite(TableWrite):
         super().__init__(table, **kw)
         writer_id = random.randrange(2 ** 31 - 1)
         self._prefix = f"{self.options.get(DATA_FILE_PREFIX)}-u-{self.commit_user}-s-{writer_id}-w-"
-        self._format, self._stats_mode = postponed_file_format(self.schema)
+        self._format, self._stats_mode, self._stats_mode_key = postponed_file_format(self.schema)
 
     def _require_writable(self) -> None:
         TableOptions(self.schema.options, table=self.table.name).require_writable(allow_postpone_bucket=True)
@@ -189,7 +190,8 @@ class PostponedWrite(TableWrite):
         kinds = np.concatenate([c[3] for c in chunks])
         files = write_sorted_run(self.table.file_io, self.table.bucket_dir(buf.partition_values, POSTPONE_BUCKET),
                                  physical_table(rows, seq, kinds, self.schema), self.schema, level=0,
-                                 prefix=self._prefix, file_format=self._format, stats_mode=self._stats_mode)
+                                 prefix=self._prefix, file_format=self._format, stats_mode=self._stats_mode,
+                                 stats_mode_key=self._stats_mode_key)
         buf.files.extend(files)
 
 

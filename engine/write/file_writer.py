@@ -38,18 +38,18 @@ def write_sorted_run(io_: FileIO, bucket_dir: str, rows: pa.Table, schema: Table
                      file_source: int = FILE_SOURCE_APPEND, prefix: str | None = None, *,
                      file_format: DataFileFormat | None = None, stats_mode: str | None = None,
                      dictionary: bool = True, row_target: bool = True,
-                     stats_mode_key: str = "metadata.stats-mode") -> list[DataFileMeta]:
+                     stats_mode_key: str = STATS_MODE) -> list[DataFileMeta]:
     """Files are written in ``file_format`` (default: the format of ``level``, ``engine.write.formats``);
-    ``stats_mode`` overrides ``metadata.stats-mode`` (changelog files use their own options; ``stats_mode_key``
-    names the option it comes from in errors);
+    ``stats_mode`` overrides the stats mode of ``level`` (default: ``TableOptions.stats_mode_of``; changelog files
+    use their own options; ``stats_mode_key`` names the option it comes from in errors);
     ``dictionary=False`` writes plain Parquet encodings. Files roll at ``target-file-size`` and, for
     FILE_SOURCE_APPEND files unless ``row_target=False`` (changelog files), at ``target-file-row-num``. Raises
     UnsupportedFeature (nothing written) for a column the format cannot hold."""
     opts = schema.table_options
     target = opts.get(TARGET_FILE_SIZE)
     fmt = data_file_format(schema, level) if file_format is None else file_format
-    stats_mode_key = STATS_MODE if stats_mode is None else stats_mode_key
-    stats_mode = opts.get(STATS_MODE) if stats_mode is None else stats_mode
+    if stats_mode is None:
+        stats_mode, stats_mode_key = opts.stats_mode_of(level)
     key_cols = [KEY_FIELD_PREFIX + k if KEY_FIELD_PREFIX + k in schema.file_arrow_schema.names else k
                 for k in schema.trimmed_primary_keys]
     key_modes, value_modes = kv_stats_modes(opts, key_cols, schema.field_names, fmt.name, stats_mode,

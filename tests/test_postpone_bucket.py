@@ -171,6 +171,19 @@ def test_postponed_files_are_avro_without_value_stats(catalog, options, expected
     assert _postponed_files(t) == []
 
 
+def test_a_level0_stats_mode_per_level_still_wins_for_postponed_files(catalog):
+    """KeyValueFileWriterFactory takes metadata.stats-mode.per.level's level-0 entry before the metadata.stats-mode
+    (none) PostponeBucketFileStoreWrite sets: Avro postponed files with counts statistics; compaction into the real
+    buckets still reads them right."""
+    t = make(catalog, **{"postpone.batch-write-fixed-bucket": "false", "postpone.default-bucket-num": "2",
+                         "metadata.stats-mode.per.level": "0:counts"})
+    t.write(rows("a", [3, 1, 2], "x"))
+    ((ext, _, cols, stats),) = _postponed_files(t)
+    assert ext == "avro" and cols is None and stats.null_counts == (0, 0, 0)
+    t.compact()
+    assert as_rows(t.read()) == [("a", 1, "x1"), ("a", 2, "x2"), ("a", 3, "x3")]
+
+
 def test_a_compression_avro_lacks_refuses_postponed_writes(catalog):
     """file.compression lz4 is a Parquet codec, not an Avro one: Paimon's Avro CodecFactory refuses it when a
     postponed file is written; lakemerge refuses the postponed writer, naming the option, before writing."""

@@ -22,7 +22,8 @@ ROW_KIND_TEXT = ("+I", "-U", "+U", "-D")
 def write_changelog(table, bucket_dir: str, rows: pa.Table, level: int = 0) -> list:
     """Write ``rows`` as level-0 changelog files in ``bucket_dir`` using the changelog file options; ``level`` is the
     level whose format (and stats mode) they take when ``changelog-file.format`` (``changelog-file.stats-mode``) is
-    not set (a compaction's output level, as in Paimon). Returns the written file metas; None or empty input writes nothing and returns []."""
+    not set (a compaction's output level, as in Paimon). Returns the written file metas; None or empty input writes
+    nothing and returns []."""
     if rows is None or rows.num_rows == 0:
         return []
     schema = table.schema

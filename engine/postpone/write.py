@@ -144,7 +144,8 @@ def postponed_file_format(schema) -> tuple[DataFileFormat, str, str]:
     them: when the table's columns convert to an Avro schema, the table's options with ``file.format = avro`` and
     ``metadata.stats-mode = none``, else the table's options unchanged; then the level-0 choice of
     KeyValueFileWriterFactory (``file.format.per.level`` / ``file.compression.per.level`` /
-    ``metadata.stats-mode.per.level`` for level 0 still win, ``file.compression`` else; ``avro.codec`` overrides the codec of an Avro file, and ``zstd`` is Avro's zstandard
+    ``metadata.stats-mode.per.level`` for level 0 still win, ``file.compression`` else; ``avro.codec`` overrides
+    the codec of an Avro file, and ``zstd`` is Avro's zstandard
     at ``file.compression.zstd-level``). Columns lakemerge cannot write to Avro (MULTISET, which Paimon's Avro
     holds) also keep the table's options. Raises InvalidOption when the compression is not a codec of the format
     (as Paimon's Avro CodecFactory refuses it)."""

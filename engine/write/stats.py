@@ -4,7 +4,8 @@ Guarantee: for every non-null value v of a column, ``min <= v <= max`` under Pai
 Double.compare, where -0.0 < 0.0; a float column holding a NaN gets no min/max), so readers may skip a file whose
 range cannot match. Under ``truncate(N)`` long strings keep an N-character prefix as the minimum
 and a rounded-up prefix as the maximum (neither, if it cannot be rounded up). Each column's mode is
-``metadata.stats-mode`` (a primary-key file: its level's mode, ``TableOptions.stats_mode_of``) unless ``fields.<column>.stats-mode`` overrides it or ``metadata.stats-keep-first-n-columns``
+``metadata.stats-mode`` (a primary-key file: its level's mode, ``TableOptions.stats_mode_of``) unless
+``fields.<column>.stats-mode`` overrides it or ``metadata.stats-keep-first-n-columns``
 turns it off (``stats_modes``); a ``none`` column records no min, max or null count, and is left out of the stored
 statistics unless ``metadata.stats-dense-store`` is false (``value_stats``).
 """

@@ -20,6 +20,7 @@ a new field (null in old files).
 from __future__ import annotations
 
 import copy
+import os
 import random
 from decimal import Decimal
 
@@ -590,6 +591,11 @@ def check_changes(h: History, t, latest: int, where: str) -> None:
                 assert sort_rows(list(folded.values()), ["k"]) == h.expected(sid, cols), (sid, where)
 
 
+# Long variants: one seed per configuration in the test run (CI); LAKEMERGE_HISTORY_SEEDS=<n> runs n seeds each
+# (a soak run: 40 x 13 + 30 x 5 cases take over an hour on 2 cores).
+LONG_SEEDS = range(100, 100 + int(os.environ.get("LAKEMERGE_HISTORY_SEEDS", "1")))
+
+
 @pytest.mark.parametrize("config", sorted(CONFIGS))
 def test_history_across_schema_evolution(catalog, config):
     h = History(catalog, config, 0)
@@ -598,7 +604,7 @@ def test_history_across_schema_evolution(catalog, config):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", range(100, 140))
+@pytest.mark.parametrize("seed", LONG_SEEDS)
 @pytest.mark.parametrize("config", sorted(CONFIGS))
 def test_history_across_schema_evolution_long(catalog, config, seed):
     h = History(catalog, config, seed)
@@ -925,7 +931,7 @@ def test_partitioned_history_with_options_changed(catalog, config):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", range(100, 130))
+@pytest.mark.parametrize("seed", LONG_SEEDS)
 @pytest.mark.parametrize("config", sorted(PART_CONFIGS))
 def test_partitioned_history_with_options_changed_long(catalog, config, seed):
     h = PartHistory(catalog, config, seed)
